@@ -1,0 +1,28 @@
+/**
+ * Library defaults. A job record stores an option only when it differs from these (an empty field
+ * means "the default"), which keeps a waiting job small in Redis. Scripts receive the defaults they
+ * need as ARGV from here, so there is one source of truth.
+ */
+import type { BackoffOptions } from './types.js';
+
+export const DEFAULT_PREFIX = 'surety';
+export const DEFAULT_MAX_ATTEMPTS = 3;
+export const DEFAULT_LEASE_MS = 30_000;
+export const DEFAULT_BACKOFF: Readonly<BackoffOptions> = Object.freeze({
+  type: 'exponential',
+  delayMs: 1_000,
+  maxDelayMs: 3_600_000,
+  jitter: true,
+});
+export const DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024;
+export const DEFAULT_RETENTION = Object.freeze({
+  completed: Object.freeze({ maxCount: 1_000, maxAgeMs: 24 * 3_600_000 }),
+  dead: Object.freeze({ maxCount: 10_000, maxAgeMs: 30 * 24 * 3_600_000 }),
+});
+/** addBulk sends this many jobs per script call (one round trip each). */
+export const BULK_CHUNK = 1_000;
+/** Upper bound of jobs moved per call by promotion, recovery and retention trimming, to keep scripts short. */
+export const SCRIPT_BATCH_LIMIT = 1_000;
+/** Longest error stack kept per attempt. */
+export const MAX_STACK_CHARS = 4_096;
+export const MAX_MESSAGE_CHARS = 2_048;

@@ -1,0 +1,149 @@
+/**
+ * Every error Surety throws or emits. Each class has a stable string `code` (documented in
+ * docs/errors.md; a test fails when a code is missing there), so callers can branch on
+ * `err instanceof X` or `err.code`.
+ */
+
+export class SuretyError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** An option, a queue name or a job id is out of range or of the wrong type. Nothing was written. */
+export class ValidationError extends SuretyError {
+  constructor(message: string, code = 'ERR_INVALID_OPTION') {
+    super(code, message);
+  }
+}
+
+/** Job data (or a processor's result) is not plain JSON: functions, BigInt, NaN, Dates, class instances, cycles... */
+export class NotSerializableError extends ValidationError {
+  constructor(message: string) {
+    super(message, 'ERR_NOT_SERIALIZABLE');
+  }
+}
+
+/** The serialised payload is larger than `maxPayloadBytes`. */
+export class PayloadTooLargeError extends ValidationError {
+  constructor(message: string) {
+    super(message, 'ERR_PAYLOAD_TOO_LARGE');
+  }
+}
+
+/** Thrown by a processor to end a job at once in the dead set, without further attempts. */
+export class UnrecoverableError extends SuretyError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('ERR_UNRECOVERABLE', message, options);
+  }
+}
+
+export class JobNotFoundError extends SuretyError {
+  constructor(readonly jobId: string) {
+    super(
+      'ERR_JOB_NOT_FOUND',
+      `job ${JSON.stringify(jobId)} does not exist (never added, removed, or trimmed by retention)`,
+    );
+  }
+}
+
+/** The job is not in a state that allows the operation (e.g. retrying a waiting job, removing an active one). */
+export class InvalidStateError extends SuretyError {
+  constructor(
+    readonly jobId: string,
+    readonly state: string,
+    operation: string,
+  ) {
+    super('ERR_INVALID_STATE', `cannot ${operation} job ${JSON.stringify(jobId)}: it is ${state}`);
+  }
+}
+
+/**
+ * A worker's completion or failure of a job was refused because its lease had been lost: the job was
+ * recovered (and may be running elsewhere), so the newer attempt's outcome stands. Emitted as an `error` event.
+ */
+export class StaleJobError extends SuretyError {
+  constructor(
+    readonly jobId: string,
+    readonly token: number,
+    readonly reason: string,
+  ) {
+    super('ERR_STALE_JOB', `refused the outcome of job ${JSON.stringify(jobId)} attempt ${token}: ${reason}`);
+  }
+}
+
+/** Recorded as a job's attempt error when its lease expired (the worker crashed, stalled or was cut off). */
+export class LeaseExpiredError extends SuretyError {
+  constructor(message: string) {
+    super('ERR_LEASE_EXPIRED', message);
+  }
+}
+
+/** `queue.waitFor` ran out of time before the job finished. */
+export class WaitTimeoutError extends SuretyError {
+  constructor(
+    readonly jobId: string,
+    timeoutMs: number,
+  ) {
+    super('ERR_WAIT_TIMEOUT', `job ${JSON.stringify(jobId)} did not finish within ${timeoutMs} ms`);
+  }
+}
+
+/** `queue.waitFor` on a job that ended dead: carries every attempt's error. */
+export class JobFailedError extends SuretyError {
+  constructor(
+    readonly jobId: string,
+    readonly errors: readonly JobAttemptError[],
+  ) {
+    const last = errors[errors.length - 1];
+    super(
+      'ERR_JOB_DEAD',
+      `job ${JSON.stringify(jobId)} is dead: ${last ? last.message : 'no error recorded'}`,
+    );
+  }
+}
+
+/** The Redis server cannot safely run Surety (too old, or an eviction policy that may delete jobs under `strict`). */
+export class RedisConfigError extends SuretyError {
+  constructor(message: string) {
+    super('ERR_REDIS_CONFIG', message);
+  }
+}
+
+/** A method was called on a closed Queue or Worker. */
+export class ClosedError extends SuretyError {
+  constructor(what: string) {
+    super('ERR_CLOSED', `${what} is closed`);
+  }
+}
+
+/** A background Redis call of a worker failed (connection lost, timeout); the worker retries by itself. */
+export class ConnectionError extends SuretyError {
+  constructor(message: string, cause: unknown) {
+    super('ERR_CONNECTION', message, { cause });
+  }
+}
+
+export interface JobAttemptError {
+  attempt: number;
+  name: string;
+  message: string;
+  stack?: string;
+  code?: string;
+  /** Epoch ms (Redis server clock) at which the attempt ended. */
+  at: number;
+}
+
+/**
+ * Single-job admin scripts (retry, remove, promote) reply `OK`, `NOT_FOUND` or `INVALID_STATE:<state>`.
+ * This is the one place where those replies become typed errors.
+ */
+export function errorFromScriptReply(reply: string, jobId: string, operation: string): SuretyError | null {
+  if (reply === 'OK') return null;
+  if (reply === 'NOT_FOUND') return new JobNotFoundError(jobId);
+  if (reply.startsWith('INVALID_STATE:')) return new InvalidStateError(jobId, reply.slice(14), operation);
+  return new SuretyError('ERR_UNEXPECTED_REPLY', `unexpected reply ${JSON.stringify(reply)} to ${operation}`);
+}

@@ -1,0 +1,19 @@
+export * from './errors.js';
+export { type QueueKeys, queueKeys } from './keys.js';
+export type { ConnectionOption, Logger, QueueOptions } from './options.js';
+export { Queue } from './queue.js';
+export type {
+  AddedJob,
+  BackoffOptions,
+  JobCounts,
+  JobInfo,
+  JobOptions,
+  JobState,
+  Retention,
+  RetentionRule,
+  WorkerDescription,
+} from './types.js';
+export type { BackoffStrategy } from './worker/backoff.js';
+export { Job } from './worker/job.js';
+export type { WorkerOptions } from './worker/options.js';
+export { type Processor, Worker, type WorkerEvents } from './worker/worker.js';

@@ -1,0 +1,143 @@
+/**
+ * The job record: one field of the queue's `jobs` hash per job, laid out as
+ *
+ *   header "\n" dataJson [ "\n" resultJson ]
+ *
+ * JSON never contains a raw newline, so the first newline ends the header and the second (if any) ends
+ * the data. The header is `|`-separated so Lua can read and rewrite it without parsing the data:
+ *
+ *   0 state  1 attempts  2 base  3 createdAt  4 runAt  5 startedAt  6 finishedAt
+ *   7 priority  8 maxAttempts  9 leaseMs  10 backoff
+ *
+ * Fields 7..10 are written by the client ("option tail") and empty when they equal the library default.
+ * `attempts` is the fencing token of the latest attempt; `base` is the attempt count at the last manual
+ * retry, so a retried job gets a fresh budget while its tokens keep increasing.
+ * Keep in step with src/scripts/includes/parse_record.lua.
+ */
+import { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './defaults.js';
+import type { JobAttemptError } from './errors.js';
+import type { BackoffOptions, JobInfo, JobState } from './types.js';
+
+const STATES: Record<string, JobState> = {
+  w: 'waiting',
+  d: 'delayed',
+  a: 'active',
+  c: 'completed',
+  x: 'dead',
+};
+
+export interface ResolvedJobOptions {
+  priority: number;
+  maxAttempts: number;
+  leaseMs: number;
+  backoff: BackoffOptions;
+}
+
+/** Fields 7..10 of the header, empty where the value is the library default. */
+export function encodeOptionTail(o: ResolvedJobOptions): string {
+  const prio = o.priority === 0 ? '' : String(o.priority);
+  const max = o.maxAttempts === DEFAULT_MAX_ATTEMPTS ? '' : String(o.maxAttempts);
+  const lease = o.leaseMs === DEFAULT_LEASE_MS ? '' : String(o.leaseMs);
+  return `${prio}|${max}|${lease}|${encodeBackoff(o.backoff)}`;
+}
+
+export function encodeBackoff(b: BackoffOptions): string {
+  if (
+    b.type === DEFAULT_BACKOFF.type &&
+    b.delayMs === DEFAULT_BACKOFF.delayMs &&
+    b.maxDelayMs === DEFAULT_BACKOFF.maxDelayMs &&
+    b.jitter === DEFAULT_BACKOFF.jitter
+  ) {
+    return '';
+  }
+  const kind = b.type === 'fixed' ? 'f' : b.type === 'exponential' ? 'e' : `c${b.name}`;
+  return `${kind},${b.delayMs ?? ''},${b.maxDelayMs ?? ''},${b.jitter ? 1 : 0}`;
+}
+
+export function decodeBackoff(s: string): BackoffOptions {
+  if (s === '') return { ...DEFAULT_BACKOFF };
+  const [kind = 'e', delay = '', max = '', jitter = '0'] = s.split(',');
+  const out: BackoffOptions =
+    kind === 'f'
+      ? { type: 'fixed' }
+      : kind === 'e'
+        ? { type: 'exponential' }
+        : { type: 'custom', name: kind.slice(1) };
+  if (delay !== '') out.delayMs = Number(delay);
+  if (max !== '') out.maxDelayMs = Number(max);
+  out.jitter = jitter === '1';
+  return out;
+}
+
+/** The parts of a record a worker needs to run an attempt; cheaper than a full decode. */
+export interface ClaimedRecord {
+  attempts: number;
+  base: number;
+  createdAt: number;
+  runAt: number;
+  priority: number;
+  maxAttempts: number;
+  leaseMs: number;
+  backoff: string;
+  dataJson: string;
+}
+
+export function decodeClaimed(record: string): ClaimedRecord {
+  const nl = record.indexOf('\n');
+  const h = record.slice(0, nl).split('|');
+  const createdAt = Number(h[3]);
+  return {
+    attempts: Number(h[1]),
+    base: h[2] ? Number(h[2]) : 0,
+    createdAt,
+    runAt: h[4] ? Number(h[4]) : createdAt,
+    priority: h[7] ? Number(h[7]) : 0,
+    maxAttempts: h[8] ? Number(h[8]) : DEFAULT_MAX_ATTEMPTS,
+    leaseMs: h[9] ? Number(h[9]) : DEFAULT_LEASE_MS,
+    backoff: h[10] ?? '',
+    // A claimed record never carries a result (retry strips it), so the data runs to the end.
+    dataJson: record.slice(nl + 1),
+  };
+}
+
+export function decodeRecord<D, R>(id: string, record: string, errorLines: string | null): JobInfo<D, R> {
+  const nl = record.indexOf('\n');
+  const h = record.slice(0, nl).split('|');
+  const rest = record.slice(nl + 1);
+  const nl2 = rest.indexOf('\n');
+  const dataJson = nl2 === -1 ? rest : rest.slice(0, nl2);
+  const createdAt = Number(h[3]);
+  const info: JobInfo<D, R> = {
+    id,
+    state: STATES[h[0] ?? ''] ?? 'waiting',
+    data: JSON.parse(dataJson) as D,
+    attempts: Number(h[1]),
+    maxAttempts: h[8] ? Number(h[8]) : DEFAULT_MAX_ATTEMPTS,
+    priority: h[7] ? Number(h[7]) : 0,
+    leaseMs: h[9] ? Number(h[9]) : DEFAULT_LEASE_MS,
+    backoff: decodeBackoff(h[10] ?? ''),
+    errors: errorLines ? decodeErrorLines(errorLines) : [],
+    createdAt,
+    runAt: h[4] ? Number(h[4]) : createdAt,
+  };
+  if (h[5]) info.startedAt = Number(h[5]);
+  if (h[6]) info.finishedAt = Number(h[6]);
+  if (nl2 !== -1) {
+    const resultJson = rest.slice(nl2 + 1);
+    if (resultJson !== '') info.result = JSON.parse(resultJson) as R;
+  }
+  return info;
+}
+
+/** Error lines are `at|attempt|json`, one per failed attempt, oldest first. */
+export function decodeErrorLines(lines: string): JobAttemptError[] {
+  const out: JobAttemptError[] = [];
+  for (const line of lines.split('\n')) {
+    if (line === '') continue;
+    const p1 = line.indexOf('|');
+    const p2 = line.indexOf('|', p1 + 1);
+    const body = JSON.parse(line.slice(p2 + 1)) as Omit<JobAttemptError, 'at' | 'attempt'>;
+    out.push({ attempt: Number(line.slice(p1 + 1, p2)), at: Number(line.slice(0, p1)), ...body });
+  }
+  return out;
+}

@@ -1,0 +1,62 @@
+/**
+ * The one place that builds Redis key names. Every key of a queue shares the hash tag
+ * `{prefix:queue}` (or `{prefix:queue:partition}`), so all keys a script touches live in one
+ * Redis Cluster slot and a queue can be spread over a cluster by partition.
+ */
+
+export interface QueueKeys {
+  /** The `{prefix:queue}` hash tag shared by every key below. */
+  readonly tag: string;
+  /** HASH job id -> job record (`header\ndata[\nresult]`, see job-record.ts). */
+  readonly jobs: string;
+  /** HASH job id -> one line per failed attempt (`at|attempt|errorJson`). Absent for jobs that never failed. */
+  readonly errors: string;
+  /** LIST of waiting job ids with priority 0, FIFO (RPUSH to add, LPOP to claim). */
+  readonly waiting: string;
+  /** ZSET of waiting job ids with a non-zero priority; score = priority * 2^32 + sequence. */
+  readonly prio: string;
+  /** STRING counter giving FIFO order inside a priority. */
+  readonly seq: string;
+  /** STRING counter for generated job ids. */
+  readonly ids: string;
+  /** ZSET of delayed job ids; score = due time (epoch ms, Redis clock). */
+  readonly delayed: string;
+  /** ZSET of active job ids; score = lease deadline (epoch ms, Redis clock). */
+  readonly active: string;
+  /** ZSET of completed job ids; score = finish time (epoch ms). Trimmed by retention. */
+  readonly completed: string;
+  /** ZSET of dead job ids; score = finish time (epoch ms). Trimmed by retention. */
+  readonly dead: string;
+  /** HASH of queue-wide flags: `paused`. */
+  readonly meta: string;
+  /** ZSET of worker ids; score = heartbeat expiry (epoch ms). */
+  readonly workers: string;
+  /** HASH worker id -> JSON worker description (host, pid, active job ids...). */
+  readonly workerInfo: string;
+  /** Sharded pub/sub channel: `w` (a job became claimable) or `d` (an earlier delayed job exists). */
+  readonly wakeChannel: string;
+  /** Sharded pub/sub channel: `c\nid\nid...` (completed) or `x\nid...` (dead), for waitFor. */
+  readonly doneChannel: string;
+}
+
+export function queueKeys(prefix: string, queue: string, partition?: number): QueueKeys {
+  const tag = partition === undefined ? `{${prefix}:${queue}}` : `{${prefix}:${queue}:${partition}}`;
+  return Object.freeze({
+    tag,
+    jobs: `${tag}:jobs`,
+    errors: `${tag}:errors`,
+    waiting: `${tag}:waiting`,
+    prio: `${tag}:prio`,
+    seq: `${tag}:seq`,
+    ids: `${tag}:ids`,
+    delayed: `${tag}:delayed`,
+    active: `${tag}:active`,
+    completed: `${tag}:completed`,
+    dead: `${tag}:dead`,
+    meta: `${tag}:meta`,
+    workers: `${tag}:workers`,
+    workerInfo: `${tag}:workerinfo`,
+    wakeChannel: `${tag}:wake`,
+    doneChannel: `${tag}:done`,
+  });
+}

@@ -1,0 +1,207 @@
+/**
+ * Options of Queue, Worker and add(): documented defaults, validated once, frozen.
+ */
+import type { RedisOptions } from 'ioredis';
+import {
+  DEFAULT_BACKOFF,
+  DEFAULT_LEASE_MS,
+  DEFAULT_MAX_ATTEMPTS,
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  DEFAULT_PREFIX,
+  DEFAULT_RETENTION,
+} from './defaults.js';
+import { ValidationError } from './errors.js';
+import type { ResolvedJobOptions } from './job-record.js';
+import type { RedisClient } from './scripts.js';
+import type { BackoffOptions, JobOptions, Retention, RetentionRule } from './types.js';
+import {
+  checkBool,
+  checkInt,
+  checkJobId,
+  checkKnownKeys,
+  checkObject,
+  checkPrefix,
+  show,
+} from './validate.js';
+
+/** A redis:// URL, ioredis options, or an ioredis Redis/Cluster instance you own (Surety will not close it). */
+export type ConnectionOption = string | RedisOptions | RedisClient;
+
+export interface Logger {
+  warn(message: string): void;
+}
+
+export interface CommonOptions {
+  connection?: ConnectionOption;
+  /** Key prefix; every key of a queue is `{prefix:queue}:...`. Default 'surety'. */
+  prefix?: string;
+  /** Refuse to start on a Redis whose maxmemory-policy may evict jobs (default: warn). */
+  strict?: boolean;
+  /** Where warnings go. Default: console. */
+  logger?: Logger;
+}
+
+export interface QueueOptions extends CommonOptions {
+  /** Defaults for every job added through this Queue. */
+  defaults?: Omit<JobOptions, 'id' | 'delayMs' | 'runAt'>;
+  /** Largest accepted job payload, as UTF-8 JSON. Default 512 KiB. */
+  maxPayloadBytes?: number;
+}
+
+const JOB_OPTION_KEYS = ['id', 'delayMs', 'runAt', 'priority', 'maxAttempts', 'leaseMs', 'backoff'] as const;
+const DEFAULTS_KEYS = ['priority', 'maxAttempts', 'leaseMs', 'backoff'] as const;
+const BACKOFF_KEYS = ['type', 'delayMs', 'maxDelayMs', 'jitter', 'name'] as const;
+const MAX_DELAY_MS = 10 * 365 * 24 * 3_600_000;
+
+export function checkBackoff(name: string, value: unknown): BackoffOptions {
+  const b = checkObject(name, value);
+  checkKnownKeys(name, b, BACKOFF_KEYS);
+  if (b.type !== 'fixed' && b.type !== 'exponential' && b.type !== 'custom') {
+    throw new ValidationError(`${name}.type must be 'fixed', 'exponential' or 'custom', got ${show(b.type)}`);
+  }
+  const out: BackoffOptions = { type: b.type, jitter: false };
+  if (b.type === 'custom') {
+    if (typeof b.name !== 'string' || !/^[A-Za-z0-9_-]{1,50}$/.test(b.name)) {
+      throw new ValidationError(
+        `${name}.name must name a Worker backoffStrategies entry ([A-Za-z0-9_-]{1,50}), got ${show(b.name)}`,
+      );
+    }
+    out.name = b.name;
+  } else {
+    out.delayMs = checkInt(`${name}.delayMs`, b.delayMs ?? DEFAULT_BACKOFF.delayMs, 0, MAX_DELAY_MS);
+    if (b.type === 'exponential') {
+      out.maxDelayMs = checkInt(
+        `${name}.maxDelayMs`,
+        b.maxDelayMs ?? DEFAULT_BACKOFF.maxDelayMs,
+        0,
+        MAX_DELAY_MS,
+      );
+    } else if (b.maxDelayMs !== undefined) {
+      throw new ValidationError(`${name}.maxDelayMs applies to exponential backoff only`);
+    }
+  }
+  if (b.jitter !== undefined) out.jitter = checkBool(`${name}.jitter`, b.jitter);
+  return Object.freeze(out);
+}
+
+function checkJobFields(
+  name: string,
+  o: Record<string, unknown>,
+  base: ResolvedJobOptions,
+): ResolvedJobOptions {
+  return Object.freeze({
+    priority:
+      o.priority === undefined
+        ? base.priority
+        : checkInt(`${name}priority`, o.priority, -1_000_000, 1_000_000),
+    maxAttempts:
+      o.maxAttempts === undefined
+        ? base.maxAttempts
+        : checkInt(`${name}maxAttempts`, o.maxAttempts, 1, 1_000),
+    leaseMs:
+      o.leaseMs === undefined ? base.leaseMs : checkInt(`${name}leaseMs`, o.leaseMs, 100, 24 * 3_600_000),
+    backoff: o.backoff === undefined ? base.backoff : checkBackoff(`${name}backoff`, o.backoff),
+  });
+}
+
+export const LIBRARY_JOB_DEFAULTS: ResolvedJobOptions = Object.freeze({
+  priority: 0,
+  maxAttempts: DEFAULT_MAX_ATTEMPTS,
+  leaseMs: DEFAULT_LEASE_MS,
+  backoff: DEFAULT_BACKOFF,
+});
+
+export interface ResolvedQueueOptions {
+  prefix: string;
+  strict: boolean;
+  logger: Logger;
+  defaults: ResolvedJobOptions;
+  maxPayloadBytes: number;
+}
+
+export function resolveCommon(
+  name: string,
+  o: CommonOptions,
+): { prefix: string; strict: boolean; logger: Logger } {
+  return {
+    prefix: o.prefix === undefined ? DEFAULT_PREFIX : checkPrefix(o.prefix),
+    strict: o.strict === undefined ? false : checkBool(`${name}.strict`, o.strict),
+    logger: o.logger ?? console,
+  };
+}
+
+export function resolveQueueOptions(opts: QueueOptions): ResolvedQueueOptions {
+  const o = checkObject('Queue options', opts);
+  checkKnownKeys('Queue options', o, [
+    'connection',
+    'prefix',
+    'strict',
+    'logger',
+    'defaults',
+    'maxPayloadBytes',
+  ]);
+  let defaults = LIBRARY_JOB_DEFAULTS;
+  if (opts.defaults !== undefined) {
+    const d = checkObject('defaults', opts.defaults);
+    checkKnownKeys('defaults', d, DEFAULTS_KEYS);
+    defaults = checkJobFields('defaults.', d, LIBRARY_JOB_DEFAULTS);
+  }
+  return Object.freeze({
+    ...resolveCommon('Queue options', opts),
+    defaults,
+    maxPayloadBytes:
+      opts.maxPayloadBytes === undefined
+        ? DEFAULT_MAX_PAYLOAD_BYTES
+        : checkInt('maxPayloadBytes', opts.maxPayloadBytes, 1, 512 * 1024 * 1024),
+  });
+}
+
+export interface ResolvedAdd extends ResolvedJobOptions {
+  id: string;
+  delayMs: string;
+  runAt: string;
+}
+
+/** add() options as the add script wants them: '' where absent. */
+export function resolveAddOptions(opts: JobOptions | undefined, defaults: ResolvedJobOptions): ResolvedAdd {
+  if (opts === undefined) return { ...defaults, id: '', delayMs: '', runAt: '' };
+  const o = checkObject('job options', opts);
+  checkKnownKeys('job options', o, JOB_OPTION_KEYS);
+  const fields = checkJobFields('', o, defaults);
+  if (o.delayMs !== undefined && o.runAt !== undefined) {
+    throw new ValidationError('give either delayMs or runAt, not both');
+  }
+  let runAt = '';
+  if (o.runAt !== undefined) {
+    const t = o.runAt instanceof Date ? o.runAt.getTime() : o.runAt;
+    runAt = String(checkInt('runAt', t, 0, 8_640_000_000_000_000));
+  }
+  return {
+    ...fields,
+    id: o.id === undefined ? '' : checkJobId(o.id),
+    delayMs: o.delayMs === undefined ? '' : String(checkInt('delayMs', o.delayMs, 0, MAX_DELAY_MS)),
+    runAt,
+  };
+}
+
+export function resolveRetention(name: string, value: unknown): Retention {
+  if (value === undefined) return DEFAULT_RETENTION;
+  const r = checkObject(name, value);
+  checkKnownKeys(name, r, ['completed', 'dead']);
+  const rule = (key: 'completed' | 'dead'): RetentionRule => {
+    if (r[key] === undefined) return DEFAULT_RETENTION[key];
+    const v = checkObject(`${name}.${key}`, r[key]);
+    checkKnownKeys(`${name}.${key}`, v, ['maxCount', 'maxAgeMs']);
+    return Object.freeze({
+      maxCount:
+        v.maxCount === undefined
+          ? DEFAULT_RETENTION[key].maxCount
+          : checkInt(`${name}.${key}.maxCount`, v.maxCount, 0),
+      maxAgeMs:
+        v.maxAgeMs === undefined
+          ? DEFAULT_RETENTION[key].maxAgeMs
+          : checkInt(`${name}.${key}.maxAgeMs`, v.maxAgeMs, 0),
+    });
+  };
+  return Object.freeze({ completed: rule('completed'), dead: rule('dead') });
+}

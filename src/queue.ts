@@ -1,0 +1,289 @@
+/**
+ * Queue: adds jobs, and is the admin API (inspect, count, retry, remove, pause) that the CLI and
+ * the dashboard are built on. Holds no state besides its connections.
+ */
+import { type Connection, checkServer, closeConnection, connect, duplicate } from './connection.js';
+import { BULK_CHUNK } from './defaults.js';
+import { DoneListener } from './done-listener.js';
+import {
+  ClosedError,
+  errorFromScriptReply,
+  JobFailedError,
+  JobNotFoundError,
+  ValidationError,
+  WaitTimeoutError,
+} from './errors.js';
+import { decodeRecord, encodeOptionTail } from './job-record.js';
+import { type QueueKeys, queueKeys } from './keys.js';
+import {
+  type QueueOptions,
+  type ResolvedQueueOptions,
+  resolveAddOptions,
+  resolveQueueOptions,
+} from './options.js';
+import { type RedisClient, runScript, scripts } from './scripts.js';
+import type { AddedJob, JobCounts, JobInfo, JobOptions, JobState, WorkerDescription } from './types.js';
+import { checkInt, checkJobId, checkQueueName, toJson } from './validate.js';
+
+const STATE_LETTERS: Record<string, JobState> = {
+  w: 'waiting',
+  d: 'delayed',
+  a: 'active',
+  c: 'completed',
+  x: 'dead',
+};
+
+type AddRow = Record<'id' | 'priority' | 'delayMs' | 'runAt' | 'optionTail' | 'data', string | number>;
+
+export class Queue<Data = unknown, Result = unknown> {
+  readonly name: string;
+  readonly keys: QueueKeys;
+  readonly options: ResolvedQueueOptions;
+  private readonly conn: Connection;
+  private subscriber: RedisClient | null = null;
+  private doneListener: DoneListener | null = null;
+  private closed = false;
+
+  constructor(name: string, opts: QueueOptions = {}) {
+    this.name = checkQueueName(name);
+    this.options = resolveQueueOptions(opts);
+    this.keys = queueKeys(this.options.prefix, name);
+    this.conn = connect(opts.connection, 'queue');
+  }
+
+  /** The ioredis client this queue uses (shared with a Worker if you passed it one). */
+  get client(): RedisClient {
+    return this.conn.client;
+  }
+
+  private async ready(): Promise<RedisClient> {
+    if (this.closed) throw new ClosedError(`Queue ${this.name}`);
+    await checkServer(this.conn.client, this.options.strict, this.options.logger);
+    return this.conn.client;
+  }
+
+  private row(data: Data, opts: JobOptions | undefined, what: string): AddRow {
+    const o = resolveAddOptions(opts, this.options.defaults);
+    return {
+      id: o.id,
+      priority: o.priority,
+      delayMs: o.delayMs,
+      runAt: o.runAt,
+      optionTail: encodeOptionTail(o),
+      data: toJson(what, data, this.options.maxPayloadBytes),
+    };
+  }
+
+  private async runAdd(rows: AddRow[]): Promise<AddedJob[]> {
+    const client = await this.ready();
+    const reply = (await runScript(
+      client,
+      scripts.add,
+      this.keys,
+      { now: '', wakeChannel: this.keys.wakeChannel },
+      rows,
+    )) as (string | number)[];
+    const out: AddedJob[] = [];
+    for (let i = 0; i < reply.length; i += 3) {
+      out.push({
+        id: String(reply[i]),
+        isNew: reply[i + 1] === 1,
+        state: STATE_LETTERS[reply[i + 2] as string] ?? 'waiting',
+      });
+    }
+    return out;
+  }
+
+  /** Adds one job. With an `id` that exists, returns that job (`isNew: false`) and enqueues nothing. */
+  async add(data: Data, opts?: JobOptions): Promise<AddedJob> {
+    const [added] = await this.runAdd([this.row(data, opts, 'job data')]);
+    return added!;
+  }
+
+  /**
+   * Adds many jobs, BULK_CHUNK per round trip; each chunk is atomic. Every item is validated before
+   * anything is sent, so one bad item rejects the whole call and writes nothing.
+   */
+  async addBulk(items: readonly { data: Data; opts?: JobOptions }[]): Promise<AddedJob[]> {
+    if (!Array.isArray(items)) throw new ValidationError('addBulk expects an array of { data, opts }');
+    const rows = items.map((item, i) => this.row(item.data, item.opts, `item ${i} data`));
+    const chunks: Promise<AddedJob[]>[] = [];
+    for (let i = 0; i < rows.length; i += BULK_CHUNK) chunks.push(this.runAdd(rows.slice(i, i + BULK_CHUNK)));
+    return (await Promise.all(chunks)).flat();
+  }
+
+  async getJob(id: string): Promise<JobInfo<Data, Result> | null> {
+    checkJobId(id);
+    const client = await this.ready();
+    const [record, errors] = await Promise.all([
+      client.hget(this.keys.jobs, id),
+      client.hget(this.keys.errors, id),
+    ]);
+    return record === null ? null : decodeRecord<Data, Result>(id, record, errors);
+  }
+
+  /** Jobs in one state, oldest first (waiting: in claim order for priority 0), paged. */
+  async getJobs(
+    state: JobState,
+    opts: { offset?: number; limit?: number } = {},
+  ): Promise<JobInfo<Data, Result>[]> {
+    const offset = checkInt('offset', opts.offset ?? 0, 0);
+    const limit = checkInt('limit', opts.limit ?? 100, 1, 10_000);
+    const client = await this.ready();
+    const k = this.keys;
+    let ids: string[];
+    if (state === 'waiting') {
+      const urgent = await client.zrangebyscore(k.prio, '-inf', '(0');
+      const listed = await client.lrange(k.waiting, 0, offset + limit);
+      const rest = await client.zrangebyscore(k.prio, 0, '+inf', 'LIMIT', 0, offset + limit);
+      ids = [...urgent, ...listed, ...rest].slice(offset, offset + limit);
+    } else {
+      const set = { delayed: k.delayed, active: k.active, completed: k.completed, dead: k.dead }[state];
+      if (!set)
+        throw new ValidationError(`state must be waiting, delayed, active, completed or dead, got ${state}`);
+      ids = await client.zrange(set, offset, offset + limit - 1);
+    }
+    if (ids.length === 0) return [];
+    const [records, errors] = await Promise.all([
+      client.hmget(k.jobs, ...ids),
+      client.hmget(k.errors, ...ids),
+    ]);
+    const out: JobInfo<Data, Result>[] = [];
+    ids.forEach((id, i) => {
+      const rec = records[i];
+      if (rec) out.push(decodeRecord<Data, Result>(id, rec, errors[i] ?? null));
+    });
+    return out;
+  }
+
+  async counts(): Promise<JobCounts> {
+    const client = await this.ready();
+    const k = this.keys;
+    const [waiting, prio, delayed, active, completed, dead] = await Promise.all([
+      client.llen(k.waiting),
+      client.zcard(k.prio),
+      client.zcard(k.delayed),
+      client.zcard(k.active),
+      client.zcard(k.completed),
+      client.zcard(k.dead),
+    ]);
+    return { waiting: waiting + prio, delayed, active, completed, dead };
+  }
+
+  /**
+   * Resolves with the job's result once it completes; rejects with JobFailedError (every attempt's
+   * error) if it ends dead, WaitTimeoutError after `timeoutMs`, JobNotFoundError if it does not exist.
+   */
+  async waitFor(id: string, opts: { timeoutMs?: number } = {}): Promise<Result> {
+    checkJobId(id);
+    const timeoutMs = checkInt('timeoutMs', opts.timeoutMs ?? 60_000, 1);
+    const client = await this.ready();
+    if (!this.doneListener) {
+      this.subscriber = duplicate(client);
+      this.doneListener = new DoneListener(this.subscriber, this.keys.doneChannel);
+    }
+    return new Promise<Result>((resolve, reject) => {
+      let settled = false;
+      let unwatch: () => void = () => {};
+      let timer: NodeJS.Timeout | undefined;
+      const finish = (fn: () => void) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        unwatch();
+        fn();
+      };
+      const check = () => {
+        this.getJob(id).then(
+          (job) => {
+            if (!job) finish(() => reject(new JobNotFoundError(id)));
+            else if (job.state === 'completed') finish(() => resolve(job.result as Result));
+            else if (job.state === 'dead') finish(() => reject(new JobFailedError(id, job.errors)));
+          },
+          (err) => finish(() => reject(err)),
+        );
+      };
+      timer = setTimeout(() => finish(() => reject(new WaitTimeoutError(id, timeoutMs))), timeoutMs);
+      this.doneListener!.watch(id, check).then(
+        (u) => {
+          unwatch = u;
+          if (settled) u();
+          else check();
+        },
+        (err) => finish(() => reject(err)),
+      );
+    });
+  }
+
+  private async adminScript(
+    spec: typeof scripts.retry | typeof scripts.promote | typeof scripts.remove,
+    id: string,
+    operation: string,
+  ): Promise<void> {
+    checkJobId(id);
+    const client = await this.ready();
+    const reply = (await runScript(client, spec, this.keys, {
+      id,
+      wakeChannel: this.keys.wakeChannel,
+    })) as string;
+    const err = errorFromScriptReply(reply, id, operation);
+    if (err) throw err;
+  }
+
+  /** Dead or completed -> waiting, with a fresh budget of maxAttempts. Errors so far are kept. */
+  retry(id: string): Promise<void> {
+    return this.adminScript(scripts.retry, id, 'retry');
+  }
+
+  /** Deletes a job that is not active. */
+  remove(id: string): Promise<void> {
+    return this.adminScript(scripts.remove, id, 'remove');
+  }
+
+  /** Makes a delayed job due now. */
+  promote(id: string): Promise<void> {
+    return this.adminScript(scripts.promote, id, 'promote');
+  }
+
+  /** Stops every worker of this queue from claiming jobs (active ones finish). */
+  async pause(): Promise<void> {
+    await runScript(await this.ready(), scripts.setPaused, this.keys, {
+      paused: '1',
+      wakeChannel: this.keys.wakeChannel,
+    });
+  }
+
+  async resume(): Promise<void> {
+    await runScript(await this.ready(), scripts.setPaused, this.keys, {
+      paused: '0',
+      wakeChannel: this.keys.wakeChannel,
+    });
+  }
+
+  async isPaused(): Promise<boolean> {
+    return (await (await this.ready()).hexists(this.keys.meta, 'paused')) === 1;
+  }
+
+  /** Workers whose heartbeat has not expired. */
+  async workers(): Promise<WorkerDescription[]> {
+    const client = await this.ready();
+    const time = await client.time();
+    const now = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+    const ids = await client.zrangebyscore(this.keys.workers, now, '+inf');
+    if (ids.length === 0) return [];
+    const infos = await client.hmget(this.keys.workerInfo, ...ids);
+    const out: WorkerDescription[] = [];
+    ids.forEach((id, i) => {
+      const info = infos[i];
+      if (info) out.push({ id, ...(JSON.parse(info) as Omit<WorkerDescription, 'id'>) });
+    });
+    return out;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.subscriber) await closeConnection({ client: this.subscriber, owned: true });
+    await closeConnection(this.conn);
+  }
+}

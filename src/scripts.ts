@@ -1,0 +1,111 @@
+/**
+ * Typed descriptions of the Lua scripts in src/scripts/ and the runner that calls them.
+ *
+ * Each description names the script's KEYS (as QueueKeys property names) and ARGV, in order; callers
+ * pass the queue's keys and a named argument object, so nobody writes `keys[7] = ...`. A test checks
+ * every description against the KEYS/ARGV header of its Lua file, so the two cannot drift.
+ * Scripts are loaded once (includes inlined), called with EVALSHA, and re-sent with EVAL on NOSCRIPT
+ * (after a Redis restart or SCRIPT FLUSH).
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Cluster, Redis } from 'ioredis';
+import type { QueueKeys } from './keys.js';
+
+export type KeyName = Exclude<keyof QueueKeys, 'tag' | 'wakeChannel' | 'doneChannel'>;
+export type ArgValue = string | number;
+
+export interface ScriptSpec<A extends string = string, R extends string = string> {
+  readonly name: string;
+  readonly keys: readonly KeyName[];
+  readonly args: readonly A[];
+  /** Argument names repeated once per item after the fixed arguments (batch scripts). */
+  readonly repeated: readonly R[];
+  readonly source: string;
+  readonly sha: string;
+}
+
+const SCRIPT_DIR = new URL('./scripts/', import.meta.url);
+
+/** The Lua source with every `-- @include name` line replaced by includes/name.lua. */
+export function loadLua(name: string): string {
+  const raw = readFileSync(new URL(`${name}.lua`, SCRIPT_DIR), 'utf8');
+  return raw.replace(/^-- @include (\w+)$/gm, (_, inc: string) =>
+    readFileSync(new URL(`includes/${inc}.lua`, SCRIPT_DIR), 'utf8').trimEnd(),
+  );
+}
+
+function define<const A extends string, const R extends string = never>(
+  name: string,
+  keys: readonly KeyName[],
+  args: readonly A[],
+  repeated: readonly R[] = [],
+): ScriptSpec<A, R> {
+  const source = loadLua(name);
+  const sha = createHash('sha1').update(source).digest('hex');
+  return Object.freeze({ name, keys, args, repeated, source, sha });
+}
+
+export const scripts = {
+  add: define(
+    'add',
+    ['jobs', 'waiting', 'prio', 'seq', 'delayed', 'ids'],
+    ['now', 'wakeChannel'],
+    ['id', 'priority', 'delayMs', 'runAt', 'optionTail', 'data'],
+  ),
+  claim: define(
+    'claim',
+    ['jobs', 'waiting', 'prio', 'seq', 'delayed', 'active', 'meta'],
+    ['now', 'count', 'defaultLeaseMs', 'limit'],
+  ),
+  complete: define(
+    'complete',
+    ['jobs', 'errors', 'active', 'completed'],
+    ['now', 'keepCount', 'keepAgeMs', 'limit', 'doneChannel'],
+    ['id', 'token', 'result'],
+  ),
+  fail: define(
+    'fail',
+    ['jobs', 'errors', 'active', 'delayed', 'waiting', 'prio', 'seq', 'dead'],
+    ['now', 'defaultMaxAttempts', 'keepCount', 'keepAgeMs', 'limit', 'wakeChannel', 'doneChannel'],
+    ['id', 'token', 'retryDelayMs', 'error'],
+  ),
+  extend: define('extend', ['jobs', 'active'], ['now', 'defaultLeaseMs'], ['id', 'token']),
+  recover: define(
+    'recover',
+    ['jobs', 'errors', 'active', 'waiting', 'prio', 'seq', 'dead'],
+    ['now', 'limit', 'defaultMaxAttempts', 'keepCount', 'keepAgeMs', 'wakeChannel', 'doneChannel'],
+  ),
+  retry: define('retry', ['jobs', 'waiting', 'prio', 'seq', 'completed', 'dead'], ['id', 'wakeChannel']),
+  remove: define('remove', ['jobs', 'errors', 'waiting', 'prio', 'delayed', 'completed', 'dead'], ['id']),
+  promote: define('promote', ['jobs', 'waiting', 'prio', 'seq', 'delayed'], ['id', 'wakeChannel']),
+  setPaused: define('set-paused', ['meta'], ['paused', 'wakeChannel']),
+  heartbeat: define('heartbeat', ['workers', 'workerInfo'], ['now', 'ttlMs', 'workerId', 'info']),
+} as const;
+
+export type RedisClient = Redis | Cluster;
+
+/**
+ * Runs a script: EVALSHA, falling back to EVAL when the server does not know the script yet.
+ * `rows` are the repeated argument groups of batch scripts.
+ */
+export async function runScript<A extends string, R extends string>(
+  redis: RedisClient,
+  spec: ScriptSpec<A, R>,
+  keys: QueueKeys,
+  args: Record<A, ArgValue>,
+  rows: readonly Record<R, ArgValue>[] = [],
+): Promise<unknown> {
+  const flat: ArgValue[] = [];
+  for (const k of spec.keys) flat.push(keys[k]);
+  for (const a of spec.args) flat.push(args[a]);
+  for (const row of rows) for (const r of spec.repeated) flat.push(row[r]);
+  try {
+    return await redis.evalsha(spec.sha, spec.keys.length, ...flat);
+  } catch (err) {
+    if (err instanceof Error && err.message.startsWith('NOSCRIPT')) {
+      return redis.eval(spec.source, spec.keys.length, ...flat);
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,114 @@
+-- claim.lua: promote delayed jobs that are due (delayed -> waiting), then claim up to `count` jobs
+-- for one worker (waiting -> active): negative priorities first, then the FIFO list, then positive
+-- priorities. Each claimed job's attempts is incremented; that number is the attempt's fencing token.
+-- Its lease deadline (now + leaseMs) is its score in `active`.
+-- KEYS[1] jobs            HASH id -> record
+-- KEYS[2] waiting         LIST
+-- KEYS[3] prio            ZSET
+-- KEYS[4] seq             STRING
+-- KEYS[5] delayed         ZSET
+-- KEYS[6] active          ZSET
+-- KEYS[7] meta            HASH (field `paused`)
+-- ARGV[1] now             epoch ms, '' = Redis TIME
+-- ARGV[2] count           jobs wanted (0 = only promote)
+-- ARGV[3] defaultLeaseMs
+-- ARGV[4] limit           most delayed jobs promoted per call
+-- Returns: { now, nextDue, paused, id1, record1, id2, record2, ... }
+--   nextDue: due time of the first delayed job when fewer than `count` were claimed, else ''
+--   paused: 1 when the queue is paused (nothing is claimed)
+-- @include current_time
+-- @include parse_record
+-- @include with_header
+-- @include enqueue
+
+local jobs, waiting, prio, seq, delayed, active, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local now = current_time(ARGV[1])
+local count = tonumber(ARGV[2])
+
+-- Promotion happens here, atomically with claiming, so no dispatcher is needed and many workers
+-- promoting the same due jobs can never duplicate one.
+local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
+if #due > 0 then
+  redis.call('ZREM', delayed, unpack(due))
+  local recs = redis.call('HMGET', jobs, unpack(due))
+  local updated, to_list = {}, {}
+  for i = 1, #due do
+    if recs[i] then
+      local f, nl = parse_record(recs[i])
+      f[1] = 'w'
+      updated[#updated + 1] = due[i]
+      updated[#updated + 1] = with_header(f, recs[i], nl)
+      local priority = tonumber(f[8]) or 0
+      if priority == 0 then
+        to_list[#to_list + 1] = due[i]
+      else
+        enqueue(waiting, prio, seq, due[i], priority, false)
+      end
+    end
+  end
+  if #updated > 0 then redis.call('HSET', jobs, unpack(updated)) end
+  if #to_list > 0 then redis.call('RPUSH', waiting, unpack(to_list)) end
+end
+
+if redis.call('HEXISTS', meta, 'paused') == 1 then return { now, '', 1 } end
+
+local ids = {}
+local need = count
+local has_prio = need > 0 and redis.call('EXISTS', prio) == 1
+if has_prio then
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', prio, '-inf', '(0', 'LIMIT', 0, need)) do ids[#ids + 1] = id end
+  need = count - #ids
+end
+local from_prio = #ids
+if need > 0 then
+  local popped = redis.call('LPOP', waiting, need)
+  if popped then
+    for _, id in ipairs(popped) do ids[#ids + 1] = id end
+    need = count - #ids
+  end
+end
+if has_prio and need > 0 then
+  for _, id in ipairs(redis.call('ZRANGE', prio, from_prio, from_prio + need - 1)) do
+    ids[#ids + 1] = id
+    from_prio = from_prio + 1
+  end
+end
+if has_prio then
+  local taken = {}
+  for _, id in ipairs(ids) do taken[#taken + 1] = id end
+  -- List ids are not in prio; ZREM ignores them.
+  if #taken > 0 then redis.call('ZREM', prio, unpack(taken)) end
+end
+
+local next_due = ''
+if #ids < count then
+  local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+  if first[2] then next_due = first[2] end
+end
+local out = { now, next_due, 0 }
+if #ids == 0 then return out end
+
+local recs = redis.call('HMGET', jobs, unpack(ids))
+local updated, leases = {}, {}
+local default_lease = tonumber(ARGV[3])
+for i = 1, #ids do
+  local rec = recs[i]
+  if rec then
+    local f, nl = parse_record(rec)
+    f[1] = 'a'
+    f[2] = tostring(tonumber(f[2]) + 1)
+    f[6] = now
+    rec = with_header(f, rec, nl)
+    updated[#updated + 1] = ids[i]
+    updated[#updated + 1] = rec
+    leases[#leases + 1] = now + (tonumber(f[10]) or default_lease)
+    leases[#leases + 1] = ids[i]
+    out[#out + 1] = ids[i]
+    out[#out + 1] = rec
+  end
+end
+if #updated > 0 then
+  redis.call('HSET', jobs, unpack(updated))
+  redis.call('ZADD', active, unpack(leases))
+end
+return out

@@ -1,0 +1,34 @@
+-- extend.lua: renew the leases of a worker's active jobs (new deadline: now + the job's leaseMs), in one
+-- call per renewal interval. Only while the job is active under the same fencing token.
+-- KEYS[1] jobs            HASH id -> record
+-- KEYS[2] active          ZSET
+-- ARGV[1] now             epoch ms, '' = Redis TIME
+-- ARGV[2] defaultLeaseMs
+-- ARGV[3..] repeated: id, token
+-- Returns: { id, ... } of jobs whose lease this worker no longer holds
+-- @include current_time
+-- @include parse_record
+
+local jobs, active = KEYS[1], KEYS[2]
+local now = current_time(ARGV[1])
+local default_lease = tonumber(ARGV[2])
+local n = (#ARGV - 2) / 2
+local ids = {}
+for i = 1, n do ids[i] = ARGV[3 + (i - 1) * 2] end
+local recs = redis.call('HMGET', jobs, unpack(ids))
+local lost, leases = {}, {}
+for i = 1, n do
+  local rec = recs[i]
+  local held = false
+  if rec then
+    local f = parse_record(rec)
+    if f[1] == 'a' and f[2] == ARGV[4 + (i - 1) * 2] then
+      held = true
+      leases[#leases + 1] = now + (tonumber(f[10]) or default_lease)
+      leases[#leases + 1] = ids[i]
+    end
+  end
+  if not held then lost[#lost + 1] = ids[i] end
+end
+if #leases > 0 then redis.call('ZADD', active, 'XX', unpack(leases)) end
+return lost

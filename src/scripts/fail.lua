@@ -1,0 +1,94 @@
+-- fail.lua: record failed attempts, many per call. Each accepted failure appends its error line, then
+-- the job goes back to waiting (retryDelayMs 0), to delayed (retryDelayMs > 0, due at now + delay), or
+-- to dead when its attempts are spent or retryDelayMs is -1 (UnrecoverableError). Fenced like complete.lua.
+-- KEYS[1] jobs            HASH id -> record
+-- KEYS[2] errors          HASH id -> error lines
+-- KEYS[3] active          ZSET
+-- KEYS[4] delayed         ZSET
+-- KEYS[5] waiting         LIST
+-- KEYS[6] prio            ZSET
+-- KEYS[7] seq             STRING
+-- KEYS[8] dead            ZSET
+-- ARGV[1] now             epoch ms, '' = Redis TIME
+-- ARGV[2] defaultMaxAttempts
+-- ARGV[3] keepCount       retention: dead jobs kept
+-- ARGV[4] keepAgeMs       retention: dead jobs older than this are deleted
+-- ARGV[5] limit           most jobs trimmed per call
+-- ARGV[6] wakeChannel     shard channel for idle workers
+-- ARGV[7] doneChannel     shard channel for waitFor
+-- ARGV[8..] repeated: id, token, retryDelayMs, error
+--   token (attempt number), retryDelayMs (>= 0, or -1 for no retry), error (JSON: name, message, stack, code)
+-- Returns: { id, outcome, ... } per job; outcome is `waiting`, `delayed`, `dead`, `STALE:<state>:<attempts>` or `NOT_FOUND`
+-- @include current_time
+-- @include parse_record
+-- @include with_header
+-- @include attempts_left
+-- @include enqueue
+-- @include trim_finished
+-- @include announce_delayed
+-- @include append_errors
+
+local jobs, errors, active, delayed, waiting, prio, seq, dead =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local now = current_time(ARGV[1])
+local default_max = tonumber(ARGV[2])
+local n = (#ARGV - 7) / 4
+
+local ids = {}
+for i = 1, n do ids[i] = ARGV[8 + (i - 1) * 4] end
+local recs = redis.call('HMGET', jobs, unpack(ids))
+
+local out, accepted, lines, updated, dead_scores, dead_ids = {}, {}, {}, {}, {}, {}
+local woken, min_due = false, nil
+for i = 1, n do
+  local base = 8 + (i - 1) * 4
+  local id, rec = ids[i], recs[i]
+  out[#out + 1] = id
+  if not rec then
+    out[#out + 1] = 'NOT_FOUND'
+  else
+    local f, nl = parse_record(rec)
+    if f[1] == 'a' and f[2] == ARGV[base + 1] then
+      accepted[#accepted + 1] = id
+      lines[#lines + 1] = now .. '|' .. f[2] .. '|' .. ARGV[base + 3]
+      local delay = tonumber(ARGV[base + 2])
+      if delay < 0 or not attempts_left(f, default_max) then
+        f[1] = 'x'
+        f[7] = now
+        dead_scores[#dead_scores + 1] = now
+        dead_scores[#dead_scores + 1] = id
+        dead_ids[#dead_ids + 1] = id
+      elseif delay == 0 then
+        f[1] = 'w'
+        if enqueue(waiting, prio, seq, id, tonumber(f[8]) or 0, false) then woken = true end
+      else
+        f[1] = 'd'
+        f[5] = now + delay
+        redis.call('ZADD', delayed, f[5], id)
+        if min_due == nil or f[5] < min_due then min_due = f[5] end
+      end
+      out[#out + 1] = ({ x = 'dead', w = 'waiting', d = 'delayed' })[f[1]]
+      updated[#updated + 1] = id
+      updated[#updated + 1] = with_header(f, rec, nl)
+    elseif f[2] == ARGV[base + 1] and (f[1] ~= 'a') then
+      -- The same failure re-sent after a lost reply: already applied.
+      out[#out + 1] = ({ x = 'dead', w = 'waiting', d = 'delayed', c = 'completed' })[f[1]]
+    else
+      out[#out + 1] = 'STALE:' .. f[1] .. ':' .. f[2]
+    end
+  end
+end
+
+if #accepted > 0 then
+  redis.call('ZREM', active, unpack(accepted))
+  redis.call('HSET', jobs, unpack(updated))
+  append_errors(errors, accepted, lines)
+end
+if #dead_ids > 0 then
+  redis.call('ZADD', dead, unpack(dead_scores))
+  trim_finished(dead, jobs, errors, now, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+  redis.call('SPUBLISH', ARGV[7], 'x\n' .. table.concat(dead_ids, '\n'))
+end
+announce_delayed(delayed, ARGV[6], min_due)
+if woken then redis.call('SPUBLISH', ARGV[6], 'w') end
+return out

@@ -1,0 +1,24 @@
+-- promote.lua: make one delayed job due now (delayed -> waiting).
+-- KEYS[1] jobs            HASH id -> record
+-- KEYS[2] waiting         LIST
+-- KEYS[3] prio            ZSET
+-- KEYS[4] seq             STRING
+-- KEYS[5] delayed         ZSET
+-- ARGV[1] id
+-- ARGV[2] wakeChannel
+-- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>'
+-- @include parse_record
+-- @include with_header
+-- @include enqueue
+
+local jobs, waiting, prio, seq, delayed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local id = ARGV[1]
+local rec = redis.call('HGET', jobs, id)
+if not rec then return 'NOT_FOUND' end
+local f, nl = parse_record(rec)
+if f[1] ~= 'd' then return 'INVALID_STATE:' .. f[1] end
+redis.call('ZREM', delayed, id)
+f[1] = 'w'
+redis.call('HSET', jobs, id, with_header(f, rec, nl))
+if enqueue(waiting, prio, seq, id, tonumber(f[8]) or 0, false) then redis.call('SPUBLISH', ARGV[2], 'w') end
+return 'OK'

@@ -1,0 +1,66 @@
+-- recover.lua: the nanny. Jobs whose lease deadline has passed (their worker crashed, stalled or lost its
+-- connection) go back to the front of waiting, or to dead when their attempts are spent. The lost
+-- attempt is recorded as a LeaseExpiredError. Any worker may run this; no PID bookkeeping is needed.
+-- KEYS[1] jobs            HASH id -> record
+-- KEYS[2] errors          HASH id -> error lines
+-- KEYS[3] active          ZSET
+-- KEYS[4] waiting         LIST
+-- KEYS[5] prio            ZSET
+-- KEYS[6] seq             STRING
+-- KEYS[7] dead            ZSET
+-- ARGV[1] now             epoch ms, '' = Redis TIME
+-- ARGV[2] limit           most jobs recovered per call
+-- ARGV[3] defaultMaxAttempts
+-- ARGV[4] keepCount       retention: dead jobs kept
+-- ARGV[5] keepAgeMs       retention: dead jobs older than this are deleted
+-- ARGV[6] wakeChannel     shard channel for idle workers
+-- ARGV[7] doneChannel     shard channel for waitFor
+-- Returns: { requeued ids (table), dead ids (table) }
+-- @include current_time
+-- @include parse_record
+-- @include with_header
+-- @include attempts_left
+-- @include enqueue
+-- @include trim_finished
+-- @include append_errors
+
+local jobs, errors, active, waiting, prio, seq, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local now = current_time(ARGV[1])
+local expired = redis.call('ZRANGEBYSCORE', active, '-inf', '(' .. now, 'LIMIT', 0, tonumber(ARGV[2]))
+if #expired == 0 then return { {}, {} } end
+redis.call('ZREM', active, unpack(expired))
+
+local recs = redis.call('HMGET', jobs, unpack(expired))
+local requeued, dead_ids, dead_scores, updated, err_ids, lines = {}, {}, {}, {}, {}, {}
+local woken = false
+for i = #expired, 1, -1 do
+  -- Walk backwards so that LPUSH leaves the oldest expired job first in line.
+  local id, rec = expired[i], recs[i]
+  if rec then
+    local f, nl = parse_record(rec)
+    err_ids[#err_ids + 1] = id
+    lines[#lines + 1] = now .. '|' .. f[2] .. '|{"name":"LeaseExpiredError","code":"ERR_LEASE_EXPIRED","message":"lease expired: the worker running attempt ' .. f[2] .. ' stopped renewing it (crashed, stalled or disconnected)"}'
+    if attempts_left(f, tonumber(ARGV[3])) then
+      f[1] = 'w'
+      if enqueue(waiting, prio, seq, id, tonumber(f[8]) or 0, true) then woken = true end
+      requeued[#requeued + 1] = id
+    else
+      f[1] = 'x'
+      f[7] = now
+      dead_ids[#dead_ids + 1] = id
+      dead_scores[#dead_scores + 1] = now
+      dead_scores[#dead_scores + 1] = id
+    end
+    updated[#updated + 1] = id
+    updated[#updated + 1] = with_header(f, rec, nl)
+  end
+end
+if #updated > 0 then redis.call('HSET', jobs, unpack(updated)) end
+append_errors(errors, err_ids, lines)
+if #dead_ids > 0 then
+  redis.call('ZADD', dead, unpack(dead_scores))
+  trim_finished(dead, jobs, errors, now, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[2]))
+  redis.call('SPUBLISH', ARGV[7], 'x\n' .. table.concat(dead_ids, '\n'))
+end
+if woken then redis.call('SPUBLISH', ARGV[6], 'w') end
+return { requeued, dead_ids }

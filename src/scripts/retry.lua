@@ -1,0 +1,30 @@
+-- retry.lua: give a dead (or completed) job a fresh budget of attempts and make it waiting again
+-- (dead|completed -> waiting). Its attempt count (the fencing token) keeps increasing; `base` records
+-- where the new budget starts. Earlier errors are kept; a stored result is dropped.
+-- KEYS[1] jobs            HASH id -> record
+-- KEYS[2] waiting         LIST
+-- KEYS[3] prio            ZSET
+-- KEYS[4] seq             STRING
+-- KEYS[5] completed       ZSET
+-- KEYS[6] dead            ZSET
+-- ARGV[1] id
+-- ARGV[2] wakeChannel
+-- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>'
+-- @include parse_record
+-- @include enqueue
+
+local jobs, waiting, prio, seq, completed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local id = ARGV[1]
+local rec = redis.call('HGET', jobs, id)
+if not rec then return 'NOT_FOUND' end
+local f, nl = parse_record(rec)
+if f[1] ~= 'x' and f[1] ~= 'c' then return 'INVALID_STATE:' .. f[1] end
+redis.call('ZREM', f[1] == 'x' and dead or completed, id)
+f[1] = 'w'
+f[3] = f[2]
+f[7] = ''
+local nl2 = string.find(rec, '\n', nl + 1, true)
+local body = nl2 and string.sub(rec, nl, nl2 - 1) or string.sub(rec, nl)
+redis.call('HSET', jobs, id, table.concat(f, '|') .. body)
+if enqueue(waiting, prio, seq, id, tonumber(f[8]) or 0, false) then redis.call('SPUBLISH', ARGV[2], 'w') end
+return 'OK'

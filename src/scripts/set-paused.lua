@@ -1,0 +1,13 @@
+-- set-paused.lua: pause or resume claiming for every worker of the queue. Resuming wakes idle workers.
+-- KEYS[1] meta            HASH (field `paused`)
+-- ARGV[1] paused          '1' to pause, '0' to resume
+-- ARGV[2] wakeChannel
+-- Returns: 1
+local meta = KEYS[1]
+if ARGV[1] == '1' then
+  redis.call('HSET', meta, 'paused', '1')
+else
+  redis.call('HDEL', meta, 'paused')
+  redis.call('SPUBLISH', ARGV[2], 'w')
+end
+return 1

@@ -1,0 +1,88 @@
+import type { JobAttemptError } from './errors.js';
+
+export type JobState = 'waiting' | 'delayed' | 'active' | 'completed' | 'dead';
+
+export interface BackoffOptions {
+  /** `fixed`: delayMs each time; `exponential`: delayMs * 2^(n-1); `custom`: Worker's backoffStrategies[name]. */
+  type: 'fixed' | 'exponential' | 'custom';
+  /** Base delay in ms (fixed and exponential). */
+  delayMs?: number;
+  /** Cap for exponential delays. Default 3 600 000 (1 h). */
+  maxDelayMs?: number;
+  /** Randomise each delay to 50-100 % of its value, so failures do not retry in lockstep. */
+  jitter?: boolean;
+  /** Name of a strategy in the Worker's `backoffStrategies` (custom only). */
+  name?: string;
+}
+
+export interface JobOptions {
+  /** Your id: adding an id that exists returns the existing job and enqueues nothing. */
+  id?: string;
+  /** Run no earlier than this many ms from now (Redis clock). */
+  delayMs?: number;
+  /** Run no earlier than this time (epoch ms or Date). */
+  runAt?: Date | number;
+  /** Lower runs first; FIFO within a priority. Integer in [-1 000 000, 1 000 000], default 0. */
+  priority?: number;
+  /** Attempts before the job goes dead. Integer 1..1000, default 3. */
+  maxAttempts?: number;
+  /** Lease (visibility timeout) of one attempt, renewed by the worker while it runs. Default 30 000. */
+  leaseMs?: number;
+  /** Delay between failed attempts. Default exponential from 1 s, capped at 1 h, with jitter. */
+  backoff?: BackoffOptions;
+}
+
+export interface JobInfo<Data = unknown, Result = unknown> {
+  id: string;
+  state: JobState;
+  data: Data;
+  /** Attempts started so far (including ones before a manual retry). */
+  attempts: number;
+  maxAttempts: number;
+  priority: number;
+  leaseMs: number;
+  backoff: BackoffOptions;
+  result?: Result;
+  errors: JobAttemptError[];
+  createdAt: number;
+  runAt: number;
+  startedAt?: number;
+  finishedAt?: number;
+}
+
+export interface AddedJob {
+  id: string;
+  /** False when a job with this id already existed: nothing was enqueued. */
+  isNew: boolean;
+  state: JobState;
+}
+
+export interface JobCounts {
+  waiting: number;
+  delayed: number;
+  active: number;
+  completed: number;
+  dead: number;
+}
+
+export interface WorkerDescription {
+  id: string;
+  host: string;
+  pid: number;
+  startedAt: number;
+  lastBeat: number;
+  concurrency: number;
+  activeJobIds: string[];
+}
+
+export interface RetentionRule {
+  /** Keep at most this many finished jobs (0 = delete at once). */
+  maxCount: number;
+  /** Delete finished jobs older than this. */
+  maxAgeMs: number;
+}
+
+export interface Retention {
+  completed: RetentionRule;
+  dead: RetentionRule;
+}

@@ -1,0 +1,155 @@
+/**
+ * Boundary checks. Every message names the option, shows the value received and says what is allowed.
+ * Nothing is written to Redis before these pass.
+ */
+import { NotSerializableError, PayloadTooLargeError, ValidationError } from './errors.js';
+
+export function show(value: unknown): string {
+  if (typeof value === 'string')
+    return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}...` : value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'function') return 'a function';
+  if (value instanceof Date) return `Date(${value.toISOString?.() ?? 'invalid'})`;
+  if (value === undefined) return 'undefined';
+  try {
+    const s = JSON.stringify(value);
+    return s === undefined ? String(value) : s.length > 60 ? `${s.slice(0, 60)}...` : s;
+  } catch {
+    return String(value);
+  }
+}
+
+export function checkInt(name: string, value: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
+    throw new ValidationError(`${name} must be an integer ${range}, got ${show(value)}`);
+  }
+  return value;
+}
+
+export function checkBool(name: string, value: unknown): boolean {
+  if (typeof value !== 'boolean')
+    throw new ValidationError(`${name} must be true or false, got ${show(value)}`);
+  return value;
+}
+
+export function checkObject(name: string, value: unknown): Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new ValidationError(`${name} must be an object, got ${show(value)}`);
+  }
+  return value as Record<string, unknown>;
+}
+
+/** Rejects misspelt option names instead of silently ignoring them. */
+export function checkKnownKeys(
+  name: string,
+  value: Record<string, unknown>,
+  allowed: readonly string[],
+): void {
+  for (const key of Object.keys(value)) {
+    if (!allowed.includes(key)) {
+      throw new ValidationError(`${name} has an unknown option ${show(key)}; allowed: ${allowed.join(', ')}`);
+    }
+  }
+}
+
+const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+const PREFIX_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,49}$/;
+
+export function checkQueueName(value: unknown): string {
+  if (typeof value !== 'string' || !NAME_RE.test(value)) {
+    throw new ValidationError(
+      `queue name must be 1-100 characters of letters, digits, '.', '_' or '-' (starting with a letter or digit), got ${show(value)}`,
+      'ERR_INVALID_QUEUE_NAME',
+    );
+  }
+  return value;
+}
+
+export function checkPrefix(value: unknown): string {
+  if (typeof value !== 'string' || !PREFIX_RE.test(value)) {
+    throw new ValidationError(
+      `prefix must be 1-50 characters of letters, digits, '.', '_', ':' or '-', got ${show(value)}`,
+    );
+  }
+  return value;
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
+const CONTROL_CHARS = /[\x00-\x1f\x7f]/;
+
+export function checkJobId(value: unknown): string {
+  // Control characters are refused: newlines separate ids in pub/sub messages.
+  if (
+    typeof value !== 'string' ||
+    value.length === 0 ||
+    value.length > 256 ||
+    CONTROL_CHARS.test(value)
+  ) {
+    throw new ValidationError(
+      `job id must be a string of 1-256 characters without control characters, got ${show(value)}`,
+      'ERR_INVALID_JOB_ID',
+    );
+  }
+  return value;
+}
+
+/**
+ * JSON text of `value`, refusing anything JSON would silently change or drop: undefined, functions,
+ * symbols, BigInt, NaN/Infinity, Dates, Maps, class instances and cycles. Plain objects, arrays,
+ * strings, finite numbers, booleans and null pass.
+ */
+export function toJson(what: string, value: unknown, maxBytes: number): string {
+  assertPlainJson(what, value, new Set(), 0);
+  const json = JSON.stringify(value);
+  // A UTF-8 byte is at least one UTF-16 unit, and at most 3 per unit: measure only near the limit.
+  if (json.length * 3 > maxBytes) {
+    const bytes = Buffer.byteLength(json);
+    if (bytes > maxBytes) {
+      throw new PayloadTooLargeError(
+        `${what} is ${bytes} bytes as JSON; the limit (maxPayloadBytes) is ${maxBytes}`,
+      );
+    }
+  }
+  return json;
+}
+
+function assertPlainJson(path: string, value: unknown, seen: Set<object>, depth: number): void {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return;
+    case 'number':
+      if (!Number.isFinite(value))
+        throw new NotSerializableError(`${path} is ${value}, which JSON cannot hold`);
+      return;
+    case 'object': {
+      if (value === null) return;
+      if (depth > 100) throw new NotSerializableError(`${path} is nested more than 100 levels deep`);
+      if (seen.has(value)) throw new NotSerializableError(`${path} is a circular reference`);
+      const proto = Object.getPrototypeOf(value);
+      if (Array.isArray(value)) {
+        seen.add(value);
+        for (let i = 0; i < value.length; i++) assertPlainJson(`${path}[${i}]`, value[i], seen, depth + 1);
+        seen.delete(value);
+        return;
+      }
+      if (proto !== Object.prototype && proto !== null) {
+        const kind = (value as object).constructor?.name ?? 'an object with a custom prototype';
+        throw new NotSerializableError(
+          `${path} is a ${kind}; job data must be plain JSON (objects, arrays, strings, numbers, booleans, null)`,
+        );
+      }
+      seen.add(value);
+      for (const key of Object.keys(value)) {
+        const v = (value as Record<string, unknown>)[key];
+        // An undefined property is simply absent in JSON, as it is for optional fields in TypeScript.
+        if (v !== undefined) assertPlainJson(`${path}.${key}`, v, seen, depth + 1);
+      }
+      seen.delete(value);
+      return;
+    }
+    default:
+      throw new NotSerializableError(`${path} is ${show(value)} (${typeof value}), which JSON cannot hold`);
+  }
+}

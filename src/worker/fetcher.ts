@@ -1,0 +1,122 @@
+/**
+ * The fetch loop: claims jobs for free slots, one claim in flight at a time. When a claim comes back
+ * short, the queue is drained and the loop sleeps until something can have changed:
+ *  - a `w` message on the wake channel (a job became claimable: add, retry, recovery, resume),
+ *  - a `d` message (an earlier delayed job was added) or the timer set to the next due time that the
+ *    claim returned (computed on Redis's clock, so skew cannot start a job early),
+ *  - a reconnect of the subscriber (messages may have been missed), or a slow safety poll.
+ * No fixed short poll: idle workers cost Redis nothing, and a due job starts within a few ms.
+ */
+import type { RedisClient } from '../scripts.js';
+
+export interface ClaimReply {
+  now: number;
+  nextDue: number | null;
+  paused: boolean;
+  /** id, record, id, record... */
+  jobs: string[];
+}
+
+export interface FetcherDeps {
+  subscriber: RedisClient;
+  wakeChannel: string;
+  pollIntervalMs: number;
+  freeSlots(): number;
+  claim(count: number): Promise<ClaimReply>;
+  onJobs(jobs: string[]): void;
+  onError(err: unknown): void;
+}
+
+export class Fetcher {
+  private inFlight = false;
+  private again = false;
+  private drained = false;
+  private stopped = true;
+  private failures = 0;
+  private dueTimer: NodeJS.Timeout | undefined;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private readonly onMessage = (channel: string, message: string) => {
+    if (channel === this.deps.wakeChannel && (message === 'w' || message === 'd')) this.wake();
+  };
+  private readonly onReady = () => this.wake();
+
+  constructor(private readonly deps: FetcherDeps) {}
+
+  async start(): Promise<void> {
+    this.stopped = false;
+    this.deps.subscriber.on('smessage', this.onMessage);
+    this.deps.subscriber.on('ready', this.onReady);
+    await this.deps.subscriber.ssubscribe(this.deps.wakeChannel);
+    this.wake();
+  }
+
+  /** Something may be claimable: claim on the next opportunity. */
+  wake(): void {
+    this.drained = false;
+    this.pump();
+  }
+
+  /** Claims for the free slots unless the queue is known to be drained or a claim is in flight. */
+  pump(): void {
+    if (this.stopped || this.drained) return;
+    if (this.inFlight) {
+      this.again = true;
+      return;
+    }
+    const count = this.deps.freeSlots();
+    if (count <= 0) return;
+    this.inFlight = true;
+    this.again = false;
+    this.deps.claim(count).then(
+      (reply) => this.onReply(reply, count),
+      (err) => this.onFailure(err),
+    );
+  }
+
+  private onReply(reply: ClaimReply, asked: number): void {
+    this.inFlight = false;
+    this.failures = 0;
+    const got = reply.jobs.length / 2;
+    if (got > 0) this.deps.onJobs(reply.jobs);
+    if (got < asked) {
+      // A message that arrived while the claim was in flight may predate what the claim saw, or not.
+      this.drained = !this.again;
+      this.armDueTimer(reply);
+      this.armPoll();
+    }
+    if (!this.drained) this.pump();
+  }
+
+  private onFailure(err: unknown): void {
+    this.inFlight = false;
+    if (this.stopped) return;
+    this.deps.onError(err);
+    this.failures++;
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => this.pump(), Math.min(50 * 2 ** this.failures, 2_000));
+  }
+
+  private armDueTimer(reply: ClaimReply): void {
+    clearTimeout(this.dueTimer);
+    if (reply.paused || reply.nextDue === null) return;
+    this.dueTimer = setTimeout(
+      () => this.wake(),
+      Math.min(Math.max(0, reply.nextDue - reply.now), 2 ** 31 - 1),
+    );
+  }
+
+  private armPoll(): void {
+    clearTimeout(this.pollTimer);
+    this.pollTimer = setTimeout(() => this.wake(), this.deps.pollIntervalMs);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.dueTimer);
+    clearTimeout(this.pollTimer);
+    clearTimeout(this.retryTimer);
+    this.deps.subscriber.off('smessage', this.onMessage);
+    this.deps.subscriber.off('ready', this.onReady);
+  }
+}

@@ -1,0 +1,72 @@
+/**
+ * Renews the leases of every job this worker holds (running, or finished with the outcome not yet
+ * written) in one extend call, every third of the shortest lease held. A job whose lease turns out to
+ * be lost is dropped from the held set and reported: it may already be running elsewhere.
+ */
+import { DEFAULT_LEASE_MS } from '../defaults.js';
+import { Interval } from './interval.js';
+
+export interface HeldJob {
+  token: number;
+  leaseMs: number;
+}
+
+export interface LeaseRenewerDeps {
+  held: Map<string, HeldJob>;
+  extend(rows: { id: string; token: number }[]): Promise<string[]>;
+  onLost(ids: string[]): void;
+  onError(err: unknown): void;
+}
+
+export class LeaseRenewer {
+  private readonly interval: Interval;
+  private nextRunAt = 0;
+
+  constructor(private readonly deps: LeaseRenewerDeps) {
+    this.interval = new Interval(
+      () => this.renew(),
+      () => this.period(),
+      deps.onError,
+    );
+  }
+
+  private period(): number {
+    let shortest = DEFAULT_LEASE_MS;
+    for (const h of this.deps.held.values()) if (h.leaseMs < shortest) shortest = h.leaseMs;
+    const ms = Math.max(10, Math.floor(shortest / 3));
+    this.nextRunAt = Date.now() + ms;
+    return ms;
+  }
+
+  start(): void {
+    this.interval.start();
+  }
+
+  /** A job was just claimed with this lease: make sure the next renewal comes early enough for it. */
+  noteLease(leaseMs: number): void {
+    const ms = Math.max(10, Math.floor(leaseMs / 3));
+    if (Date.now() + ms < this.nextRunAt) {
+      this.nextRunAt = Date.now() + ms;
+      this.interval.runWithin(ms);
+    }
+  }
+
+  private async renew(): Promise<void> {
+    if (this.deps.held.size === 0) return;
+    const rows: { id: string; token: number }[] = [];
+    for (const [id, h] of this.deps.held) rows.push({ id, token: h.token });
+    const lost = await this.deps.extend(rows);
+    if (lost.length > 0) {
+      // Only drop entries still on the token we asked about (a re-claim may have replaced one).
+      const gone = lost.filter(
+        (id) => rows.find((r) => r.id === id)?.token === this.deps.held.get(id)?.token,
+      );
+      for (const id of gone) this.deps.held.delete(id);
+      if (gone.length > 0) this.deps.onLost(gone);
+    }
+  }
+
+  stop(): void {
+    this.interval.stop();
+  }
+}

@@ -1,0 +1,85 @@
+/** Worker options: documented defaults, validated once, frozen. */
+import { DEFAULT_MAX_PAYLOAD_BYTES } from '../defaults.js';
+import { ValidationError } from '../errors.js';
+import { type CommonOptions, type Logger, resolveCommon, resolveRetention } from '../options.js';
+import type { Retention } from '../types.js';
+import { checkBool, checkInt, checkKnownKeys, checkObject } from '../validate.js';
+import type { BackoffStrategy } from './backoff.js';
+
+export interface WorkerOptions extends CommonOptions {
+  /** Jobs run at once by this worker. Default 1. */
+  concurrency?: number;
+  /** How many finished jobs to keep (applied by workers as jobs finish). Default completed 1 000 / 1 day, dead 10 000 / 30 days. */
+  retention?: {
+    completed?: { maxCount?: number; maxAgeMs?: number };
+    dead?: { maxCount?: number; maxAgeMs?: number };
+  };
+  /** How often this worker looks for expired leases of crashed workers. Default 5 000 ms. */
+  recoverIntervalMs?: number;
+  /** Heartbeat period; a worker missing 3 beats drops out of queue.workers(). Default 5 000 ms. */
+  heartbeatMs?: number;
+  /** Safety poll while idle, in case a wake-up message was missed. Default 5 000 ms. */
+  pollIntervalMs?: number;
+  /** How long close() waits for running jobs. Default 30 000 ms. */
+  closeTimeoutMs?: number;
+  /** Named backoff functions for jobs added with `backoff: { type: 'custom', name }`. */
+  backoffStrategies?: Record<string, BackoffStrategy>;
+  /** Largest accepted processor result, as UTF-8 JSON. Default 512 KiB. */
+  maxPayloadBytes?: number;
+  /** Start claiming at construction. Default true; with false, call start(). */
+  autostart?: boolean;
+}
+
+export interface ResolvedWorkerOptions {
+  prefix: string;
+  strict: boolean;
+  logger: Logger;
+  concurrency: number;
+  retention: Retention;
+  recoverIntervalMs: number;
+  heartbeatMs: number;
+  pollIntervalMs: number;
+  closeTimeoutMs: number;
+  backoffStrategies: Readonly<Record<string, BackoffStrategy>>;
+  maxPayloadBytes: number;
+  autostart: boolean;
+}
+
+const KEYS = [
+  'connection',
+  'prefix',
+  'strict',
+  'logger',
+  'concurrency',
+  'retention',
+  'recoverIntervalMs',
+  'heartbeatMs',
+  'pollIntervalMs',
+  'closeTimeoutMs',
+  'backoffStrategies',
+  'maxPayloadBytes',
+  'autostart',
+] as const;
+
+export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions {
+  const o = checkObject('Worker options', opts);
+  checkKnownKeys('Worker options', o, KEYS);
+  const strategies = opts.backoffStrategies ?? {};
+  for (const [name, fn] of Object.entries(checkObject('backoffStrategies', strategies))) {
+    if (typeof fn !== 'function') throw new ValidationError(`backoffStrategies.${name} must be a function`);
+  }
+  const int = (name: keyof WorkerOptions, dflt: number, min: number, max?: number) =>
+    o[name] === undefined ? dflt : checkInt(name, o[name], min, max);
+  return Object.freeze({
+    ...resolveCommon('Worker options', opts),
+    concurrency: int('concurrency', 1, 1, 10_000),
+    retention: resolveRetention('retention', opts.retention),
+    recoverIntervalMs: int('recoverIntervalMs', 5_000, 10),
+    heartbeatMs: int('heartbeatMs', 5_000, 10),
+    pollIntervalMs: int('pollIntervalMs', 5_000, 10),
+    closeTimeoutMs: int('closeTimeoutMs', 30_000, 0),
+    backoffStrategies: Object.freeze({ ...strategies }),
+    maxPayloadBytes: int('maxPayloadBytes', DEFAULT_MAX_PAYLOAD_BYTES, 1),
+    autostart: o.autostart === undefined ? true : checkBool('autostart', o.autostart),
+  });
+}

@@ -1,0 +1,42 @@
+/**
+ * The nanny: every worker periodically moves jobs whose lease expired back to waiting (or to dead when
+ * their attempts are spent). Running it in every worker means no dedicated daemon is needed; the
+ * script is atomic, so workers recovering at the same moment never double-recover a job.
+ */
+import { SCRIPT_BATCH_LIMIT } from '../defaults.js';
+import { Interval, jittered } from './interval.js';
+
+export interface RecovererDeps {
+  intervalMs: number;
+  recover(limit: number): Promise<{ requeued: string[]; dead: string[] }>;
+  onRecovered(result: { requeued: string[]; dead: string[] }): void;
+  onError(err: unknown): void;
+}
+
+export class Recoverer {
+  private readonly interval: Interval;
+  private backlog = false;
+
+  constructor(private readonly deps: RecovererDeps) {
+    this.interval = new Interval(
+      () => this.run(),
+      () => (this.backlog ? 0 : jittered(deps.intervalMs)),
+      deps.onError,
+    );
+  }
+
+  start(): void {
+    this.interval.start(jittered(this.deps.intervalMs / 2));
+  }
+
+  private async run(): Promise<void> {
+    const result = await this.deps.recover(SCRIPT_BATCH_LIMIT);
+    const n = result.requeued.length + result.dead.length;
+    this.backlog = n >= SCRIPT_BATCH_LIMIT;
+    if (n > 0) this.deps.onRecovered(result);
+  }
+
+  stop(): void {
+    this.interval.stop();
+  }
+}

@@ -1,0 +1,439 @@
+/**
+ * Worker: runs a processor for the jobs of one queue, `concurrency` at a time.
+ *
+ * It is a few cooperating loops (each in its own file): the Fetcher claims jobs, the Acker writes
+ * outcomes in batches, the LeaseRenewer keeps leases alive, the Recoverer puts back jobs of dead
+ * workers, the Heartbeat keeps this worker listed. A processor decides a job's fate by what it
+ * returns (completed) or throws (retried with backoff; UnrecoverableError: dead at once).
+ *
+ * Shutdown order (close): stop fetching -> wait for running jobs (up to closeTimeoutMs) -> write their
+ * outcomes -> stop renewing, recovering and beating -> unregister -> close connections. Jobs still
+ * running after the timeout keep their lease until it expires, then another worker recovers them.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { hostname } from 'node:os';
+import { type Connection, checkServer, closeConnection, connect, duplicate } from '../connection.js';
+import {
+  DEFAULT_LEASE_MS,
+  DEFAULT_MAX_ATTEMPTS,
+  MAX_MESSAGE_CHARS,
+  MAX_STACK_CHARS,
+  SCRIPT_BATCH_LIMIT,
+} from '../defaults.js';
+import {
+  ClosedError,
+  ConnectionError,
+  LeaseExpiredError,
+  StaleJobError,
+  SuretyError,
+  UnrecoverableError,
+} from '../errors.js';
+import { decodeClaimed } from '../job-record.js';
+import { type QueueKeys, queueKeys } from '../keys.js';
+import { type RedisClient, runScript, scripts } from '../scripts.js';
+import { checkQueueName, toJson } from '../validate.js';
+import { Acker, type CompleteRow, type FailRow } from './acker.js';
+import { retryDelayMs } from './backoff.js';
+import { type ClaimReply, Fetcher } from './fetcher.js';
+import { Heartbeat } from './heartbeat.js';
+import { Job } from './job.js';
+import { type HeldJob, LeaseRenewer } from './lease-renewer.js';
+import { type ResolvedWorkerOptions, resolveWorkerOptions, type WorkerOptions } from './options.js';
+import { Recoverer } from './recoverer.js';
+
+export type Processor<Data, Result> = (job: Job<Data>) => Promise<Result> | Result;
+
+export interface WorkerEvents<Data, Result> {
+  completed: [job: Job<Data>, result: Result];
+  failed: [job: Job<Data>, error: Error, outcome: 'waiting' | 'delayed' | 'dead'];
+  /** Leases this worker held and lost (it stalled or was cut off): those jobs may run elsewhere. */
+  leaseLost: [ids: string[]];
+  /** Jobs of dead workers this worker put back (requeued) or ended (dead). */
+  recovered: [result: { requeued: string[]; dead: string[] }];
+  error: [error: SuretyError];
+}
+
+interface Running<Data> {
+  job: Job<Data>;
+}
+
+export class Worker<Data = unknown, Result = unknown> extends EventEmitter<WorkerEvents<Data, Result>> {
+  readonly id: string;
+  readonly name: string;
+  readonly keys: QueueKeys;
+  readonly options: ResolvedWorkerOptions;
+  private readonly conn: Connection;
+  private readonly subscriber: RedisClient;
+  private readonly running = new Map<string, Running<Data>>();
+  /** Jobs whose lease this worker holds: running, or finished with the outcome not yet written. */
+  private readonly held = new Map<string, HeldJob>();
+  private readonly fetcher: Fetcher;
+  private readonly acker: Acker;
+  private readonly renewer: LeaseRenewer;
+  private readonly recoverer: Recoverer;
+  private readonly heartbeat: Heartbeat;
+  private readonly startedAt = Date.now();
+  private tickScheduled = false;
+  private state: 'new' | 'running' | 'closing' | 'closed' = 'new';
+  private idleWaiters: (() => void)[] = [];
+  private startPromise: Promise<void> | null = null;
+
+  constructor(
+    name: string,
+    private readonly processor: Processor<Data, Result>,
+    opts: WorkerOptions = {},
+  ) {
+    super();
+    this.name = checkQueueName(name);
+    if (typeof processor !== 'function')
+      throw new SuretyError('ERR_INVALID_OPTION', 'processor must be a function');
+    this.options = resolveWorkerOptions(opts);
+    this.keys = queueKeys(this.options.prefix, name);
+    this.id = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+    this.conn = connect(opts.connection, 'worker');
+    this.subscriber = duplicate(this.conn.client);
+    const onError = (err: unknown) => this.reportError(err);
+    this.fetcher = new Fetcher({
+      subscriber: this.subscriber,
+      wakeChannel: this.keys.wakeChannel,
+      pollIntervalMs: this.options.pollIntervalMs,
+      freeSlots: () => this.options.concurrency - this.running.size,
+      claim: (count) => this.claim(count),
+      onJobs: (jobs) => this.startJobs(jobs),
+      onError,
+    });
+    this.acker = new Acker({
+      complete: (rows) => this.complete(rows),
+      fail: (rows) => this.fail(rows),
+      onError,
+    });
+    this.renewer = new LeaseRenewer({
+      held: this.held,
+      extend: (rows) => this.extend(rows),
+      onLost: (ids) => this.onLeaseLost(ids),
+      onError,
+    });
+    this.recoverer = new Recoverer({
+      intervalMs: this.options.recoverIntervalMs,
+      recover: (limit) => this.recover(limit),
+      onRecovered: (r) => this.emit('recovered', r),
+      onError,
+    });
+    this.heartbeat = new Heartbeat({
+      intervalMs: this.options.heartbeatMs,
+      beat: (ttl) => this.beat(ttl),
+      onError,
+    });
+    if (this.options.autostart) this.start().catch((err) => this.reportError(err));
+  }
+
+  /** Starts the loops (called by the constructor unless `autostart: false`). Resolves once claiming has begun. */
+  start(): Promise<void> {
+    if (this.state === 'closing' || this.state === 'closed')
+      return Promise.reject(new ClosedError(`Worker ${this.name}`));
+    this.startPromise ??= (async () => {
+      this.state = 'running';
+      await checkServer(this.conn.client, this.options.strict, this.options.logger);
+      await this.heartbeat.start();
+      this.renewer.start();
+      this.recoverer.start();
+      await this.fetcher.start();
+    })();
+    return this.startPromise;
+  }
+
+  /** Number of jobs whose processor is running now. */
+  get activeCount(): number {
+    return this.running.size;
+  }
+
+  // ---- Redis calls -------------------------------------------------------------------------
+
+  private async claim(count: number): Promise<ClaimReply> {
+    const r = (await runScript(this.conn.client, scripts.claim, this.keys, {
+      now: '',
+      count,
+      defaultLeaseMs: DEFAULT_LEASE_MS,
+      limit: SCRIPT_BATCH_LIMIT,
+    })) as (string | number)[];
+    return {
+      now: Number(r[0]),
+      nextDue: r[1] === '' ? null : Number(r[1]),
+      paused: r[2] === 1,
+      jobs: r.slice(3) as string[],
+    };
+  }
+
+  private async complete(rows: CompleteRow[]): Promise<void> {
+    const { completed } = this.options.retention;
+    const refused = (await runScript(
+      this.conn.client,
+      scripts.complete,
+      this.keys,
+      {
+        now: '',
+        keepCount: completed.maxCount,
+        keepAgeMs: completed.maxAgeMs,
+        limit: SCRIPT_BATCH_LIMIT,
+        doneChannel: this.keys.doneChannel,
+      },
+      rows,
+    )) as string[];
+    const reasons = new Map<string, string>();
+    for (let i = 0; i < refused.length; i += 2) reasons.set(refused[i] as string, refused[i + 1] as string);
+    for (const row of rows) {
+      this.release(row.id, row.token);
+      const reason = reasons.get(row.id);
+      if (reason) this.reportError(new StaleJobError(row.id, row.token, describeRefusal(reason)));
+      else this.emit('completed', row.job as Job<Data>, row.value as Result);
+    }
+  }
+
+  private async fail(rows: FailRow[]): Promise<void> {
+    const { dead } = this.options.retention;
+    const out = (await runScript(
+      this.conn.client,
+      scripts.fail,
+      this.keys,
+      {
+        now: '',
+        defaultMaxAttempts: DEFAULT_MAX_ATTEMPTS,
+        keepCount: dead.maxCount,
+        keepAgeMs: dead.maxAgeMs,
+        limit: SCRIPT_BATCH_LIMIT,
+        wakeChannel: this.keys.wakeChannel,
+        doneChannel: this.keys.doneChannel,
+      },
+      rows,
+    )) as string[];
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i]!;
+      const outcome = out[i * 2 + 1] ?? '';
+      this.release(row.id, row.token);
+      if (outcome.startsWith('STALE') || outcome === 'NOT_FOUND') {
+        this.reportError(new StaleJobError(row.id, row.token, describeRefusal(outcome)));
+      } else {
+        this.emit('failed', row.job as Job<Data>, row.cause, outcome as 'waiting' | 'delayed' | 'dead');
+      }
+    }
+  }
+
+  private async extend(rows: { id: string; token: number }[]): Promise<string[]> {
+    return (await runScript(
+      this.conn.client,
+      scripts.extend,
+      this.keys,
+      { now: '', defaultLeaseMs: DEFAULT_LEASE_MS },
+      rows,
+    )) as string[];
+  }
+
+  private async recover(limit: number): Promise<{ requeued: string[]; dead: string[] }> {
+    const { dead } = this.options.retention;
+    const [requeued, deadIds] = (await runScript(this.conn.client, scripts.recover, this.keys, {
+      now: '',
+      limit,
+      defaultMaxAttempts: DEFAULT_MAX_ATTEMPTS,
+      keepCount: dead.maxCount,
+      keepAgeMs: dead.maxAgeMs,
+      wakeChannel: this.keys.wakeChannel,
+      doneChannel: this.keys.doneChannel,
+    })) as [string[], string[]];
+    return { requeued, dead: deadIds };
+  }
+
+  private async beat(ttlMs: number): Promise<void> {
+    const info = JSON.stringify({
+      host: hostname(),
+      pid: process.pid,
+      startedAt: this.startedAt,
+      concurrency: this.options.concurrency,
+      activeJobIds: [...this.running.keys()].slice(0, 100),
+    });
+    await runScript(this.conn.client, scripts.heartbeat, this.keys, {
+      now: '',
+      ttlMs,
+      workerId: this.id,
+      info,
+    });
+  }
+
+  // ---- running jobs ------------------------------------------------------------------------
+
+  private startJobs(flat: string[]): void {
+    for (let i = 0; i < flat.length; i += 2) {
+      const id = flat[i]!;
+      const record = decodeClaimed(flat[i + 1]!);
+      let data: Data;
+      try {
+        data = JSON.parse(record.dataJson) as Data;
+      } catch {
+        data = undefined as Data; // cannot happen for data written by add(); fail the attempt below
+      }
+      const job = new Job<Data>(this.name, id, record, data);
+      this.held.set(id, { token: job.attempt, leaseMs: job.leaseMs });
+      this.renewer.noteLease(job.leaseMs);
+      this.running.set(id, { job });
+      this.runJob(job);
+    }
+  }
+
+  private runJob(job: Job<Data>): void {
+    let promise: Promise<Result>;
+    try {
+      promise = Promise.resolve(this.processor(job));
+    } catch (err) {
+      promise = Promise.reject(err);
+    }
+    promise.then(
+      (result) => this.onSettled(job, result, undefined),
+      (err: unknown) => this.onSettled(job, undefined, err instanceof Error ? err : new Error(String(err))),
+    );
+  }
+
+  private onSettled(job: Job<Data>, result: Result | undefined, error: Error | undefined): void {
+    this.running.delete(job.id);
+    if (!this.held.has(job.id)) {
+      // The lease was lost while running: the outcome is still sent, and will be refused or accepted by the fence.
+      this.held.set(job.id, { token: job.attempt, leaseMs: job.leaseMs });
+    }
+    if (error === undefined) {
+      let json = '';
+      try {
+        json =
+          result === undefined ? '' : toJson(`result of job ${job.id}`, result, this.options.maxPayloadBytes);
+      } catch (err) {
+        error = err as Error;
+      }
+      if (error === undefined) {
+        this.acker.pushComplete({ id: job.id, token: job.attempt, result: json, job, value: result });
+      }
+    }
+    if (error !== undefined) {
+      let delay = -1;
+      if (!(error instanceof UnrecoverableError) && !job.isLastAttempt) {
+        try {
+          delay = retryDelayMs(job as Job, error, this.options.backoffStrategies);
+        } catch (err) {
+          this.reportError(err);
+          delay = 0;
+        }
+      }
+      this.acker.pushFail({
+        id: job.id,
+        token: job.attempt,
+        retryDelayMs: delay,
+        error: serializeError(error),
+        job,
+        cause: error,
+      });
+    }
+    this.scheduleTick();
+    if (this.running.size === 0) for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  /** Once per event-loop turn: write buffered outcomes and claim for the freed slots, back to back. */
+  private scheduleTick(): void {
+    if (this.tickScheduled) return;
+    this.tickScheduled = true;
+    setImmediate(() => {
+      this.tickScheduled = false;
+      this.acker.flush();
+      this.fetcher.pump();
+    });
+  }
+
+  private release(id: string, token: number): void {
+    if (this.held.get(id)?.token === token) this.held.delete(id);
+  }
+
+  private onLeaseLost(ids: string[]): void {
+    for (const id of ids) {
+      const r = this.running.get(id);
+      r?.job.abort(
+        new LeaseExpiredError(`lease of job ${id} attempt ${r.job.attempt} was lost; it may run elsewhere`),
+      );
+    }
+    this.emit('leaseLost', ids);
+  }
+
+  private reportError(err: unknown): void {
+    const error =
+      err instanceof SuretyError
+        ? err
+        : new ConnectionError(`worker ${this.id}: ${err instanceof Error ? err.message : String(err)}`, err);
+    if (this.listenerCount('error') > 0) this.emit('error', error);
+    else this.options.logger.warn(`surety worker ${this.name}: ${error.code} ${error.message}`);
+  }
+
+  // ---- shutdown ----------------------------------------------------------------------------
+
+  /**
+   * Graceful close: stop claiming, let running jobs finish (up to `timeoutMs`, default
+   * closeTimeoutMs), write their outcomes, then stop. Jobs still running after the timeout are
+   * aborted (job.signal) and left to lease expiry and recovery.
+   */
+  async close(opts: { timeoutMs?: number } = {}): Promise<void> {
+    if (this.state === 'closing' || this.state === 'closed') return;
+    const wasStarted = this.state === 'running';
+    this.state = 'closing';
+    const timeoutMs = opts.timeoutMs ?? this.options.closeTimeoutMs;
+    const deadline = Date.now() + timeoutMs;
+    if (wasStarted) await this.startPromise?.catch(() => {});
+    await this.fetcher.stop();
+    if (this.running.size > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, timeoutMs);
+        this.idleWaiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      for (const r of this.running.values())
+        r.job.abort(new ClosedError(`Worker ${this.name} (close timeout)`));
+    }
+    await this.acker.drain(Math.max(0, deadline - Date.now()));
+    this.acker.stop();
+    this.renewer.stop();
+    this.recoverer.stop();
+    this.heartbeat.stop();
+    if (wasStarted) {
+      await runScript(this.conn.client, scripts.heartbeat, this.keys, {
+        now: '',
+        ttlMs: 0,
+        workerId: this.id,
+        info: '',
+      }).catch((err) => this.reportError(err));
+    }
+    await closeConnection({ client: this.subscriber, owned: true });
+    await closeConnection(this.conn);
+    this.state = 'closed';
+  }
+}
+
+const STATE_NAMES: Record<string, string> = {
+  w: 'waiting',
+  d: 'delayed',
+  a: 'active',
+  c: 'completed',
+  x: 'dead',
+};
+
+/** Turns a script's refusal (`STALE:<state>:<attempts>` or `NOT_FOUND`) into words. */
+function describeRefusal(reason: string): string {
+  if (reason === 'NOT_FOUND') return 'the job no longer exists (removed or trimmed)';
+  const [, state = '', attempts] = reason.split(':');
+  return `its lease was lost; the job is now ${STATE_NAMES[state] ?? state} at attempt ${attempts}`;
+}
+
+function serializeError(error: Error): string {
+  const e = error as Error & { code?: unknown };
+  return JSON.stringify({
+    name: e.name,
+    message: String(e.message).slice(0, MAX_MESSAGE_CHARS),
+    stack: e.stack?.slice(0, MAX_STACK_CHARS),
+    code: typeof e.code === 'string' ? e.code : undefined,
+  });
+}
