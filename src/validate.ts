@@ -80,12 +80,7 @@ const CONTROL_CHARS = /[\x00-\x1f\x7f]/;
 
 export function checkJobId(value: unknown): string {
   // Control characters are refused: newlines separate ids in pub/sub messages.
-  if (
-    typeof value !== 'string' ||
-    value.length === 0 ||
-    value.length > 256 ||
-    CONTROL_CHARS.test(value)
-  ) {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 256 || CONTROL_CHARS.test(value)) {
     throw new ValidationError(
       `job id must be a string of 1-256 characters without control characters, got ${show(value)}`,
       'ERR_INVALID_JOB_ID',
