@@ -1,0 +1,176 @@
+/**
+ * Leases and fencing, driven at the script level with an injected clock so lease expiry is exact
+ * and instant. Behaviour through real processes is in crash.test.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, SCRIPT_BATCH_LIMIT } from '../src/defaults.js';
+import { Queue } from '../src/index.js';
+import { queueKeys } from '../src/keys.js';
+import { runScript, scripts } from '../src/scripts.js';
+import { uniqueName, useRedis } from './helpers/setup.js';
+
+const fx = useRedis();
+const T = 1_700_000_000_000;
+
+function harness() {
+  const name = uniqueName();
+  const keys = queueKeys('surety', name);
+  const queue = new Queue(name, { connection: fx.url });
+  const claim = async (now: number, count = 1) => {
+    const r = (await runScript(fx.redis, scripts.claim, keys, {
+      now,
+      count,
+      defaultLeaseMs: DEFAULT_LEASE_MS,
+      limit: SCRIPT_BATCH_LIMIT,
+    })) as (string | number)[];
+    return r.slice(3).filter((_, i) => i % 2 === 0) as string[];
+  };
+  const complete = (now: number, id: string, token: number, result = '"ok"') =>
+    runScript(
+      fx.redis,
+      scripts.complete,
+      keys,
+      { now, keepCount: 100, keepAgeMs: 86_400_000, limit: 100, doneChannel: keys.doneChannel },
+      [{ id, token, result }],
+    ) as Promise<string[]>;
+  const fail = (now: number, id: string, token: number, retryDelayMs = 0) =>
+    runScript(
+      fx.redis,
+      scripts.fail,
+      keys,
+      {
+        now,
+        defaultMaxAttempts: DEFAULT_MAX_ATTEMPTS,
+        keepCount: 100,
+        keepAgeMs: 86_400_000,
+        limit: 100,
+        wakeChannel: keys.wakeChannel,
+        doneChannel: keys.doneChannel,
+      },
+      [{ id, token, retryDelayMs, error: '{"name":"Error","message":"x"}' }],
+    ) as Promise<string[]>;
+  const extend = (now: number, id: string, token: number) =>
+    runScript(fx.redis, scripts.extend, keys, { now, defaultLeaseMs: DEFAULT_LEASE_MS }, [
+      { id, token },
+    ]) as Promise<string[]>;
+  const recover = async (now: number) =>
+    (await runScript(fx.redis, scripts.recover, keys, {
+      now,
+      limit: 100,
+      defaultMaxAttempts: DEFAULT_MAX_ATTEMPTS,
+      keepCount: 100,
+      keepAgeMs: 86_400_000,
+      wakeChannel: keys.wakeChannel,
+      doneChannel: keys.doneChannel,
+    })) as [string[], string[]];
+  return { keys, queue, claim, complete, fail, extend, recover };
+}
+
+describe('leases and fencing tokens', () => {
+  it('claiming sets the lease deadline from the Redis clock and the job leaseMs', async () => {
+    const h = harness();
+    const a = await h.queue.add({}, { leaseMs: 5_000 });
+    const b = await h.queue.add({});
+    expect(await h.claim(T, 2)).toEqual([a.id, b.id]);
+    expect(Number(await fx.redis.zscore(h.keys.active, a.id))).toBe(T + 5_000);
+    expect(Number(await fx.redis.zscore(h.keys.active, b.id))).toBe(T + DEFAULT_LEASE_MS);
+    expect(await h.queue.getJob(a.id)).toMatchObject({ state: 'active', attempts: 1, startedAt: T });
+    await h.queue.close();
+  });
+
+  it('a renewed lease is not recovered; an expired one goes back to the front of waiting with a LeaseExpiredError', async () => {
+    const h = harness();
+    const a = await h.queue.add({}, { leaseMs: 1_000 });
+    const b = await h.queue.add({}, { leaseMs: 1_000 });
+    await h.claim(T, 2);
+    expect(await h.extend(T + 900, a.id, 1)).toEqual([]);
+    expect(await h.recover(T + 1_500)).toEqual([[b.id], []]);
+    const info = await h.queue.getJob(b.id);
+    expect(info).toMatchObject({ state: 'waiting', attempts: 1 });
+    expect(info!.errors).toEqual([
+      expect.objectContaining({
+        attempt: 1,
+        name: 'LeaseExpiredError',
+        code: 'ERR_LEASE_EXPIRED',
+        at: T + 1_500,
+      }),
+    ]);
+    expect((await h.queue.getJob(a.id))!.state).toBe('active');
+    await h.queue.add({}, { id: 'later' });
+    // Recovered jobs go to the front: they have waited longest.
+    expect(await h.claim(T + 1_600, 1)).toEqual([b.id]);
+    await h.queue.close();
+  });
+
+  it("a stale worker's completion is refused after its lease is recovered; the newer attempt's outcome stands", async () => {
+    const h = harness();
+    const job = await h.queue.add({}, { leaseMs: 1_000 });
+    await h.claim(T);
+    await h.recover(T + 1_001);
+    await h.claim(T + 1_002); // attempt 2 elsewhere
+    expect(await h.complete(T + 1_003, job.id, 1, '"stale"')).toEqual([job.id, 'STALE:a:2']);
+    expect(await h.fail(T + 1_003, job.id, 1)).toEqual([job.id, 'STALE:a:2']);
+    expect(await h.extend(T + 1_003, job.id, 1)).toEqual([job.id]);
+    expect(await h.complete(T + 1_004, job.id, 2, '"fresh"')).toEqual([]);
+    // A re-sent completion (reply lost on a dropped connection) is a no-op, not a refusal.
+    expect(await h.complete(T + 1_005, job.id, 2, '"fresh"')).toEqual([]);
+    // The stale worker wakes up even later: still refused, result unchanged.
+    expect(await h.complete(T + 1_006, job.id, 1, '"stale"')).toEqual([job.id, 'STALE:c:2']);
+    expect(await h.queue.getJob(job.id)).toMatchObject({
+      state: 'completed',
+      result: 'fresh',
+      attempts: 2,
+      finishedAt: T + 1_004,
+    });
+    await h.queue.close();
+  });
+
+  it('a completion is refused while the recovered job waits, before anyone re-claims it', async () => {
+    const h = harness();
+    const job = await h.queue.add({}, { leaseMs: 1_000 });
+    await h.claim(T);
+    await h.recover(T + 2_000);
+    expect(await h.complete(T + 2_001, job.id, 1)).toEqual([job.id, 'STALE:w:1']);
+    expect((await h.queue.getJob(job.id))!.state).toBe('waiting');
+    await h.queue.close();
+  });
+
+  it('a job whose lease expires on its last attempt goes dead', async () => {
+    const h = harness();
+    const job = await h.queue.add({}, { leaseMs: 1_000, maxAttempts: 2 });
+    await h.claim(T);
+    await h.recover(T + 1_001);
+    await h.claim(T + 1_002);
+    expect(await h.recover(T + 2_003)).toEqual([[], [job.id]]);
+    const info = await h.queue.getJob(job.id);
+    expect(info).toMatchObject({ state: 'dead', attempts: 2, finishedAt: T + 2_003 });
+    expect(info!.errors.map((e) => e.code)).toEqual(['ERR_LEASE_EXPIRED', 'ERR_LEASE_EXPIRED']);
+    await h.queue.close();
+  });
+
+  it('failing with a retry delay makes the job delayed until now + delay, then claimable', async () => {
+    const h = harness();
+    const job = await h.queue.add({});
+    await h.claim(T);
+    expect(await h.fail(T + 10, job.id, 1, 500)).toEqual([job.id, 'delayed']);
+    expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'delayed', runAt: T + 510 });
+    expect(await h.claim(T + 509)).toEqual([]);
+    expect(await h.claim(T + 510)).toEqual([job.id]);
+    expect((await h.queue.getJob(job.id))!.attempts).toBe(2);
+    await h.queue.close();
+  });
+
+  it('claim reports the next due time when it comes back short, so idle workers set a timer', async () => {
+    const h = harness();
+    const now = Date.now();
+    await h.queue.add({}, { runAt: now + 60_000 });
+    const r = (await runScript(fx.redis, scripts.claim, h.keys, {
+      now,
+      count: 3,
+      defaultLeaseMs: 1,
+      limit: 10,
+    })) as unknown[];
+    expect(r).toEqual([now, String(now + 60_000), 0]);
+    await h.queue.close();
+  });
+});

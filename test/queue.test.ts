@@ -1,0 +1,256 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  InvalidStateError,
+  JobFailedError,
+  JobNotFoundError,
+  Queue,
+  WaitTimeoutError,
+  Worker,
+} from '../src/index.js';
+import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+
+const fx = useRedis();
+const open: { close(): Promise<void> }[] = [];
+function queue<D = unknown, R = unknown>(name = uniqueName(), opts = {}): Queue<D, R> {
+  const q = new Queue<D, R>(name, { connection: fx.url, ...opts });
+  open.push(q);
+  return q;
+}
+function worker<D, R>(
+  name: string,
+  fn: (job: import('../src/index.js').Job<D>) => R | Promise<R>,
+  opts = {},
+) {
+  const w = new Worker<D, R>(name, fn, { connection: fx.url, ...opts });
+  open.push(w);
+  return w;
+}
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((c) => c.close()));
+});
+
+describe('Queue', () => {
+  it('adds a job that getJob reads back with its data and defaults', async () => {
+    const q = queue<{ to: string }>();
+    const added = await q.add({ to: 'a@example.com' });
+    expect(added).toEqual({ id: '1', isNew: true, state: 'waiting' });
+    const job = await q.getJob(added.id);
+    expect(job).toMatchObject({
+      id: '1',
+      state: 'waiting',
+      data: { to: 'a@example.com' },
+      attempts: 0,
+      maxAttempts: 3,
+      priority: 0,
+    });
+    expect(job?.errors).toEqual([]);
+    expect(job?.runAt).toBe(job?.createdAt);
+    expect(await q.getJob('nope')).toBeNull();
+  });
+
+  it('adding an existing id returns the existing job and enqueues nothing', async () => {
+    const q = queue();
+    const first = await q.add({ n: 1 }, { id: 'order-7' });
+    const again = await q.add({ n: 2 }, { id: 'order-7' });
+    expect(first.isNew).toBe(true);
+    expect(again).toEqual({ id: 'order-7', isNew: false, state: 'waiting' });
+    expect((await q.getJob('order-7'))?.data).toEqual({ n: 1 });
+    expect((await q.counts()).waiting).toBe(1);
+  });
+
+  it('generated ids skip ids that callers already used', async () => {
+    const q = queue();
+    await q.add({}, { id: '1' });
+    await q.add({}, { id: '2' });
+    const a = await q.add({});
+    const b = await q.add({});
+    expect([a.id, b.id]).toEqual(['3', '4']);
+    expect((await q.counts()).waiting).toBe(4);
+  });
+
+  it('addBulk adds thousands of jobs, in order, dedups repeated ids within the call', async () => {
+    const q = queue<{ i: number }>();
+    const items = Array.from({ length: 2_500 }, (_, i) => ({ data: { i } }));
+    items.push(
+      { data: { i: -1 }, opts: { id: 'dup' } } as never,
+      { data: { i: -2 }, opts: { id: 'dup' } } as never,
+    );
+    const added = await q.addBulk(items);
+    expect(added).toHaveLength(2_502);
+    expect(added.filter((a) => a.isNew)).toHaveLength(2_501);
+    expect(added[2_501]).toEqual({ id: 'dup', isNew: false, state: 'waiting' });
+    expect((await q.counts()).waiting).toBe(2_501);
+    const firstPage = await q.getJobs('waiting', { limit: 3 });
+    expect(firstPage.map((j) => j.data)).toEqual([{ i: 0 }, { i: 1 }, { i: 2 }]);
+  });
+
+  it('delayed and runAt jobs are counted as delayed with the right due time', async () => {
+    const q = queue();
+    const before = Date.now();
+    const a = await q.add({}, { delayMs: 60_000 });
+    const b = await q.add({}, { runAt: new Date(before + 120_000) });
+    const c = await q.add({}, { runAt: before - 1_000 }); // in the past: waiting at once
+    expect([a.state, b.state, c.state]).toEqual(['delayed', 'delayed', 'waiting']);
+    const ja = await q.getJob(a.id);
+    expect(ja!.runAt - ja!.createdAt).toBe(60_000);
+    expect((await q.getJob(b.id))!.runAt).toBe(before + 120_000);
+    expect(await q.counts()).toEqual({ waiting: 1, delayed: 2, active: 0, completed: 0, dead: 0 });
+  });
+
+  it('promote makes a delayed job waiting; promoting a waiting job is refused', async () => {
+    const q = queue();
+    const a = await q.add({}, { delayMs: 60_000 });
+    await q.promote(a.id);
+    expect((await q.getJob(a.id))!.state).toBe('waiting');
+    await expect(q.promote(a.id)).rejects.toBeInstanceOf(InvalidStateError);
+    await expect(q.promote('missing')).rejects.toBeInstanceOf(JobNotFoundError);
+  });
+
+  it('runs lower priorities first and FIFO within a priority', async () => {
+    const name = uniqueName();
+    const q = queue<{ tag: string }>(name);
+    await q.add({ tag: 'p0-a' });
+    await q.add({ tag: 'p5-a' }, { priority: 5 });
+    await q.add({ tag: 'pneg-a' }, { priority: -3 });
+    await q.add({ tag: 'p0-b' });
+    await q.add({ tag: 'p5-b' }, { priority: 5 });
+    await q.add({ tag: 'p1' }, { priority: 1 });
+    await q.add({ tag: 'pneg-b' }, { priority: -3 });
+    expect((await q.getJobs('waiting')).map((j) => j.data.tag)).toEqual([
+      'pneg-a',
+      'pneg-b',
+      'p0-a',
+      'p0-b',
+      'p1',
+      'p5-a',
+      'p5-b',
+    ]);
+    const order: string[] = [];
+    worker<{ tag: string }, void>(name, (job) => {
+      order.push(job.data.tag);
+    });
+    await waitUntil(() => order.length === 7, '7 jobs');
+    expect(order).toEqual(['pneg-a', 'pneg-b', 'p0-a', 'p0-b', 'p1', 'p5-a', 'p5-b']);
+  });
+
+  it('remove deletes a waiting, delayed or finished job and refuses an active one', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    const w1 = await q.add({}, { id: 'w' });
+    const d1 = await q.add({}, { id: 'd', delayMs: 60_000, priority: 2 });
+    await q.remove(w1.id);
+    await q.remove(d1.id);
+    expect(await q.getJob('w')).toBeNull();
+    expect(await q.counts()).toEqual({ waiting: 0, delayed: 0, active: 0, completed: 0, dead: 0 });
+    await expect(q.remove('w')).rejects.toBeInstanceOf(JobNotFoundError);
+
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    worker(name, () => gate);
+    const a = await q.add({}, { id: 'a' });
+    await waitUntil(async () => (await q.getJob(a.id))?.state === 'active', 'job active');
+    await expect(q.remove(a.id)).rejects.toMatchObject({ code: 'ERR_INVALID_STATE', state: 'a' });
+    release();
+    await q.waitFor(a.id);
+    await q.remove(a.id);
+    expect((await q.counts()).completed).toBe(0);
+  });
+
+  it('pause stops every worker from claiming; resume restarts them at once', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    await q.pause();
+    expect(await q.isPaused()).toBe(true);
+    const ran: string[] = [];
+    const w = worker(name, (job) => {
+      ran.push(job.id);
+    });
+    await w.start();
+    const job = await q.add({});
+    // The worker has claimed (and been refused) since start; a claim now proves it still gets nothing.
+    await waitUntil(async () => (await q.counts()).waiting === 1, 'job waiting');
+    expect(ran).toEqual([]);
+    await q.resume();
+    await q.waitFor(job.id, { timeoutMs: 5_000 });
+    expect(ran).toEqual([job.id]);
+    expect(await q.isPaused()).toBe(false);
+  });
+
+  it('waitFor resolves with the result, rejects with every error when dead, and times out', async () => {
+    const name = uniqueName();
+    const q = queue<{ ok: boolean }, { doubled: number }>(name);
+    worker<{ ok: boolean }, { doubled: number }>(
+      name,
+      (job) => {
+        if (!job.data.ok) throw new Error(`boom ${job.attempt}`);
+        return { doubled: 42 };
+      },
+      { concurrency: 2 },
+    );
+    const good = await q.add({ ok: true });
+    const bad = await q.add({ ok: false }, { maxAttempts: 2, backoff: { type: 'fixed', delayMs: 0 } });
+    expect(await q.waitFor(good.id)).toEqual({ doubled: 42 });
+    const err = await q.waitFor(bad.id).catch((e) => e);
+    expect(err).toBeInstanceOf(JobFailedError);
+    expect(err.code).toBe('ERR_JOB_DEAD');
+    expect(err.errors.map((e: { message: string }) => e.message)).toEqual(['boom 1', 'boom 2']);
+    const slow = await q.add({ ok: true }, { delayMs: 60_000 });
+    await expect(q.waitFor(slow.id, { timeoutMs: 50 })).rejects.toBeInstanceOf(WaitTimeoutError);
+    await expect(q.waitFor('missing')).rejects.toBeInstanceOf(JobNotFoundError);
+  });
+
+  it('waitFor on a job that already finished resolves at once', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    const job = await q.add({});
+    worker(name, () => 'done');
+    await waitUntil(async () => (await q.getJob(job.id))?.state === 'completed', 'completed');
+    expect(await q.waitFor(job.id)).toBe('done');
+  });
+
+  it('retry gives a dead job a fresh budget; its errors are kept and tokens keep increasing', async () => {
+    const name = uniqueName();
+    const q = queue<{ failUntil: number }>(name);
+    const seen: number[] = [];
+    worker<{ failUntil: number }, string>(name, (job) => {
+      seen.push(job.attempt);
+      if (job.attempt <= job.data.failUntil) throw new Error(`fail ${job.attempt}`);
+      return 'ok';
+    });
+    const job = await q.add({ failUntil: 2 }, { maxAttempts: 1 });
+    await expect(q.waitFor(job.id)).rejects.toBeInstanceOf(JobFailedError);
+    await expect(q.retry('missing')).rejects.toBeInstanceOf(JobNotFoundError);
+    await q.retry(job.id);
+    await expect(q.waitFor(job.id)).rejects.toBeInstanceOf(JobFailedError);
+    await q.retry(job.id);
+    expect(await q.waitFor(job.id)).toBe('ok');
+    const info = await q.getJob(job.id);
+    expect(seen).toEqual([1, 2, 3]);
+    expect(info).toMatchObject({ state: 'completed', attempts: 3, result: 'ok' });
+    expect(info!.errors.map((e) => e.attempt)).toEqual([1, 2]);
+    await expect(q.retry(job.id).then(() => q.retry(job.id))).rejects.toBeInstanceOf(InvalidStateError);
+  });
+
+  it('workers() lists live workers with their active jobs and drops them after close', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const w = worker(name, () => gate, { concurrency: 3, heartbeatMs: 50 });
+    await w.start();
+    const job = await q.add({});
+    const listed = await waitUntil(async () => {
+      const ws = await q.workers();
+      return ws.length === 1 && ws[0]!.activeJobIds.includes(job.id) ? ws : null;
+    }, 'worker listing its active job');
+    expect(listed[0]).toMatchObject({ id: w.id, pid: process.pid, concurrency: 3 });
+    expect(listed[0]!.lastBeat).toBeGreaterThanOrEqual(listed[0]!.startedAt - 1_000);
+    release();
+    await w.close();
+    expect(await q.workers()).toEqual([]);
+  });
+});
