@@ -5,6 +5,7 @@
  */
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { RedisConfigError, ValidationError } from './errors.js';
+import { untilClosed } from './in-flight.js';
 import type { ConnectionOption, Logger } from './options.js';
 import type { RedisClient } from './scripts.js';
 import { show } from './validate.js';
@@ -16,9 +17,10 @@ export interface Connection {
 }
 
 /**
- * Worker connections retry commands across reconnects forever (maxRetriesPerRequest: null); a
- * command already sent when the connection dropped is not re-sent blindly (its effect is unknown),
- * its promise rejects and the caller decides (acks are idempotent and are re-sent by the worker).
+ * Worker connections queue commands across reconnects forever (maxRetriesPerRequest: null). A command
+ * already sent when the connection dropped is never re-sent blindly (it may have run: re-sending an add
+ * would duplicate a job); untilClosed() rejects it instead and the caller decides (acks are fenced and
+ * idempotent, so the worker re-sends them; a rejected add may or may not have been applied).
  */
 const BASE_OPTIONS: RedisOptions = { autoResendUnfulfilledCommands: false };
 
@@ -63,7 +65,7 @@ export function checkServer(client: RedisClient, strict: boolean, logger: Logger
 async function runChecks(client: RedisClient, strict: boolean, logger: Logger): Promise<void> {
   const node = client instanceof Cluster ? (client.nodes('master')[0] ?? null) : client;
   if (!node) return;
-  const info = await node.info('server');
+  const info = await untilClosed(node, node.info('server'));
   const version = /redis_version:(\d+)\.(\d+)/.exec(info);
   if (version && Number(version[1]) < 7) {
     throw new RedisConfigError(
@@ -72,7 +74,7 @@ async function runChecks(client: RedisClient, strict: boolean, logger: Logger): 
   }
   let policy: string | undefined;
   try {
-    const reply = (await node.config('GET', 'maxmemory-policy')) as string[];
+    const reply = (await untilClosed(node, node.config('GET', 'maxmemory-policy'))) as string[];
     policy = reply[1];
   } catch {
     logger.warn(

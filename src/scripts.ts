@@ -10,6 +10,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
+import { untilClosed } from './in-flight.js';
 import type { QueueKeys } from './keys.js';
 
 export type KeyName = Exclude<keyof QueueKeys, 'tag' | 'wakeChannel' | 'doneChannel'>;
@@ -101,10 +102,10 @@ export async function runScript<A extends string, R extends string>(
   for (const a of spec.args) flat.push(args[a]);
   for (const row of rows) for (const r of spec.repeated) flat.push(row[r]);
   try {
-    return await redis.evalsha(spec.sha, spec.keys.length, ...flat);
+    return await untilClosed(redis, redis.evalsha(spec.sha, spec.keys.length, ...flat));
   } catch (err) {
     if (err instanceof Error && err.message.startsWith('NOSCRIPT')) {
-      return redis.eval(spec.source, spec.keys.length, ...flat);
+      return untilClosed(redis, redis.eval(spec.source, spec.keys.length, ...flat));
     }
     throw err;
   }

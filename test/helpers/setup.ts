@@ -37,12 +37,12 @@ export async function waitUntil<T>(
   probe: () => T | Promise<T>,
   what: string,
   timeoutMs = 10_000,
-): Promise<T> {
+): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   let last: T | undefined;
   for (;;) {
     last = await probe();
-    if (last) return last;
+    if (last) return last as NonNullable<T>;
     if (Date.now() > deadline)
       throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${String(last)})`);
     await new Promise((r) => setTimeout(r, 10));
