@@ -1,0 +1,53 @@
+/** Surety with its defaults: retention keeps the last 1 000 completed jobs (its production setting). */
+import { Queue, Worker } from '../../src/index.js';
+import type { Adapter, JobData, JobSpec, Producer, ServerAddress, WorkerHandle, WorkerSpec } from './types.js';
+
+class SuretyProducer implements Producer {
+  constructor(private readonly queue: Queue<JobData>) {}
+
+  async add(data: JobData): Promise<void> {
+    await this.queue.add(data);
+  }
+
+  async addBulk(jobs: readonly JobSpec[]): Promise<void> {
+    await this.queue.addBulk(
+      jobs.map((j) => (j.runAt === undefined ? { data: j.data } : { data: j.data, opts: { runAt: j.runAt } })),
+    );
+  }
+
+  async outstanding(): Promise<number> {
+    const c = await this.queue.counts();
+    return c.waiting + c.delayed + c.active;
+  }
+
+  close(): Promise<void> {
+    return this.queue.close();
+  }
+}
+
+export const surety: Adapter = {
+  lib: 'surety',
+  label: 'Surety',
+  retention: 'default retention: keeps the last 1 000 completed jobs',
+
+  async producer(server: ServerAddress, name: string): Promise<Producer> {
+    const queue = new Queue<JobData>(name, { connection: server.url });
+    await queue.counts();
+    return new SuretyProducer(queue);
+  },
+
+  async worker(spec: WorkerSpec): Promise<WorkerHandle> {
+    const worker = new Worker<JobData>(
+      spec.queue,
+      (job) => {
+        spec.processor(job.data);
+      },
+      { connection: spec.server.url, concurrency: spec.concurrency },
+    );
+    worker.on('completed', () => spec.onCompleted());
+    worker.on('failed', (_job, err) => spec.onFailed(err));
+    worker.on('error', (err) => spec.onFailed(err));
+    await worker.start();
+    return { close: () => worker.close() };
+  },
+};

@@ -1,0 +1,42 @@
+/** Messages between the harness (parent) and a worker child over the fork IPC channel. */
+import type { LibName, ServerAddress } from './adapters/types.js';
+
+/**
+ * What the processor records at the start of each job:
+ * - `noop`: nothing;
+ * - `latency`: monoMs() - data.t (enqueue -> processor start, ms);
+ * - `delayed`: wallMs() - data.due (lateness, ms), and whether Date.now() < data.due (started early).
+ */
+export type ChildMode = 'noop' | 'latency' | 'delayed';
+
+export interface ChildConfig {
+  lib: LibName;
+  server: ServerAddress;
+  queue: string;
+  concurrency: number;
+  mode: ChildMode;
+  /** Completions after which the child reports `done`. */
+  expect: number;
+}
+
+export type ParentMessage = { type: 'start' } | { type: 'close' };
+
+export interface DoneMessage {
+  type: 'done';
+  /** monoMs() at the `expect`-th persisted completion. */
+  at: number;
+  completed: number;
+  /** process.cpuUsage() user + system since `start`, µs. */
+  cpuUs: number;
+  commands: number;
+  roundTrips: number;
+  samples: number[];
+  early: number;
+}
+
+export type ChildMessage =
+  | { type: 'ready' }
+  | { type: 'started'; at: number }
+  | DoneMessage
+  | { type: 'failed'; message: string }
+  | { type: 'closed' };

@@ -1,0 +1,52 @@
+/**
+ * The execution log: one append-only JSON-lines file per worker process, outside Redis, so the verdict
+ * does not have to trust Redis alone. Every line is one appendFileSync (one write(2)), so a line that
+ * was written survives a kill -9 of its process.
+ */
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import type { PlannedOutcome } from './behaviour.js';
+
+export type LogLine =
+  /** An execution: the processor ran attempt `a` of job `id`; `o` is the outcome it then returned/threw. */
+  | { t: 'x'; id: string; a: number; pid: number; start: number; end: number; runAt: number; o: PlannedOutcome }
+  /** Redis accepted this completion (the worker's `completed` event). */
+  | { t: 'c'; id: string; a: number }
+  /** Redis accepted this failure and the job is now dead (`failed` event with outcome dead). */
+  | { t: 'd'; id: string; a: number }
+  /** Redis refused this outcome as stale (ERR_STALE_JOB). */
+  | { t: 's'; id: string; a: number }
+  /** Leases this worker found lost (`leaseLost` event). */
+  | { t: 'l'; ids: string[]; at: number }
+  /** Any other `error` event, or a crash of the process. */
+  | { t: 'e'; code: string; msg: string; at: number };
+
+export type Execution = Extract<LogLine, { t: 'x' }>;
+
+export class ExecLogWriter {
+  constructor(private readonly path: string) {}
+
+  write(line: LogLine): void {
+    appendFileSync(this.path, `${JSON.stringify(line)}\n`);
+  }
+}
+
+export interface ParsedLog {
+  lines: LogLine[];
+  /** Lines that did not parse (a torn last line); reported, never expected. */
+  torn: number;
+}
+
+export function readExecLog(path: string): ParsedLog {
+  if (!existsSync(path)) return { lines: [], torn: 0 };
+  const lines: LogLine[] = [];
+  let torn = 0;
+  for (const raw of readFileSync(path, 'utf8').split('\n')) {
+    if (raw === '') continue;
+    try {
+      lines.push(JSON.parse(raw) as LogLine);
+    } catch {
+      torn++;
+    }
+  }
+  return { lines, torn };
+}
