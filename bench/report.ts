@@ -1,0 +1,79 @@
+/** The readable table: one row per scenario variant and metric, one column per library, ratios to BullMQ. */
+import type { LibName } from './adapters/types.js';
+import { METRICS, metricInfo } from './metrics.js';
+import type { ResultRow, Results } from './results.js';
+import { median } from './stats.js';
+
+const LABELS: Record<LibName, string> = { surety: 'Surety', bullmq: 'BullMQ', beequeue: 'Bee-Queue' };
+const BASE: LibName = 'bullmq';
+
+function cell(values: number[] | undefined, format: (v: number) => string): string {
+  if (!values || values.length === 0) return 'n/a';
+  const med = format(median(values));
+  if (values.length === 1) return med;
+  return `${med} (${format(Math.min(...values))}–${format(Math.max(...values))})`;
+}
+
+function ratio(lib: number[] | undefined, base: number[] | undefined): string {
+  if (!lib?.length || !base?.length) return '–';
+  const b = median(base);
+  const l = median(lib);
+  if (!(b > 0) || !(l >= 0)) return '–';
+  return `${(l / b).toFixed(2)}x`;
+}
+
+export function renderTable(results: Results, libs: readonly LibName[]): string {
+  const ratioLibs = libs.includes(BASE) ? libs.filter((l) => l !== BASE) : [];
+  const header = [
+    'scenario',
+    'variant',
+    'metric',
+    'better',
+    ...libs.map((l) => LABELS[l]),
+    ...ratioLibs.map((l) => `${LABELS[l]}/BullMQ`),
+  ];
+  const lines: string[][] = [header];
+  const notes: string[] = [];
+  const groups = new Map<string, ResultRow[]>();
+  for (const row of results.rows) {
+    const key = `${row.scenario}\u0000${row.variant}`;
+    groups.set(key, [...(groups.get(key) ?? []), row]);
+  }
+  for (const rows of groups.values()) {
+    const byLib = new Map(rows.map((r) => [r.lib, r]));
+    const keys = Object.keys(METRICS).filter((k) => rows.some((r) => r.runs[k]));
+    for (const r of rows) {
+      if (r.error) notes.push(`${r.scenario} ${LABELS[r.lib]}: ${r.error}`);
+    }
+    if (keys.length === 0) keys.push('');
+    keys.forEach((key, i) => {
+      const info = metricInfo(key);
+      const mark = (lib: LibName) => (byLib.get(lib)?.error ? '*' : '');
+      lines.push([
+        i === 0 ? rows[0]!.scenario : '',
+        i === 0 ? rows[0]!.variant : '',
+        key ? info.label : '',
+        key ? (info.better === 'higher' ? '↑' : '↓') : '',
+        ...libs.map((l) => cell(byLib.get(l)?.runs[key], info.format) + mark(l)),
+        ...ratioLibs.map((l) => ratio(byLib.get(l)?.runs[key], byLib.get(BASE)?.runs[key])),
+      ]);
+    });
+  }
+  const widths = header.map((_, c) => Math.max(...lines.map((l) => [...(l[c] ?? '')].length)));
+  const text = lines.map((l, i) => {
+    const padded = l.map((v, c) => {
+      const gap = ' '.repeat(widths[c]! - [...v].length);
+      return c < 4 ? v + gap : gap + v;
+    });
+    const line = padded.join('  ').trimEnd();
+    return i === 0 ? `${line}\n${widths.map((w) => '-'.repeat(w)).join('  ')}` : line;
+  });
+  const out = [
+    ...text,
+    '',
+    'Cells: median (min–max) over runs. Ratios: median of the library / median of BullMQ;',
+    '↑ higher is better, ↓ lower is better (for ↓ metrics a ratio below 1x is better).',
+  ];
+  if (notes.length > 0) out.push('', '* n/a or incomplete:', ...notes.map((n) => `  ${n}`));
+  return out.join('\n');
+}

@@ -1,0 +1,132 @@
+/**
+ * One chaos worker process: a Surety Worker whose processor acts out the planned behaviour of each
+ * attempt (behaviour.ts) and logs every execution to its own append-only file before returning.
+ *
+ * Started by pool.ts with `node --import tsx chaos/worker-child.ts <config JSON>` and an IPC channel:
+ *   child -> parent  { type: 'ready', pid } once claiming has begun; { type: 'diag', ... } on request
+ *   parent -> child  { type: 'close' } graceful close then exit 0; { type: 'diag' }
+ * It exits at once when the parent goes away (IPC disconnect), so a dead harness leaves no workers.
+ */
+import { StaleJobError, UnrecoverableError, Worker } from '../src/index.js';
+import { type ChaosResult, type JobData, PLANNED_FAILURE_MESSAGE, planAttempt } from './behaviour.js';
+import { ExecLogWriter } from './exec-log.js';
+
+export interface ChildConfig {
+  port: number;
+  queue: string;
+  logPath: string;
+  seed: number;
+  concurrency: number;
+  recoverIntervalMs: number;
+  heartbeatMs: number;
+  pollIntervalMs: number;
+}
+
+/** Internal state of a Worker, read only to explain a stuck run in the report (never to drive the test). */
+export interface WorkerDiag {
+  pid: number;
+  running: number;
+  held: string[];
+  fetcherInFlight: boolean | null;
+  fetcherDrained: boolean | null;
+  ackerInFlight: number | null;
+  renewerRunning: boolean | null;
+  msSinceLastExecution: number | null;
+}
+
+const KEEP_ALL = { maxCount: 1_000_000, maxAgeMs: 86_400_000 };
+const MAX_ERROR_LINES = 2_000;
+
+const cfg = JSON.parse(process.argv[2] ?? '{}') as ChildConfig;
+const log = new ExecLogWriter(cfg.logPath);
+let lastExecutionAt = 0;
+let errorLines = 0;
+
+const worker = new Worker<JobData, ChaosResult>(
+  cfg.queue,
+  async (job) => {
+    const start = Date.now();
+    const plan = planAttempt(cfg.seed, job.data, job.attempt, job.maxAttempts);
+    await new Promise((r) => setTimeout(r, plan.durationMs));
+    lastExecutionAt = Date.now();
+    log.write({
+      t: 'x',
+      id: job.id,
+      a: job.attempt,
+      pid: process.pid,
+      start,
+      end: lastExecutionAt,
+      runAt: job.runAt,
+      o: plan.outcome,
+    });
+    if (plan.outcome === 'unrec') throw new UnrecoverableError(`${PLANNED_FAILURE_MESSAGE} (unrecoverable)`);
+    if (plan.outcome === 'fail') throw new Error(PLANNED_FAILURE_MESSAGE);
+    return { a: job.attempt, p: process.pid };
+  },
+  {
+    // An options object (not a client), so Surety applies its own connection settings under test.
+    connection: { host: '127.0.0.1', port: cfg.port, connectionName: `chaos-w-${process.pid}` },
+    concurrency: cfg.concurrency,
+    recoverIntervalMs: cfg.recoverIntervalMs,
+    heartbeatMs: cfg.heartbeatMs,
+    pollIntervalMs: cfg.pollIntervalMs,
+    closeTimeoutMs: 2_000,
+    retention: { completed: KEEP_ALL, dead: KEEP_ALL },
+  },
+);
+
+worker.on('completed', (job) => log.write({ t: 'c', id: job.id, a: job.attempt }));
+worker.on('failed', (job, _err, outcome) => {
+  if (outcome === 'dead') log.write({ t: 'd', id: job.id, a: job.attempt });
+});
+worker.on('leaseLost', (ids) => log.write({ t: 'l', ids, at: Date.now() }));
+worker.on('error', (err) => {
+  if (err instanceof StaleJobError) log.write({ t: 's', id: err.jobId, a: err.token });
+  else if (errorLines++ < MAX_ERROR_LINES)
+    log.write({ t: 'e', code: err.code, msg: err.message.slice(0, 200), at: Date.now() });
+});
+
+function crash(kind: string, err: unknown): never {
+  log.write({ t: 'e', code: 'CRASH', msg: `${kind}: ${String(err).slice(0, 500)}`, at: Date.now() });
+  console.error(kind, err);
+  process.exit(70);
+}
+process.on('uncaughtException', (err) => crash('uncaughtException', err));
+process.on('unhandledRejection', (err) => crash('unhandledRejection', err));
+process.on('disconnect', () => process.exit(0));
+
+process.on('message', (msg: { type?: string }) => {
+  if (msg.type === 'close') {
+    worker.close({ timeoutMs: 2_000 }).then(
+      () => process.exit(0),
+      () => process.exit(0),
+    );
+  } else if (msg.type === 'diag') {
+    process.send?.({ type: 'diag', diag: diagnose() });
+  }
+});
+
+worker.start().then(
+  () => process.send?.({ type: 'ready', pid: process.pid }),
+  (err) => crash('start failed', err),
+);
+
+function diagnose(): WorkerDiag {
+  // Reads private fields of the Worker (typed loosely on purpose): diagnostics for the report only.
+  const w = worker as unknown as {
+    held?: Map<string, unknown>;
+    fetcher?: { inFlight?: boolean; drained?: boolean };
+    acker?: { inFlight?: number };
+    renewer?: { interval?: { running?: boolean } };
+  };
+  return {
+    pid: process.pid,
+    running: worker.activeCount,
+    held: [...(w.held?.keys() ?? [])].slice(0, 50),
+    fetcherInFlight: w.fetcher?.inFlight ?? null,
+    fetcherDrained: w.fetcher?.drained ?? null,
+    ackerInFlight: w.acker?.inFlight ?? null,
+    renewerRunning: w.renewer?.interval?.running ?? null,
+    msSinceLastExecution: lastExecutionAt === 0 ? null : Date.now() - lastExecutionAt,
+  };
+}
