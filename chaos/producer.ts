@@ -1,0 +1,132 @@
+/**
+ * The producer: adds `total` jobs spread over the chaos phase, in bursts of addBulk and of concurrent
+ * single adds. Every add whose promise resolved is "accepted" (it must end completed or dead); an add
+ * that rejected, or had not settled when production ended, is "unknown" (it may or may not exist).
+ */
+import type { AddedJob, JobOptions, Queue } from '../src/index.js';
+import { type JobData, KIND_WEIGHTS, type Kind, maxAttemptsOf } from './behaviour.js';
+import type { Rng } from './rng.js';
+
+export interface AddRecord {
+  seq: number;
+  kind: Kind;
+  /** Explicit id (duplicate-id kind), else the id Redis generated (accepted adds only). */
+  id?: string;
+  /** Accepted adds: whether this add created the job. */
+  isNew?: boolean;
+  /** Earliest time the job may start (epoch ms): call time + delayMs, or runAt. 0 = at once. */
+  notBefore: number;
+  /** Unknown adds: why. */
+  reason?: string;
+}
+
+interface Item {
+  data: JobData;
+  opts: JobOptions;
+  rec: AddRecord;
+}
+
+const MAX_INFLIGHT_BURSTS = 6;
+/** An add pending this long no longer counts against the in-flight limit (it may never settle). */
+const SLOW_ADD_MS = 3_000;
+
+export class Producer {
+  readonly accepted: AddRecord[] = [];
+  readonly unknown: AddRecord[] = [];
+  private seq = 0;
+  private readonly dupIds: string[] = [];
+  private readonly pending = new Set<{ since: number; settled: boolean; items: Item[] }>();
+
+  constructor(
+    private readonly queue: Queue<JobData>,
+    private readonly rng: Rng,
+  ) {}
+
+  get added(): number {
+    return this.seq;
+  }
+
+  /** Adds `total` jobs between `t0` and `t0 + durationMs`; resolves when all adds are sent and settled (or given up). */
+  async run(total: number, t0: number, durationMs: number, settleMs: number): Promise<void> {
+    while (this.seq < total) {
+      const elapsed = Date.now() - t0;
+      const target = Math.min(total, Math.ceil((total * (elapsed + 200)) / durationMs));
+      const busy = [...this.pending].filter((p) => Date.now() - p.since < SLOW_ADD_MS).length;
+      if (this.seq >= target || busy >= MAX_INFLIGHT_BURSTS) {
+        await new Promise((r) => setTimeout(r, 10));
+        continue;
+      }
+      const bulk = this.rng.chance(0.6);
+      const size = Math.min(total - this.seq, bulk ? this.rng.int(20, 400) : this.rng.int(1, 25));
+      const remainingMs = Math.max(0, t0 + durationMs - Date.now());
+      const items = Array.from({ length: size }, () => this.item(remainingMs));
+      this.send(items, bulk);
+    }
+    const deadline = Date.now() + settleMs;
+    while ([...this.pending].some((p) => !p.settled) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    for (const p of this.pending) {
+      if (p.settled) continue;
+      p.settled = true;
+      for (const it of p.items) this.unknown.push({ ...it.rec, reason: `add still pending after ${settleMs} ms` });
+    }
+  }
+
+  private item(remainingMs: number): Item {
+    const kind = this.rng.weighted(KIND_WEIGHTS);
+    const data: JobData = { s: ++this.seq, k: kind };
+    const opts: JobOptions = { maxAttempts: maxAttemptsOf(kind) };
+    const rec: AddRecord = { seq: data.s, kind, notBefore: 0 };
+    const now = Date.now();
+    const horizon = Math.max(50, Math.min(10_000, remainingMs));
+    if (kind === 'd') {
+      opts.delayMs = this.rng.int(1, horizon);
+      rec.notBefore = now + opts.delayMs; // Redis reads its clock after this call: its due time is later.
+    } else if (kind === 'r') {
+      opts.runAt = now + this.rng.int(1, horizon);
+      rec.notBefore = opts.runAt as number;
+    } else if (kind === 'i') {
+      const reuse = this.dupIds.length > 0 && this.rng.chance(0.5);
+      const id = reuse ? this.rng.pick(this.dupIds) : `dup-${this.dupIds.length + 1}`;
+      if (!reuse) this.dupIds.push(id);
+      opts.id = id;
+      rec.id = id;
+    }
+    return { data, opts, rec };
+  }
+
+  private send(items: Item[], bulk: boolean): void {
+    const p = { since: Date.now(), settled: false, items };
+    this.pending.add(p);
+    const calls: Promise<unknown>[] = bulk
+      ? [this.queue.addBulk(items.map(({ data, opts }) => ({ data, opts }))).then((r) => this.accept(items, r))]
+      : items.map((it) => this.queue.add(it.data, it.opts).then((r) => this.accept([it], [r])));
+    const settle = (err?: unknown) => {
+      if (p.settled) return; // given up on at the end of production: already counted as unknown
+      p.settled = true;
+      this.pending.delete(p);
+      if (err === undefined) return;
+      for (const it of items) {
+        if (!it.rec.isNew && it.rec.isNew !== false)
+          this.unknown.push({ ...it.rec, reason: String((err as Error).message ?? err).slice(0, 120) });
+      }
+    };
+    Promise.all(calls.map((c) => c.catch((e: unknown) => Promise.reject(e)))).then(
+      () => settle(),
+      (err) => {
+        // Some singles of the burst may still be pending: wait for them all before classifying.
+        Promise.allSettled(calls).then(() => settle(err));
+      },
+    );
+  }
+
+  private accept(items: Item[], added: AddedJob[]): void {
+    items.forEach((it, i) => {
+      const a = added[i]!;
+      it.rec.id = a.id;
+      it.rec.isNew = a.isNew;
+      this.accepted.push(it.rec);
+    });
+  }
+}
