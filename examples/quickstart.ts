@@ -47,7 +47,10 @@ console.log(
 console.log('result of', now.id, await queue.waitFor(now.id));
 console.log('result of', flaky.id, await queue.waitFor(flaky.id));
 console.log('result of', later.id, await queue.waitFor(later.id));
-const deadErr = await queue.waitFor(bad.id).catch((e: Error & { code: string }) => e);
+const deadErr = (await queue.waitFor(bad.id).then(
+  () => new Error('expected a dead job'),
+  (e: Error) => e,
+)) as Error & { code?: string };
 console.log(`job ${bad.id} is dead: ${deadErr.code} ${deadErr.message}`);
 const info = await queue.getJob(later.id);
 console.log(`delayed job started ${info!.startedAt! - info!.runAt} ms after its due time`);

@@ -193,11 +193,12 @@ describe('Worker', () => {
       { connection: fx.url },
     );
     const job = await q.add({});
-    const more = await q.add({});
     await startedP;
-    await w.close();
+    const closing = w.close();
+    const more = await q.add({});
+    await closing;
     expect(await q.getJob(job.id)).toMatchObject({ state: 'completed', result: 'finished' });
-    // Closing stopped claiming: the second job is still waiting.
+    // Closing stopped claiming: a job added meanwhile is still waiting.
     expect((await q.getJob(more.id))!.state).toBe('waiting');
   });
 

@@ -20,6 +20,7 @@
 -- @include parse_record
 -- @include with_header
 -- @include enqueue
+-- @include pipe_positions
 
 local jobs, waiting, prio, seq, delayed, active, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local now = current_time(ARGV[1])
@@ -91,17 +92,18 @@ if #ids == 0 then return out end
 local recs = redis.call('HMGET', jobs, unpack(ids))
 local updated, leases = {}, {}
 local default_lease = tonumber(ARGV[3])
+local p = {}
 for i = 1, #ids do
   local rec = recs[i]
   if rec then
-    local f, nl = parse_record(rec)
-    f[1] = 'a'
-    f[2] = tostring(tonumber(f[2]) + 1)
-    f[6] = now
-    rec = with_header(f, rec, nl)
+    -- Rewrite state (field 1), attempts (2) and startedAt (6) in place; read leaseMs (10).
+    pipe_positions(rec, 10, p)
+    local attempts = tonumber(string.sub(rec, p[1] + 1, p[2] - 1)) + 1
+    local lease = tonumber(string.sub(rec, p[9] + 1, p[10] - 1)) or default_lease
+    rec = 'a|' .. attempts .. string.sub(rec, p[2], p[5]) .. now .. string.sub(rec, p[6])
     updated[#updated + 1] = ids[i]
     updated[#updated + 1] = rec
-    leases[#leases + 1] = now + (tonumber(f[10]) or default_lease)
+    leases[#leases + 1] = now + lease
     leases[#leases + 1] = ids[i]
     out[#out + 1] = ids[i]
     out[#out + 1] = rec

@@ -15,7 +15,7 @@
 --   token (attempt number), result (JSON, '' = undefined)
 -- Returns: { id, reason, ... } for each refused outcome; reason is `STALE:<state>:<attempts>` or `NOT_FOUND`
 -- @include current_time
--- @include parse_record
+-- @include pipe_positions
 -- @include trim_finished
 
 local jobs, errors, active, completed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -27,7 +27,7 @@ local ids = {}
 for i = 1, n do ids[i] = ARGV[6 + (i - 1) * 3] end
 local recs = redis.call('HMGET', jobs, unpack(ids))
 
-local refused, done, updated, scores = {}, {}, {}, {}
+local refused, done, updated, scores, p = {}, {}, {}, {}, {}
 for i = 1, n do
   local base = 6 + (i - 1) * 3
   local rec = recs[i]
@@ -35,18 +35,19 @@ for i = 1, n do
     refused[#refused + 1] = ids[i]
     refused[#refused + 1] = 'NOT_FOUND'
   else
-    local f, nl = parse_record(rec)
-    if f[1] == 'a' and f[2] == ARGV[base + 1] then
-      f[1] = 'c'
-      f[7] = now
+    -- Only state (field 1), attempts (2) and finishedAt (7) matter here: read and rewrite in place.
+    pipe_positions(rec, 7, p)
+    local state = string.sub(rec, 1, 1)
+    local attempts = string.sub(rec, p[1] + 1, p[2] - 1)
+    if state == 'a' and attempts == ARGV[base + 1] then
       done[#done + 1] = ids[i]
       updated[#updated + 1] = ids[i]
-      updated[#updated + 1] = table.concat(f, '|') .. string.sub(rec, nl) .. '\n' .. ARGV[base + 2]
+      updated[#updated + 1] = 'c' .. string.sub(rec, 2, p[6]) .. now .. string.sub(rec, p[7]) .. '\n' .. ARGV[base + 2]
       scores[#scores + 1] = now
       scores[#scores + 1] = ids[i]
-    elseif not (f[1] == 'c' and f[2] == ARGV[base + 1]) then
+    elseif not (state == 'c' and attempts == ARGV[base + 1]) then
       refused[#refused + 1] = ids[i]
-      refused[#refused + 1] = 'STALE:' .. f[1] .. ':' .. f[2]
+      refused[#refused + 1] = 'STALE:' .. state .. ':' .. attempts
     end
   end
 end

@@ -26,6 +26,11 @@ export interface WorkerOptions extends CommonOptions {
   backoffStrategies?: Record<string, BackoffStrategy>;
   /** Largest accepted processor result, as UTF-8 JSON. Default 512 KiB. */
   maxPayloadBytes?: number;
+  /**
+   * Jobs claimed ahead of free slots (held under lease) so the next batch is ready when slots free.
+   * 'auto' (default): up to `concurrency` while attempts average under 50 ms, else none.
+   */
+  prefetch?: number | 'auto';
   /** Start claiming at construction. Default true; with false, call start(). */
   autostart?: boolean;
 }
@@ -42,6 +47,7 @@ export interface ResolvedWorkerOptions {
   closeTimeoutMs: number;
   backoffStrategies: Readonly<Record<string, BackoffStrategy>>;
   maxPayloadBytes: number;
+  prefetch: number | 'auto';
   autostart: boolean;
 }
 
@@ -58,6 +64,7 @@ const KEYS = [
   'closeTimeoutMs',
   'backoffStrategies',
   'maxPayloadBytes',
+  'prefetch',
   'autostart',
 ] as const;
 
@@ -80,6 +87,7 @@ export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions
     closeTimeoutMs: int('closeTimeoutMs', 30_000, 0),
     backoffStrategies: Object.freeze({ ...strategies }),
     maxPayloadBytes: int('maxPayloadBytes', DEFAULT_MAX_PAYLOAD_BYTES, 1),
+    prefetch: o.prefetch === undefined || o.prefetch === 'auto' ? 'auto' : checkInt('prefetch', o.prefetch, 0, 10_000),
     autostart: o.autostart === undefined ? true : checkBool('autostart', o.autostart),
   });
 }

@@ -57,6 +57,7 @@ export interface WorkerEvents<Data, Result> {
 
 interface Running<Data> {
   job: Job<Data>;
+  startedAt: number;
 }
 
 export class Worker<Data = unknown, Result = unknown> extends EventEmitter<WorkerEvents<Data, Result>> {
@@ -67,6 +68,10 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   private readonly conn: Connection;
   private readonly subscriber: RedisClient;
   private readonly running = new Map<string, Running<Data>>();
+  /** Claimed (leased) jobs waiting for a free slot: prefetched so the next batch is ready when slots free. */
+  private readonly buffer: Job<Data>[] = [];
+  /** Moving average of attempt durations (ms), for the automatic prefetch; starts at "not short". */
+  private avgDurationMs = 50;
   /** Jobs whose lease this worker holds: running, or finished with the outcome not yet written. */
   private readonly held = new Map<string, HeldJob>();
   private readonly fetcher: Fetcher;
@@ -99,7 +104,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       subscriber: this.subscriber,
       wakeChannel: this.keys.wakeChannel,
       pollIntervalMs: this.options.pollIntervalMs,
-      freeSlots: () => this.options.concurrency - this.running.size,
+      freeSlots: () => this.options.concurrency + this.prefetchLimit() - this.running.size - this.buffer.length,
       claim: (count) => this.claim(count),
       onJobs: (jobs) => this.startJobs(jobs),
       onError,
@@ -262,6 +267,17 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
 
   // ---- running jobs ------------------------------------------------------------------------
 
+  /**
+   * How many jobs to claim beyond free slots. Prefetching overlaps the next claim's round trip with the
+   * current batch's work; it only pays for short jobs, and holding long jobs back from idle workers
+   * would hurt, so 'auto' prefetches only while attempts average under 50 ms.
+   */
+  private prefetchLimit(): number {
+    const p = this.options.prefetch;
+    if (p !== 'auto') return p;
+    return this.avgDurationMs < 50 ? this.options.concurrency : 0;
+  }
+
   private startJobs(flat: string[]): void {
     for (let i = 0; i < flat.length; i += 2) {
       const id = flat[i]!;
@@ -270,12 +286,22 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       try {
         data = JSON.parse(record.dataJson) as Data;
       } catch {
-        data = undefined as Data; // cannot happen for data written by add(); fail the attempt below
+        data = undefined as Data; // cannot happen for data written by add()
       }
       const job = new Job<Data>(this.name, id, record, data);
       this.held.set(id, { token: job.attempt, leaseMs: job.leaseMs });
       this.renewer.noteLease(job.leaseMs);
-      this.running.set(id, { job });
+      this.buffer.push(job);
+    }
+    this.runBuffered();
+  }
+
+  /** Starts buffered jobs while slots are free (skipping any whose lease was lost meanwhile). */
+  private runBuffered(): void {
+    while (this.running.size < this.options.concurrency && this.buffer.length > 0) {
+      const job = this.buffer.shift()!;
+      if (this.held.get(job.id)?.token !== job.attempt) continue;
+      this.running.set(job.id, { job, startedAt: performance.now() });
       this.runJob(job);
     }
   }
@@ -294,7 +320,9 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   }
 
   private onSettled(job: Job<Data>, result: Result | undefined, error: Error | undefined): void {
+    const run = this.running.get(job.id);
     this.running.delete(job.id);
+    if (run) this.avgDurationMs = this.avgDurationMs * 0.9 + (performance.now() - run.startedAt) * 0.1;
     if (!this.held.has(job.id)) {
       // The lease was lost while running: the outcome is still sent, and will be refused or accepted by the fence.
       this.held.set(job.id, { token: job.attempt, leaseMs: job.leaseMs });
@@ -330,8 +358,9 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         cause: error,
       });
     }
+    this.runBuffered();
     this.scheduleTick();
-    if (this.running.size === 0) for (const w of this.idleWaiters.splice(0)) w();
+    if (this.running.size === 0 && this.buffer.length === 0) for (const w of this.idleWaiters.splice(0)) w();
   }
 
   /** Once per event-loop turn: write buffered outcomes and claim for the freed slots, back to back. */
@@ -350,6 +379,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   }
 
   private onLeaseLost(ids: string[]): void {
+    // Buffered jobs are skipped by runBuffered (their held entry is gone); running ones are told.
     for (const id of ids) {
       const r = this.running.get(id);
       r?.job.abort(
@@ -383,7 +413,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     const deadline = Date.now() + timeoutMs;
     if (wasStarted) await this.startPromise?.catch(() => {});
     await this.fetcher.stop();
-    if (this.running.size > 0) {
+    if (this.running.size > 0 || this.buffer.length > 0) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, timeoutMs);
         this.idleWaiters.push(() => {
