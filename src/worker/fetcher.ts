@@ -1,5 +1,6 @@
 /**
- * The fetch loop: claims jobs for free slots, one claim in flight at a time. When a claim comes back
+ * The fetch loop: claims jobs for free slots (and the prefetch buffer), with up to two claims in flight
+ * so that Redis runs the next claim while the worker processes the current batch. When a claim comes back
  * short, the queue is drained and the loop sleeps until something can have changed:
  *  - a `w` message on the wake channel (a job became claimable: add, retry, recovery, resume),
  *  - a `d` message (an earlier delayed job was added) or the timer set to the next due time that the
@@ -27,8 +28,12 @@ export interface FetcherDeps {
   onError(err: unknown): void;
 }
 
+const MAX_IN_FLIGHT = 2;
+
 export class Fetcher {
-  private inFlight = false;
+  /** Claims sent and not answered, and the number of jobs they asked for. */
+  private inFlight = 0;
+  private requested = 0;
   private again = false;
   private drained = false;
   private stopped = true;
@@ -57,25 +62,28 @@ export class Fetcher {
     this.pump();
   }
 
-  /** Claims for the free slots unless the queue is known to be drained or a claim is in flight. */
+  /** Claims for the free slots unless the queue is known to be drained or two claims are in flight. */
   pump(): void {
-    if (this.stopped || this.drained) return;
-    if (this.inFlight) {
-      this.again = true;
-      return;
+    while (!this.stopped && !this.drained) {
+      if (this.inFlight >= MAX_IN_FLIGHT) {
+        this.again = true;
+        return;
+      }
+      const count = this.deps.freeSlots() - this.requested;
+      if (count <= 0) return;
+      this.inFlight++;
+      this.requested += count;
+      this.again = false;
+      this.deps.claim(count).then(
+        (reply) => this.onReply(reply, count),
+        (err) => this.onFailure(err, count),
+      );
     }
-    const count = this.deps.freeSlots();
-    if (count <= 0) return;
-    this.inFlight = true;
-    this.again = false;
-    this.deps.claim(count).then(
-      (reply) => this.onReply(reply, count),
-      (err) => this.onFailure(err),
-    );
   }
 
   private onReply(reply: ClaimReply, asked: number): void {
-    this.inFlight = false;
+    this.inFlight--;
+    this.requested -= asked;
     this.failures = 0;
     const got = reply.jobs.length / 2;
     if (got > 0) this.deps.onJobs(reply.jobs);
@@ -84,12 +92,15 @@ export class Fetcher {
       this.drained = !this.again;
       this.armDueTimer(reply);
       this.armPoll();
+    } else {
+      this.drained = false;
     }
-    if (!this.drained) this.pump();
+    this.pump();
   }
 
-  private onFailure(err: unknown): void {
-    this.inFlight = false;
+  private onFailure(err: unknown, asked: number): void {
+    this.inFlight--;
+    this.requested -= asked;
     if (this.stopped) return;
     this.deps.onError(err);
     this.failures++;
