@@ -28,7 +28,8 @@ export interface WorkerOptions extends CommonOptions {
   maxPayloadBytes?: number;
   /**
    * Jobs claimed ahead of free slots (held under lease) so the next batch is ready when slots free.
-   * 'auto' (default): up to `concurrency` while attempts average under 50 ms, else none.
+   * 'auto' (default): about as many as this worker finishes in 20 ms (none for long jobs, at most
+   * max(concurrency, 100)), from a moving average of attempt durations.
    */
   prefetch?: number | 'auto';
   /** Start claiming at construction. Default true; with false, call start(). */

@@ -43,6 +43,8 @@ import { type HeldJob, LeaseRenewer } from './lease-renewer.js';
 import { type ResolvedWorkerOptions, resolveWorkerOptions, type WorkerOptions } from './options.js';
 import { Recoverer } from './recoverer.js';
 
+const PREFETCH_HORIZON_MS = 20;
+
 export type Processor<Data, Result> = (job: Job<Data>) => Promise<Result> | Result;
 
 export interface WorkerEvents<Data, Result> {
@@ -71,7 +73,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   /** Claimed (leased) jobs waiting for a free slot: prefetched so the next batch is ready when slots free. */
   private readonly buffer: Job<Data>[] = [];
   /** Moving average of attempt durations (ms), for the automatic prefetch; starts at "not short". */
-  private avgDurationMs = 50;
+  private avgDurationMs = 100;
   /** Jobs whose lease this worker holds: running, or finished with the outcome not yet written. */
   private readonly held = new Map<string, HeldJob>();
   private readonly fetcher: Fetcher;
@@ -269,13 +271,15 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
 
   /**
    * How many jobs to claim beyond free slots. Prefetching overlaps the next claim's round trip with the
-   * current batch's work; it only pays for short jobs, and holding long jobs back from idle workers
-   * would hurt, so 'auto' prefetches only while attempts average under 50 ms.
+   * current batch's work and batches claims, which only pays for short jobs. 'auto' prefetches about
+   * as many jobs as this worker finishes in PREFETCH_HORIZON_MS, so a prefetched job waits locally
+   * for ~20 ms at most and long jobs are never held back from idle workers.
    */
   private prefetchLimit(): number {
     const p = this.options.prefetch;
     if (p !== 'auto') return p;
-    return this.avgDurationMs < 50 ? this.options.concurrency : 0;
+    const c = this.options.concurrency;
+    return Math.min(Math.floor((c * PREFETCH_HORIZON_MS) / Math.max(this.avgDurationMs, 0.01)), Math.max(c, 100));
   }
 
   private startJobs(flat: string[]): void {
@@ -322,7 +326,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   private onSettled(job: Job<Data>, result: Result | undefined, error: Error | undefined): void {
     const run = this.running.get(job.id);
     this.running.delete(job.id);
-    if (run) this.avgDurationMs = this.avgDurationMs * 0.9 + (performance.now() - run.startedAt) * 0.1;
+    if (run) this.avgDurationMs = this.avgDurationMs * 0.8 + (performance.now() - run.startedAt) * 0.2;
     if (!this.held.has(job.id)) {
       // The lease was lost while running: the outcome is still sent, and will be refused or accepted by the fence.
       this.held.set(job.id, { token: job.attempt, leaseMs: job.leaseMs });
