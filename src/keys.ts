@@ -27,6 +27,10 @@ export interface QueueKeys {
   readonly completed: string;
   /** ZSET of dead job ids; score = finish time (epoch ms). Trimmed by retention. */
   readonly dead: string;
+  /** HASH schedule key -> spec JSON (cron or everyMs, tz, data, job options, catchUp). */
+  readonly schedules: string;
+  /** HASH schedule key -> `version|id of the pending occurrence job`. */
+  readonly schedulePending: string;
   /** HASH of queue-wide flags: `paused`. */
   readonly meta: string;
   /** ZSET of worker ids; score = heartbeat expiry (epoch ms). */
@@ -53,6 +57,8 @@ export function queueKeys(prefix: string, queue: string, partition?: number): Qu
     active: `${tag}:active`,
     completed: `${tag}:completed`,
     dead: `${tag}:dead`,
+    schedules: `${tag}:schedules`,
+    schedulePending: `${tag}:schedpending`,
     meta: `${tag}:meta`,
     workers: `${tag}:workers`,
     workerInfo: `${tag}:workerinfo`,

@@ -178,10 +178,22 @@ export function resolveAddOptions(opts: JobOptions | undefined, defaults: Resolv
   }
   return {
     ...fields,
-    id: o.id === undefined ? '' : checkJobId(o.id),
+    id: o.id === undefined ? '' : checkOwnJobId(o.id),
     delayMs: o.delayMs === undefined ? '' : String(checkInt('delayMs', o.delayMs, 0, MAX_DELAY_MS)),
     runAt,
   };
+}
+
+/** Ids starting with `schedule:` belong to schedule occurrences (see schedules.ts). */
+function checkOwnJobId(value: unknown): string {
+  const id = checkJobId(value);
+  if (id.startsWith('schedule:')) {
+    throw new ValidationError(
+      `job ids starting with 'schedule:' are reserved for schedule occurrences, got ${show(id)}`,
+      'ERR_INVALID_JOB_ID',
+    );
+  }
+  return id;
 }
 
 export function resolveRetention(name: string, value: unknown): Retention {

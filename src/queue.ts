@@ -21,6 +21,14 @@ import {
   resolveAddOptions,
   resolveQueueOptions,
 } from './options.js';
+import {
+  listSchedules,
+  removeSchedule,
+  type ScheduleInfo,
+  type ScheduleOptions,
+  type ScheduleTiming,
+  upsertSchedule,
+} from './schedules.js';
 import { type RedisClient, runScript, scripts } from './scripts.js';
 import type { AddedJob, JobCounts, JobInfo, JobOptions, JobState, WorkerDescription } from './types.js';
 import { checkInt, checkJobId, checkQueueName, toJson } from './validate.js';
@@ -262,6 +270,29 @@ export class Queue<Data = unknown, Result = unknown> {
 
   async isPaused(): Promise<boolean> {
     return (await (await this.ready()).hexists(this.keys.meta, 'paused')) === 1;
+  }
+
+  /**
+   * Creates or replaces the repeatable schedule `key`: `{ cron, tz? }` (tz defaults to UTC) or
+   * `{ everyMs }`. Exactly one job runs per tick however many workers run. Upserting an identical
+   * schedule changes nothing, so it is safe to call at every start.
+   */
+  async schedule(
+    key: string,
+    timing: ScheduleTiming,
+    options: ScheduleOptions<Data>,
+  ): Promise<{ version: number; changed: boolean }> {
+    return upsertSchedule(await this.ready(), this.keys, key, timing, options, this.options.maxPayloadBytes);
+  }
+
+  /** Every schedule with its pending occurrence and next run times, soonest first. */
+  async schedules(): Promise<ScheduleInfo<Data>[]> {
+    return listSchedules<Data>(await this.ready(), this.keys);
+  }
+
+  /** Deletes a schedule (and its next occurrence if it has not started). Returns false if there was none. */
+  async unschedule(key: string): Promise<boolean> {
+    return removeSchedule(await this.ready(), this.keys, key);
   }
 
   /** Workers whose heartbeat has not expired. */

@@ -81,6 +81,22 @@ export const scripts = {
   remove: define('remove', ['jobs', 'errors', 'waiting', 'prio', 'delayed', 'completed', 'dead'], ['id']),
   promote: define('promote', ['jobs', 'waiting', 'prio', 'seq', 'delayed'], ['id', 'wakeChannel']),
   setPaused: define('set-paused', ['meta'], ['paused', 'wakeChannel']),
+  schedule: define(
+    'schedule',
+    ['jobs', 'errors', 'waiting', 'prio', 'seq', 'delayed', 'schedules', 'schedulePending'],
+    ['now', 'wakeChannel', 'key', 'spec', 'occurrenceId', 'due', 'priority', 'optionTail', 'data'],
+  ),
+  advanceSchedule: define(
+    'advance-schedule',
+    ['jobs', 'waiting', 'prio', 'seq', 'delayed', 'schedulePending'],
+    ['now', 'wakeChannel', 'key', 'expected', 'priority', 'optionTail', 'data'],
+    ['id', 'due'],
+  ),
+  unschedule: define(
+    'unschedule',
+    ['jobs', 'errors', 'waiting', 'prio', 'delayed', 'schedules', 'schedulePending'],
+    ['key'],
+  ),
   heartbeat: define('heartbeat', ['workers', 'workerInfo'], ['now', 'ttlMs', 'workerId', 'info']),
 } as const;
 

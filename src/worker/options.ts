@@ -88,7 +88,10 @@ export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions
     closeTimeoutMs: int('closeTimeoutMs', 30_000, 0),
     backoffStrategies: Object.freeze({ ...strategies }),
     maxPayloadBytes: int('maxPayloadBytes', DEFAULT_MAX_PAYLOAD_BYTES, 1),
-    prefetch: o.prefetch === undefined || o.prefetch === 'auto' ? 'auto' : checkInt('prefetch', o.prefetch, 0, 10_000),
+    prefetch:
+      o.prefetch === undefined || o.prefetch === 'auto'
+        ? 'auto'
+        : checkInt('prefetch', o.prefetch, 0, 10_000),
     autostart: o.autostart === undefined ? true : checkBool('autostart', o.autostart),
   });
 }

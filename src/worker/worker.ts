@@ -32,6 +32,7 @@ import {
 } from '../errors.js';
 import { decodeClaimed } from '../job-record.js';
 import { type QueueKeys, queueKeys } from '../keys.js';
+import { advanceSchedule, parseOccurrenceId, repairSchedules } from '../schedules.js';
 import { type RedisClient, runScript, scripts } from '../scripts.js';
 import { checkQueueName, toJson } from '../validate.js';
 import { Acker, type CompleteRow, type FailRow } from './acker.js';
@@ -106,7 +107,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       subscriber: this.subscriber,
       wakeChannel: this.keys.wakeChannel,
       pollIntervalMs: this.options.pollIntervalMs,
-      freeSlots: () => this.options.concurrency + this.prefetchLimit() - this.running.size - this.buffer.length,
+      freeSlots: () =>
+        this.options.concurrency + this.prefetchLimit() - this.running.size - this.buffer.length,
       claim: (count) => this.claim(count),
       onJobs: (jobs) => this.startJobs(jobs),
       onError,
@@ -248,6 +250,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       wakeChannel: this.keys.wakeChannel,
       doneChannel: this.keys.doneChannel,
     })) as [string[], string[]];
+    await repairSchedules(this.conn.client, this.keys);
     return { requeued, dead: deadIds };
   }
 
@@ -279,7 +282,10 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     const p = this.options.prefetch;
     if (p !== 'auto') return p;
     const c = this.options.concurrency;
-    return Math.min(Math.floor((c * PREFETCH_HORIZON_MS) / Math.max(this.avgDurationMs, 0.01)), Math.max(c, 100));
+    return Math.min(
+      Math.floor((c * PREFETCH_HORIZON_MS) / Math.max(this.avgDurationMs, 0.01)),
+      Math.max(c, 100),
+    );
   }
 
   private startJobs(flat: string[]): void {
@@ -293,6 +299,13 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         data = undefined as Data; // cannot happen for data written by add()
       }
       const job = new Job<Data>(this.name, id, record, data);
+      const occurrence = parseOccurrenceId(id);
+      if (occurrence) {
+        // The next tick's job is created as this one starts (the recovery loop repairs it if we die first).
+        advanceSchedule(this.conn.client, this.keys, occurrence.key, occurrence.tick).catch((err) =>
+          this.reportError(err),
+        );
+      }
       this.held.set(id, { token: job.attempt, leaseMs: job.leaseMs });
       this.renewer.noteLease(job.leaseMs);
       this.buffer.push(job);

@@ -1,0 +1,117 @@
+/**
+ * Where the CLI's Redis comes from: `--redis <url>`, else REDIS_URL, else redis://127.0.0.1:6379.
+ * `--redis embedded` (and `surety demo`) use that Redis when it is reachable and otherwise start a
+ * private redis-server (see embedded.ts). Every command gets one client, shared by all its Queues.
+ */
+import { Redis } from 'ioredis';
+import { Queue } from '../queue.js';
+import { checkQueueName } from '../validate.js';
+import { startEmbedded } from './embedded.js';
+import { CliError, UsageError } from './errors.js';
+import { addCleanup } from './lifecycle.js';
+
+export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+
+export interface GlobalOptions {
+  redis?: string;
+  prefix?: string;
+  json?: boolean;
+}
+
+export interface RedisHandle {
+  url: string;
+  client: Redis;
+  /** pid of the private redis-server this command uses, if any. */
+  embeddedPid?: number;
+}
+
+/** The URL with its password hidden, for messages. */
+export function redact(url: string): string {
+  return url.replace(/^(rediss?:\/\/[^:@/]*:)[^@/]*@/, '$1***@');
+}
+
+function checkUrl(url: string, source: string): string {
+  if (!/^rediss?:\/\/\S+$/.test(url))
+    throw new UsageError(`${source} must be a redis:// or rediss:// URL (or "embedded"), got ${JSON.stringify(url)}`);
+  return url;
+}
+
+/** The URL to try and whether to fall back to a private redis-server when it is unreachable. */
+export function resolveTarget(opt: string | undefined, embeddedByDefault = false): { url: string; embedded: boolean } {
+  const env = process.env.REDIS_URL;
+  const fallback = env ? checkUrl(env, 'REDIS_URL') : DEFAULT_REDIS_URL;
+  if (opt === undefined) return { url: fallback, embedded: embeddedByDefault };
+  if (opt === 'embedded') return { url: fallback, embedded: true };
+  return { url: checkUrl(opt, '--redis'), embedded: false };
+}
+
+/** Connects (one attempt, then reconnects with backoff once it has been up), or says why it cannot. */
+export async function tryConnect(url: string): Promise<{ client: Redis } | { reason: string }> {
+  let up = false;
+  let lastError = '';
+  const client = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: 5_000,
+    maxRetriesPerRequest: 2,
+    // As in the library: a command in flight when the connection dropped is not re-sent blindly.
+    autoResendUnfulfilledCommands: false,
+    retryStrategy: (times) => (up && times <= 10 ? Math.min(times * 200, 2_000) : null),
+  });
+  client.on('error', (err: Error) => {
+    lastError = err.message;
+  });
+  try {
+    await client.connect();
+    await client.ping();
+    up = true;
+    return { client };
+  } catch (err) {
+    client.disconnect();
+    return { reason: lastError || (err instanceof Error ? err.message : String(err)) };
+  }
+}
+
+async function quit(client: Redis): Promise<void> {
+  try {
+    await Promise.race([client.quit(), new Promise((r) => setTimeout(r, 1_000).unref())]);
+  } catch {
+    // already closed
+  }
+  client.disconnect();
+}
+
+/** Opens the command's Redis connection (closed by the exit cleanups), starting a private one if asked. */
+export async function openRedis(g: GlobalOptions, opts: { embeddedByDefault?: boolean } = {}): Promise<RedisHandle> {
+  const { url, embedded } = resolveTarget(g.redis, opts.embeddedByDefault);
+  const first = await tryConnect(url);
+  if ('client' in first) {
+    addCleanup(() => quit(first.client));
+    return { url, client: first.client };
+  }
+  if (!embedded) {
+    throw new CliError(
+      `cannot connect to Redis at ${redact(url)} (${first.reason}). Start Redis, pass --redis <url> or set REDIS_URL, or use --redis embedded to run a private redis-server.`,
+    );
+  }
+  const server = await startEmbedded((line) => process.stderr.write(`surety: ${line}\n`));
+  const second = await tryConnect(server.url);
+  if (!('client' in second)) throw new CliError(`cannot connect to the private redis-server: ${second.reason}`);
+  addCleanup(() => quit(second.client));
+  return { url: server.url, client: second.client, embeddedPid: server.pid };
+}
+
+/** Checks queue names before anything connects, so bad input fails fast with exit code 2. */
+export function checkNames(names: readonly string[]): void {
+  for (const n of names) checkQueueName(n);
+}
+
+/** A Queue on the command's shared client; closed by the exit cleanups. */
+export function openQueue<D = unknown, R = unknown>(name: string, handle: RedisHandle, g: GlobalOptions): Queue<D, R> {
+  const queue = new Queue<D, R>(name, {
+    connection: handle.client,
+    ...(g.prefix ? { prefix: g.prefix } : {}),
+    logger: { warn: (m) => process.stderr.write(`${m.startsWith('surety') ? m : `surety: ${m}`}\n`) },
+  });
+  addCleanup(() => queue.close());
+  return queue;
+}

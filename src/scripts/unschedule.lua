@@ -1,0 +1,19 @@
+-- unschedule.lua: delete the schedule `key` and its pending occurrence if that has not started.
+-- KEYS[1] jobs              HASH id -> record
+-- KEYS[2] errors            HASH id -> error lines
+-- KEYS[3] waiting           LIST
+-- KEYS[4] prio              ZSET
+-- KEYS[5] delayed           ZSET
+-- KEYS[6] schedules         HASH key -> spec JSON
+-- KEYS[7] schedulePending   HASH key -> `version|pending occurrence id`
+-- ARGV[1] key
+-- Returns: 1 when the schedule existed, else 0
+-- @include discard_unstarted
+
+local jobs, errors, waiting, prio, delayed, schedules, pending_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local pending = redis.call('HGET', pending_key, ARGV[1])
+if not pending then return 0 end
+discard_unstarted(jobs, errors, waiting, prio, delayed, string.sub(pending, string.find(pending, '|', 1, true) + 1))
+redis.call('HDEL', schedules, ARGV[1])
+redis.call('HDEL', pending_key, ARGV[1])
+return 1

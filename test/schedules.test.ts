@@ -1,0 +1,197 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { Queue, ValidationError, Worker } from '../src/index.js';
+import { advanceSchedule, nextTick, occurrenceId } from '../src/schedules.js';
+import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+
+const fx = useRedis();
+const open: { close(): Promise<void> }[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((c) => c.close()));
+});
+function queue<D = unknown>(name: string): Queue<D> {
+  const q = new Queue<D>(name, { connection: fx.url });
+  open.push(q);
+  return q;
+}
+
+describe('repeatable schedules', () => {
+  it('an everyMs schedule runs once per tick, on time, with several workers racing', async () => {
+    const name = uniqueName();
+    const q = queue<{ report: string }>(name);
+    const runs: { id: string; data: unknown; at: number }[] = [];
+    for (let i = 0; i < 3; i++) {
+      const w = new Worker<{ report: string }>(
+        name,
+        (job) => {
+          runs.push({ id: job.id, data: job.data, at: Date.now() });
+        },
+        { connection: fx.url, concurrency: 5 },
+      );
+      open.push(w);
+    }
+    await q.schedule('tick', { everyMs: 150 }, { data: { report: 'daily' } });
+    await waitUntil(() => runs.length >= 5, '5 runs', 10_000);
+    const ids = runs.map((r) => r.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    const ticks = ids.map((id) => Number(id.split(':').pop()));
+    for (let i = 1; i < ticks.length; i++) expect(ticks[i]! - ticks[i - 1]!).toBe(150);
+    for (const r of runs) expect(r.data).toEqual({ report: 'daily' });
+    const jobs = await Promise.all(ids.map((id) => q.getJob(id)));
+    for (const j of jobs) expect(j!.startedAt).toBeGreaterThanOrEqual(j!.runAt);
+  });
+
+  it('two schedulers racing to advance the same tick create exactly one next job', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    await q.schedule('race', { everyMs: 60_000 }, { data: {} });
+    const [s] = await q.schedules();
+    const tick = s!.nextRunAt;
+    const results = await Promise.all(
+      Array.from({ length: 8 }, () => advanceSchedule(fx.redis, q.keys, 'race', tick)),
+    );
+    expect(results.filter(Boolean)).toHaveLength(1);
+    expect(await q.counts()).toMatchObject({ delayed: 2 });
+    const [after] = await q.schedules();
+    expect(after!.pendingJobId).toBe(occurrenceId('race', tick + 60_000));
+  });
+
+  it('upserting an identical schedule changes nothing; a changed one replaces its pending occurrence', async () => {
+    const q = queue(uniqueName());
+    expect(await q.schedule('r', { cron: '0 9 * * 1-5', tz: 'Europe/Paris' }, { data: { a: 1 } })).toEqual({
+      version: 1,
+      changed: true,
+    });
+    expect(await q.schedule('r', { cron: '0 9 * * 1-5', tz: 'Europe/Paris' }, { data: { a: 1 } })).toEqual({
+      version: 1,
+      changed: false,
+    });
+    const [before] = await q.schedules();
+    expect(await q.schedule('r', { cron: '0 10 * * 1-5', tz: 'Europe/Paris' }, { data: { a: 1 } })).toEqual({
+      version: 2,
+      changed: true,
+    });
+    const [after] = await q.schedules();
+    expect(after!.pendingJobId).not.toBe(before!.pendingJobId);
+    expect(await q.getJob(before!.pendingJobId)).toBeNull();
+    expect((await q.counts()).delayed).toBe(1);
+    expect(after).toMatchObject({
+      key: 'r',
+      cron: '0 10 * * 1-5',
+      tz: 'Europe/Paris',
+      version: 2,
+      data: { a: 1 },
+    });
+    expect(new Date(after!.nextRunAt).getUTCMinutes()).toBe(0);
+    expect(after!.upcoming).toHaveLength(3);
+  });
+
+  it('invalid cron text, time zone or key is a clear ValidationError at schedule()', async () => {
+    const q = queue(uniqueName());
+    await expect(q.schedule('x', { cron: '61 * * * *' }, { data: {} })).rejects.toThrow(
+      /invalid cron expression "61 \* \* \* \*"/,
+    );
+    await expect(q.schedule('x', { cron: '* * * * *', tz: 'Mars/Olympus' }, { data: {} })).rejects.toThrow(
+      /IANA time zone/,
+    );
+    await expect(q.schedule('bad key', { everyMs: 1_000 }, { data: {} })).rejects.toBeInstanceOf(
+      ValidationError,
+    );
+    await expect(q.schedule('x', { everyMs: 10 }, { data: {} })).rejects.toThrow(
+      /everyMs must be an integer from 100/,
+    );
+    await expect(q.add({}, { id: 'schedule:x:1' })).rejects.toThrow(/reserved for schedule occurrences/);
+    expect(await q.schedules()).toEqual([]);
+  });
+
+  it('a zoned cron fires once a day across both DST transitions', () => {
+    const spec = { cron: '30 2 * * *', tz: 'Europe/Paris' };
+    const fire = (fromIso: string, n: number) => {
+      const out: string[] = [];
+      let t = Date.parse(fromIso);
+      for (let i = 0; i < n; i++) {
+        t = nextTick(spec, t);
+        out.push(new Date(t).toISOString());
+      }
+      return out;
+    };
+    // Spring forward (29 March 2026: 02:00 -> 03:00): 02:30 does not exist that day; it still fires once.
+    const spring = fire('2026-03-27T12:00:00Z', 4);
+    expect(spring.map((s) => s.slice(0, 10))).toEqual([
+      '2026-03-28',
+      '2026-03-29',
+      '2026-03-30',
+      '2026-03-31',
+    ]);
+    expect(spring[0]).toBe('2026-03-28T01:30:00.000Z'); // 02:30 CET
+    expect(spring[2]).toBe('2026-03-30T00:30:00.000Z'); // 02:30 CEST
+    // Fall back (25 October 2026: 03:00 -> 02:00): 02:30 happens twice; it fires once.
+    const fall = fire('2026-10-24T12:00:00Z', 3);
+    expect(fall.map((s) => s.slice(0, 10))).toEqual(['2026-10-25', '2026-10-26', '2026-10-27']);
+  });
+
+  it('after downtime a schedule fires once for all missed ticks, or catchUp more', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    await q.schedule('missed', { everyMs: 100 }, { data: {} });
+    await q.schedule('caught', { everyMs: 100 }, { data: {}, opts: { priority: 1 } });
+    await q.schedule('caught', { everyMs: 100 }, { data: {}, catchUp: 2, opts: { priority: 1 } });
+    // Simulated downtime: no worker for ~6 ticks.
+    await new Promise((r) => setTimeout(r, 650));
+    const runs: string[] = [];
+    const [sec, usec] = await fx.redis.time();
+    const workerStart = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    const w = new Worker(
+      name,
+      (job) => {
+        runs.push(job.id);
+      },
+      { connection: fx.url },
+    );
+    open.push(w);
+    const tickOf = (id: string) => Number(id.split(':').pop());
+    const before = (key: string) => runs.filter((id) => id.includes(`:${key}:`) && tickOf(id) < workerStart);
+    await waitUntil(
+      () => runs.some((id) => id.includes(':missed:')) && before('caught').length >= 3,
+      'runs after downtime',
+    );
+    await w.close();
+    // Ticks that were due before the worker started: one run for all missed ticks, or 1 + catchUp.
+    expect(before('missed')).toHaveLength(1);
+    expect(before('caught')).toHaveLength(3);
+  });
+
+  it('unschedule deletes the schedule and its pending occurrence', async () => {
+    const q = queue(uniqueName());
+    await q.schedule('gone', { everyMs: 60_000 }, { data: {} });
+    expect((await q.counts()).delayed).toBe(1);
+    expect(await q.unschedule('gone')).toBe(true);
+    expect(await q.unschedule('gone')).toBe(false);
+    expect(await q.schedules()).toEqual([]);
+    expect((await q.counts()).delayed).toBe(0);
+  });
+
+  it('a schedule whose occurrence was claimed by a worker that died is advanced by the recovery loop', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    await q.schedule('orphan', { everyMs: 100 }, { data: {} });
+    const [s] = await q.schedules();
+    // Simulate a worker that claimed the occurrence and died before advancing: run it by hand.
+    await fx.redis.hset(
+      q.keys.jobs,
+      s!.pendingJobId,
+      (await fx.redis.hget(q.keys.jobs, s!.pendingJobId))!.replace(/^d/, 'c'),
+    );
+    await fx.redis.zrem(q.keys.delayed, s!.pendingJobId);
+    const runs: string[] = [];
+    const w = new Worker(
+      name,
+      (job) => {
+        runs.push(job.id);
+      },
+      { connection: fx.url, recoverIntervalMs: 50 },
+    );
+    open.push(w);
+    await waitUntil(() => runs.length >= 1, 'the next occurrence runs');
+    expect(runs[0]).not.toBe(s!.pendingJobId);
+  });
+});
