@@ -62,14 +62,18 @@ export function installHint(platform: NodeJS.Platform = process.platform): strin
   const like = (name: string) => new RegExp(`^(id|id_like)=.*\\b${name}\\b`, 'm').test(os);
   if (like('debian') || like('ubuntu'))
     return `Install it with: sudo apt-get install redis-server (${docker}).`;
-  if (like('fedora') || like('rhel') || like('centos')) return `Install it with: sudo dnf install redis (${docker}).`;
+  if (like('fedora') || like('rhel') || like('centos'))
+    return `Install it with: sudo dnf install redis (${docker}).`;
   if (like('alpine')) return `Install it with: sudo apk add redis (${docker}).`;
   if (like('arch')) return `Install it with: sudo pacman -S redis (${docker}).`;
   return `Install Redis >= 7 from your package manager (Debian/Ubuntu: sudo apt-get install redis-server; macOS: brew install redis), ${docker}.`;
 }
 
 /** The absolute path of `binary` (a path, or a name looked up on PATH), or null if it is not there. */
-export function findRedisServer(binary = 'redis-server', env: NodeJS.ProcessEnv = process.env): string | null {
+export function findRedisServer(
+  binary = 'redis-server',
+  env: NodeJS.ProcessEnv = process.env,
+): string | null {
   const executable = (p: string) => {
     try {
       accessSync(p, constants.X_OK);

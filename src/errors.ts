@@ -82,6 +82,20 @@ export class LeaseExpiredError extends SuretyError {
   }
 }
 
+/** An attempt ran longer than its job's `timeoutMs`; it fails and is retried like any failure. */
+export class TimeoutError extends SuretyError {
+  constructor(jobId: string, timeoutMs: number) {
+    super('ERR_TIMEOUT', `job ${JSON.stringify(jobId)} did not finish within its timeout of ${timeoutMs} ms`);
+  }
+}
+
+/** Recorded as the error of a job ended by `queue.cancel`; also the reason of its job.signal. */
+export class CancelledError extends SuretyError {
+  constructor(jobId: string) {
+    super('ERR_CANCELLED', `job ${JSON.stringify(jobId)} was cancelled`);
+  }
+}
+
 /** `queue.waitFor` ran out of time before the job finished. */
 export class WaitTimeoutError extends SuretyError {
   constructor(

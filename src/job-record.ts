@@ -7,7 +7,7 @@
  * the data. The header is `|`-separated so Lua can read and rewrite it without parsing the data:
  *
  *   0 state  1 attempts  2 base  3 createdAt  4 runAt  5 startedAt  6 finishedAt
- *   7 priority  8 maxAttempts  9 leaseMs  10 backoff
+ *   7 priority  8 maxAttempts  9 leaseMs  10 backoff  [11 timeoutMs]
  *
  * Fields 7..10 are written by the client ("option tail") and empty when they equal the library default.
  * `attempts` is the fencing token of the latest attempt; `base` is the attempt count at the last manual
@@ -31,14 +31,17 @@ export interface ResolvedJobOptions {
   maxAttempts: number;
   leaseMs: number;
   backoff: BackoffOptions;
+  /** 0 = no timeout. */
+  timeoutMs: number;
 }
 
-/** Fields 7..10 of the header, empty where the value is the library default. */
+/** Fields 7..10 (and 11, timeoutMs, only when set) of the header, empty where the value is the library default. */
 export function encodeOptionTail(o: ResolvedJobOptions): string {
   const prio = o.priority === 0 ? '' : String(o.priority);
   const max = o.maxAttempts === DEFAULT_MAX_ATTEMPTS ? '' : String(o.maxAttempts);
   const lease = o.leaseMs === DEFAULT_LEASE_MS ? '' : String(o.leaseMs);
-  return `${prio}|${max}|${lease}|${encodeBackoff(o.backoff)}`;
+  const tail = `${prio}|${max}|${lease}|${encodeBackoff(o.backoff)}`;
+  return o.timeoutMs > 0 ? `${tail}|${o.timeoutMs}` : tail;
 }
 
 export function encodeBackoff(b: BackoffOptions): string {
@@ -79,6 +82,7 @@ export interface ClaimedRecord {
   maxAttempts: number;
   leaseMs: number;
   backoff: string;
+  timeoutMs: number;
   dataJson: string;
 }
 
@@ -95,6 +99,7 @@ export function decodeClaimed(record: string): ClaimedRecord {
     maxAttempts: h[8] ? Number(h[8]) : DEFAULT_MAX_ATTEMPTS,
     leaseMs: h[9] ? Number(h[9]) : DEFAULT_LEASE_MS,
     backoff: h[10] ?? '',
+    timeoutMs: h[11] ? Number(h[11]) : 0,
     // A claimed record never carries a result (retry strips it), so the data runs to the end.
     dataJson: record.slice(nl + 1),
   };
@@ -116,6 +121,7 @@ export function decodeRecord<D, R>(id: string, record: string, errorLines: strin
     priority: h[7] ? Number(h[7]) : 0,
     leaseMs: h[9] ? Number(h[9]) : DEFAULT_LEASE_MS,
     backoff: decodeBackoff(h[10] ?? ''),
+    timeoutMs: h[11] ? Number(h[11]) : 0,
     errors: errorLines ? decodeErrorLines(errorLines) : [],
     createdAt,
     runAt: h[4] ? Number(h[4]) : createdAt,

@@ -48,8 +48,17 @@ export interface QueueOptions extends CommonOptions {
   maxPayloadBytes?: number;
 }
 
-const JOB_OPTION_KEYS = ['id', 'delayMs', 'runAt', 'priority', 'maxAttempts', 'leaseMs', 'backoff'] as const;
-const DEFAULTS_KEYS = ['priority', 'maxAttempts', 'leaseMs', 'backoff'] as const;
+const JOB_OPTION_KEYS = [
+  'id',
+  'delayMs',
+  'runAt',
+  'priority',
+  'maxAttempts',
+  'leaseMs',
+  'backoff',
+  'timeoutMs',
+] as const;
+const DEFAULTS_KEYS = ['priority', 'maxAttempts', 'leaseMs', 'backoff', 'timeoutMs'] as const;
 const BACKOFF_KEYS = ['type', 'delayMs', 'maxDelayMs', 'jitter', 'name'] as const;
 const MAX_DELAY_MS = 10 * 365 * 24 * 3_600_000;
 
@@ -101,6 +110,10 @@ function checkJobFields(
     leaseMs:
       o.leaseMs === undefined ? base.leaseMs : checkInt(`${name}leaseMs`, o.leaseMs, 100, 24 * 3_600_000),
     backoff: o.backoff === undefined ? base.backoff : checkBackoff(`${name}backoff`, o.backoff),
+    timeoutMs:
+      o.timeoutMs === undefined
+        ? base.timeoutMs
+        : checkInt(`${name}timeoutMs`, o.timeoutMs, 1, 24 * 3_600_000),
   });
 }
 
@@ -109,6 +122,7 @@ export const LIBRARY_JOB_DEFAULTS: ResolvedJobOptions = Object.freeze({
   maxAttempts: DEFAULT_MAX_ATTEMPTS,
   leaseMs: DEFAULT_LEASE_MS,
   backoff: DEFAULT_BACKOFF,
+  timeoutMs: 0,
 });
 
 export interface ResolvedQueueOptions {

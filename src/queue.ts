@@ -253,6 +253,23 @@ export class Queue<Data = unknown, Result = unknown> {
     return this.adminScript(scripts.promote, id, 'promote');
   }
 
+  /**
+   * Ends a job that has not finished, at once, as dead with a CancelledError (no retry). A running job's
+   * worker is told to abort it (job.signal fires) and its late outcome is refused.
+   */
+  async cancel(id: string): Promise<void> {
+    checkJobId(id);
+    const k = this.keys;
+    const reply = (await runScript(await this.ready(), scripts.cancel, k, {
+      now: '',
+      id,
+      wakeChannel: k.wakeChannel,
+      doneChannel: k.doneChannel,
+    })) as string;
+    const err = errorFromScriptReply(reply, id, 'cancel');
+    if (err) throw err;
+  }
+
   /** Stops every worker of this queue from claiming jobs (active ones finish). */
   async pause(): Promise<void> {
     await runScript(await this.ready(), scripts.setPaused, this.keys, {

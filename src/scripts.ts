@@ -80,6 +80,11 @@ export const scripts = {
   retry: define('retry', ['jobs', 'waiting', 'prio', 'seq', 'completed', 'dead'], ['id', 'wakeChannel']),
   remove: define('remove', ['jobs', 'errors', 'waiting', 'prio', 'delayed', 'completed', 'dead'], ['id']),
   promote: define('promote', ['jobs', 'waiting', 'prio', 'seq', 'delayed'], ['id', 'wakeChannel']),
+  cancel: define(
+    'cancel',
+    ['jobs', 'errors', 'waiting', 'prio', 'delayed', 'active', 'dead'],
+    ['now', 'id', 'wakeChannel', 'doneChannel'],
+  ),
   setPaused: define('set-paused', ['meta'], ['paused', 'wakeChannel']),
   schedule: define(
     'schedule',

@@ -30,6 +30,11 @@ export interface JobOptions {
   leaseMs?: number;
   /** Delay between failed attempts. Default exponential from 1 s, capped at 1 h, with jitter. */
   backoff?: BackoffOptions;
+  /**
+   * Fail an attempt that runs longer than this (TimeoutError, retried like any failure); the
+   * processor's job.signal aborts at that moment. Default: no timeout.
+   */
+  timeoutMs?: number;
 }
 
 export interface JobInfo<Data = unknown, Result = unknown> {
@@ -42,6 +47,8 @@ export interface JobInfo<Data = unknown, Result = unknown> {
   priority: number;
   leaseMs: number;
   backoff: BackoffOptions;
+  /** 0 = no timeout. */
+  timeoutMs: number;
   result?: Result;
   errors: JobAttemptError[];
   createdAt: number;

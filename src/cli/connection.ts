@@ -32,12 +32,17 @@ export function redact(url: string): string {
 
 function checkUrl(url: string, source: string): string {
   if (!/^rediss?:\/\/\S+$/.test(url))
-    throw new UsageError(`${source} must be a redis:// or rediss:// URL (or "embedded"), got ${JSON.stringify(url)}`);
+    throw new UsageError(
+      `${source} must be a redis:// or rediss:// URL (or "embedded"), got ${JSON.stringify(url)}`,
+    );
   return url;
 }
 
 /** The URL to try and whether to fall back to a private redis-server when it is unreachable. */
-export function resolveTarget(opt: string | undefined, embeddedByDefault = false): { url: string; embedded: boolean } {
+export function resolveTarget(
+  opt: string | undefined,
+  embeddedByDefault = false,
+): { url: string; embedded: boolean } {
   const env = process.env.REDIS_URL;
   const fallback = env ? checkUrl(env, 'REDIS_URL') : DEFAULT_REDIS_URL;
   if (opt === undefined) return { url: fallback, embedded: embeddedByDefault };
@@ -81,7 +86,10 @@ async function quit(client: Redis): Promise<void> {
 }
 
 /** Opens the command's Redis connection (closed by the exit cleanups), starting a private one if asked. */
-export async function openRedis(g: GlobalOptions, opts: { embeddedByDefault?: boolean } = {}): Promise<RedisHandle> {
+export async function openRedis(
+  g: GlobalOptions,
+  opts: { embeddedByDefault?: boolean } = {},
+): Promise<RedisHandle> {
   const { url, embedded } = resolveTarget(g.redis, opts.embeddedByDefault);
   const first = await tryConnect(url);
   if ('client' in first) {
@@ -95,7 +103,8 @@ export async function openRedis(g: GlobalOptions, opts: { embeddedByDefault?: bo
   }
   const server = await startEmbedded((line) => process.stderr.write(`surety: ${line}\n`));
   const second = await tryConnect(server.url);
-  if (!('client' in second)) throw new CliError(`cannot connect to the private redis-server: ${second.reason}`);
+  if (!('client' in second))
+    throw new CliError(`cannot connect to the private redis-server: ${second.reason}`);
   addCleanup(() => quit(second.client));
   return { url: server.url, client: second.client, embeddedPid: server.pid };
 }
@@ -106,7 +115,11 @@ export function checkNames(names: readonly string[]): void {
 }
 
 /** A Queue on the command's shared client; closed by the exit cleanups. */
-export function openQueue<D = unknown, R = unknown>(name: string, handle: RedisHandle, g: GlobalOptions): Queue<D, R> {
+export function openQueue<D = unknown, R = unknown>(
+  name: string,
+  handle: RedisHandle,
+  g: GlobalOptions,
+): Queue<D, R> {
   const queue = new Queue<D, R>(name, {
     connection: handle.client,
     ...(g.prefix ? { prefix: g.prefix } : {}),

@@ -77,7 +77,9 @@ export async function startEmbedded(say: (line: string) => void): Promise<Embedd
   mkdirSync(dir, { recursive: true });
   const existing = await running(dir);
   if (existing) {
-    say(`using the private redis-server already running on port ${existing.url.split(':').pop()} (pid ${existing.pid}, data in ./${shown})`);
+    say(
+      `using the private redis-server already running on port ${existing.url.split(':').pop()} (pid ${existing.pid}, data in ./${shown})`,
+    );
     return existing;
   }
   const binary = process.env.SURETY_REDIS_SERVER || 'redis-server';
@@ -86,7 +88,8 @@ export async function startEmbedded(say: (line: string) => void): Promise<Embedd
       `no Redis is reachable and ${binary} is not installed, so no private one can be started. ${installHint()} Or pass --redis <url> to use a Redis you already run.`,
     );
   }
-  if (!(await lock(dir))) throw new CliError(`another surety command is starting a redis-server in ./${shown}; try again`);
+  if (!(await lock(dir)))
+    throw new CliError(`another surety command is starting a redis-server in ./${shown}; try again`);
   const unlock = () => rmSync(join(dir, LOCK_FILE), { force: true });
   try {
     const again = await running(dir);
@@ -103,7 +106,9 @@ export async function startEmbedded(say: (line: string) => void): Promise<Embedd
       await server.stop();
       rmSync(stateFile, { force: true });
     });
-    say(`no Redis reachable: started a private redis-server on port ${server.port} (pid ${server.pid}, AOF on, data in ./${shown}); it stops when this command ends`);
+    say(
+      `no Redis reachable: started a private redis-server on port ${server.port} (pid ${server.pid}, AOF on, data in ./${shown}); it stops when this command ends`,
+    );
     return { url: server.url, pid: server.pid!, owned: true, dir };
   } finally {
     unlock();

@@ -30,7 +30,9 @@ interface CommanderLike {
 }
 
 function isCommanderError(err: unknown): err is Error & CommanderLike {
-  return err instanceof Error && typeof (err as Partial<CommanderLike>).code === 'string' && 'exitCode' in err;
+  return (
+    err instanceof Error && typeof (err as Partial<CommanderLike>).code === 'string' && 'exitCode' in err
+  );
 }
 
 export function debugEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
@@ -56,7 +58,11 @@ export function describeError(err: unknown): { message: string; exitCode: number
 export function reportError(err: unknown): number {
   if (isCommanderError(err)) {
     // Commander already printed its message; help and version are not errors.
-    if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help')
+    if (
+      err.code === 'commander.helpDisplayed' ||
+      err.code === 'commander.version' ||
+      err.code === 'commander.help'
+    )
       return EXIT_OK;
     return err.exitCode === 0 ? EXIT_OK : EXIT_USAGE;
   }

@@ -80,7 +80,13 @@ export function table(headers: string[], rows: Cell[][], opts: TableOptions = {}
       })
       .join(' '.repeat(gap))
       .trimEnd();
-  return [line(headers.map((text) => ({ text })), true), ...cells.map((r) => line(r, false))].join('\n');
+  return [
+    line(
+      headers.map((text) => ({ text })),
+      true,
+    ),
+    ...cells.map((r) => line(r, false)),
+  ].join('\n');
 }
 
 const UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -97,7 +103,9 @@ export function parseDuration(text: string, what = 'duration'): number {
     matched = re.lastIndex;
   }
   if (s === '' || matched !== s.length) {
-    throw new UsageError(`${what} must be a duration like 500ms, 5s, 2m, 1h30m or 1d, got ${JSON.stringify(text)}`);
+    throw new UsageError(
+      `${what} must be a duration like 500ms, 5s, 2m, 1h30m or 1d, got ${JSON.stringify(text)}`,
+    );
   }
   return Math.round(ms);
 }

@@ -72,7 +72,8 @@ export function installSignalHandlers(): void {
 export async function flushOutput(): Promise<void> {
   await Promise.all(
     [process.stdout, process.stderr].map(
-      (s) => new Promise<void>((resolve) => (s.writableLength === 0 ? resolve() : s.write('', () => resolve()))),
+      (s) =>
+        new Promise<void>((resolve) => (s.writableLength === 0 ? resolve() : s.write('', () => resolve()))),
     ),
   );
 }

@@ -2,6 +2,7 @@
  * The fetch loop: claims jobs for free slots (and the prefetch buffer), with up to two claims in flight
  * so that Redis runs the next claim while the worker processes the current batch. When a claim comes back
  * short, the queue is drained and the loop sleeps until something can have changed:
+ * (`x:<id>` messages on the same channel announce cancelled active jobs.)
  *  - a `w` message on the wake channel (a job became claimable: add, retry, recovery, resume),
  *  - a `d` message (an earlier delayed job was added) or the timer set to the next due time that the
  *    claim returned (computed on Redis's clock, so skew cannot start a job early),
@@ -25,6 +26,8 @@ export interface FetcherDeps {
   freeSlots(): number;
   claim(count: number): Promise<ClaimReply>;
   onJobs(jobs: string[]): void;
+  /** An active job was cancelled (queue.cancel): its worker must abort it. */
+  onCancelled(id: string): void;
   onError(err: unknown): void;
 }
 
@@ -42,7 +45,9 @@ export class Fetcher {
   private pollTimer: NodeJS.Timeout | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private readonly onMessage = (channel: string, message: string) => {
-    if (channel === this.deps.wakeChannel && (message === 'w' || message === 'd')) this.wake();
+    if (channel !== this.deps.wakeChannel) return;
+    if (message === 'w' || message === 'd') this.wake();
+    else if (message.startsWith('x:')) this.deps.onCancelled(message.slice(2));
   };
   private readonly onReady = () => this.wake();
 

@@ -13,6 +13,9 @@ export class Job<Data = unknown> {
   readonly runAt: number;
   /** Raw backoff field of the record (decoded only when the attempt fails). */
   readonly backoff: string;
+  readonly timeoutMs: number;
+  /** @internal The attempt's outcome is decided (settled, timed out, cancelled or lost): ignore later ones. */
+  decided = false;
   private controller: AbortController | undefined;
   private abortReason: Error | undefined;
 
@@ -30,6 +33,7 @@ export class Job<Data = unknown> {
     this.createdAt = record.createdAt;
     this.runAt = record.runAt;
     this.backoff = record.backoff;
+    this.timeoutMs = record.timeoutMs;
   }
 
   /** True when this is the last attempt of the current budget. */
@@ -39,7 +43,7 @@ export class Job<Data = unknown> {
 
   /**
    * Fires when this attempt should stop: its lease was lost (the job may already run elsewhere) or the
-   * worker is closing past its grace period. Created on first use, so unused signals cost nothing.
+   * worker is closing past its grace period, the attempt timed out (timeoutMs), or the job was cancelled. Created on first use, so unused signals cost nothing.
    */
   get signal(): AbortSignal {
     if (!this.controller) {

@@ -23,11 +23,13 @@ import {
   SCRIPT_BATCH_LIMIT,
 } from '../defaults.js';
 import {
+  CancelledError,
   ClosedError,
   ConnectionError,
   LeaseExpiredError,
   StaleJobError,
   SuretyError,
+  TimeoutError,
   UnrecoverableError,
 } from '../errors.js';
 import { decodeClaimed } from '../job-record.js';
@@ -61,6 +63,7 @@ export interface WorkerEvents<Data, Result> {
 interface Running<Data> {
   job: Job<Data>;
   startedAt: number;
+  timer?: NodeJS.Timeout;
 }
 
 export class Worker<Data = unknown, Result = unknown> extends EventEmitter<WorkerEvents<Data, Result>> {
@@ -111,6 +114,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         this.options.concurrency + this.prefetchLimit() - this.running.size - this.buffer.length,
       claim: (count) => this.claim(count),
       onJobs: (jobs) => this.startJobs(jobs),
+      onCancelled: (id) => this.onCancelled(id),
       onError,
     });
     this.acker = new Acker({
@@ -324,6 +328,15 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   }
 
   private runJob(job: Job<Data>): void {
+    if (job.timeoutMs > 0) {
+      const timer = setTimeout(() => {
+        if (job.decided) return;
+        const err = new TimeoutError(job.id, job.timeoutMs);
+        job.abort(err);
+        this.onSettled(job, undefined, err);
+      }, job.timeoutMs);
+      this.running.get(job.id)!.timer = timer;
+    }
     let promise: Promise<Result>;
     try {
       promise = Promise.resolve(this.processor(job));
@@ -337,7 +350,10 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   }
 
   private onSettled(job: Job<Data>, result: Result | undefined, error: Error | undefined): void {
+    if (job.decided) return; // timed out or cancelled earlier: this late outcome is not the attempt's
+    job.decided = true;
     const run = this.running.get(job.id);
+    clearTimeout(run?.timer);
     this.running.delete(job.id);
     if (run) this.avgDurationMs = this.avgDurationMs * 0.8 + (performance.now() - run.startedAt) * 0.2;
     if (!this.held.has(job.id)) {
@@ -393,6 +409,24 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
 
   private release(id: string, token: number): void {
     if (this.held.get(id)?.token === token) this.held.delete(id);
+  }
+
+  /** queue.cancel already moved the job to dead: abort it and free its slot, sending no outcome. */
+  private onCancelled(id: string): void {
+    const held = this.held.get(id);
+    if (!held) return;
+    this.held.delete(id);
+    const run = this.running.get(id);
+    if (run && !run.job.decided) {
+      run.job.decided = true;
+      clearTimeout(run.timer);
+      run.job.abort(new CancelledError(id));
+      this.running.delete(id);
+      this.runBuffered();
+      this.scheduleTick();
+      if (this.running.size === 0 && this.buffer.length === 0)
+        for (const w of this.idleWaiters.splice(0)) w();
+    }
   }
 
   private onLeaseLost(ids: string[]): void {

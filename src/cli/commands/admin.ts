@@ -1,0 +1,115 @@
+/** `surety retry | remove | pause | resume | schedules`: changes made through the Queue admin API. */
+import type { Command } from 'commander';
+import { SuretyError } from '../../errors.js';
+import type { Queue } from '../../queue.js';
+import { examples, globals, out } from '../command-kit.js';
+import { checkNames, openQueue, openRedis } from '../connection.js';
+import { CliError, UsageError } from '../errors.js';
+import { formatCount } from '../format.js';
+
+interface Outcome {
+  done: string[];
+  failed: { id: string; code?: string; message: string }[];
+}
+
+/** Applies `op` to each id, a few at a time; one failure does not stop the others. */
+async function each(ids: string[], op: (id: string) => Promise<void>): Promise<Outcome> {
+  const result: Outcome = { done: [], failed: [] };
+  for (let i = 0; i < ids.length; i += 50) {
+    const batch = ids.slice(i, i + 50);
+    const settled = await Promise.allSettled(batch.map(op));
+    settled.forEach((s, j) => {
+      const id = batch[j]!;
+      if (s.status === 'fulfilled') result.done.push(id);
+      else {
+        const e = s.reason as Error;
+        result.failed.push({ id, ...(e instanceof SuretyError ? { code: e.code } : {}), message: e.message });
+      }
+    });
+  }
+  return result;
+}
+
+/** A snapshot of every dead job id (so jobs that die again meanwhile are not retried in a loop). */
+async function deadIds(queue: Queue): Promise<string[]> {
+  const ids: string[] = [];
+  for (let offset = 0; ; offset += 1_000) {
+    const page = await queue.getJobs('dead', { offset, limit: 1_000 });
+    ids.push(...page.map((j) => j.id));
+    if (page.length < 1_000) return ids;
+  }
+}
+
+function report(verb: string, queue: string, r: Outcome, json: boolean | undefined): void {
+  if (r.failed.length > 0) process.exitCode = 1;
+  if (json) return out.json({ queue, ...r });
+  const { paint } = out;
+  if (r.done.length > 0)
+    out.line(
+      `${verb} ${formatCount(r.done.length)} job${r.done.length === 1 ? '' : 's'} in ${queue}: ${r.done.slice(0, 20).join(', ')}${r.done.length > 20 ? ', ...' : ''}`,
+    );
+  else if (r.failed.length === 0) out.line(`nothing to do in ${queue}`);
+  for (const f of r.failed)
+    out.note(`surety: ${paint('red', f.id)}: ${f.code ? `${f.code}: ` : ''}${f.message}`);
+}
+
+export function registerAdmin(program: Command): void {
+  const retry = program
+    .command('retry')
+    .description('move dead (or completed) jobs back to waiting with a fresh attempt budget')
+    .argument('<queue>', 'queue name')
+    .argument('[id...]', 'job ids')
+    .option('--all-dead', 'retry every dead job of the queue')
+    .action(async (queueName: string, ids: string[], o: { allDead?: boolean }, c: Command) => {
+      const g = globals(c);
+      checkNames([queueName]);
+      if (o.allDead && ids.length > 0) throw new UsageError('give job ids or --all-dead, not both');
+      if (!o.allDead && ids.length === 0) throw new UsageError('missing job ids (or --all-dead)');
+      const queue = openQueue(queueName, await openRedis(g), g);
+      const targets = o.allDead ? await deadIds(queue) : ids;
+      report('retried', queueName, await each(targets, (id) => queue.retry(id)), g.json);
+    });
+  examples(retry, ['surety retry emails 42 43', 'surety retry emails --all-dead']);
+
+  const remove = program
+    .command('remove')
+    .description('delete jobs that are not active')
+    .argument('<queue>', 'queue name')
+    .argument('<id...>', 'job ids')
+    .action(async (queueName: string, ids: string[], _o: unknown, c: Command) => {
+      const g = globals(c);
+      checkNames([queueName]);
+      const queue = openQueue(queueName, await openRedis(g), g);
+      report('removed', queueName, await each(ids, (id) => queue.remove(id)), g.json);
+    });
+  examples(remove, ['surety remove emails 42', 'surety remove emails 42 43 welcome:ada --json']);
+
+  for (const paused of [true, false]) {
+    const name = paused ? 'pause' : 'resume';
+    const cmd = program
+      .command(name)
+      .description(
+        paused
+          ? 'stop every worker of a queue from claiming jobs (running ones finish)'
+          : 'let workers claim jobs again',
+      )
+      .argument('<queue>', 'queue name')
+      .action(async (queueName: string, _o: unknown, c: Command) => {
+        const g = globals(c);
+        checkNames([queueName]);
+        const queue = openQueue(queueName, await openRedis(g), g);
+        await (paused ? queue.pause() : queue.resume());
+        if (g.json) return out.json({ queue: queueName, paused });
+        out.line(`${queueName} ${paused ? out.paint('yellow', 'paused') : out.paint('green', 'resumed')}`);
+      });
+    examples(cmd, [`surety ${name} emails`]);
+  }
+
+  const schedules = program
+    .command('schedules')
+    .description('recurring schedules (not available yet)')
+    .action(() => {
+      throw new CliError('schedules are not available yet');
+    });
+  examples(schedules, ['surety schedules']);
+}

@@ -1,0 +1,45 @@
+-- cancel.lua: end a job that has not finished, at once, in the dead set with a CancelledError and no
+-- retry (waiting|delayed|active -> dead). For an active job this also revokes its lease: the worker is
+-- told on the wake channel (`x:<id>`) to abort it, and would in any case learn at its next lease
+-- renewal; its late outcome is refused by the fence.
+-- KEYS[1] jobs            HASH id -> record
+-- KEYS[2] errors          HASH id -> error lines
+-- KEYS[3] waiting         LIST
+-- KEYS[4] prio            ZSET
+-- KEYS[5] delayed         ZSET
+-- KEYS[6] active          ZSET
+-- KEYS[7] dead            ZSET
+-- ARGV[1] now             epoch ms, '' = Redis TIME
+-- ARGV[2] id
+-- ARGV[3] wakeChannel
+-- ARGV[4] doneChannel
+-- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>' (completed or already dead)
+-- @include current_time
+-- @include parse_record
+-- @include with_header
+-- @include append_errors
+
+local jobs, errors, waiting, prio, delayed, active, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local id = ARGV[2]
+local rec = redis.call('HGET', jobs, id)
+if not rec then return 'NOT_FOUND' end
+local f, nl = parse_record(rec)
+local state = f[1]
+if state == 'w' then
+  if redis.call('ZREM', prio, id) == 0 then redis.call('LREM', waiting, 1, id) end
+elseif state == 'd' then
+  redis.call('ZREM', delayed, id)
+elseif state == 'a' then
+  redis.call('ZREM', active, id)
+else
+  return 'INVALID_STATE:' .. state
+end
+local now = current_time(ARGV[1])
+f[1] = 'x'
+f[7] = now
+redis.call('HSET', jobs, id, with_header(f, rec, nl))
+append_errors(errors, { id }, { now .. '|' .. f[2] .. '|{"name":"CancelledError","code":"ERR_CANCELLED","message":"job ' .. id:gsub('[\\"]', '\\%0') .. ' was cancelled"}' })
+redis.call('ZADD', dead, now, id)
+if state == 'a' then redis.call('SPUBLISH', ARGV[3], 'x:' .. id) end
+redis.call('SPUBLISH', ARGV[4], 'x\n' .. id)
+return 'OK'
