@@ -81,7 +81,7 @@ worker.on('failed', (job, _err, outcome) => {
 });
 worker.on('leaseLost', (ids) => log.write({ t: 'l', ids, at: Date.now() }));
 worker.on('error', (err) => {
-  if (err instanceof StaleJobError) log.write({ t: 's', id: err.jobId, a: err.token });
+  if (err instanceof StaleJobError) log.write({ t: 's', id: err.jobId, a: err.attempt });
   else if (errorLines++ < MAX_ERROR_LINES)
     log.write({ t: 'e', code: err.code, msg: err.message.slice(0, 200), at: Date.now() });
 });
@@ -106,9 +106,11 @@ process.on('message', (msg: { type?: string }) => {
   }
 });
 
+// The docs promise that workers retry connection trouble by themselves; a Worker whose start() rejects
+// never claims anything, so this process is useless: exit and let the harness report it.
 worker.start().then(
   () => process.send?.({ type: 'ready', pid: process.pid }),
-  (err) => crash('start failed', err),
+  (err) => crash('Worker.start() rejected, the worker will never claim a job', err),
 );
 
 function diagnose(): WorkerDiag {

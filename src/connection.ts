@@ -24,10 +24,20 @@ export interface Connection {
  */
 const BASE_OPTIONS: RedisOptions = { autoResendUnfulfilledCommands: false };
 
+/**
+ * ioredis emits `error` on every failed (re)connection attempt and prints "Unhandled error event" when
+ * nobody listens. Surety's own calls fail individually (and workers report them as ERR_CONNECTION
+ * events), so the connection-level event carries nothing more for clients Surety creates.
+ */
+function owned(client: RedisClient): Connection {
+  client.on('error', () => {});
+  return { client, owned: true };
+}
+
 export function connect(option: ConnectionOption | undefined, role: 'queue' | 'worker'): Connection {
   const extra: RedisOptions =
     role === 'worker' ? { ...BASE_OPTIONS, maxRetriesPerRequest: null } : BASE_OPTIONS;
-  if (option === undefined) return { client: new Redis({ ...extra }), owned: true };
+  if (option === undefined) return owned(new Redis({ ...extra }));
   if (option instanceof Redis || option instanceof Cluster) return { client: option, owned: false };
   if (typeof option === 'string') {
     if (!/^rediss?:\/\//.test(option)) {
@@ -35,10 +45,10 @@ export function connect(option: ConnectionOption | undefined, role: 'queue' | 'w
         `connection must be a redis:// or rediss:// URL, ioredis options or a client, got ${show(option)}`,
       );
     }
-    return { client: new Redis(option, extra), owned: true };
+    return owned(new Redis(option, extra));
   }
   if (typeof option === 'object' && option !== null)
-    return { client: new Redis({ ...option, ...extra }), owned: true };
+    return owned(new Redis({ ...option, ...extra }));
   throw new ValidationError(
     `connection must be a redis:// URL, ioredis options or a client, got ${show(option)}`,
   );
@@ -46,7 +56,7 @@ export function connect(option: ConnectionOption | undefined, role: 'queue' | 'w
 
 /** A second client to the same server for subscriptions (a subscribed client can run nothing else). */
 export function duplicate(client: RedisClient): RedisClient {
-  return client.duplicate();
+  return owned(client.duplicate()).client;
 }
 
 const checked = new WeakMap<RedisClient, Promise<void>>();

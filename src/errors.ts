@@ -68,10 +68,13 @@ export class InvalidStateError extends SuretyError {
 export class StaleJobError extends SuretyError {
   constructor(
     readonly jobId: string,
-    readonly token: number,
+    readonly attempt: number,
     readonly reason: string,
   ) {
-    super('ERR_STALE_JOB', `refused the outcome of job ${JSON.stringify(jobId)} attempt ${token}: ${reason}`);
+    super(
+      'ERR_STALE_JOB',
+      `refused the outcome of job ${JSON.stringify(jobId)} attempt ${attempt}: ${reason}`,
+    );
   }
 }
 

@@ -6,12 +6,14 @@
  * JSON never contains a raw newline, so the first newline ends the header and the second (if any) ends
  * the data. The header is `|`-separated so Lua can read and rewrite it without parsing the data:
  *
- *   0 state  1 attempts  2 base  3 createdAt  4 runAt  5 startedAt  6 finishedAt
- *   7 priority  8 maxAttempts  9 leaseMs  10 backoff  [11 timeoutMs]
+ *   0 state  1 token  2 attempts  3 base  4 createdAt  5 runAt  6 startedAt  7 finishedAt
+ *   8 priority  9 maxAttempts  10 leaseMs  11 backoff  [12 timeoutMs]
  *
- * Fields 7..10 are written by the client ("option tail") and empty when they equal the library default.
- * `attempts` is the fencing token of the latest attempt; `base` is the attempt count at the last manual
- * retry, so a retried job gets a fresh budget while its tokens keep increasing.
+ * Fields 8.. are written by the client ("option tail") and empty when they equal the library default.
+ * `token` is the fencing token of the latest claim: a lease id unique in the queue's history (so a job
+ * removed and added again under the same id can never accept a stale worker's outcome), cleared when
+ * the lease is revoked. `base` is the attempt count at the last manual retry, so a retried job gets a
+ * fresh budget of attempts.
  * Keep in step with src/scripts/includes/parse_record.lua.
  */
 import { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './defaults.js';
@@ -35,7 +37,7 @@ export interface ResolvedJobOptions {
   timeoutMs: number;
 }
 
-/** Fields 7..10 (and 11, timeoutMs, only when set) of the header, empty where the value is the library default. */
+/** Fields 8..11 (and 12, timeoutMs, only when set) of the header, empty where the value is the library default. */
 export function encodeOptionTail(o: ResolvedJobOptions): string {
   const prio = o.priority === 0 ? '' : String(o.priority);
   const max = o.maxAttempts === DEFAULT_MAX_ATTEMPTS ? '' : String(o.maxAttempts);
@@ -74,6 +76,7 @@ export function decodeBackoff(s: string): BackoffOptions {
 
 /** The parts of a record a worker needs to run an attempt; cheaper than a full decode. */
 export interface ClaimedRecord {
+  token: string;
   attempts: number;
   base: number;
   createdAt: number;
@@ -89,17 +92,18 @@ export interface ClaimedRecord {
 export function decodeClaimed(record: string): ClaimedRecord {
   const nl = record.indexOf('\n');
   const h = record.slice(0, nl).split('|');
-  const createdAt = Number(h[3]);
+  const createdAt = Number(h[4]);
   return {
-    attempts: Number(h[1]),
-    base: h[2] ? Number(h[2]) : 0,
+    token: h[1] ?? '',
+    attempts: Number(h[2]),
+    base: h[3] ? Number(h[3]) : 0,
     createdAt,
-    runAt: h[4] ? Number(h[4]) : createdAt,
-    priority: h[7] ? Number(h[7]) : 0,
-    maxAttempts: h[8] ? Number(h[8]) : DEFAULT_MAX_ATTEMPTS,
-    leaseMs: h[9] ? Number(h[9]) : DEFAULT_LEASE_MS,
-    backoff: h[10] ?? '',
-    timeoutMs: h[11] ? Number(h[11]) : 0,
+    runAt: h[5] ? Number(h[5]) : createdAt,
+    priority: h[8] ? Number(h[8]) : 0,
+    maxAttempts: h[9] ? Number(h[9]) : DEFAULT_MAX_ATTEMPTS,
+    leaseMs: h[10] ? Number(h[10]) : DEFAULT_LEASE_MS,
+    backoff: h[11] ?? '',
+    timeoutMs: h[12] ? Number(h[12]) : 0,
     // A claimed record never carries a result (retry strips it), so the data runs to the end.
     dataJson: record.slice(nl + 1),
   };
@@ -111,23 +115,23 @@ export function decodeRecord<D, R>(id: string, record: string, errorLines: strin
   const rest = record.slice(nl + 1);
   const nl2 = rest.indexOf('\n');
   const dataJson = nl2 === -1 ? rest : rest.slice(0, nl2);
-  const createdAt = Number(h[3]);
+  const createdAt = Number(h[4]);
   const info: JobInfo<D, R> = {
     id,
     state: STATES[h[0] ?? ''] ?? 'waiting',
     data: JSON.parse(dataJson) as D,
-    attempts: Number(h[1]),
-    maxAttempts: h[8] ? Number(h[8]) : DEFAULT_MAX_ATTEMPTS,
-    priority: h[7] ? Number(h[7]) : 0,
-    leaseMs: h[9] ? Number(h[9]) : DEFAULT_LEASE_MS,
-    backoff: decodeBackoff(h[10] ?? ''),
-    timeoutMs: h[11] ? Number(h[11]) : 0,
+    attempts: Number(h[2]),
+    maxAttempts: h[9] ? Number(h[9]) : DEFAULT_MAX_ATTEMPTS,
+    priority: h[8] ? Number(h[8]) : 0,
+    leaseMs: h[10] ? Number(h[10]) : DEFAULT_LEASE_MS,
+    backoff: decodeBackoff(h[11] ?? ''),
+    timeoutMs: h[12] ? Number(h[12]) : 0,
     errors: errorLines ? decodeErrorLines(errorLines) : [],
     createdAt,
-    runAt: h[4] ? Number(h[4]) : createdAt,
+    runAt: h[5] ? Number(h[5]) : createdAt,
   };
-  if (h[5]) info.startedAt = Number(h[5]);
-  if (h[6]) info.finishedAt = Number(h[6]);
+  if (h[6]) info.startedAt = Number(h[6]);
+  if (h[7]) info.finishedAt = Number(h[7]);
   if (nl2 !== -1) {
     const resultJson = rest.slice(nl2 + 1);
     if (resultJson !== '') info.result = JSON.parse(resultJson) as R;

@@ -16,6 +16,7 @@ function harness() {
   const name = uniqueName();
   const keys = queueKeys('surety', name);
   const queue = new Queue(name, { connection: fx.url });
+  const tokens = new Map<string, string[]>();
   const claim = async (now: number, count = 1) => {
     const r = (await runScript(fx.redis, scripts.claim, keys, {
       now,
@@ -23,9 +24,17 @@ function harness() {
       defaultLeaseMs: DEFAULT_LEASE_MS,
       limit: SCRIPT_BATCH_LIMIT,
     })) as (string | number)[];
-    return r.slice(3).filter((_, i) => i % 2 === 0) as string[];
+    const ids: string[] = [];
+    for (let i = 3; i < r.length; i += 2) {
+      const id = r[i] as string;
+      ids.push(id);
+      tokens.set(id, [...(tokens.get(id) ?? []), (r[i + 1] as string).split('|')[1]!]);
+    }
+    return ids;
   };
-  const complete = (now: number, id: string, token: number, result = '"ok"') =>
+  /** The fencing token that claim number `n` (from 1) of job `id` returned. */
+  const tok = (id: string, n: number) => tokens.get(id)![n - 1]!;
+  const complete = (now: number, id: string, token: string, result = '"ok"') =>
     runScript(
       fx.redis,
       scripts.complete,
@@ -33,7 +42,7 @@ function harness() {
       { now, keepCount: 100, keepAgeMs: 86_400_000, limit: 100, doneChannel: keys.doneChannel },
       [{ id, token, result }],
     ) as Promise<string[]>;
-  const fail = (now: number, id: string, token: number, retryDelayMs = 0) =>
+  const fail = (now: number, id: string, token: string, retryDelayMs = 0) =>
     runScript(
       fx.redis,
       scripts.fail,
@@ -49,7 +58,7 @@ function harness() {
       },
       [{ id, token, retryDelayMs, error: '{"name":"Error","message":"x"}' }],
     ) as Promise<string[]>;
-  const extend = (now: number, id: string, token: number) =>
+  const extend = (now: number, id: string, token: string) =>
     runScript(fx.redis, scripts.extend, keys, { now, defaultLeaseMs: DEFAULT_LEASE_MS }, [
       { id, token },
     ]) as Promise<string[]>;
@@ -63,7 +72,7 @@ function harness() {
       wakeChannel: keys.wakeChannel,
       doneChannel: keys.doneChannel,
     })) as [string[], string[]];
-  return { keys, queue, claim, complete, fail, extend, recover };
+  return { keys, queue, claim, complete, fail, extend, recover, tok };
 }
 
 describe('leases and fencing tokens', () => {
@@ -83,7 +92,7 @@ describe('leases and fencing tokens', () => {
     const a = await h.queue.add({}, { leaseMs: 1_000 });
     const b = await h.queue.add({}, { leaseMs: 1_000 });
     await h.claim(T, 2);
-    expect(await h.extend(T + 900, a.id, 1)).toEqual([]);
+    expect(await h.extend(T + 900, a.id, h.tok(a.id, 1))).toEqual([]);
     expect(await h.recover(T + 1_500)).toEqual([[b.id], []]);
     const info = await h.queue.getJob(b.id);
     expect(info).toMatchObject({ state: 'waiting', attempts: 1 });
@@ -108,14 +117,14 @@ describe('leases and fencing tokens', () => {
     await h.claim(T);
     await h.recover(T + 1_001);
     await h.claim(T + 1_002); // attempt 2 elsewhere
-    expect(await h.complete(T + 1_003, job.id, 1, '"stale"')).toEqual([job.id, 'STALE:a:2']);
-    expect(await h.fail(T + 1_003, job.id, 1)).toEqual([job.id, 'STALE:a:2']);
-    expect(await h.extend(T + 1_003, job.id, 1)).toEqual([job.id]);
-    expect(await h.complete(T + 1_004, job.id, 2, '"fresh"')).toEqual([]);
+    expect(await h.complete(T + 1_003, job.id, h.tok(job.id, 1), '"stale"')).toEqual([job.id, 'STALE:a:2']);
+    expect(await h.fail(T + 1_003, job.id, h.tok(job.id, 1))).toEqual([job.id, 'STALE:a:2']);
+    expect(await h.extend(T + 1_003, job.id, h.tok(job.id, 1))).toEqual([job.id]);
+    expect(await h.complete(T + 1_004, job.id, h.tok(job.id, 2), '"fresh"')).toEqual([]);
     // A re-sent completion (reply lost on a dropped connection) is a no-op, not a refusal.
-    expect(await h.complete(T + 1_005, job.id, 2, '"fresh"')).toEqual([]);
+    expect(await h.complete(T + 1_005, job.id, h.tok(job.id, 2), '"fresh"')).toEqual([]);
     // The stale worker wakes up even later: still refused, result unchanged.
-    expect(await h.complete(T + 1_006, job.id, 1, '"stale"')).toEqual([job.id, 'STALE:c:2']);
+    expect(await h.complete(T + 1_006, job.id, h.tok(job.id, 1), '"stale"')).toEqual([job.id, 'STALE:c:2']);
     expect(await h.queue.getJob(job.id)).toMatchObject({
       state: 'completed',
       result: 'fresh',
@@ -130,7 +139,7 @@ describe('leases and fencing tokens', () => {
     const job = await h.queue.add({}, { leaseMs: 1_000 });
     await h.claim(T);
     await h.recover(T + 2_000);
-    expect(await h.complete(T + 2_001, job.id, 1)).toEqual([job.id, 'STALE:w:1']);
+    expect(await h.complete(T + 2_001, job.id, h.tok(job.id, 1))).toEqual([job.id, 'STALE:w:1']);
     expect((await h.queue.getJob(job.id))!.state).toBe('waiting');
     await h.queue.close();
   });
@@ -152,11 +161,42 @@ describe('leases and fencing tokens', () => {
     const h = harness();
     const job = await h.queue.add({});
     await h.claim(T);
-    expect(await h.fail(T + 10, job.id, 1, 500)).toEqual([job.id, 'delayed']);
+    expect(await h.fail(T + 10, job.id, h.tok(job.id, 1), 500)).toEqual([job.id, 'delayed']);
     expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'delayed', runAt: T + 510 });
     expect(await h.claim(T + 509)).toEqual([]);
     expect(await h.claim(T + 510)).toEqual([job.id]);
     expect((await h.queue.getJob(job.id))!.attempts).toBe(2);
+    await h.queue.close();
+  });
+
+  it('a stale failure after recovery is refused, not mistaken for a re-sent one', async () => {
+    const h = harness();
+    const job = await h.queue.add({}, { leaseMs: 1_000 });
+    await h.claim(T);
+    await h.recover(T + 1_001);
+    expect(await h.fail(T + 1_002, job.id, h.tok(job.id, 1))).toEqual([job.id, 'STALE:w:1']);
+    // Whereas the holder's own failure, re-sent after a lost reply, is recognised as applied.
+    await h.claim(T + 1_003);
+    expect(await h.fail(T + 1_004, job.id, h.tok(job.id, 2))).toEqual([job.id, 'waiting']);
+    expect(await h.fail(T + 1_005, job.id, h.tok(job.id, 2))).toEqual([job.id, 'waiting']);
+    expect((await h.queue.getJob(job.id))!.errors).toHaveLength(2);
+    await h.queue.close();
+  });
+
+  it("a job removed and added again under the same id never accepts the old holder's outcome", async () => {
+    const h = harness();
+    await h.queue.add({ v: 1 }, { id: 'same' });
+    await h.claim(T);
+    const staleToken = h.tok('same', 1);
+    await h.recover(T + 40_000);
+    await h.queue.remove('same');
+    await h.queue.add({ v: 2 }, { id: 'same' });
+    await h.claim(T + 40_001);
+    expect(await h.complete(T + 40_002, 'same', staleToken, '"stale"')).toEqual(['same', 'STALE:a:1']);
+    expect(await h.extend(T + 40_002, 'same', staleToken)).toEqual(['same']);
+    expect(await h.complete(T + 40_003, 'same', h.tok('same', 2), '"fresh"')).toEqual([]);
+    expect(await h.queue.getJob('same')).toMatchObject({ data: { v: 2 }, result: 'fresh', attempts: 1 });
+    expect(h.tok('same', 2)).not.toBe(staleToken);
     await h.queue.close();
   });
 

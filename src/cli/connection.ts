@@ -4,6 +4,7 @@
  * private redis-server (see embedded.ts). Every command gets one client, shared by all its Queues.
  */
 import { Redis } from 'ioredis';
+import type { QueueOptions } from '../options.js';
 import { Queue } from '../queue.js';
 import { checkQueueName } from '../validate.js';
 import { startEmbedded } from './embedded.js';
@@ -119,8 +120,10 @@ export function openQueue<D = unknown, R = unknown>(
   name: string,
   handle: RedisHandle,
   g: GlobalOptions,
+  extra: Omit<QueueOptions, 'connection' | 'prefix' | 'logger'> = {},
 ): Queue<D, R> {
   const queue = new Queue<D, R>(name, {
+    ...extra,
     connection: handle.client,
     ...(g.prefix ? { prefix: g.prefix } : {}),
     logger: { warn: (m) => process.stderr.write(`${m.startsWith('surety') ? m : `surety: ${m}`}\n`) },

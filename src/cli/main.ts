@@ -10,6 +10,7 @@ import { registerAdmin } from './commands/admin.js';
 import { registerDemo } from './commands/demo.js';
 import { registerJobs } from './commands/jobs.js';
 import { registerReaper } from './commands/reaper.js';
+import { registerSchedules } from './commands/schedules.js';
 import { registerStats } from './commands/stats.js';
 import { registerWorker } from './commands/worker.js';
 import { registerWorkers } from './commands/workers.js';
@@ -18,7 +19,9 @@ import { flushOutput, installSignalHandlers, runCleanups } from './lifecycle.js'
 
 function version(): string {
   try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      version?: string;
+    };
     return pkg.version ?? '0.0.0';
   } catch {
     return '0.0.0';
@@ -44,6 +47,7 @@ export function buildProgram(): Command {
   registerJobs(program);
   registerAdd(program);
   registerAdmin(program);
+  registerSchedules(program);
   registerWorker(program);
   registerReaper(program);
   registerDemo(program);

@@ -9,6 +9,7 @@ import { EventEmitter } from 'node:events';
 import { DEFAULT_MAX_ATTEMPTS, DEFAULT_PREFIX, DEFAULT_RETENTION, SCRIPT_BATCH_LIMIT } from '../defaults.js';
 import { ConnectionError, SuretyError } from '../errors.js';
 import { queueKeys } from '../keys.js';
+import { repairSchedules } from '../schedules.js';
 import { type RedisClient, runScript, scripts } from '../scripts.js';
 import { Interval, jittered } from '../worker/interval.js';
 
@@ -95,6 +96,8 @@ export class Reaper extends EventEmitter<ReaperEvents> {
       wakeChannel: keys.wakeChannel,
       doneChannel: keys.doneChannel,
     })) as [string[], string[]];
+    // As the Worker's recovery loop does: advance schedules whose occurrence's claimer died.
+    await repairSchedules(this.client, keys);
     return { queue, requeued, dead: deadIds };
   }
 

@@ -11,7 +11,7 @@
 -- ARGV[2] wakeChannel   shard channel for idle workers
 -- ARGV[3..] repeated: id, priority, delayMs, runAt, optionTail, data
 --   id ('' = generate), priority (integer), delayMs ('' = none), runAt (epoch ms, '' = none),
---   optionTail (header fields 8..11, see job-record.ts), data (JSON)
+--   optionTail (header fields 9.. in Lua numbering, see job-record.ts), data (JSON)
 -- Returns: { id, isNew (1|0), state letter, ... } per job, in order
 -- @include current_time
 -- @include parse_record
@@ -72,7 +72,7 @@ for i = 1, n do
     local state = 'w'
     if due ~= nil and due > now then state = 'd' end
     records[#records + 1] = id
-    records[#records + 1] = state .. '|0||' .. now .. '|' .. (due or '') .. '|||' .. ARGV[base + 4] .. '\n' .. ARGV[base + 5]
+    records[#records + 1] = state .. '||0||' .. now .. '|' .. (due or '') .. '|||' .. ARGV[base + 4] .. '\n' .. ARGV[base + 5]
     if state == 'd' then
       delayed_args[#delayed_args + 1] = due
       delayed_args[#delayed_args + 1] = id

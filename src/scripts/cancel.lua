@@ -24,7 +24,7 @@ local id = ARGV[2]
 local rec = redis.call('HGET', jobs, id)
 if not rec then return 'NOT_FOUND' end
 local f, nl = parse_record(rec)
-local state = f[1]
+local state = f[F_STATE]
 if state == 'w' then
   if redis.call('ZREM', prio, id) == 0 then redis.call('LREM', waiting, 1, id) end
 elseif state == 'd' then
@@ -35,10 +35,11 @@ else
   return 'INVALID_STATE:' .. state
 end
 local now = current_time(ARGV[1])
-f[1] = 'x'
-f[7] = now
+f[F_STATE] = 'x'
+f[F_TOKEN] = ''
+f[F_FINISHED] = now
 redis.call('HSET', jobs, id, with_header(f, rec, nl))
-append_errors(errors, { id }, { now .. '|' .. f[2] .. '|{"name":"CancelledError","code":"ERR_CANCELLED","message":"job ' .. id:gsub('[\\"]', '\\%0') .. ' was cancelled"}' })
+append_errors(errors, { id }, { now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"CancelledError","code":"ERR_CANCELLED","message":"job ' .. id:gsub('[\\"]', '\\%0') .. ' was cancelled"}' })
 redis.call('ZADD', dead, now, id)
 if state == 'a' then redis.call('SPUBLISH', ARGV[3], 'x:' .. id) end
 redis.call('SPUBLISH', ARGV[4], 'x\n' .. id)

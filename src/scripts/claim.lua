@@ -1,7 +1,8 @@
 -- claim.lua: promote delayed jobs that are due (delayed -> waiting), then claim up to `count` jobs
 -- for one worker (waiting -> active): negative priorities first, then the FIFO list, then positive
--- priorities. Each claimed job's attempts is incremented; that number is the attempt's fencing token.
--- Its lease deadline (now + leaseMs) is its score in `active`.
+-- priorities. Each claimed job gets a fencing token unique in the queue's history (a lease id drawn
+-- from the seq counter) and its attempts is incremented. Its lease deadline (now + leaseMs) is its
+-- score in `active`.
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] waiting         LIST
 -- KEYS[3] prio            ZSET
@@ -36,10 +37,10 @@ if #due > 0 then
   for i = 1, #due do
     if recs[i] then
       local f, nl = parse_record(recs[i])
-      f[1] = 'w'
+      f[F_STATE] = 'w'
       updated[#updated + 1] = due[i]
       updated[#updated + 1] = with_header(f, recs[i], nl)
-      local priority = tonumber(f[8]) or 0
+      local priority = tonumber(f[F_PRIORITY]) or 0
       if priority == 0 then
         to_list[#to_list + 1] = due[i]
       else
@@ -93,14 +94,17 @@ local recs = redis.call('HMGET', jobs, unpack(ids))
 local updated, leases = {}, {}
 local default_lease = tonumber(ARGV[3])
 local p = {}
+local token = redis.call('INCRBY', seq, #ids) - #ids
 for i = 1, #ids do
   local rec = recs[i]
   if rec then
-    -- Rewrite state (field 1), attempts (2) and startedAt (6) in place; read leaseMs (10).
-    pipe_positions(rec, 10, p)
-    local attempts = tonumber(string.sub(rec, p[1] + 1, p[2] - 1)) + 1
-    local lease = tonumber(string.sub(rec, p[9] + 1, p[10] - 1)) or default_lease
-    rec = 'a|' .. attempts .. string.sub(rec, p[2], p[5]) .. now .. string.sub(rec, p[6])
+    -- Rewrite state, token, attempts and startedAt in place and read leaseMs, without splitting the
+    -- whole header (this is the hot path). p[k] ends field k.
+    pipe_positions(rec, F_LEASE, p)
+    token = token + 1
+    local attempts = tonumber(string.sub(rec, p[F_TOKEN] + 1, p[F_ATTEMPTS] - 1)) + 1
+    local lease = tonumber(string.sub(rec, p[F_MAX_ATTEMPTS] + 1, p[F_LEASE] - 1)) or default_lease
+    rec = 'a|' .. token .. '|' .. attempts .. string.sub(rec, p[F_ATTEMPTS], p[F_RUN_AT]) .. now .. string.sub(rec, p[F_STARTED])
     updated[#updated + 1] = ids[i]
     updated[#updated + 1] = rec
     leases[#leases + 1] = now + lease

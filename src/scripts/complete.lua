@@ -12,9 +12,10 @@
 -- ARGV[4] limit           most jobs trimmed per call
 -- ARGV[5] doneChannel     shard channel for waitFor
 -- ARGV[6..] repeated: id, token, result
---   token (attempt number), result (JSON, '' = undefined)
+--   token (fencing token from claim), result (JSON, '' = undefined)
 -- Returns: { id, reason, ... } for each refused outcome; reason is `STALE:<state>:<attempts>` or `NOT_FOUND`
 -- @include current_time
+-- @include parse_record
 -- @include pipe_positions
 -- @include trim_finished
 
@@ -35,19 +36,19 @@ for i = 1, n do
     refused[#refused + 1] = ids[i]
     refused[#refused + 1] = 'NOT_FOUND'
   else
-    -- Only state (field 1), attempts (2) and finishedAt (7) matter here: read and rewrite in place.
-    pipe_positions(rec, 7, p)
+    -- Only state, token, attempts and finishedAt matter here: read and rewrite them in place.
+    pipe_positions(rec, F_FINISHED, p)
     local state = string.sub(rec, 1, 1)
-    local attempts = string.sub(rec, p[1] + 1, p[2] - 1)
-    if state == 'a' and attempts == ARGV[base + 1] then
+    local token = string.sub(rec, p[F_STATE] + 1, p[F_TOKEN] - 1)
+    if state == 'a' and token == ARGV[base + 1] then
       done[#done + 1] = ids[i]
       updated[#updated + 1] = ids[i]
-      updated[#updated + 1] = 'c' .. string.sub(rec, 2, p[6]) .. now .. string.sub(rec, p[7]) .. '\n' .. ARGV[base + 2]
+      updated[#updated + 1] = 'c' .. string.sub(rec, 2, p[F_STARTED]) .. now .. string.sub(rec, p[F_FINISHED]) .. '\n' .. ARGV[base + 2]
       scores[#scores + 1] = now
       scores[#scores + 1] = ids[i]
-    elseif not (state == 'c' and attempts == ARGV[base + 1]) then
+    elseif not (state == 'c' and token == ARGV[base + 1]) then
       refused[#refused + 1] = ids[i]
-      refused[#refused + 1] = 'STALE:' .. state .. ':' .. attempts
+      refused[#refused + 1] = 'STALE:' .. state .. ':' .. string.sub(rec, p[F_TOKEN] + 1, p[F_ATTEMPTS] - 1)
     end
   end
 end

@@ -5,6 +5,7 @@
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] defaultLeaseMs
 -- ARGV[3..] repeated: id, token
+--   token: the fencing token the worker got with the job from claim
 -- Returns: { id, ... } of jobs whose lease this worker no longer holds
 -- @include current_time
 -- @include parse_record
@@ -22,9 +23,9 @@ for i = 1, n do
   local held = false
   if rec then
     local f = parse_record(rec)
-    if f[1] == 'a' and f[2] == ARGV[4 + (i - 1) * 2] then
+    if f[F_STATE] == 'a' and f[F_TOKEN] == ARGV[4 + (i - 1) * 2] then
       held = true
-      leases[#leases + 1] = now + (tonumber(f[10]) or default_lease)
+      leases[#leases + 1] = now + (tonumber(f[F_LEASE]) or default_lease)
       leases[#leases + 1] = ids[i]
     end
   end

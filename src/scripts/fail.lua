@@ -17,7 +17,7 @@
 -- ARGV[6] wakeChannel     shard channel for idle workers
 -- ARGV[7] doneChannel     shard channel for waitFor
 -- ARGV[8..] repeated: id, token, retryDelayMs, error
---   token (attempt number), retryDelayMs (>= 0, or -1 for no retry), error (JSON: name, message, stack, code)
+--   token (fencing token from claim), retryDelayMs (>= 0, or -1 for no retry), error (JSON: name, message, stack, code)
 -- Returns: { id, outcome, ... } per job; outcome is `waiting`, `delayed`, `dead`, `STALE:<state>:<attempts>` or `NOT_FOUND`
 -- @include current_time
 -- @include parse_record
@@ -48,33 +48,34 @@ for i = 1, n do
     out[#out + 1] = 'NOT_FOUND'
   else
     local f, nl = parse_record(rec)
-    if f[1] == 'a' and f[2] == ARGV[base + 1] then
+    if f[F_STATE] == 'a' and f[F_TOKEN] == ARGV[base + 1] then
       accepted[#accepted + 1] = id
-      lines[#lines + 1] = now .. '|' .. f[2] .. '|' .. ARGV[base + 3]
+      lines[#lines + 1] = now .. '|' .. f[F_ATTEMPTS] .. '|' .. ARGV[base + 3]
       local delay = tonumber(ARGV[base + 2])
       if delay < 0 or not attempts_left(f, default_max) then
-        f[1] = 'x'
-        f[7] = now
+        f[F_STATE] = 'x'
+        f[F_FINISHED] = now
         dead_scores[#dead_scores + 1] = now
         dead_scores[#dead_scores + 1] = id
         dead_ids[#dead_ids + 1] = id
       elseif delay == 0 then
-        f[1] = 'w'
-        if enqueue(waiting, prio, seq, id, tonumber(f[8]) or 0, false) then woken = true end
+        f[F_STATE] = 'w'
+        if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false) then woken = true end
       else
-        f[1] = 'd'
-        f[5] = now + delay
-        redis.call('ZADD', delayed, f[5], id)
-        if min_due == nil or f[5] < min_due then min_due = f[5] end
+        f[F_STATE] = 'd'
+        f[F_RUN_AT] = now + delay
+        redis.call('ZADD', delayed, f[F_RUN_AT], id)
+        if min_due == nil or f[F_RUN_AT] < min_due then min_due = f[F_RUN_AT] end
       end
-      out[#out + 1] = ({ x = 'dead', w = 'waiting', d = 'delayed' })[f[1]]
+      out[#out + 1] = ({ x = 'dead', w = 'waiting', d = 'delayed' })[f[F_STATE]]
       updated[#updated + 1] = id
       updated[#updated + 1] = with_header(f, rec, nl)
-    elseif f[2] == ARGV[base + 1] and (f[1] ~= 'a') then
-      -- The same failure re-sent after a lost reply: already applied.
-      out[#out + 1] = ({ x = 'dead', w = 'waiting', d = 'delayed', c = 'completed' })[f[1]]
+    elseif f[F_TOKEN] == ARGV[base + 1] and f[F_STATE] ~= 'a' then
+      -- The same failure re-sent after a lost reply: already applied (the token is kept until the
+      -- job is claimed again, and cleared when its lease is revoked, so this cannot be a stale one).
+      out[#out + 1] = ({ x = 'dead', w = 'waiting', d = 'delayed', c = 'completed' })[f[F_STATE]]
     else
-      out[#out + 1] = 'STALE:' .. f[1] .. ':' .. f[2]
+      out[#out + 1] = 'STALE:' .. f[F_STATE] .. ':' .. f[F_ATTEMPTS]
     end
   end
 end

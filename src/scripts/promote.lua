@@ -16,9 +16,9 @@ local id = ARGV[1]
 local rec = redis.call('HGET', jobs, id)
 if not rec then return 'NOT_FOUND' end
 local f, nl = parse_record(rec)
-if f[1] ~= 'd' then return 'INVALID_STATE:' .. f[1] end
+if f[F_STATE] ~= 'd' then return 'INVALID_STATE:' .. f[F_STATE] end
 redis.call('ZREM', delayed, id)
-f[1] = 'w'
+f[F_STATE] = 'w'
 redis.call('HSET', jobs, id, with_header(f, rec, nl))
-if enqueue(waiting, prio, seq, id, tonumber(f[8]) or 0, false) then redis.call('SPUBLISH', ARGV[2], 'w') end
+if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false) then redis.call('SPUBLISH', ARGV[2], 'w') end
 return 'OK'

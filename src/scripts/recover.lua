@@ -39,14 +39,16 @@ for i = #expired, 1, -1 do
   if rec then
     local f, nl = parse_record(rec)
     err_ids[#err_ids + 1] = id
-    lines[#lines + 1] = now .. '|' .. f[2] .. '|{"name":"LeaseExpiredError","code":"ERR_LEASE_EXPIRED","message":"lease expired: the worker running attempt ' .. f[2] .. ' stopped renewing it (crashed, stalled or disconnected)"}'
+    lines[#lines + 1] = now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"LeaseExpiredError","code":"ERR_LEASE_EXPIRED","message":"lease expired: the worker running attempt ' .. f[F_ATTEMPTS] .. ' stopped renewing it (crashed, stalled or disconnected)"}'
+    -- Revoke the lease: the old holder's token must never match again.
+    f[F_TOKEN] = ''
     if attempts_left(f, tonumber(ARGV[3])) then
-      f[1] = 'w'
-      if enqueue(waiting, prio, seq, id, tonumber(f[8]) or 0, true) then woken = true end
+      f[F_STATE] = 'w'
+      if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, true) then woken = true end
       requeued[#requeued + 1] = id
     else
-      f[1] = 'x'
-      f[7] = now
+      f[F_STATE] = 'x'
+      f[F_FINISHED] = now
       dead_ids[#dead_ids + 1] = id
       dead_scores[#dead_scores + 1] = now
       dead_scores[#dead_scores + 1] = id

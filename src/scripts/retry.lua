@@ -18,13 +18,14 @@ local id = ARGV[1]
 local rec = redis.call('HGET', jobs, id)
 if not rec then return 'NOT_FOUND' end
 local f, nl = parse_record(rec)
-if f[1] ~= 'x' and f[1] ~= 'c' then return 'INVALID_STATE:' .. f[1] end
-redis.call('ZREM', f[1] == 'x' and dead or completed, id)
-f[1] = 'w'
-f[3] = f[2]
-f[7] = ''
+if f[F_STATE] ~= 'x' and f[F_STATE] ~= 'c' then return 'INVALID_STATE:' .. f[F_STATE] end
+redis.call('ZREM', f[F_STATE] == 'x' and dead or completed, id)
+f[F_STATE] = 'w'
+f[F_TOKEN] = ''
+f[F_BASE] = f[F_ATTEMPTS]
+f[F_FINISHED] = ''
 local nl2 = string.find(rec, '\n', nl + 1, true)
 local body = nl2 and string.sub(rec, nl, nl2 - 1) or string.sub(rec, nl)
 redis.call('HSET', jobs, id, table.concat(f, '|') .. body)
-if enqueue(waiting, prio, seq, id, tonumber(f[8]) or 0, false) then redis.call('SPUBLISH', ARGV[2], 'w') end
+if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false) then redis.call('SPUBLISH', ARGV[2], 'w') end
 return 'OK'

@@ -17,7 +17,7 @@
 -- ARGV[5] occurrenceId      id of the first occurrence
 -- ARGV[6] due               its due time (epoch ms)
 -- ARGV[7] priority
--- ARGV[8] optionTail        header fields 8..11 of the occurrence jobs
+-- ARGV[8] optionTail        the option fields of the occurrence jobs' header (job-record.ts)
 -- ARGV[9] data              JSON
 -- Returns: { version, changed (1|0) }
 -- @include current_time

@@ -9,7 +9,7 @@ import type { Job } from './job.js';
 /** `id`, `token`, `result` go to complete.lua; `job` and `value` are kept for the `completed` event. */
 export interface CompleteRow {
   id: string;
-  token: number;
+  token: string;
   result: string;
   job: Job<unknown>;
   value: unknown;
@@ -18,7 +18,7 @@ export interface CompleteRow {
 /** `id`, `token`, `retryDelayMs`, `error` go to fail.lua; `job` and `cause` are kept for the `failed` event. */
 export interface FailRow {
   id: string;
-  token: number;
+  token: string;
   retryDelayMs: number;
   error: string;
   job: Job<unknown>;

@@ -2,8 +2,10 @@
 import type { ClaimedRecord } from '../job-record.js';
 
 export class Job<Data = unknown> {
-  /** Attempt number, from 1; also the attempt's fencing token. Keeps counting after a manual retry. */
+  /** Attempt number, from 1. Keeps counting after a manual retry. */
   readonly attempt: number;
+  /** Fencing token of this attempt's lease (unique in the queue's history). */
+  readonly token: string;
   /** Attempts made before the last manual retry (0 if never retried); `attempt - base` is this budget's count. */
   readonly base: number;
   readonly maxAttempts: number;
@@ -26,6 +28,7 @@ export class Job<Data = unknown> {
     readonly data: Data,
   ) {
     this.attempt = record.attempts;
+    this.token = record.token;
     this.base = record.base;
     this.maxAttempts = record.maxAttempts;
     this.priority = record.priority;

@@ -7,13 +7,13 @@ import { DEFAULT_LEASE_MS } from '../defaults.js';
 import { Interval } from './interval.js';
 
 export interface HeldJob {
-  token: number;
+  token: string;
   leaseMs: number;
 }
 
 export interface LeaseRenewerDeps {
   held: Map<string, HeldJob>;
-  extend(rows: { id: string; token: number }[]): Promise<string[]>;
+  extend(rows: { id: string; token: string }[]): Promise<string[]>;
   onLost(ids: string[]): void;
   onError(err: unknown): void;
 }
@@ -53,7 +53,7 @@ export class LeaseRenewer {
 
   private async renew(): Promise<void> {
     if (this.deps.held.size === 0) return;
-    const rows: { id: string; token: number }[] = [];
+    const rows: { id: string; token: string }[] = [];
     for (const [id, h] of this.deps.held) rows.push({ id, token: h.token });
     const lost = await this.deps.extend(rows);
     if (lost.length > 0) {

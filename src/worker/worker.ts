@@ -199,7 +199,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     for (const row of rows) {
       this.release(row.id, row.token);
       const reason = reasons.get(row.id);
-      if (reason) this.reportError(new StaleJobError(row.id, row.token, describeRefusal(reason)));
+      if (reason) this.reportError(new StaleJobError(row.id, row.job.attempt, describeRefusal(reason)));
       else this.emit('completed', row.job as Job<Data>, row.value as Result);
     }
   }
@@ -226,14 +226,14 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       const outcome = out[i * 2 + 1] ?? '';
       this.release(row.id, row.token);
       if (outcome.startsWith('STALE') || outcome === 'NOT_FOUND') {
-        this.reportError(new StaleJobError(row.id, row.token, describeRefusal(outcome)));
+        this.reportError(new StaleJobError(row.id, row.job.attempt, describeRefusal(outcome)));
       } else {
         this.emit('failed', row.job as Job<Data>, row.cause, outcome as 'waiting' | 'delayed' | 'dead');
       }
     }
   }
 
-  private async extend(rows: { id: string; token: number }[]): Promise<string[]> {
+  private async extend(rows: { id: string; token: string }[]): Promise<string[]> {
     return (await runScript(
       this.conn.client,
       scripts.extend,
@@ -310,7 +310,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
           this.reportError(err),
         );
       }
-      this.held.set(id, { token: job.attempt, leaseMs: job.leaseMs });
+      this.held.set(id, { token: job.token, leaseMs: job.leaseMs });
       this.renewer.noteLease(job.leaseMs);
       this.buffer.push(job);
     }
@@ -321,7 +321,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   private runBuffered(): void {
     while (this.running.size < this.options.concurrency && this.buffer.length > 0) {
       const job = this.buffer.shift()!;
-      if (this.held.get(job.id)?.token !== job.attempt) continue;
+      if (this.held.get(job.id)?.token !== job.token) continue;
       this.running.set(job.id, { job, startedAt: performance.now() });
       this.runJob(job);
     }
@@ -358,7 +358,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     if (run) this.avgDurationMs = this.avgDurationMs * 0.8 + (performance.now() - run.startedAt) * 0.2;
     if (!this.held.has(job.id)) {
       // The lease was lost while running: the outcome is still sent, and will be refused or accepted by the fence.
-      this.held.set(job.id, { token: job.attempt, leaseMs: job.leaseMs });
+      this.held.set(job.id, { token: job.token, leaseMs: job.leaseMs });
     }
     if (error === undefined) {
       let json = '';
@@ -369,7 +369,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         error = err as Error;
       }
       if (error === undefined) {
-        this.acker.pushComplete({ id: job.id, token: job.attempt, result: json, job, value: result });
+        this.acker.pushComplete({ id: job.id, token: job.token, result: json, job, value: result });
       }
     }
     if (error !== undefined) {
@@ -384,7 +384,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       }
       this.acker.pushFail({
         id: job.id,
-        token: job.attempt,
+        token: job.token,
         retryDelayMs: delay,
         error: serializeError(error),
         job,
@@ -407,7 +407,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     });
   }
 
-  private release(id: string, token: number): void {
+  private release(id: string, token: string): void {
     if (this.held.get(id)?.token === token) this.held.delete(id);
   }
 

@@ -52,6 +52,7 @@ export function jobOptions(o: AddOptions): JobOptions {
 export function registerAdd(program: Command): void {
   const cmd = program
     .command('add')
+    .summary('add a job, or import an NDJSON file')
     .description('add a job (JSON data), or import many from an NDJSON file')
     .argument('<queue>', 'queue name')
     .argument('[json]', 'the job data, as JSON')

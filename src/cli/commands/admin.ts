@@ -1,10 +1,10 @@
-/** `surety retry | remove | pause | resume | schedules`: changes made through the Queue admin API. */
+/** `surety retry | remove | cancel | pause | resume`: changes made through the Queue admin API. */
 import type { Command } from 'commander';
 import { SuretyError } from '../../errors.js';
 import type { Queue } from '../../queue.js';
 import { examples, globals, out } from '../command-kit.js';
 import { checkNames, openQueue, openRedis } from '../connection.js';
-import { CliError, UsageError } from '../errors.js';
+import { UsageError } from '../errors.js';
 import { formatCount } from '../format.js';
 
 interface Outcome {
@@ -56,6 +56,7 @@ function report(verb: string, queue: string, r: Outcome, json: boolean | undefin
 export function registerAdmin(program: Command): void {
   const retry = program
     .command('retry')
+    .summary('move dead jobs back to waiting')
     .description('move dead (or completed) jobs back to waiting with a fresh attempt budget')
     .argument('<queue>', 'queue name')
     .argument('[id...]', 'job ids')
@@ -105,11 +106,16 @@ export function registerAdmin(program: Command): void {
     examples(cmd, [`surety ${name} emails`]);
   }
 
-  const schedules = program
-    .command('schedules')
-    .description('recurring schedules (not available yet)')
-    .action(() => {
-      throw new CliError('schedules are not available yet');
+  const cancel = program
+    .command('cancel')
+    .description('end unfinished jobs at once as dead (a running one is aborted by its worker)')
+    .argument('<queue>', 'queue name')
+    .argument('<id...>', 'job ids')
+    .action(async (queueName: string, ids: string[], _o: unknown, c: Command) => {
+      const g = globals(c);
+      checkNames([queueName]);
+      const queue = openQueue(queueName, await openRedis(g), g);
+      report('cancelled', queueName, await each(ids, (id) => queue.cancel(id)), g.json);
     });
-  examples(schedules, ['surety schedules']);
+  examples(cancel, ['surety cancel emails 42', 'surety cancel reports nightly-2030-01 --json']);
 }

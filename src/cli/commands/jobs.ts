@@ -91,6 +91,7 @@ function indent(text: string, n = 2): string {
 export function registerJobs(program: Command): void {
   const list = program
     .command('jobs')
+    .summary('list jobs in one state')
     .description('list the jobs of a queue in one state, oldest first')
     .argument('<queue>', 'queue name')
     .option('-s, --state <state>', `one of ${STATES.join(', ')}`, 'waiting')
@@ -119,6 +120,7 @@ export function registerJobs(program: Command): void {
 
   const one = program
     .command('job')
+    .summary('one job in full')
     .description('one job in full: data, attempts, every error with its stack, result')
     .argument('<queue>', 'queue name')
     .argument('<id>', 'job id')

@@ -10,8 +10,14 @@ import { Reaper, type RecoveredJobs } from '../reaper.js';
 export function registerReaper(program: Command): void {
   const cmd = program
     .command('reaper')
-    .description('recover expired leases (jobs of crashed workers) until Ctrl-C; every worker does this too')
-    .option('-q, --queue <name>', 'queue to watch (repeatable; default: every queue, rediscovered each pass)', collect, [])
+    .summary('recover expired leases of crashed workers (a daemon)')
+    .description('recover expired leases (jobs of crashed workers) until Ctrl-C; every worker does this too, the reaper covers queues whose workers are all gone')
+    .option(
+      '-q, --queue <name>',
+      'queue to watch (repeatable; default: every queue, rediscovered each pass)',
+      collect,
+      [],
+    )
     .option('--interval <duration>', 'time between passes', '5s')
     .option('--once', 'run one pass and exit')
     .action(async (o: { queue: string[]; interval: string; once?: boolean }, c: Command) => {
@@ -20,16 +26,24 @@ export function registerReaper(program: Command): void {
       const intervalMs = Math.max(10, parseDuration(o.interval, '--interval'));
       const handle = await openRedis(g);
       const queues = () => (o.queue.length > 0 ? o.queue : discoverQueues(handle.client, g.prefix));
-      const reaper = new Reaper(handle.client, { queues, intervalMs, ...(g.prefix ? { prefix: g.prefix } : {}) });
+      const reaper = new Reaper(handle.client, {
+        queues,
+        intervalMs,
+        ...(g.prefix ? { prefix: g.prefix } : {}),
+      });
       const show = (r: RecoveredJobs) => {
         if (g.json) return out.jsonLine({ event: 'recovered', ...r, at: new Date().toISOString() });
         const parts = [];
         if (r.requeued.length > 0) parts.push(`requeued ${r.requeued.join(', ')}`);
         if (r.dead.length > 0) parts.push(out.paint('red', `dead (attempts spent) ${r.dead.join(', ')}`));
-        out.line(`${out.paint('dim', new Date().toLocaleTimeString('en-GB'))}  ${r.queue}: ${parts.join('; ')}`);
+        out.line(
+          `${out.paint('dim', new Date().toLocaleTimeString('en-GB'))}  ${r.queue}: ${parts.join('; ')}`,
+        );
       };
       reaper.on('error', (err) =>
-        g.json ? out.jsonLine({ event: 'error', code: err.code, message: err.message }) : out.note(`surety: ${err.code}: ${err.message}`),
+        g.json
+          ? out.jsonLine({ event: 'error', code: err.code, message: err.message })
+          : out.note(`surety: ${err.code}: ${err.message}`),
       );
       if (o.once) {
         const found = await reaper.pass();
@@ -48,5 +62,9 @@ export function registerReaper(program: Command): void {
       release();
       reaper.stop();
     });
-  examples(cmd, ['surety reaper', 'surety reaper -q emails -q reports --interval 2s', 'surety reaper --once --json']);
+  examples(cmd, [
+    'surety reaper',
+    'surety reaper -q emails -q reports --interval 2s',
+    'surety reaper --once --json',
+  ]);
 }

@@ -58,6 +58,7 @@ export function statsTable(rows: QueueStats[]): string {
 export function registerStats(program: Command): void {
   const cmd = program
     .command('stats')
+    .summary('jobs per queue and state')
     .description('jobs per queue and state (every queue under the prefix when none is named)')
     .argument('[queue...]', 'queue names')
     .option('-w, --watch', 'refresh until Ctrl-C')

@@ -57,6 +57,7 @@ function jobPrinter(queue: string, json: boolean) {
 export function registerWorker(program: Command): void {
   const cmd = program
     .command('worker')
+    .summary("run a module's processor until SIGTERM/SIGINT")
     .description(
       "run a module's processor on a queue until SIGTERM/SIGINT, then finish running jobs and stop",
     )

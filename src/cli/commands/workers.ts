@@ -9,6 +9,7 @@ import { formatWhen, table } from '../format.js';
 export function registerWorkers(program: Command): void {
   const workers = program
     .command('workers')
+    .summary('live workers')
     .description('workers whose heartbeat is live (of every queue when none is named)')
     .argument('[queue...]', 'queue names')
     .action(async (names: string[], _o: unknown, c: Command) => {
@@ -45,6 +46,7 @@ export function registerWorkers(program: Command): void {
 
   const queues = program
     .command('queues')
+    .summary('discover queues')
     .description('discover the queues under the prefix (a SCAN: cheap, never blocks Redis)')
     .action(async (_o: unknown, c: Command) => {
       const g = globals(c);

@@ -14,7 +14,7 @@ export type ChildMessage =
   | { type: 'recovered'; requeued: string[]; dead: string[] }
   | { type: 'error'; code: string; message: string };
 
-export async function runDemoChild(url: string, queue: string): Promise<void> {
+export async function runDemoChild(url: string, queue: string, prefix = 'surety'): Promise<void> {
   const send = (m: ChildMessage) => process.send?.(m);
   const starts = new Map<string, number>();
   const took = (id: string) => Math.round(performance.now() - (starts.get(id) ?? performance.now()));
@@ -27,6 +27,7 @@ export async function runDemoChild(url: string, queue: string): Promise<void> {
     },
     {
       connection: url,
+      prefix,
       concurrency: 3,
       recoverIntervalMs: DEMO_RECOVER_INTERVAL_MS,
       heartbeatMs: 1_000,
@@ -35,9 +36,18 @@ export async function runDemoChild(url: string, queue: string): Promise<void> {
       logger: { warn: () => {} },
     },
   );
-  worker.on('completed', (job) => send({ type: 'completed', id: job.id, attempt: job.attempt, ms: took(job.id) }));
+  worker.on('completed', (job) =>
+    send({ type: 'completed', id: job.id, attempt: job.attempt, ms: took(job.id) }),
+  );
   worker.on('failed', (job, err, outcome) =>
-    send({ type: 'failed', id: job.id, attempt: job.attempt, ms: took(job.id), outcome, message: err.message }),
+    send({
+      type: 'failed',
+      id: job.id,
+      attempt: job.attempt,
+      ms: took(job.id),
+      outcome,
+      message: err.message,
+    }),
   );
   worker.on('recovered', (r) => send({ type: 'recovered', ...r }));
   worker.on('error', (err) => send({ type: 'error', code: err.code, message: err.message }));

@@ -36,13 +36,32 @@ export const KIND_LABELS: Record<DemoKind, string> = {
 
 export function demoJobs(): DemoJob[] {
   const jobs: DemoJob[] = [{ id: REPORT_ID, data: { kind: 'report', workMs: 3_000 }, opts: {} }];
-  const people = ['ada', 'grace', 'alan', 'edsger', 'barbara', 'donald', 'margaret', 'ken', 'dennis', 'linus'];
+  const people = [
+    'ada',
+    'grace',
+    'alan',
+    'edsger',
+    'barbara',
+    'donald',
+    'margaret',
+    'ken',
+    'dennis',
+    'linus',
+  ];
   people.forEach((p, i) => {
     const id = `email-${String(i + 1).padStart(2, '0')}`;
-    jobs.push({ id, data: { kind: 'email', workMs: 150 + ((i * 137) % 500), to: `${p}@example.com` }, opts: {} });
+    jobs.push({
+      id,
+      data: { kind: 'email', workMs: 150 + ((i * 137) % 500), to: `${p}@example.com` },
+      opts: {},
+    });
   });
   [3, 6, 9, 12].forEach((s, i) => {
-    jobs.push({ id: `reminder-${i + 1}`, data: { kind: 'reminder', workMs: 50 }, opts: { delayMs: s * 1_000 } });
+    jobs.push({
+      id: `reminder-${i + 1}`,
+      data: { kind: 'reminder', workMs: 50 },
+      opts: { delayMs: s * 1_000 },
+    });
   });
   for (let i = 1; i <= 3; i++) {
     jobs.push({

@@ -3,7 +3,7 @@ import { LeaseExpiredError } from '../../errors.js';
 import type { Queue } from '../../queue.js';
 import type { JobInfo } from '../../types.js';
 import { out } from '../command-kit.js';
-import { formatDuration, table } from '../format.js';
+import { type Cell, formatDuration, table } from '../format.js';
 import { type DemoData, type DemoJob, type DemoKind, KIND_LABELS } from './jobs.js';
 
 export interface KindRow {
@@ -32,7 +32,9 @@ export interface DemoSummary {
 }
 
 export async function summarize(queue: Queue<DemoData>, jobs: DemoJob[]): Promise<DemoSummary> {
-  const infos = (await Promise.all(jobs.map((j) => queue.getJob(j.id)))).filter((j): j is JobInfo<DemoData> => j !== null);
+  const infos = (await Promise.all(jobs.map((j) => queue.getJob(j.id)))).filter(
+    (j): j is JobInfo<DemoData> => j !== null,
+  );
   const kinds = new Map<DemoKind, KindRow>();
   const recovered: string[] = [];
   const latenessMs: { id: string; ms: number }[] = [];
@@ -40,7 +42,16 @@ export async function summarize(queue: Queue<DemoData>, jobs: DemoJob[]): Promis
     const kind = j.data.kind;
     let row = kinds.get(kind);
     if (!row) {
-      row = { kind, label: KIND_LABELS[kind], jobs: 0, completed: 0, dead: 0, attempts: 0, retried: 0, recovered: 0 };
+      row = {
+        kind,
+        label: KIND_LABELS[kind],
+        jobs: 0,
+        completed: 0,
+        dead: 0,
+        attempts: 0,
+        retried: 0,
+        recovered: 0,
+      };
       kinds.set(kind, row);
     }
     row.jobs++;
@@ -52,7 +63,8 @@ export async function summarize(queue: Queue<DemoData>, jobs: DemoJob[]): Promis
       row.recovered++;
       recovered.push(j.id);
     }
-    if (kind === 'reminder' && j.startedAt !== undefined && j.attempts === 1) latenessMs.push({ id: j.id, ms: j.startedAt - j.runAt });
+    if (kind === 'reminder' && j.startedAt !== undefined && j.attempts === 1)
+      latenessMs.push({ id: j.id, ms: j.startedAt - j.runAt });
   }
   const rows = [...kinds.values()];
   const sum = (f: (r: KindRow) => number) => rows.reduce((a, r) => a + f(r), 0);
@@ -89,7 +101,7 @@ export function printSummary(s: DemoSummary): void {
             : r.recovered > 0
               ? `${r.recovered} recovered after the kill`
               : '';
-  const rows = s.kinds.map((r) => [
+  const rows: Cell[][] = s.kinds.map((r) => [
     r.label,
     r.jobs,
     r.completed > 0 ? { text: String(r.completed), style: 'green' as const } : '0',
@@ -106,11 +118,21 @@ export function printSummary(s: DemoSummary): void {
     '',
   ]);
   out.line();
-  out.line(table(['JOBS', 'ADDED', 'COMPLETED', 'DEAD', 'ATTEMPTS', 'NOTE'], rows, { right: [1, 2, 3, 4], flex: [5], paint }));
+  out.line(
+    table(['JOBS', 'ADDED', 'COMPLETED', 'DEAD', 'ATTEMPTS', 'NOTE'], rows, {
+      right: [1, 2, 3, 4],
+      flex: [5],
+      paint,
+    }),
+  );
   out.line();
-  out.line(`completed ${paint('green', String(s.completed))}, retried ${s.retried}, dead ${paint('red', String(s.dead))}, recovered after SIGKILL ${paint('yellow', String(s.recovered.length))} (${s.recovered.join(', ') || '-'})`);
+  out.line(
+    `completed ${paint('green', String(s.completed))}, retried ${s.retried}, dead ${paint('red', String(s.dead))}, recovered after SIGKILL ${paint('yellow', String(s.recovered.length))} (${s.recovered.join(', ') || '-'})`,
+  );
   if (lateness.length > 0) {
     const avg = lateness.reduce((a, b) => a + b, 0) / lateness.length;
-    out.line(`lateness of delayed jobs (Redis clock): avg ${formatDuration(avg)}, max ${formatDuration(Math.max(...lateness))}`);
+    out.line(
+      `lateness of delayed jobs (Redis clock): avg ${formatDuration(avg)}, max ${formatDuration(Math.max(...lateness))}`,
+    );
   }
 }

@@ -1,7 +1,12 @@
--- Splits a job record "header\ndata[\nresult]" into its header fields (a 1-based table; field n here is
--- field n-1 in src/job-record.ts) and the position of the newline that ends the header:
---   1 state (w d a c x)  2 attempts (= fencing token)  3 base  4 createdAt  5 runAt  6 startedAt
---   7 finishedAt  8 priority  9 maxAttempts  10 leaseMs  11 backoff      ('' = default)
+-- Header fields of a job record "header\ndata[\nresult]" (1-based; field n here is field n-1 in
+-- src/job-record.ts). '' means the library default for the option fields.
+local F_STATE, F_TOKEN, F_ATTEMPTS, F_BASE, F_CREATED, F_RUN_AT = 1, 2, 3, 4, 5, 6
+local F_STARTED, F_FINISHED, F_PRIORITY, F_MAX_ATTEMPTS, F_LEASE = 7, 8, 9, 10, 11
+-- state: w d a c x; token: the fencing token (lease id) of the latest claim, '' once the lease is
+-- revoked (recovered, cancelled, retried); attempts: attempts started; base: attempts at the last
+-- manual retry.
+
+-- Splits a record into its header fields and the position of the newline that ends the header.
 local function parse_record(rec)
   local nl = string.find(rec, '\n', 1, true)
   local f = {}

@@ -1,0 +1,41 @@
+/** `surety schedules [queue...]`: repeatable schedules with their next runs, through the Queue API. */
+import type { Command } from 'commander';
+import { discoverQueues } from '../../admin/discover.js';
+import type { ScheduleInfo } from '../../schedules.js';
+import { examples, globals, out } from '../command-kit.js';
+import { checkNames, openQueue, openRedis } from '../connection.js';
+import { formatDuration, formatWhen, preview, table } from '../format.js';
+
+function timing(s: ScheduleInfo): string {
+  if (s.cron !== undefined) return `cron ${s.cron}${s.tz ? ` ${s.tz}` : ''}`;
+  return s.everyMs !== undefined ? `every ${formatDuration(s.everyMs)}` : '-';
+}
+
+export function registerSchedules(program: Command): void {
+  const cmd = program
+    .command('schedules')
+    .summary('repeatable schedules')
+    .description('repeatable schedules (cron or every N) with their next run, of every queue when none is named')
+    .argument('[queue...]', 'queue names')
+    .action(async (names: string[], _o: unknown, c: Command) => {
+      const g = globals(c);
+      checkNames(names);
+      const handle = await openRedis(g);
+      const list = names.length > 0 ? names : await discoverQueues(handle.client, g.prefix);
+      const rows: (ScheduleInfo & { queue: string })[] = [];
+      for (const name of list) {
+        for (const s of await openQueue(name, handle, g).schedules()) rows.push({ queue: name, ...s });
+      }
+      if (g.json) return out.json(rows);
+      if (rows.length === 0) return out.line('no schedules');
+      const now = Date.now();
+      out.line(
+        table(
+          ['QUEUE', 'KEY', 'TIMING', 'NEXT RUN', 'PENDING JOB', 'DATA'],
+          rows.map((s) => [s.queue, s.key, timing(s), formatWhen(s.nextRunAt, now), s.pendingJobId, preview(s.data, 200)]),
+          { flex: [1, 4, 5], paint: out.paint },
+        ),
+      );
+    });
+  examples(cmd, ['surety schedules', 'surety schedules reports --json']);
+}
