@@ -47,8 +47,7 @@ export function connect(option: ConnectionOption | undefined, role: 'queue' | 'w
     }
     return owned(new Redis(option, extra));
   }
-  if (typeof option === 'object' && option !== null)
-    return owned(new Redis({ ...option, ...extra }));
+  if (typeof option === 'object' && option !== null) return owned(new Redis({ ...option, ...extra }));
   throw new ValidationError(
     `connection must be a redis:// URL, ioredis options or a client, got ${show(option)}`,
   );

@@ -31,8 +31,10 @@ export interface QueueKeys {
   readonly schedules: string;
   /** HASH schedule key -> `version|id of the pending occurrence job`. */
   readonly schedulePending: string;
-  /** HASH of queue-wide flags: `paused`. */
+  /** HASH of queue-wide settings and flags: `paused`, `concurrency` (global limit), `starved`. */
   readonly meta: string;
+  /** STRING job starts in the current rate-limit window; expires with the window. */
+  readonly limiter: string;
   /** ZSET of worker ids; score = heartbeat expiry (epoch ms). */
   readonly workers: string;
   /** HASH worker id -> JSON worker description (host, pid, active job ids...). */
@@ -60,6 +62,7 @@ export function queueKeys(prefix: string, queue: string, partition?: number): Qu
     schedules: `${tag}:schedules`,
     schedulePending: `${tag}:schedpending`,
     meta: `${tag}:meta`,
+    limiter: `${tag}:limiter`,
     workers: `${tag}:workers`,
     workerInfo: `${tag}:workerinfo`,
     wakeChannel: `${tag}:wake`,

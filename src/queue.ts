@@ -285,6 +285,21 @@ export class Queue<Data = unknown, Result = unknown> {
     });
   }
 
+  /**
+   * Caps the number of active jobs of this queue across all workers (`null` removes the cap). Enforced
+   * when jobs are claimed; workers held back are woken as soon as an active job finishes.
+   */
+  async setGlobalConcurrency(limit: number | null): Promise<void> {
+    const client = await this.ready();
+    if (limit === null) await client.hdel(this.keys.meta, 'concurrency');
+    else await client.hset(this.keys.meta, 'concurrency', checkInt('globalConcurrency', limit, 1, 1_000_000));
+  }
+
+  async getGlobalConcurrency(): Promise<number | null> {
+    const v = await (await this.ready()).hget(this.keys.meta, 'concurrency');
+    return v === null ? null : Number(v);
+  }
+
   async isPaused(): Promise<boolean> {
     return (await (await this.ready()).hexists(this.keys.meta, 'paused')) === 1;
   }

@@ -23,9 +23,11 @@ function harness() {
       count,
       defaultLeaseMs: DEFAULT_LEASE_MS,
       limit: SCRIPT_BATCH_LIMIT,
+      rateMax: 0,
+      rateWindowMs: 0,
     })) as (string | number)[];
     const ids: string[] = [];
-    for (let i = 3; i < r.length; i += 2) {
+    for (let i = 4; i < r.length; i += 2) {
       const id = r[i] as string;
       ids.push(id);
       tokens.set(id, [...(tokens.get(id) ?? []), (r[i + 1] as string).split('|')[1]!]);
@@ -39,7 +41,14 @@ function harness() {
       fx.redis,
       scripts.complete,
       keys,
-      { now, keepCount: 100, keepAgeMs: 86_400_000, limit: 100, doneChannel: keys.doneChannel },
+      {
+        now,
+        keepCount: 100,
+        keepAgeMs: 86_400_000,
+        limit: 100,
+        doneChannel: keys.doneChannel,
+        wakeChannel: keys.wakeChannel,
+      },
       [{ id, token, result }],
     ) as Promise<string[]>;
   const fail = (now: number, id: string, token: string, retryDelayMs = 0) =>
@@ -209,8 +218,10 @@ describe('leases and fencing tokens', () => {
       count: 3,
       defaultLeaseMs: 1,
       limit: 10,
+      rateMax: 0,
+      rateWindowMs: 0,
     })) as unknown[];
-    expect(r).toEqual([now, String(now + 60_000), 0]);
+    expect(r).toEqual([now, String(now + 60_000), 0, 0]);
     await h.queue.close();
   });
 });

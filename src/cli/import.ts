@@ -151,7 +151,10 @@ function stopped(s: ImportSummary, chunk: Item[], err: unknown): CliError {
 }
 
 function print(s: ImportSummary, json: boolean): void {
-  if (json) return out.json(s);
+  if (json) {
+    out.json(s);
+    return;
+  }
   const { paint } = out;
   const rejected = s.rejected.length;
   out.line(

@@ -9,6 +9,7 @@
 -- KEYS[5] delayed         ZSET
 -- KEYS[6] active          ZSET
 -- KEYS[7] dead            ZSET
+-- KEYS[8] meta            HASH (field `starved`)
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] id
 -- ARGV[3] wakeChannel
@@ -18,6 +19,7 @@
 -- @include parse_record
 -- @include with_header
 -- @include append_errors
+-- @include wake_starved
 
 local jobs, errors, waiting, prio, delayed, active, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id = ARGV[2]
@@ -31,6 +33,7 @@ elseif state == 'd' then
   redis.call('ZREM', delayed, id)
 elseif state == 'a' then
   redis.call('ZREM', active, id)
+  wake_starved(KEYS[8], ARGV[3])
 else
   return 'INVALID_STATE:' .. state
 end

@@ -9,23 +9,31 @@
 -- KEYS[4] seq             STRING
 -- KEYS[5] delayed         ZSET
 -- KEYS[6] active          ZSET
--- KEYS[7] meta            HASH (field `paused`)
+-- KEYS[7] meta            HASH (fields `paused`, `concurrency`, `starved`)
+-- KEYS[8] limiter         STRING job starts in the current rate-limit window (expires with it)
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] count           jobs wanted (0 = only promote)
 -- ARGV[3] defaultLeaseMs
 -- ARGV[4] limit           most delayed jobs promoted per call
--- Returns: { now, nextDue, paused, id1, record1, id2, record2, ... }
+-- ARGV[5] rateMax         job starts allowed per window across all workers (0 = no rate limit)
+-- ARGV[6] rateWindowMs
+-- Returns: { now, nextDue, paused, limitedMs, id1, record1, id2, record2, ... }
 --   nextDue: due time of the first delayed job when fewer than `count` were claimed, else ''
 --   paused: 1 when the queue is paused (nothing is claimed)
+--   limitedMs: > 0 when the rate limit is reached: the window reopens in that many ms
+-- The global concurrency limit (meta `concurrency`) caps active jobs across all workers; a claim cut
+-- short by it sets meta `starved`, and the next completion anywhere wakes idle workers.
 -- @include current_time
 -- @include parse_record
 -- @include with_header
 -- @include enqueue
 -- @include pipe_positions
 
-local jobs, waiting, prio, seq, delayed, active, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local jobs, waiting, prio, seq, delayed, active, meta, limiter =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local now = current_time(ARGV[1])
-local count = tonumber(ARGV[2])
+local wanted = tonumber(ARGV[2])
+local count = wanted
 
 -- Promotion happens here, atomically with claiming, so no dispatcher is needed and many workers
 -- promoting the same due jobs can never duplicate one.
@@ -52,7 +60,24 @@ if #due > 0 then
   if #to_list > 0 then redis.call('RPUSH', waiting, unpack(to_list)) end
 end
 
-if redis.call('HEXISTS', meta, 'paused') == 1 then return { now, '', 1 } end
+local flags = redis.call('HMGET', meta, 'paused', 'concurrency')
+if flags[1] then return { now, '', 1, 0 } end
+if flags[2] and count > 0 then
+  local room = tonumber(flags[2]) - redis.call('ZCARD', active)
+  if room < count then
+    count = math.max(room, 0)
+    redis.call('HSET', meta, 'starved', '1')
+  end
+end
+local rate_max = tonumber(ARGV[5])
+if rate_max > 0 and count > 0 then
+  local used = tonumber(redis.call('GET', limiter) or '0')
+  if used >= rate_max then
+    local ttl = redis.call('PTTL', limiter)
+    return { now, '', 0, ttl > 0 and ttl or 1 }
+  end
+  count = math.min(count, rate_max - used)
+end
 
 local ids = {}
 local need = count
@@ -82,12 +107,16 @@ if has_prio then
   if #taken > 0 then redis.call('ZREM', prio, unpack(taken)) end
 end
 
+if rate_max > 0 and #ids > 0 and redis.call('INCRBY', limiter, #ids) == #ids then
+  redis.call('PEXPIRE', limiter, ARGV[6])
+end
+
 local next_due = ''
-if #ids < count then
+if #ids < wanted then
   local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
   if first[2] then next_due = first[2] end
 end
-local out = { now, next_due, 0 }
+local out = { now, next_due, 0, 0 }
 if #ids == 0 then return out end
 
 local recs = redis.call('HMGET', jobs, unpack(ids))

@@ -6,31 +6,34 @@
 -- KEYS[2] errors          HASH id -> error lines
 -- KEYS[3] active          ZSET
 -- KEYS[4] completed       ZSET
+-- KEYS[5] meta            HASH (field `starved`)
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] keepCount       retention: completed jobs kept (0 = delete at once)
 -- ARGV[3] keepAgeMs       retention: completed jobs older than this are deleted
 -- ARGV[4] limit           most jobs trimmed per call
 -- ARGV[5] doneChannel     shard channel for waitFor
--- ARGV[6..] repeated: id, token, result
+-- ARGV[6] wakeChannel     shard channel for idle workers
+-- ARGV[7..] repeated: id, token, result
 --   token (fencing token from claim), result (JSON, '' = undefined)
 -- Returns: { id, reason, ... } for each refused outcome; reason is `STALE:<state>:<attempts>` or `NOT_FOUND`
 -- @include current_time
 -- @include parse_record
 -- @include pipe_positions
 -- @include trim_finished
+-- @include wake_starved
 
 local jobs, errors, active, completed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = current_time(ARGV[1])
 local keep_count = tonumber(ARGV[2])
-local n = (#ARGV - 5) / 3
+local n = (#ARGV - 6) / 3
 
 local ids = {}
-for i = 1, n do ids[i] = ARGV[6 + (i - 1) * 3] end
+for i = 1, n do ids[i] = ARGV[7 + (i - 1) * 3] end
 local recs = redis.call('HMGET', jobs, unpack(ids))
 
 local refused, done, updated, scores, p = {}, {}, {}, {}, {}
 for i = 1, n do
-  local base = 6 + (i - 1) * 3
+  local base = 7 + (i - 1) * 3
   local rec = recs[i]
   if not rec then
     refused[#refused + 1] = ids[i]
@@ -64,5 +67,6 @@ if #done > 0 then
     trim_finished(completed, jobs, errors, now, keep_count, tonumber(ARGV[3]), tonumber(ARGV[4]))
   end
   redis.call('SPUBLISH', ARGV[5], 'c\n' .. table.concat(done, '\n'))
+  wake_starved(KEYS[5], ARGV[6])
 end
 return refused

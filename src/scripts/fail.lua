@@ -9,6 +9,7 @@
 -- KEYS[6] prio            ZSET
 -- KEYS[7] seq             STRING
 -- KEYS[8] dead            ZSET
+-- KEYS[9] meta            HASH (field `starved`)
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] defaultMaxAttempts
 -- ARGV[3] keepCount       retention: dead jobs kept
@@ -27,6 +28,7 @@
 -- @include trim_finished
 -- @include announce_delayed
 -- @include append_errors
+-- @include wake_starved
 
 local jobs, errors, active, delayed, waiting, prio, seq, dead =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -82,6 +84,7 @@ end
 
 if #accepted > 0 then
   redis.call('ZREM', active, unpack(accepted))
+  wake_starved(KEYS[9], ARGV[6])
   redis.call('HSET', jobs, unpack(updated))
   append_errors(errors, accepted, lines)
 end

@@ -8,6 +8,7 @@
 -- KEYS[5] prio            ZSET
 -- KEYS[6] seq             STRING
 -- KEYS[7] dead            ZSET
+-- KEYS[8] meta            HASH (field `starved`)
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] limit           most jobs recovered per call
 -- ARGV[3] defaultMaxAttempts
@@ -23,12 +24,14 @@
 -- @include enqueue
 -- @include trim_finished
 -- @include append_errors
+-- @include wake_starved
 
 local jobs, errors, active, waiting, prio, seq, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local now = current_time(ARGV[1])
 local expired = redis.call('ZRANGEBYSCORE', active, '-inf', '(' .. now, 'LIMIT', 0, tonumber(ARGV[2]))
 if #expired == 0 then return { {}, {} } end
 redis.call('ZREM', active, unpack(expired))
+wake_starved(KEYS[8], ARGV[6])
 
 local recs = redis.call('HMGET', jobs, unpack(expired))
 local requeued, dead_ids, dead_scores, updated, err_ids, lines = {}, {}, {}, {}, {}, {}

@@ -15,6 +15,8 @@ export interface ClaimReply {
   now: number;
   nextDue: number | null;
   paused: boolean;
+  /** > 0 when the queue's rate limit is reached: its window reopens in that many ms. */
+  limitedMs: number;
   /** id, record, id, record... */
   jobs: string[];
 }
@@ -115,11 +117,12 @@ export class Fetcher {
 
   private armDueTimer(reply: ClaimReply): void {
     clearTimeout(this.dueTimer);
-    if (reply.paused || reply.nextDue === null) return;
-    this.dueTimer = setTimeout(
-      () => this.wake(),
-      Math.min(Math.max(0, reply.nextDue - reply.now), 2 ** 31 - 1),
-    );
+    if (reply.paused) return;
+    // Rate-limited: sleep until the window reopens (or the next due job, if sooner), not in a busy loop.
+    let wait = reply.limitedMs > 0 ? reply.limitedMs : Number.POSITIVE_INFINITY;
+    if (reply.nextDue !== null) wait = Math.min(wait, Math.max(0, reply.nextDue - reply.now));
+    if (wait === Number.POSITIVE_INFINITY) return;
+    this.dueTimer = setTimeout(() => this.wake(), Math.min(wait, 2 ** 31 - 1));
   }
 
   private armPoll(): void {

@@ -32,6 +32,11 @@ export interface WorkerOptions extends CommonOptions {
    * max(concurrency, 100)), from a moving average of attempt durations.
    */
   prefetch?: number | 'auto';
+  /**
+   * Rate limit for the whole queue: at most `max` job starts per `durationMs` window across all
+   * workers (enforced in the claim script; give every worker of the queue the same limiter).
+   */
+  limiter?: { max: number; durationMs: number };
   /** Start claiming at construction. Default true; with false, call start(). */
   autostart?: boolean;
 }
@@ -49,6 +54,7 @@ export interface ResolvedWorkerOptions {
   backoffStrategies: Readonly<Record<string, BackoffStrategy>>;
   maxPayloadBytes: number;
   prefetch: number | 'auto';
+  limiter: { max: number; durationMs: number } | null;
   autostart: boolean;
 }
 
@@ -66,8 +72,19 @@ const KEYS = [
   'backoffStrategies',
   'maxPayloadBytes',
   'prefetch',
+  'limiter',
   'autostart',
 ] as const;
+
+function resolveLimiter(value: unknown): { max: number; durationMs: number } | null {
+  if (value === undefined) return null;
+  const l = checkObject('limiter', value);
+  checkKnownKeys('limiter', l, ['max', 'durationMs']);
+  return Object.freeze({
+    max: checkInt('limiter.max', l.max, 1, 1_000_000),
+    durationMs: checkInt('limiter.durationMs', l.durationMs, 1, 24 * 3_600_000),
+  });
+}
 
 export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions {
   const o = checkObject('Worker options', opts);
@@ -92,6 +109,7 @@ export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions
       o.prefetch === undefined || o.prefetch === 'auto'
         ? 'auto'
         : checkInt('prefetch', o.prefetch, 0, 10_000),
+    limiter: resolveLimiter(o.limiter),
     autostart: o.autostart === undefined ? true : checkBool('autostart', o.autostart),
   });
 }

@@ -170,12 +170,15 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       count,
       defaultLeaseMs: DEFAULT_LEASE_MS,
       limit: SCRIPT_BATCH_LIMIT,
+      rateMax: this.options.limiter?.max ?? 0,
+      rateWindowMs: this.options.limiter?.durationMs ?? 0,
     })) as (string | number)[];
     return {
       now: Number(r[0]),
       nextDue: r[1] === '' ? null : Number(r[1]),
       paused: r[2] === 1,
-      jobs: r.slice(3) as string[],
+      limitedMs: Number(r[3]),
+      jobs: r.slice(4) as string[],
     };
   }
 
@@ -191,6 +194,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         keepAgeMs: completed.maxAgeMs,
         limit: SCRIPT_BATCH_LIMIT,
         doneChannel: this.keys.doneChannel,
+        wakeChannel: this.keys.wakeChannel,
       },
       rows,
     )) as string[];

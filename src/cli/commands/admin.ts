@@ -42,7 +42,10 @@ async function deadIds(queue: Queue): Promise<string[]> {
 
 function report(verb: string, queue: string, r: Outcome, json: boolean | undefined): void {
   if (r.failed.length > 0) process.exitCode = 1;
-  if (json) return out.json({ queue, ...r });
+  if (json) {
+    out.json({ queue, ...r });
+    return;
+  }
   const { paint } = out;
   if (r.done.length > 0)
     out.line(

@@ -11,7 +11,9 @@ export function registerReaper(program: Command): void {
   const cmd = program
     .command('reaper')
     .summary('recover expired leases of crashed workers (a daemon)')
-    .description('recover expired leases (jobs of crashed workers) until Ctrl-C; every worker does this too, the reaper covers queues whose workers are all gone')
+    .description(
+      'recover expired leases (jobs of crashed workers) until Ctrl-C; every worker does this too, the reaper covers queues whose workers are all gone',
+    )
     .option(
       '-q, --queue <name>',
       'queue to watch (repeatable; default: every queue, rediscovered each pass)',

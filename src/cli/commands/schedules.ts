@@ -15,7 +15,9 @@ export function registerSchedules(program: Command): void {
   const cmd = program
     .command('schedules')
     .summary('repeatable schedules')
-    .description('repeatable schedules (cron or every N) with their next run, of every queue when none is named')
+    .description(
+      'repeatable schedules (cron or every N) with their next run, of every queue when none is named',
+    )
     .argument('[queue...]', 'queue names')
     .action(async (names: string[], _o: unknown, c: Command) => {
       const g = globals(c);
@@ -32,7 +34,14 @@ export function registerSchedules(program: Command): void {
       out.line(
         table(
           ['QUEUE', 'KEY', 'TIMING', 'NEXT RUN', 'PENDING JOB', 'DATA'],
-          rows.map((s) => [s.queue, s.key, timing(s), formatWhen(s.nextRunAt, now), s.pendingJobId, preview(s.data, 200)]),
+          rows.map((s) => [
+            s.queue,
+            s.key,
+            timing(s),
+            formatWhen(s.nextRunAt, now),
+            s.pendingJobId,
+            preview(s.data, 200),
+          ]),
           { flex: [1, 4, 5], paint: out.paint },
         ),
       );

@@ -156,6 +156,7 @@ export async function runDemo(g: GlobalOptions): Promise<void> {
     clearTimeout(killTimer);
     await Promise.all(workers.map(stopWorker));
     if (interrupted) {
+      say('interrupted: the workers finish their running jobs and stop; the jobs stay in Redis');
       process.exitCode = 130;
       return;
     }
