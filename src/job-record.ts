@@ -109,7 +109,27 @@ export function decodeClaimed(record: string): ClaimedRecord {
   };
 }
 
-export function decodeRecord<D, R>(id: string, record: string, errorLines: string | null): JobInfo<D, R> {
+/** A job's annex fields: error lines, progress, logs (see src/scripts/includes/annex_fields.lua). */
+export function annexFields(id: string): [string, string, string] {
+  return [id, `${id}\x01p`, `${id}\x01l`];
+}
+
+export interface Annex {
+  errorLines: string | null;
+  progress: string | null;
+  logs: string | null;
+}
+
+/** The annex of the i-th job from an HMGET of annexFields of several jobs. */
+export function annexOf(values: (string | null)[], i: number): Annex {
+  return {
+    errorLines: values[i * 3] ?? null,
+    progress: values[i * 3 + 1] ?? null,
+    logs: values[i * 3 + 2] ?? null,
+  };
+}
+
+export function decodeRecord<D, R>(id: string, record: string, annex: Annex): JobInfo<D, R> {
   const nl = record.indexOf('\n');
   const h = record.slice(0, nl).split('|');
   const rest = record.slice(nl + 1);
@@ -126,10 +146,12 @@ export function decodeRecord<D, R>(id: string, record: string, errorLines: strin
     leaseMs: h[10] ? Number(h[10]) : DEFAULT_LEASE_MS,
     backoff: decodeBackoff(h[11] ?? ''),
     timeoutMs: h[12] ? Number(h[12]) : 0,
-    errors: errorLines ? decodeErrorLines(errorLines) : [],
+    errors: annex.errorLines ? decodeErrorLines(annex.errorLines) : [],
+    logs: annex.logs ? annex.logs.split('\n').map((l) => JSON.parse(l) as string) : [],
     createdAt,
     runAt: h[5] ? Number(h[5]) : createdAt,
   };
+  if (annex.progress !== null) info.progress = JSON.parse(annex.progress);
   if (h[6]) info.startedAt = Number(h[6]);
   if (h[7]) info.finishedAt = Number(h[7]);
   if (nl2 !== -1) {

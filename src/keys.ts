@@ -9,7 +9,10 @@ export interface QueueKeys {
   readonly tag: string;
   /** HASH job id -> job record (`header\ndata[\nresult]`, see job-record.ts). */
   readonly jobs: string;
-  /** HASH job id -> one line per failed attempt (`at|attempt|errorJson`). Absent for jobs that never failed. */
+  /**
+   * HASH, the jobs' annex: field `id` -> one line per failed attempt (`at|attempt|errorJson`);
+   * `id\x01p` -> progress JSON; `id\x01l` -> log lines. Fields exist only when there is something.
+   */
   readonly errors: string;
   /** LIST of waiting job ids with priority 0, FIFO (RPUSH to add, LPOP to claim). */
   readonly waiting: string;

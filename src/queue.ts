@@ -13,7 +13,7 @@ import {
   ValidationError,
   WaitTimeoutError,
 } from './errors.js';
-import { decodeRecord, encodeOptionTail } from './job-record.js';
+import { annexFields, annexOf, decodeRecord, encodeOptionTail } from './job-record.js';
 import { type QueueKeys, queueKeys } from './keys.js';
 import {
   type QueueOptions,
@@ -123,11 +123,11 @@ export class Queue<Data = unknown, Result = unknown> {
   async getJob(id: string): Promise<JobInfo<Data, Result> | null> {
     checkJobId(id);
     const client = await this.ready();
-    const [record, errors] = await Promise.all([
+    const [record, annex] = await Promise.all([
       client.hget(this.keys.jobs, id),
-      client.hget(this.keys.errors, id),
+      client.hmget(this.keys.errors, ...annexFields(id)),
     ]);
-    return record === null ? null : decodeRecord<Data, Result>(id, record, errors);
+    return record === null ? null : decodeRecord<Data, Result>(id, record, annexOf(annex, 0));
   }
 
   /** Jobs in one state, oldest first (waiting: in claim order for priority 0), paged. */
@@ -152,14 +152,14 @@ export class Queue<Data = unknown, Result = unknown> {
       ids = await client.zrange(set, offset, offset + limit - 1);
     }
     if (ids.length === 0) return [];
-    const [records, errors] = await Promise.all([
+    const [records, annex] = await Promise.all([
       client.hmget(k.jobs, ...ids),
-      client.hmget(k.errors, ...ids),
+      client.hmget(k.errors, ...ids.flatMap(annexFields)),
     ]);
     const out: JobInfo<Data, Result>[] = [];
     ids.forEach((id, i) => {
       const rec = records[i];
-      if (rec) out.push(decodeRecord<Data, Result>(id, rec, errors[i] ?? null));
+      if (rec) out.push(decodeRecord<Data, Result>(id, rec, annexOf(annex, i)));
     });
     return out;
   }

@@ -85,6 +85,7 @@ export const scripts = {
     ['jobs', 'errors', 'waiting', 'prio', 'delayed', 'active', 'dead', 'meta'],
     ['now', 'id', 'wakeChannel', 'doneChannel'],
   ),
+  progress: define('progress', ['jobs', 'errors'], ['id', 'token', 'progress', 'maxLines'], ['line']),
   setPaused: define('set-paused', ['meta'], ['paused', 'wakeChannel']),
   schedule: define(
     'schedule',

@@ -51,6 +51,10 @@ export interface JobInfo<Data = unknown, Result = unknown> {
   timeoutMs: number;
   result?: Result;
   errors: JobAttemptError[];
+  /** Last value passed to job.progress() by the latest attempt that reported any. */
+  progress?: unknown;
+  /** Lines from job.log(), oldest first (the last 100 are kept). */
+  logs: string[];
   createdAt: number;
   runAt: number;
   startedAt?: number;

@@ -1,10 +1,25 @@
 /** Small helpers shared by the commands: global options, help examples, option parsers, output. */
 import { type Command, InvalidArgumentError } from 'commander';
-import type { GlobalOptions } from './connection.js';
+import { discoverQueues } from '../admin/discover.js';
+import type { GlobalOptions, RedisHandle } from './connection.js';
 import { painter } from './format.js';
 
 export function globals(cmd: Command): GlobalOptions {
   return cmd.optsWithGlobals<GlobalOptions>();
+}
+
+/**
+ * The named queues, or else every queue under the prefix. Repeating commands (stats --watch, reaper)
+ * rediscover at most every `ttlMs`: a SCAN walks the whole keyspace.
+ */
+export function queueLister(names: string[], handle: RedisHandle, g: GlobalOptions, ttlMs = 30_000) {
+  let cached: { at: number; names: string[] } | null = null;
+  return async (): Promise<string[]> => {
+    if (names.length > 0) return names;
+    if (!cached || Date.now() - cached.at > ttlMs)
+      cached = { at: Date.now(), names: await discoverQueues(handle.client, g.prefix) };
+    return cached.names;
+  };
 }
 
 /** Appends an "Examples:" section to the command's --help. */

@@ -61,7 +61,8 @@ export async function tryConnect(url: string): Promise<{ client: Redis } | { rea
     maxRetriesPerRequest: 2,
     // As in the library: a command in flight when the connection dropped is not re-sent blindly.
     autoResendUnfulfilledCommands: false,
-    retryStrategy: (times) => (up && times <= 10 ? Math.min(times * 200, 2_000) : null),
+    // Fail fast when the first connection fails; once up, reconnect for as long as the command runs.
+    retryStrategy: (times) => (up ? Math.min(times * 200, 2_000) : null),
   });
   client.on('error', (err: Error) => {
     lastError = err.message;

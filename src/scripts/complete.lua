@@ -3,7 +3,7 @@
 -- job has moved past (its lease expired and it was recovered) is refused, so the newer attempt stands.
 -- Re-sending an accepted completion (a reply lost to a dropped connection) is a no-op.
 -- KEYS[1] jobs            HASH id -> record
--- KEYS[2] errors          HASH id -> error lines
+-- KEYS[2] errors          HASH annex: error lines, progress, logs
 -- KEYS[3] active          ZSET
 -- KEYS[4] completed       ZSET
 -- KEYS[5] meta            HASH (field `starved`)
@@ -19,6 +19,7 @@
 -- @include current_time
 -- @include parse_record
 -- @include pipe_positions
+-- @include annex_fields
 -- @include trim_finished
 -- @include wake_starved
 
@@ -60,7 +61,7 @@ if #done > 0 then
   redis.call('ZREM', active, unpack(done))
   if keep_count == 0 then
     redis.call('HDEL', jobs, unpack(done))
-    redis.call('HDEL', errors, unpack(done))
+    redis.call('HDEL', errors, unpack(annex_fields(done)))
   else
     redis.call('HSET', jobs, unpack(updated))
     redis.call('ZADD', completed, unpack(scores))

@@ -2,7 +2,7 @@
 -- connection) go back to the front of waiting, or to dead when their attempts are spent. The lost
 -- attempt is recorded as a LeaseExpiredError. Any worker may run this; no PID bookkeeping is needed.
 -- KEYS[1] jobs            HASH id -> record
--- KEYS[2] errors          HASH id -> error lines
+-- KEYS[2] errors          HASH annex: error lines, progress, logs
 -- KEYS[3] active          ZSET
 -- KEYS[4] waiting         LIST
 -- KEYS[5] prio            ZSET
@@ -22,6 +22,7 @@
 -- @include with_header
 -- @include attempts_left
 -- @include enqueue
+-- @include annex_fields
 -- @include trim_finished
 -- @include append_errors
 -- @include wake_starved

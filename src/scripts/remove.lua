@@ -1,7 +1,7 @@
 -- remove.lua: delete a job that is not active, with its record and error lines. An active job is
 -- refused: its worker holds a lease on it (wait for it to finish, then remove it).
 -- KEYS[1] jobs            HASH id -> record
--- KEYS[2] errors          HASH id -> error lines
+-- KEYS[2] errors          HASH annex: error lines, progress, logs
 -- KEYS[3] waiting         LIST
 -- KEYS[4] prio            ZSET
 -- KEYS[5] delayed         ZSET
@@ -9,6 +9,8 @@
 -- KEYS[7] dead            ZSET
 -- ARGV[1] id
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:a'
+-- @include annex_fields
+
 local jobs, errors, waiting, prio, delayed, completed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id = ARGV[1]
 local rec = redis.call('HGET', jobs, id)
@@ -26,5 +28,5 @@ else
   redis.call('ZREM', dead, id)
 end
 redis.call('HDEL', jobs, id)
-redis.call('HDEL', errors, id)
+redis.call('HDEL', errors, unpack(annex_fields({ id })))
 return 'OK'

@@ -3,7 +3,7 @@
 -- applications can upsert their schedules at every start. A changed spec discards the pending
 -- occurrence if it has not started, and starts a new version.
 -- KEYS[1] jobs              HASH id -> record
--- KEYS[2] errors            HASH id -> error lines
+-- KEYS[2] errors            HASH annex: error lines, progress, logs
 -- KEYS[3] waiting           LIST
 -- KEYS[4] prio              ZSET
 -- KEYS[5] seq               STRING
@@ -23,6 +23,7 @@
 -- @include current_time
 -- @include enqueue
 -- @include create_job
+-- @include annex_fields
 -- @include discard_unstarted
 
 local jobs, errors, waiting, prio, seq, delayed, schedules, pending_key =

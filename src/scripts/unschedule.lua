@@ -1,6 +1,6 @@
 -- unschedule.lua: delete the schedule `key` and its pending occurrence if that has not started.
 -- KEYS[1] jobs              HASH id -> record
--- KEYS[2] errors            HASH id -> error lines
+-- KEYS[2] errors            HASH annex: error lines, progress, logs
 -- KEYS[3] waiting           LIST
 -- KEYS[4] prio              ZSET
 -- KEYS[5] delayed           ZSET
@@ -8,6 +8,7 @@
 -- KEYS[7] schedulePending   HASH key -> `version|pending occurrence id`
 -- ARGV[1] key
 -- Returns: 1 when the schedule existed, else 0
+-- @include annex_fields
 -- @include discard_unstarted
 
 local jobs, errors, waiting, prio, delayed, schedules, pending_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]

@@ -1,6 +1,9 @@
 /** The job as a processor sees it. */
 import type { ClaimedRecord } from '../job-record.js';
 
+/** Writes progress and log lines of a running attempt (fenced by its token); false if the lease is lost. */
+export type AnnexWriter = (job: Job<unknown>, progress: unknown, lines: string[]) => Promise<boolean>;
+
 export class Job<Data = unknown> {
   /** Attempt number, from 1. Keeps counting after a manual retry. */
   readonly attempt: number;
@@ -19,6 +22,8 @@ export class Job<Data = unknown> {
   /** @internal The attempt's outcome is decided (settled, timed out, cancelled or lost): ignore later ones. */
   decided = false;
   private controller: AbortController | undefined;
+  /** @internal Set by the worker. */
+  writer: AnnexWriter | undefined;
   private abortReason: Error | undefined;
 
   constructor(
@@ -54,6 +59,21 @@ export class Job<Data = unknown> {
       if (this.abortReason) this.controller.abort(this.abortReason);
     }
     return this.controller.signal;
+  }
+
+  /**
+   * Stores a progress value (any JSON, e.g. a percentage or { done, total }) on the job, readable with
+   * queue.getJob(id).progress. Resolves false if this attempt no longer holds the job.
+   */
+  progress(value: unknown): Promise<boolean> {
+    return this.writer ? this.writer(this as Job<unknown>, value, []) : Promise.resolve(false);
+  }
+
+  /** Appends a line to the job's log (the last 100 lines are kept; each is cut at 2 000 characters). */
+  log(line: string): Promise<boolean> {
+    return this.writer
+      ? this.writer(this as Job<unknown>, undefined, [String(line)])
+      : Promise.resolve(false);
   }
 
   /** @internal */

@@ -47,6 +47,7 @@ import { type ResolvedWorkerOptions, resolveWorkerOptions, type WorkerOptions } 
 import { Recoverer } from './recoverer.js';
 
 const PREFETCH_HORIZON_MS = 20;
+const MAX_LOG_LINES = 100;
 
 export type Processor<Data, Result> = (job: Job<Data>) => Promise<Result> | Result;
 
@@ -307,6 +308,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         data = undefined as Data; // cannot happen for data written by add()
       }
       const job = new Job<Data>(this.name, id, record, data);
+      job.writer = this.writeAnnex;
       const occurrence = parseOccurrenceId(id);
       if (occurrence) {
         // The next tick's job is created as this one starts (the recovery loop repairs it if we die first).
@@ -414,6 +416,26 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   private release(id: string, token: string): void {
     if (this.held.get(id)?.token === token) this.held.delete(id);
   }
+
+  private readonly writeAnnex = async (
+    job: Job<unknown>,
+    progress: unknown,
+    lines: string[],
+  ): Promise<boolean> => {
+    const reply = await runScript(
+      this.conn.client,
+      scripts.progress,
+      this.keys,
+      {
+        id: job.id,
+        token: job.token,
+        progress: progress === undefined ? '' : toJson(`progress of job ${job.id}`, progress, 64 * 1024),
+        maxLines: MAX_LOG_LINES,
+      },
+      lines.map((l) => ({ line: JSON.stringify(l.slice(0, 2_000)) })),
+    );
+    return reply === 1;
+  };
 
   /** queue.cancel already moved the job to dead: abort it and free its slot, sending no outcome. */
   private onCancelled(id: string): void {

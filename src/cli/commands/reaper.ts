@@ -1,7 +1,6 @@
 /** `surety reaper [--queue q...]`: a standalone daemon that only recovers expired leases. */
 import type { Command } from 'commander';
-import { discoverQueues } from '../../admin/discover.js';
-import { collect, examples, globals, out } from '../command-kit.js';
+import { collect, examples, globals, out, queueLister } from '../command-kit.js';
 import { checkNames, openRedis } from '../connection.js';
 import { formatDuration, parseDuration } from '../format.js';
 import { nextInterrupt } from '../lifecycle.js';
@@ -27,7 +26,7 @@ export function registerReaper(program: Command): void {
       checkNames(o.queue);
       const intervalMs = Math.max(10, parseDuration(o.interval, '--interval'));
       const handle = await openRedis(g);
-      const queues = () => (o.queue.length > 0 ? o.queue : discoverQueues(handle.client, g.prefix));
+      const queues = queueLister(o.queue, handle, g);
       const reaper = new Reaper(handle.client, {
         queues,
         intervalMs,

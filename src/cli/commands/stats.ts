@@ -1,9 +1,8 @@
 /** `surety stats [queue...] [--watch]`: counts per queue and state, once or refreshed. */
 import type { Command } from 'commander';
-import { discoverQueues } from '../../admin/discover.js';
 import type { Queue } from '../../queue.js';
 import type { JobCounts } from '../../types.js';
-import { examples, globals, out } from '../command-kit.js';
+import { examples, globals, out, queueLister } from '../command-kit.js';
 import { checkNames, type GlobalOptions, openQueue, openRedis, type RedisHandle } from '../connection.js';
 import { formatCount, parseDuration, table } from '../format.js';
 import { nextInterrupt } from '../lifecycle.js';
@@ -14,14 +13,13 @@ export interface QueueStats extends JobCounts {
   workers: number;
 }
 
-/** Counts of each queue (all discovered queues when none are named), through the Queue admin API. */
+/** Counts of each queue, through the Queue admin API. */
 export async function collectStats(
-  names: string[],
+  list: string[],
   handle: RedisHandle,
   g: GlobalOptions,
   cache: Map<string, Queue>,
 ) {
-  const list = names.length > 0 ? names : await discoverQueues(handle.client, g.prefix);
   return Promise.all(
     list.map(async (name): Promise<QueueStats> => {
       let q = cache.get(name);
@@ -69,8 +67,9 @@ export function registerStats(program: Command): void {
       const intervalMs = Math.max(100, parseDuration(o.interval, '--interval'));
       const handle = await openRedis(g);
       const cache = new Map<string, Queue>();
+      const list = queueLister(names, handle, g);
       const render = async () => {
-        const rows = await collectStats(names, handle, g, cache);
+        const rows = await collectStats(await list(), handle, g, cache);
         if (g.json) {
           if (o.watch) out.jsonLine({ at: new Date().toISOString(), queues: rows });
           else out.json(rows);
@@ -79,7 +78,10 @@ export function registerStats(program: Command): void {
         if (o.watch && process.stdout.isTTY) process.stdout.write('\x1b[H\x1b[2J');
         if (o.watch)
           out.line(
-            out.paint('dim', `${new Date().toLocaleTimeString()}  every ${o.interval}, Ctrl-C to stop`),
+            out.paint(
+              'dim',
+              `${new Date().toLocaleTimeString('en-GB')}  every ${o.interval}, Ctrl-C to stop`,
+            ),
           );
         out.line(rows.length > 0 ? statsTable(rows) : 'no queues found');
         if (o.watch) out.line(out.paint('dim', 'throughput over the last minute: not available yet'));

@@ -1,4 +1,5 @@
 -- Deletes job `id` if it has not started (waiting or delayed); a running or finished job is left alone.
+-- Needs annex_fields.
 local function discard_unstarted(jobs_key, errors_key, waiting_key, prio_key, delayed_key, id)
   local rec = redis.call('HGET', jobs_key, id)
   if not rec then return end
@@ -11,5 +12,5 @@ local function discard_unstarted(jobs_key, errors_key, waiting_key, prio_key, de
     return
   end
   redis.call('HDEL', jobs_key, id)
-  redis.call('HDEL', errors_key, id)
+  redis.call('HDEL', errors_key, unpack(annex_fields({ id })))
 end

@@ -1,0 +1,12 @@
+-- The annex hash (key `errors`) keeps, per job: its error lines under the field `id`, its progress
+-- under `id .. "\1p"` and its log lines under `id .. "\1l"` (ids never contain control characters).
+-- Returns every annex field of the given ids, for one HDEL.
+local function annex_fields(ids)
+  local fields = {}
+  for i = 1, #ids do
+    fields[#fields + 1] = ids[i]
+    fields[#fields + 1] = ids[i] .. '\1p'
+    fields[#fields + 1] = ids[i] .. '\1l'
+  end
+  return fields
+end

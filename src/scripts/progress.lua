@@ -1,0 +1,35 @@
+-- progress.lua: a running attempt reports progress and/or appends log lines. Fenced: only while the
+-- job is active under the caller's token, so a stale worker cannot overwrite a newer attempt's
+-- progress. Logs keep the last `maxLines` lines.
+-- KEYS[1] jobs            HASH id -> record
+-- KEYS[2] errors          HASH annex: error lines, progress, logs
+-- ARGV[1] id
+-- ARGV[2] token
+-- ARGV[3] progress        JSON, '' = unchanged
+-- ARGV[4] maxLines        log lines kept per job
+-- ARGV[5..] repeated: line
+--   log lines to append (JSON strings; none, one or many)
+-- Returns: 1 when applied, 0 when the caller no longer holds the job
+-- @include pipe_positions
+-- @include parse_record
+
+local jobs, annex = KEYS[1], KEYS[2]
+local id = ARGV[1]
+local rec = redis.call('HGET', jobs, id)
+if not rec then return 0 end
+local p = pipe_positions(rec, F_TOKEN, {})
+if string.sub(rec, 1, 1) ~= 'a' or string.sub(rec, p[F_STATE] + 1, p[F_TOKEN] - 1) ~= ARGV[2] then return 0 end
+if ARGV[3] ~= '' then redis.call('HSET', annex, id .. '\1p', ARGV[3]) end
+if #ARGV >= 5 then
+  local field = id .. '\1l'
+  local lines = {}
+  local old = redis.call('HGET', annex, field)
+  if old then
+    for line in string.gmatch(old, '[^\n]+') do lines[#lines + 1] = line end
+  end
+  for i = 5, #ARGV do lines[#lines + 1] = ARGV[i] end
+  local max = tonumber(ARGV[4])
+  local first = math.max(1, #lines - max + 1)
+  redis.call('HSET', annex, field, table.concat(lines, '\n', first))
+end
+return 1
