@@ -16,7 +16,7 @@ export interface QueueKeys {
   readonly errors: string;
   /** LIST of waiting job ids with priority 0, FIFO (RPUSH to add, LPOP to claim). */
   readonly waiting: string;
-  /** ZSET of waiting job ids with a non-zero priority; score = priority * 2^32 + sequence. */
+  /** ZSET of waiting job ids with a non-zero priority; score = priority * 2^32 + 2^31 +/- sequence. */
   readonly prio: string;
   /** STRING counter giving FIFO order inside a priority. */
   readonly seq: string;

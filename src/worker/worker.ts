@@ -199,11 +199,13 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       },
       rows,
     )) as string[];
-    const reasons = new Map<string, string>();
-    for (let i = 0; i < refused.length; i += 2) reasons.set(refused[i] as string, refused[i + 1] as string);
+    // Refusals come in row order, so match them in order: a batch may hold two attempts of one job
+    // (a lease lost and the job claimed back), of which only the older is refused.
+    let k = 0;
     for (const row of rows) {
       this.release(row.id, row.token);
-      const reason = reasons.get(row.id);
+      const reason = refused[k] === row.id ? refused[k + 1] : undefined;
+      if (reason) k += 2;
       if (reason) this.reportError(new StaleJobError(row.id, row.job.attempt, describeRefusal(reason)));
       else this.emit('completed', row.job as Job<Data>, row.value as Result);
     }

@@ -1,0 +1,393 @@
+/**
+ * An in-memory reference model of one queue's state machine, written from docs/design.md and the
+ * script headers, not from the Lua code. test/model.test.ts runs random operations against it and
+ * against the real scripts and compares the two after every step: a divergence is a bug in one of them.
+ *
+ * Waiting jobs are kept as one FIFO line per priority; claim takes the lines in priority order
+ * (negative first, then 0, then positive), which is what the prio zset scores and the waiting list
+ * implement together.
+ */
+
+export type Letter = 'w' | 'd' | 'a' | 'c' | 'x';
+export const STATE_NAMES = {
+  w: 'waiting',
+  d: 'delayed',
+  a: 'active',
+  c: 'completed',
+  x: 'dead',
+} as const satisfies Record<Letter, string>;
+
+export interface ModelConfig {
+  now: number;
+  /** `defaultLeaseMs` argument of claim/extend: the lease of jobs added without `leaseMs`. */
+  defaultLeaseMs: number;
+  /** `defaultMaxAttempts` argument of fail/recover. */
+  defaultMaxAttempts: number;
+  /** Retention of completed and dead jobs (the same rule for both). */
+  keepCount: number;
+  keepAgeMs: number;
+}
+
+export interface ModelJobOptions {
+  priority: number;
+  maxAttempts?: number | undefined;
+  leaseMs?: number | undefined;
+}
+
+/**
+ * One claim as the model sees it: the job id, which incarnation of that id was claimed (an id is free
+ * again after remove or retention, and may be added anew) and the attempt number. The real fencing
+ * token is opaque (a lease id unique in the queue's history); the model only needs to know which claim
+ * a token came from.
+ */
+export interface Held {
+  id: string;
+  incarnation: number;
+  attempt: number;
+}
+
+export interface ModelError {
+  at: number;
+  attempt: number;
+  code: string;
+}
+
+export interface ModelJob {
+  id: string;
+  incarnation: number;
+  state: Letter;
+  attempts: number;
+  /** attempts at the last retry(): the budget restarts there. */
+  base: number;
+  priority: number;
+  maxAttempts: number | undefined;
+  leaseMs: number | undefined;
+  /** Delayed jobs: due time. */
+  dueAt: number;
+  /** Active jobs: lease deadline. */
+  leaseUntil: number;
+  startedAt: number | undefined;
+  finishedAt: number | undefined;
+  /** What add() stored; never changes. */
+  data: unknown;
+  errors: ModelError[];
+  /**
+   * The attempt whose claim's token the record still carries: set by claim, kept by complete and fail
+   * (so a re-sent outcome is recognised), cleared when the lease is revoked (recover, cancel, retry).
+   */
+  tokenOf: number | null;
+}
+
+export type AdminReply = 'OK' | 'NOT_FOUND' | `INVALID_STATE:${Letter}`;
+
+export const WORKER_ERROR_CODE = 'E_MODEL';
+const LEASE_EXPIRED = 'ERR_LEASE_EXPIRED';
+const CANCELLED = 'ERR_CANCELLED';
+
+/** Redis orders equal scores by member, bytewise; ids here are ASCII, where JS order is the same. */
+function byMember(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+export class QueueModel {
+  now: number;
+  paused = false;
+  readonly jobs = new Map<string, ModelJob>();
+  /** priority -> waiting ids of that priority, in claim order. */
+  private readonly lines = new Map<number, string[]>();
+  private idCounter = 0;
+  private incarnations = 0;
+
+  constructor(readonly cfg: ModelConfig) {
+    this.now = cfg.now;
+  }
+
+  // ---- reads -------------------------------------------------------------------------------------
+
+  /** Waiting ids in the order claim takes them. */
+  waitingOrder(): string[] {
+    const prios = [...this.lines.keys()].sort((a, b) => a - b);
+    return prios.flatMap((p) => this.lines.get(p)!);
+  }
+
+  counts(): Record<'waiting' | 'delayed' | 'active' | 'completed' | 'dead', number> {
+    const n = { waiting: 0, delayed: 0, active: 0, completed: 0, dead: 0 };
+    for (const j of this.jobs.values()) n[STATE_NAMES[j.state]]++;
+    return n;
+  }
+
+  /**
+   * [id, score] of the jobs in one state, in zset order (score, then member): lease deadline (active),
+   * due time (delayed), finish time (completed, dead).
+   */
+  scored(state: 'a' | 'd' | 'c' | 'x'): [string, number][] {
+    const score = (j: ModelJob) => (state === 'a' ? j.leaseUntil : state === 'd' ? j.dueAt : j.finishedAt!);
+    return [...this.jobs.values()]
+      .filter((j) => j.state === state)
+      .map((j): [string, number] => [j.id, score(j)])
+      .sort((a, b) => a[1] - b[1] || byMember(a[0], b[0]));
+  }
+
+  private leaseOf(j: ModelJob): number {
+    return j.leaseMs ?? this.cfg.defaultLeaseMs;
+  }
+
+  private attemptsLeft(j: ModelJob): boolean {
+    return j.attempts - j.base < (j.maxAttempts ?? this.cfg.defaultMaxAttempts);
+  }
+
+  // ---- waiting lines -----------------------------------------------------------------------------
+
+  private enqueue(j: ModelJob): void {
+    j.state = 'w';
+    const line = this.lines.get(j.priority) ?? [];
+    line.push(j.id);
+    this.lines.set(j.priority, line);
+  }
+
+  /**
+   * Recovered jobs go back to the front of the line (design.md: "front of the line"; recover.lua: "the
+   * oldest expired job first in line"): ahead of every waiting job of their priority, oldest lease first.
+   */
+  private enqueueFront(batch: ModelJob[]): void {
+    const byPrio = new Map<number, string[]>();
+    for (const j of batch) {
+      j.state = 'w';
+      byPrio.set(j.priority, [...(byPrio.get(j.priority) ?? []), j.id]);
+    }
+    for (const [p, ids] of byPrio) this.lines.set(p, [...ids, ...(this.lines.get(p) ?? [])]);
+  }
+
+  private unqueue(j: ModelJob): void {
+    const line = this.lines.get(j.priority) ?? [];
+    const i = line.indexOf(j.id);
+    if (i >= 0) line.splice(i, 1);
+    if (line.length === 0) this.lines.delete(j.priority);
+  }
+
+  private delete(j: ModelJob): void {
+    if (j.state === 'w') this.unqueue(j);
+    this.jobs.delete(j.id);
+  }
+
+  // ---- transitions -------------------------------------------------------------------------------
+
+  /** add: idempotent by id while the job exists; generated ids skip ids that callers used. */
+  add(
+    id: string | null,
+    opts: ModelJobOptions,
+    dueAt: number | null,
+    data: unknown,
+  ): { id: string; isNew: boolean; state: Letter } {
+    let jobId = id;
+    if (jobId === null) {
+      do jobId = String(++this.idCounter);
+      while (this.jobs.has(jobId));
+    }
+    const existing = this.jobs.get(jobId);
+    if (existing) return { id: jobId, isNew: false, state: existing.state };
+    const j: ModelJob = {
+      id: jobId,
+      incarnation: ++this.incarnations,
+      state: 'w',
+      attempts: 0,
+      base: 0,
+      priority: opts.priority,
+      maxAttempts: opts.maxAttempts,
+      leaseMs: opts.leaseMs,
+      dueAt: dueAt ?? this.now,
+      leaseUntil: 0,
+      startedAt: undefined,
+      finishedAt: undefined,
+      data,
+      errors: [],
+      tokenOf: null,
+    };
+    this.jobs.set(jobId, j);
+    if (dueAt !== null && dueAt > this.now) j.state = 'd';
+    else this.enqueue(j);
+    return { id: jobId, isNew: true, state: j.state };
+  }
+
+  /** Due delayed jobs become waiting, appended to their line in due-time order. */
+  private promoteDue(): void {
+    const due = this.scored('d').filter(([, at]) => at <= this.now);
+    for (const [id] of due) this.enqueue(this.jobs.get(id)!);
+  }
+
+  claim(count: number): { held: Held[]; nextDue: number | null; paused: boolean } {
+    this.promoteDue();
+    if (this.paused) return { held: [], nextDue: null, paused: true };
+    const held: Held[] = [];
+    for (const id of this.waitingOrder().slice(0, count)) {
+      const j = this.jobs.get(id)!;
+      this.unqueue(j);
+      j.state = 'a';
+      j.attempts += 1;
+      j.startedAt = this.now;
+      j.tokenOf = j.attempts;
+      j.leaseUntil = this.now + this.leaseOf(j);
+      held.push({ id, incarnation: j.incarnation, attempt: j.attempts });
+    }
+    const firstDelayed = this.scored('d')[0];
+    const nextDue = held.length < count && firstDelayed ? firstDelayed[1] : null;
+    return { held, nextDue, paused: false };
+  }
+
+  /** The record still carries the token of claim `h` (same incarnation, same attempt, not revoked). */
+  private sameToken(j: ModelJob, h: Held): boolean {
+    return j.incarnation === h.incarnation && j.tokenOf === h.attempt;
+  }
+
+  /** Fencing (design.md): an outcome applies only while the job is active under the caller's token. */
+  private holds(j: ModelJob, h: Held): boolean {
+    return j.state === 'a' && this.sameToken(j, h);
+  }
+
+  private stale(j: ModelJob): string {
+    return `STALE:${j.state}:${j.attempts}`;
+  }
+
+  /** complete: all rows are judged against the records as they were when the call started. */
+  complete(rows: Held[]): [string, string][] {
+    const refused: [string, string][] = [];
+    const done: ModelJob[] = [];
+    for (const h of rows) {
+      const j = this.jobs.get(h.id);
+      if (!j) refused.push([h.id, 'NOT_FOUND']);
+      else if (this.holds(j, h)) done.push(j);
+      // A completion re-sent after a lost reply is a no-op, neither applied nor refused.
+      else if (!(j.state === 'c' && this.sameToken(j, h))) refused.push([h.id, this.stale(j)]);
+    }
+    for (const j of done) {
+      j.state = 'c';
+      j.finishedAt = this.now;
+    }
+    if (done.length > 0) this.trim('c');
+    return refused;
+  }
+
+  /** fail: retryDelayMs 0 -> waiting, > 0 -> delayed, -1 or no attempts left -> dead. */
+  fail(rows: Held[], retryDelayMs: number): [string, string][] {
+    const out: [string, string][] = [];
+    const accepted: ModelJob[] = [];
+    for (const h of rows) {
+      const j = this.jobs.get(h.id);
+      if (!j) out.push([h.id, 'NOT_FOUND']);
+      else if (this.holds(j, h)) {
+        accepted.push(j);
+        const dead = retryDelayMs < 0 || !this.attemptsLeft(j);
+        out.push([h.id, dead ? 'dead' : retryDelayMs === 0 ? 'waiting' : 'delayed']);
+      } else if (j.state !== 'a' && this.sameToken(j, h)) {
+        // A failure re-sent after a lost reply: already applied, reported with the job's state.
+        out.push([h.id, STATE_NAMES[j.state]]);
+      } else out.push([h.id, this.stale(j)]);
+    }
+    let died = false;
+    for (const j of accepted) {
+      j.errors.push({ at: this.now, attempt: j.attempts, code: WORKER_ERROR_CODE });
+      if (retryDelayMs < 0 || !this.attemptsLeft(j)) {
+        j.state = 'x';
+        j.finishedAt = this.now;
+        died = true;
+      } else if (retryDelayMs === 0) {
+        this.enqueue(j);
+      } else {
+        j.state = 'd';
+        j.dueAt = this.now + retryDelayMs;
+      }
+    }
+    if (died) this.trim('x');
+    return out;
+  }
+
+  /** extend: renews the leases still held; returns the ids whose lease is lost. */
+  extend(rows: Held[]): string[] {
+    const lost: string[] = [];
+    for (const h of rows) {
+      const j = this.jobs.get(h.id);
+      if (j !== undefined && this.holds(j, h)) j.leaseUntil = this.now + this.leaseOf(j);
+      else lost.push(h.id);
+    }
+    return lost;
+  }
+
+  /** recover: leases that ended before now -> front of waiting, or dead with no attempts left. */
+  recover(): { requeued: string[]; dead: string[] } {
+    const expired = this.scored('a')
+      .filter(([, until]) => until < this.now)
+      .map(([id]) => this.jobs.get(id)!);
+    const requeued: ModelJob[] = [];
+    const dead: string[] = [];
+    for (const j of expired) {
+      j.errors.push({ at: this.now, attempt: j.attempts, code: LEASE_EXPIRED });
+      j.tokenOf = null;
+      if (this.attemptsLeft(j)) requeued.push(j);
+      else {
+        j.state = 'x';
+        j.finishedAt = this.now;
+        dead.push(j.id);
+      }
+    }
+    this.enqueueFront(requeued);
+    if (dead.length > 0) this.trim('x');
+    return { requeued: requeued.map((j) => j.id), dead };
+  }
+
+  /** retry: dead or completed -> waiting with a fresh budget; errors are kept. */
+  retry(id: string): AdminReply {
+    const j = this.jobs.get(id);
+    if (!j) return 'NOT_FOUND';
+    if (j.state !== 'x' && j.state !== 'c') return `INVALID_STATE:${j.state}`;
+    j.base = j.attempts;
+    j.tokenOf = null;
+    j.finishedAt = undefined;
+    this.enqueue(j);
+    return 'OK';
+  }
+
+  /** remove: any job but an active one. */
+  remove(id: string): AdminReply {
+    const j = this.jobs.get(id);
+    if (!j) return 'NOT_FOUND';
+    if (j.state === 'a') return 'INVALID_STATE:a';
+    this.delete(j);
+    return 'OK';
+  }
+
+  /** cancel: a job that has not finished ends dead at once, with a CancelledError; its lease is revoked. */
+  cancel(id: string): AdminReply {
+    const j = this.jobs.get(id);
+    if (!j) return 'NOT_FOUND';
+    if (j.state === 'c' || j.state === 'x') return `INVALID_STATE:${j.state}`;
+    if (j.state === 'w') this.unqueue(j);
+    j.state = 'x';
+    j.tokenOf = null;
+    j.finishedAt = this.now;
+    j.errors.push({ at: this.now, attempt: j.attempts, code: CANCELLED });
+    return 'OK';
+  }
+
+  /** promote: a delayed job becomes waiting now (back of its line). */
+  promote(id: string): AdminReply {
+    const j = this.jobs.get(id);
+    if (!j) return 'NOT_FOUND';
+    if (j.state !== 'd') return `INVALID_STATE:${j.state}`;
+    this.enqueue(j);
+    return 'OK';
+  }
+
+  /**
+   * Retention of one finished state, as RetentionRule (src/types.ts) documents it: finished jobs older
+   * than keepAgeMs are deleted, and at most keepCount are kept (the most recently finished).
+   */
+  private trim(state: 'c' | 'x'): void {
+    const finished = this.scored(state).map(([id]) => this.jobs.get(id)!);
+    const young = finished.filter((j) => j.finishedAt! >= this.now - this.cfg.keepAgeMs);
+    const victims = [
+      ...finished.filter((j) => !young.includes(j)),
+      ...young.slice(0, Math.max(0, young.length - this.cfg.keepCount)),
+    ];
+    for (const j of victims) this.jobs.delete(j.id);
+  }
+}

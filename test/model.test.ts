@@ -1,0 +1,675 @@
+/**
+ * Model-based test: random sequences of operations run against the real scripts (on a private Redis,
+ * with an injected clock) and against the in-memory model of the state machine in helpers/model.ts.
+ * After every step, every job (state, attempts, errors, timestamps, data, result, options), the counts,
+ * the waiting order and the scores of every sorted set must agree, and so must every call's reply.
+ *
+ * Three simulated workers claim jobs and keep the claims they hold until they send an outcome for them,
+ * so after a recovery they send stale tokens, as a stalled worker would; they also re-send outcomes, as
+ * a worker does after a lost reply. A failing run throws with the trace of resolved calls and replies.
+ * Sequences found by the property are kept below as named examples.
+ *
+ * Soak it with more runs: MODEL_RUNS=5000 npx vitest run test/model.test.ts
+ */
+import { isDeepStrictEqual } from 'node:util';
+import fc from 'fast-check';
+import { describe, it } from 'vitest';
+import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from '../src/defaults.js';
+import { InvalidStateError, JobNotFoundError } from '../src/errors.js';
+import { Queue } from '../src/index.js';
+import { decodeClaimed, encodeOptionTail } from '../src/job-record.js';
+import { queueKeys } from '../src/keys.js';
+import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../src/options.js';
+import { type ArgValue, runScript, type ScriptSpec, scripts } from '../src/scripts.js';
+import type { JobOptions } from '../src/types.js';
+import { type AdminReply, type Held, type ModelConfig, QueueModel, STATE_NAMES } from './helpers/model.js';
+import { uniqueName, useRedis } from './helpers/setup.js';
+
+const fx = useRedis();
+
+const T0 = 1_700_000_000_000;
+const LEASE = 1_000;
+const LIMIT = 1_000;
+const WORKERS = 3;
+/** Runs of the main property (the focused one does half); about 8 ms each. */
+const RUNS = Number(process.env.MODEL_RUNS ?? 400);
+/** Ids callers pick; '3' collides with generated ids, which must then skip it. */
+const POOL = ['a', 'b', '3'] as const;
+const RESULT = 'done';
+const ERROR_JSON = `{"name":"Error","message":"boom","code":"E_MODEL"}`;
+
+// ---- operations ----------------------------------------------------------------------------------
+
+type Target = { pool: number } | { known: number };
+interface AddOpts {
+  priority: number;
+  maxAttempts?: number | undefined;
+  leaseMs?: number | undefined;
+}
+
+type Op =
+  | ({ op: 'add'; id: number | null } & AddOpts)
+  | ({ op: 'addLater'; id: number | null; delayMs?: number; runAtIn?: number } & AddOpts)
+  | { op: 'claim'; w: number; count: number }
+  | { op: 'complete'; w: number; pick: number | 'all' }
+  | { op: 'fail'; w: number; pick: number | 'all'; retryDelayMs: number }
+  | { op: 'resend'; w: number }
+  | { op: 'extend'; w: number }
+  | { op: 'tick'; ms: number }
+  | { op: 'recover' }
+  | { op: 'retry' | 'remove' | 'promote' | 'cancel'; target: Target }
+  | { op: 'pause' | 'resume' };
+
+interface Setup {
+  keepCount: number;
+  keepAgeMs: number;
+}
+
+const optsArb = fc.record(
+  {
+    priority: fc.constantFrom(0, 0, 0, -2, -1, 1, 4),
+    maxAttempts: fc.constantFrom(undefined, 1, 2),
+    leaseMs: fc.constantFrom(undefined, undefined, 2_500),
+  },
+  { requiredKeys: ['priority'] },
+);
+const poolIdArb = fc.option(fc.nat({ max: POOL.length - 1 }), { nil: null, freq: 2 });
+const workerArb = fc.nat({ max: WORKERS - 1 });
+const pickArb = fc.oneof(fc.nat({ max: 3 }), fc.constant('all' as const));
+const targetArb: fc.Arbitrary<Target> = fc.oneof(
+  fc.record({ pool: fc.nat({ max: POOL.length - 1 }) }),
+  fc.record({ known: fc.nat({ max: 7 }) }),
+);
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 4, arbitrary: fc.record({ op: fc.constant('add' as const), id: poolIdArb }).chain(withOpts) },
+  {
+    weight: 2,
+    arbitrary: fc
+      .record({
+        op: fc.constant('addLater' as const),
+        id: poolIdArb,
+        when: fc.oneof(
+          fc.record({ delayMs: fc.constantFrom(0, 500, 1_000, 2_500) }),
+          fc.record({ runAtIn: fc.constantFrom(-500, 0, 1_000) }),
+        ),
+      })
+      .chain(({ when, ...rest }) => withOpts({ ...rest, ...when })),
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      op: fc.constant('claim' as const),
+      w: workerArb,
+      count: fc.integer({ min: 1, max: 3 }),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('complete' as const), w: workerArb, pick: pickArb }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant('fail' as const),
+      w: workerArb,
+      pick: pickArb,
+      retryDelayMs: fc.constantFrom(0, 0, 500, 2_000, -1),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('resend' as const), w: workerArb }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('extend' as const), w: workerArb }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      op: fc.constant('tick' as const),
+      ms: fc.integer({ min: 0, max: 12 }).map((x) => x * 250),
+    }),
+  },
+  { weight: 3, arbitrary: fc.constant({ op: 'recover' as const }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      op: fc.constantFrom('retry' as const, 'remove' as const, 'promote' as const, 'cancel' as const),
+      target: targetArb,
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ op: fc.constantFrom('pause' as const, 'resume' as const, 'resume' as const) }),
+  },
+);
+
+/** Few kinds of operations on one id: it is often removed or trimmed and added anew while stale workers hold it. */
+const reuseOpArb: fc.Arbitrary<Op> = fc.oneof(
+  {
+    weight: 3,
+    arbitrary: fc.record({ op: fc.constant('add' as const), id: fc.constant(0), priority: fc.constant(0) }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({ op: fc.constant('claim' as const), w: workerArb, count: fc.constant(1) }),
+  },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('complete' as const), w: workerArb, pick: pickArb }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant('fail' as const),
+      w: workerArb,
+      pick: pickArb,
+      retryDelayMs: fc.constantFrom(0, -1),
+    }),
+  },
+  { weight: 2, arbitrary: fc.constant({ op: 'tick' as const, ms: 1_500 }) },
+  { weight: 2, arbitrary: fc.constant({ op: 'recover' as const }) },
+  { weight: 2, arbitrary: fc.constant({ op: 'remove' as const, target: { pool: 0 } }) },
+  { weight: 1, arbitrary: fc.constant({ op: 'cancel' as const, target: { pool: 0 } }) },
+);
+
+function withOpts<T extends object>(base: T): fc.Arbitrary<T & AddOpts> {
+  return optsArb.map((o) => ({ ...base, ...o }));
+}
+
+const setupArb: fc.Arbitrary<Setup> = fc.oneof(
+  fc.constant({ keepCount: 1_000_000, keepAgeMs: 1_000_000_000 }),
+  fc.record({ keepCount: fc.integer({ min: 0, max: 3 }), keepAgeMs: fc.constantFrom(1_500, 4_000) }),
+);
+
+// ---- the real queue, driven with an injected clock ------------------------------------------------
+
+/** A claim as a worker holds it: what the model knows of it, plus the real token. */
+interface Claimed extends Held {
+  token: string;
+}
+
+interface SimWorker {
+  held: Claimed[];
+  last: { kind: 'complete' | 'fail'; rows: Claimed[]; retryDelayMs: number } | null;
+}
+
+class Divergence extends Error {}
+
+class Harness {
+  readonly name = uniqueName('model');
+  readonly keys = queueKeys('surety', this.name);
+  readonly queue = new Queue(this.name, { connection: fx.redis });
+  readonly model: QueueModel;
+  readonly workers: SimWorker[] = Array.from({ length: WORKERS }, () => ({ held: [], last: null }));
+  readonly trace: string[] = [];
+  /** Every token a claim returned in this run. */
+  private readonly tokens = new Set<string>();
+  /** Numbers the data of each add, so a record that loses or swaps its data shows. */
+  private adds = 0;
+  private readonly cfg: ModelConfig;
+
+  constructor(readonly setup: Setup) {
+    this.cfg = { now: T0, defaultLeaseMs: LEASE, defaultMaxAttempts: 3, ...setup };
+    this.model = new QueueModel(this.cfg);
+    this.trace.push(`setup keepCount=${setup.keepCount} keepAgeMs=${setup.keepAgeMs}`);
+  }
+
+  get now(): number {
+    return this.model.now;
+  }
+
+  private log(line: string): void {
+    this.trace.push(`${at(this.now)} ${line}`);
+  }
+
+  private agree(what: string, actual: unknown, expected: unknown): void {
+    if (isDeepStrictEqual(actual, expected)) return;
+    throw new Divergence(
+      `${what}\n  scripts: ${JSON.stringify(actual)}\n  model:   ${JSON.stringify(expected)}\ntrace:\n  ${this.trace.join('\n  ')}`,
+    );
+  }
+
+  private target(t: Target): string {
+    if ('pool' in t) return POOL[t.pool]!;
+    const ids = [...this.model.jobs.keys()].sort();
+    return ids.length === 0 ? 'none' : ids[t.known % ids.length]!;
+  }
+
+  /** The `n`th (modulo) of the workers that `can` do the operation, or null when none can. */
+  private workerFor(n: number, can: (w: SimWorker) => boolean): number | null {
+    const able = this.workers.flatMap((w, i) => (can(w) ? [i] : []));
+    return able.length === 0 ? null : able[n % able.length]!;
+  }
+
+  private pick(w: SimWorker, pick: number | 'all'): Claimed[] {
+    if (w.held.length === 0) return [];
+    const rows = pick === 'all' ? w.held.splice(0) : w.held.splice(pick % w.held.length, 1);
+    return rows;
+  }
+
+  /**
+   * Runs a script with the injected clock, taking every argument it declares by name from the
+   * harness's settings (so a script that gains an argument fails here by name, not by position).
+   */
+  private run<A extends string, R extends string>(
+    spec: ScriptSpec<A, R>,
+    extra: Record<string, ArgValue>,
+    rows: readonly Record<R, ArgValue>[] = [],
+  ): Promise<unknown> {
+    const values: Record<string, ArgValue> = {
+      now: this.now,
+      defaultLeaseMs: LEASE,
+      defaultMaxAttempts: this.cfg.defaultMaxAttempts,
+      limit: LIMIT,
+      keepCount: this.setup.keepCount,
+      keepAgeMs: this.setup.keepAgeMs,
+      wakeChannel: this.keys.wakeChannel,
+      doneChannel: this.keys.doneChannel,
+      rateMax: 0, // no rate limit
+      rateWindowMs: 0,
+      ...extra,
+    };
+    const args = {} as Record<A, ArgValue>;
+    for (const a of spec.args) {
+      const v = values[a];
+      if (v === undefined)
+        throw new Error(`model.test.ts has no value for argument ${a} of ${spec.name}.lua`);
+      args[a] = v;
+    }
+    return runScript(fx.redis, spec, this.keys, args, rows);
+  }
+
+  async step(op: Op): Promise<void> {
+    switch (op.op) {
+      case 'add': {
+        const id = op.id === null ? null : POOL[op.id]!;
+        const jobOpts: JobOptions = {
+          priority: op.priority,
+          maxAttempts: op.maxAttempts,
+          leaseMs: op.leaseMs,
+        };
+        if (id !== null) jobOpts.id = id;
+        const data = { n: ++this.adds };
+        const got = await this.queue.add(data, clean(jobOpts));
+        const want = this.model.add(id, op, null, data);
+        this.log(`add(${fmtOpts(op, id)}) -> ${got.id} ${got.isNew ? 'new' : 'exists'} ${got.state}`);
+        this.agree('add reply', got, { ...want, state: STATE_NAMES[want.state] });
+        break;
+      }
+      case 'addLater': {
+        const id = op.id === null ? null : POOL[op.id]!;
+        const jobOpts: JobOptions = {
+          priority: op.priority,
+          maxAttempts: op.maxAttempts,
+          leaseMs: op.leaseMs,
+        };
+        if (id !== null) jobOpts.id = id;
+        if (op.delayMs !== undefined) jobOpts.delayMs = op.delayMs;
+        if (op.runAtIn !== undefined) jobOpts.runAt = this.now + op.runAtIn;
+        const o = resolveAddOptions(clean(jobOpts), LIBRARY_JOB_DEFAULTS);
+        const data = { n: ++this.adds };
+        const reply = (await this.run(scripts.add, {}, [
+          {
+            id: o.id,
+            priority: o.priority,
+            delayMs: o.delayMs,
+            runAt: o.runAt,
+            optionTail: encodeOptionTail(o),
+            data: JSON.stringify(data),
+          },
+        ])) as [string, number, string];
+        const due = this.now + (op.delayMs ?? op.runAtIn ?? 0);
+        const want = this.model.add(id, op, due, data);
+        const when = op.delayMs !== undefined ? `delayMs=${op.delayMs}` : `runAt=t+${due - T0}`;
+        this.log(`add(${fmtOpts(op, id)}, ${when}) -> ${reply.join(' ')}`);
+        this.agree('add reply', reply, [want.id, want.isNew ? 1 : 0, want.state]);
+        break;
+      }
+      case 'claim': {
+        const r = (await this.run(scripts.claim, { count: op.count })) as (string | number)[];
+        // { now, nextDue, paused, ...more fields, id1, record1, ... }: claimed pairs start at the first record.
+        let first = 3;
+        while (first < r.length && !String(r[first + 1]).includes('\n')) first++;
+        const got: { id: string; attempt: number; token: string }[] = [];
+        for (let i = first; i < r.length; i += 2) {
+          const c = decodeClaimed(String(r[i + 1]));
+          got.push({ id: String(r[i]), attempt: c.attempts, token: c.token });
+        }
+        const want = this.model.claim(op.count);
+        const nextDue = r[1] === '' ? null : Number(r[1]);
+        this.log(
+          `w${op.w}.claim(${op.count}) -> [${got.map(fmtHeld).join(', ')}] nextDue=${at(nextDue ?? undefined)}${r[2] === 1 ? ' paused' : ''}`,
+        );
+        this.agree(
+          'claim reply: jobs (id#attempt) in claim order, nextDue, paused',
+          [got.map((g) => `${g.id}#${g.attempt}`), nextDue, r[2] === 1, Number(r[0])],
+          [want.held.map((h) => `${h.id}#${h.attempt}`), want.nextDue, want.paused, this.now],
+        );
+        for (const g of got) {
+          this.agree(
+            `token of ${g.id}#${g.attempt} is new in the queue's history`,
+            this.tokens.has(g.token),
+            false,
+          );
+          this.tokens.add(g.token);
+        }
+        this.workers[op.w]!.held.push(...want.held.map((h, i) => ({ ...h, token: got[i]!.token })));
+        break;
+      }
+      case 'complete':
+      case 'fail':
+      case 'resend': {
+        const wi = this.workerFor(op.w, (w) => (op.op === 'resend' ? w.last !== null : w.held.length > 0));
+        if (wi === null)
+          return this.log(`${op.op}: no worker ${op.op === 'resend' ? 'sent anything yet' : 'holds a job'}`);
+        const w = this.workers[wi]!;
+        let kind: 'complete' | 'fail';
+        let rows: Claimed[];
+        let retryDelayMs = 0;
+        if (op.op === 'resend') {
+          ({ kind, rows, retryDelayMs } = w.last!);
+        } else {
+          kind = op.op;
+          rows = this.pick(w, op.pick);
+          if (op.op === 'fail') retryDelayMs = op.retryDelayMs;
+          w.last = { kind, rows, retryDelayMs };
+        }
+        const verb = `w${wi}.${op.op === 'resend' ? 'resend ' : ''}${kind}`;
+        if (kind === 'complete') {
+          const got = pairs(await this.completeScript(rows));
+          const want = this.model.complete(rows);
+          this.log(`${verb}([${rows.map(fmtHeld).join(', ')}]) -> refused ${JSON.stringify(got)}`);
+          this.agree(`${kind} reply (refused rows)`, got, want);
+        } else {
+          const got = pairs(await this.failScript(rows, retryDelayMs));
+          const want = this.model.fail(rows, retryDelayMs);
+          this.log(
+            `${verb}([${rows.map(fmtHeld).join(', ')}], retryDelayMs=${retryDelayMs}) -> ${JSON.stringify(got)}`,
+          );
+          this.agree(`${kind} reply`, got, want);
+        }
+        break;
+      }
+      case 'extend': {
+        const wi = this.workerFor(op.w, (w) => w.held.length > 0);
+        if (wi === null) return this.log('extend: no worker holds a job');
+        const rows = this.workers[wi]!.held;
+        const got = (await this.run(
+          scripts.extend,
+          {},
+          rows.map((h) => ({ id: h.id, token: h.token })),
+        )) as string[];
+        const want = this.model.extend(rows);
+        this.log(`w${wi}.extend([${rows.map(fmtHeld).join(', ')}]) -> lost ${JSON.stringify(got)}`);
+        this.agree('extend reply (lost ids)', got, want);
+        break;
+      }
+      case 'tick':
+        this.model.now += op.ms;
+        this.log(`tick ${op.ms}`);
+        return;
+      case 'recover': {
+        const [requeued, dead] = (await this.run(scripts.recover, {})) as [string[], string[]];
+        const want = this.model.recover();
+        this.log(`recover -> requeued ${JSON.stringify(requeued)} dead ${JSON.stringify(dead)}`);
+        // The reply's order is not specified; the waiting order is checked below.
+        this.agree(
+          'recover reply (requeued, dead)',
+          [[...requeued].sort(), [...dead].sort()],
+          [[...want.requeued].sort(), [...want.dead].sort()],
+        );
+        break;
+      }
+      case 'retry':
+      case 'remove':
+      case 'promote': {
+        const id = this.target(op.target);
+        const got = await adminReply(this.queue[op.op](id));
+        const want: AdminReply = this.model[op.op](id);
+        this.log(`${op.op}(${id}) -> ${got}`);
+        this.agree(`${op.op} reply`, got, want);
+        break;
+      }
+      case 'cancel': {
+        // Queue.cancel() uses the Redis clock; the script is called directly to inject ours.
+        const id = this.target(op.target);
+        const got = await this.run(scripts.cancel, { id });
+        const want = this.model.cancel(id);
+        this.log(`cancel(${id}) -> ${got}`);
+        this.agree('cancel reply', got, want);
+        break;
+      }
+      case 'pause':
+      case 'resume':
+        await this.queue[op.op]();
+        this.model.paused = op.op === 'pause';
+        this.log(op.op);
+        break;
+    }
+    await this.compareState();
+  }
+
+  private completeScript(rows: Claimed[]): Promise<unknown> {
+    return this.run(
+      scripts.complete,
+      {},
+      rows.map((h) => ({ id: h.id, token: h.token, result: JSON.stringify(RESULT) })),
+    );
+  }
+
+  private failScript(rows: Claimed[], retryDelayMs: number): Promise<unknown> {
+    return this.run(
+      scripts.fail,
+      {},
+      rows.map((h) => ({ id: h.id, token: h.token, retryDelayMs, error: ERROR_JSON })),
+    );
+  }
+
+  /** Every job, the counts, the waiting order, and the scores of every sorted set. */
+  async compareState(): Promise<void> {
+    const m = this.model;
+    const k = this.keys;
+    const ids = [...m.jobs.keys()].sort();
+    const [stored, errorIds, counts, paused, waiting, active, delayed, completed, dead, infos] =
+      await Promise.all([
+        fx.redis.hkeys(k.jobs),
+        fx.redis.hkeys(k.errors),
+        this.queue.counts(),
+        this.queue.isPaused(),
+        this.queue.getJobs('waiting', { limit: 10_000 }),
+        fx.redis.zrange(k.active, 0, -1, 'WITHSCORES'),
+        fx.redis.zrange(k.delayed, 0, -1, 'WITHSCORES'),
+        fx.redis.zrange(k.completed, 0, -1, 'WITHSCORES'),
+        fx.redis.zrange(k.dead, 0, -1, 'WITHSCORES'),
+        Promise.all(ids.map((id) => this.queue.getJob(id))),
+      ]);
+    this.agree('job ids in the jobs hash', stored.sort(), ids);
+    this.agree(
+      'job ids in the errors hash',
+      errorIds.sort(),
+      ids.filter((id) => m.jobs.get(id)!.errors.length > 0),
+    );
+    ids.forEach((id, i) => {
+      const info = infos[i];
+      const j = m.jobs.get(id)!;
+      this.agree(
+        `job ${id}`,
+        info && {
+          state: info.state,
+          attempts: info.attempts,
+          errors: info.errors.map((e) => `${e.attempt}@${at(e.at)}:${e.code}`),
+          startedAt: at(info.startedAt),
+          finishedAt: at(info.finishedAt),
+          data: info.data,
+          result: info.result,
+          options: [info.priority, info.maxAttempts, info.leaseMs],
+        },
+        {
+          state: STATE_NAMES[j.state],
+          attempts: j.attempts,
+          errors: j.errors.map((e) => `${e.attempt}@${at(e.at)}:${e.code}`),
+          startedAt: at(j.startedAt),
+          finishedAt: at(j.finishedAt),
+          data: j.data,
+          result: j.state === 'c' ? RESULT : undefined,
+          options: [j.priority, j.maxAttempts ?? DEFAULT_MAX_ATTEMPTS, j.leaseMs ?? DEFAULT_LEASE_MS],
+        },
+      );
+      if (j.state === 'd') this.agree(`runAt of delayed job ${id}`, at(info?.runAt), at(j.dueAt));
+    });
+    this.agree('counts', counts, m.counts());
+    this.agree('paused', paused, m.paused);
+    this.agree(
+      'waiting order',
+      waiting.map((j) => j.id),
+      m.waitingOrder(),
+    );
+    this.agree('active: lease deadlines', zpairs(active), m.scored('a'));
+    this.agree('delayed: due times', zpairs(delayed), m.scored('d'));
+    this.agree('completed: finish times', zpairs(completed), m.scored('c'));
+    this.agree('dead: finish times', zpairs(dead), m.scored('x'));
+  }
+
+  async close(): Promise<void> {
+    await this.queue.close();
+  }
+}
+
+// ---- small helpers -------------------------------------------------------------------------------
+
+function clean(o: JobOptions): JobOptions {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as JobOptions;
+}
+
+/** Times in traces and diffs, relative to the start of the run. */
+function at(ms: number | undefined): string {
+  return ms === undefined ? '-' : `t+${ms - T0}`;
+}
+
+function pairs(flat: unknown): [string, string][] {
+  const a = flat as string[];
+  const out: [string, string][] = [];
+  for (let i = 0; i < a.length; i += 2) out.push([a[i]!, a[i + 1]!]);
+  return out;
+}
+
+function zpairs(flat: string[]): [string, number][] {
+  const out: [string, number][] = [];
+  for (let i = 0; i < flat.length; i += 2) out.push([flat[i]!, Number(flat[i + 1])]);
+  return out;
+}
+
+async function adminReply(call: Promise<void>): Promise<string> {
+  try {
+    await call;
+    return 'OK';
+  } catch (err) {
+    if (err instanceof JobNotFoundError) return 'NOT_FOUND';
+    if (err instanceof InvalidStateError) return `INVALID_STATE:${err.state}`;
+    throw err;
+  }
+}
+
+/** `id#attempt~token` */
+function fmtHeld(h: { id: string; attempt: number; token: string }): string {
+  return `${h.id}#${h.attempt}~${h.token}`;
+}
+
+function fmtOpts(o: AddOpts, id: string | null): string {
+  const parts = [id === null ? 'id=gen' : `id=${id}`];
+  if (o.priority !== 0) parts.push(`priority=${o.priority}`);
+  if (o.maxAttempts !== undefined) parts.push(`maxAttempts=${o.maxAttempts}`);
+  if (o.leaseMs !== undefined) parts.push(`leaseMs=${o.leaseMs}`);
+  return parts.join(' ');
+}
+
+/** Runs one sequence on a fresh queue. */
+async function runSequence(setup: Setup, ops: readonly Op[]): Promise<void> {
+  const h = new Harness(setup);
+  try {
+    for (const op of ops) await h.step(op);
+  } finally {
+    await h.close();
+  }
+}
+
+const KEEP_ALL: Setup = { keepCount: 1_000_000, keepAgeMs: 1_000_000_000 };
+
+describe('the scripts agree with the state-machine model', () => {
+  it('on random sequences of adds, claims, outcomes (stale ones too), recoveries and admin calls', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        setupArb,
+        fc.array(opArb, { minLength: 5, maxLength: 40, size: 'max' }),
+        (setup, ops) => runSequence(setup, ops),
+      ),
+      { numRuns: RUNS },
+    );
+  });
+
+  it('when an id is removed or trimmed and added again while stale workers still hold it', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        setupArb,
+        fc.array(reuseOpArb, { minLength: 10, maxLength: 40, size: 'max' }),
+        (setup, ops) => runSequence(setup, ops),
+      ),
+      { numRuns: Math.ceil(RUNS / 2) },
+    );
+  });
+});
+
+// Sequences the properties found, kept so they run on every seed.
+describe('counterexamples found by the model', () => {
+  const job = { op: 'add', id: null, priority: 0 } as const;
+  const claim = (w: number, count = 1) => ({ op: 'claim', w, count }) as const;
+  const tick = (ms: number) => ({ op: 'tick', ms }) as const;
+  const recover = { op: 'recover' } as const;
+
+  it("a worker's failure sent after its lease was recovered is refused as stale, not taken as a re-send", () =>
+    runSequence(KEEP_ALL, [
+      job,
+      claim(0),
+      tick(1_250),
+      recover,
+      { op: 'fail', w: 0, pick: 0, retryDelayMs: 0 }, // STALE:w:1, and no error line added
+    ]));
+
+  it('a stale token from before a remove cannot complete the job added again under the same id', () =>
+    runSequence(KEEP_ALL, [
+      { op: 'add', id: 0, priority: 0 },
+      claim(0), // w0 holds a, attempt 1
+      tick(1_500),
+      recover,
+      { op: 'remove', target: { pool: 0 } },
+      { op: 'add', id: 0, priority: 0 },
+      claim(1), // w1 holds the new a, also attempt 1
+      { op: 'complete', w: 0, pick: 0 }, // w0's stale completion: STALE:a:1
+    ]));
+
+  it('recovered jobs with a priority go back to the front of their priority, oldest lease first', () =>
+    runSequence(KEEP_ALL, [
+      { ...job, priority: 1 },
+      { ...job, priority: 1 },
+      { ...job, priority: 1 },
+      claim(0), // 1, lease until t+1000
+      tick(250),
+      claim(0), // 2, lease until t+1250
+      tick(1_250),
+      recover, // waiting: 1, 2, 3
+    ]));
+
+  it('retention keeps a finished job exactly keepAgeMs old (it deletes jobs older than that)', () =>
+    runSequence({ keepCount: 10, keepAgeMs: 1_500 }, [
+      job,
+      claim(0),
+      { op: 'complete', w: 0, pick: 0 }, // 1 completed at t+0
+      tick(1_500),
+      job,
+      claim(0),
+      { op: 'complete', w: 0, pick: 0 }, // 1 is 1500 ms old: kept
+    ]));
+
+  it('retention keeps at most keepCount even when the same call deleted jobs by age', () =>
+    runSequence({ keepCount: 1, keepAgeMs: 1_500 }, [
+      job,
+      claim(0),
+      { op: 'complete', w: 0, pick: 0 }, // 1 completed at t+0
+      tick(1_750),
+      job,
+      job,
+      claim(0, 2),
+      { op: 'complete', w: 0, pick: 'all' }, // 1 is too old, and of 2 and 3 only the newest (3) is kept
+    ]));
+});
