@@ -3,15 +3,19 @@
  * Uses REDIS_URL when set; otherwise starts a private redis-server (from PATH) for the run.
  *   npm run demo
  */
-import { Queue, UnrecoverableError, Worker } from '../src/index.js';
-import { RedisServer } from '../test/helpers/redis-server.js';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { EmbeddedRedis, Queue, UnrecoverableError, Worker } from '../src/index.js';
 
 interface Email {
   to: string;
   subject: string;
 }
 
-const server = process.env.REDIS_URL ? null : await new RedisServer({ aof: true }).start();
+const server = process.env.REDIS_URL
+  ? null
+  : await new EmbeddedRedis({ dir: mkdtempSync(join(tmpdir(), 'surety-quickstart-')), aof: true }).start();
 const connection = process.env.REDIS_URL ?? server!.url;
 console.log(`Redis: ${connection}${server ? ' (private redis-server, AOF on)' : ''}`);
 

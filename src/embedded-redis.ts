@@ -9,6 +9,7 @@ import { accessSync, constants, mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { delimiter, isAbsolute, join } from 'node:path';
 import { Redis } from 'ioredis';
+import { SuretyError } from './errors.js';
 
 export interface EmbeddedRedisOptions {
   /** Data directory (created if missing): the AOF lives here. */
@@ -36,12 +37,11 @@ export interface EmbeddedRedisOptions {
 }
 
 /** redis-server is not installed (or not on PATH); `installHint` says how to get it on this platform. */
-export class RedisServerNotFoundError extends Error {
+export class RedisServerNotFoundError extends SuretyError {
   readonly installHint: string;
   constructor(binary: string) {
     const hint = installHint();
-    super(`${binary} was not found on PATH. ${hint}`);
-    this.name = 'RedisServerNotFoundError';
+    super('ERR_REDIS_NOT_INSTALLED', `${binary} was not found on PATH. ${hint}`);
     this.installHint = hint;
   }
 }

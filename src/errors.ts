@@ -154,6 +154,14 @@ export interface JobAttemptError {
   at: number;
 }
 
+const STATE_NAMES: Record<string, string> = {
+  w: 'waiting',
+  d: 'delayed',
+  a: 'active',
+  c: 'completed',
+  x: 'dead',
+};
+
 /**
  * Single-job admin scripts (retry, remove, promote) reply `OK`, `NOT_FOUND` or `INVALID_STATE:<state>`.
  * This is the one place where those replies become typed errors.
@@ -161,6 +169,9 @@ export interface JobAttemptError {
 export function errorFromScriptReply(reply: string, jobId: string, operation: string): SuretyError | null {
   if (reply === 'OK') return null;
   if (reply === 'NOT_FOUND') return new JobNotFoundError(jobId);
-  if (reply.startsWith('INVALID_STATE:')) return new InvalidStateError(jobId, reply.slice(14), operation);
+  if (reply.startsWith('INVALID_STATE:')) {
+    const letter = reply.slice(14);
+    return new InvalidStateError(jobId, STATE_NAMES[letter] ?? letter, operation);
+  }
   return new SuretyError('ERR_UNEXPECTED_REPLY', `unexpected reply ${JSON.stringify(reply)} to ${operation}`);
 }

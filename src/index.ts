@@ -1,7 +1,10 @@
+export { discoverQueues } from './admin/discover.js';
+export { EmbeddedRedis, type EmbeddedRedisOptions, RedisServerNotFoundError } from './embedded-redis.js';
 export * from './errors.js';
 export { type QueueKeys, queueKeys } from './keys.js';
 export type { ConnectionOption, Logger, QueueOptions } from './options.js';
 export { Queue } from './queue.js';
+export type { RecoveredJobs } from './recovery.js';
 export type {
   AddedJob,
   BackoffOptions,

@@ -21,6 +21,7 @@ import {
   resolveAddOptions,
   resolveQueueOptions,
 } from './options.js';
+import { type RecoveredJobs, recoverExpired } from './recovery.js';
 import {
   listSchedules,
   removeSchedule,
@@ -30,7 +31,15 @@ import {
   upsertSchedule,
 } from './schedules.js';
 import { type RedisClient, runScript, scripts } from './scripts.js';
-import type { AddedJob, JobCounts, JobInfo, JobOptions, JobState, WorkerDescription } from './types.js';
+import type {
+  AddedJob,
+  JobCounts,
+  JobInfo,
+  JobOptions,
+  JobState,
+  RetentionRule,
+  WorkerDescription,
+} from './types.js';
 import { checkInt, checkJobId, checkQueueName, toJson } from './validate.js';
 
 const STATE_LETTERS: Record<string, JobState> = {
@@ -325,6 +334,14 @@ export class Queue<Data = unknown, Result = unknown> {
   /** Deletes a schedule (and its next occurrence if it has not started). Returns false if there was none. */
   async unschedule(key: string): Promise<boolean> {
     return removeSchedule(await this.ready(), this.keys, key);
+  }
+
+  /**
+   * One recovery pass (what every worker does every recoverIntervalMs): jobs whose lease expired go
+   * back to waiting, or dead when their attempts are spent. For queues whose workers are all gone.
+   */
+  async recoverExpired(opts: { deadRetention?: RetentionRule } = {}): Promise<RecoveredJobs> {
+    return recoverExpired(await this.ready(), this.keys, opts.deadRetention);
   }
 
   /** Workers whose heartbeat has not expired. */

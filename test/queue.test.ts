@@ -151,7 +151,7 @@ describe('Queue', () => {
     worker(name, () => gate);
     const a = await q.add({}, { id: 'a' });
     await waitUntil(async () => (await q.getJob(a.id))?.state === 'active', 'job active');
-    await expect(q.remove(a.id)).rejects.toMatchObject({ code: 'ERR_INVALID_STATE', state: 'a' });
+    await expect(q.remove(a.id)).rejects.toMatchObject({ code: 'ERR_INVALID_STATE', state: 'active' });
     release();
     await q.waitFor(a.id);
     await q.remove(a.id);

@@ -1,16 +1,15 @@
 /**
  * Reaper: a Worker-like loop that only recovers expired leases (jobs of crashed or stalled workers go
  * back to waiting, or to dead when their attempts are spent). Every Worker already does this; the
- * reaper covers queues whose workers are all gone. It runs the same `recover` script, with the same
- * arguments, as src/worker/worker.ts, so it needs no locking: the script is atomic.
- * (Library gap: a public `Queue.recoverExpired()` would let this class use the Queue API instead.)
+ * reaper covers queues whose workers are all gone. It runs the same recovery pass (src/recovery.ts) as
+ * every Worker, so it needs no locking: the scripts are atomic.
  */
 import { EventEmitter } from 'node:events';
-import { DEFAULT_MAX_ATTEMPTS, DEFAULT_PREFIX, DEFAULT_RETENTION, SCRIPT_BATCH_LIMIT } from '../defaults.js';
+import { DEFAULT_PREFIX, DEFAULT_RETENTION, SCRIPT_BATCH_LIMIT } from '../defaults.js';
 import { ConnectionError, SuretyError } from '../errors.js';
 import { queueKeys } from '../keys.js';
-import { repairSchedules } from '../schedules.js';
-import { type RedisClient, runScript, scripts } from '../scripts.js';
+import { recoverExpired } from '../recovery.js';
+import type { RedisClient } from '../scripts.js';
 import { Interval, jittered } from '../worker/interval.js';
 
 export interface RecoveredJobs {
@@ -86,19 +85,8 @@ export class Reaper extends EventEmitter<ReaperEvents> {
 
   private async recover(queue: string): Promise<RecoveredJobs> {
     const keys = queueKeys(this.opts.prefix ?? DEFAULT_PREFIX, queue);
-    const dead = this.opts.deadRetention ?? DEFAULT_RETENTION.dead;
-    const [requeued, deadIds] = (await runScript(this.client, scripts.recover, keys, {
-      now: '',
-      limit: SCRIPT_BATCH_LIMIT,
-      defaultMaxAttempts: DEFAULT_MAX_ATTEMPTS,
-      keepCount: dead.maxCount,
-      keepAgeMs: dead.maxAgeMs,
-      wakeChannel: keys.wakeChannel,
-      doneChannel: keys.doneChannel,
-    })) as [string[], string[]];
-    // As the Worker's recovery loop does: advance schedules whose occurrence's claimer died.
-    await repairSchedules(this.client, keys);
-    return { queue, requeued, dead: deadIds };
+    const r = await recoverExpired(this.client, keys, this.opts.deadRetention ?? DEFAULT_RETENTION.dead);
+    return { queue, requeued: r.requeued, dead: r.dead };
   }
 
   private report(err: unknown): void {

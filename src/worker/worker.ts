@@ -34,7 +34,8 @@ import {
 } from '../errors.js';
 import { decodeClaimed } from '../job-record.js';
 import { type QueueKeys, queueKeys } from '../keys.js';
-import { advanceSchedule, parseOccurrenceId, repairSchedules } from '../schedules.js';
+import { recoverExpired } from '../recovery.js';
+import { advanceSchedule, parseOccurrenceId } from '../schedules.js';
 import { type RedisClient, runScript, scripts } from '../scripts.js';
 import { checkQueueName, toJson } from '../validate.js';
 import { Acker, type CompleteRow, type FailRow } from './acker.js';
@@ -251,18 +252,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   }
 
   private async recover(limit: number): Promise<{ requeued: string[]; dead: string[] }> {
-    const { dead } = this.options.retention;
-    const [requeued, deadIds] = (await runScript(this.conn.client, scripts.recover, this.keys, {
-      now: '',
-      limit,
-      defaultMaxAttempts: DEFAULT_MAX_ATTEMPTS,
-      keepCount: dead.maxCount,
-      keepAgeMs: dead.maxAgeMs,
-      wakeChannel: this.keys.wakeChannel,
-      doneChannel: this.keys.doneChannel,
-    })) as [string[], string[]];
-    await repairSchedules(this.conn.client, this.keys);
-    return { requeued, dead: deadIds };
+    const r = await recoverExpired(this.conn.client, this.keys, this.options.retention.dead, limit);
+    return { requeued: r.requeued, dead: r.dead };
   }
 
   private async beat(ttlMs: number): Promise<void> {

@@ -1,0 +1,39 @@
+/**
+ * One recovery pass over a queue, shared by every Worker's recovery loop, Queue.recoverExpired and the
+ * CLI reaper: jobs whose lease expired go back to waiting (or to dead when their attempts are spent),
+ * and schedules whose pending occurrence's claimer died are advanced. Atomic per script, so any
+ * number of processes may run it at once.
+ */
+import { DEFAULT_MAX_ATTEMPTS, DEFAULT_RETENTION, SCRIPT_BATCH_LIMIT } from './defaults.js';
+import type { QueueKeys } from './keys.js';
+import { repairSchedules } from './schedules.js';
+import { type RedisClient, runScript, scripts } from './scripts.js';
+import type { RetentionRule } from './types.js';
+
+export interface RecoveredJobs {
+  /** Jobs put back to waiting. */
+  requeued: string[];
+  /** Jobs that had no attempts left and went dead. */
+  dead: string[];
+  /** Schedules advanced because the worker that claimed their occurrence died first. */
+  repairedSchedules: number;
+}
+
+export async function recoverExpired(
+  client: RedisClient,
+  keys: QueueKeys,
+  deadRetention: RetentionRule = DEFAULT_RETENTION.dead,
+  limit = SCRIPT_BATCH_LIMIT,
+): Promise<RecoveredJobs> {
+  const [requeued, dead] = (await runScript(client, scripts.recover, keys, {
+    now: '',
+    limit,
+    defaultMaxAttempts: DEFAULT_MAX_ATTEMPTS,
+    keepCount: deadRetention.maxCount,
+    keepAgeMs: deadRetention.maxAgeMs,
+    wakeChannel: keys.wakeChannel,
+    doneChannel: keys.doneChannel,
+  })) as [string[], string[]];
+  const repairedSchedules = await repairSchedules(client, keys);
+  return { requeued, dead, repairedSchedules };
+}
