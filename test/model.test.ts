@@ -25,6 +25,14 @@ import type { JobOptions } from '../src/types.js';
 import { type AdminReply, type Held, type ModelConfig, QueueModel, STATE_NAMES } from './helpers/model.js';
 import { uniqueName, useRedis } from './helpers/setup.js';
 
+const STATE_LETTER: Record<string, string> = {
+  waiting: 'w',
+  delayed: 'd',
+  active: 'a',
+  completed: 'c',
+  dead: 'x',
+};
+
 const fx = useRedis();
 
 const T0 = 1_700_000_000_000;
@@ -556,7 +564,8 @@ async function adminReply(call: Promise<void>): Promise<string> {
     return 'OK';
   } catch (err) {
     if (err instanceof JobNotFoundError) return 'NOT_FOUND';
-    if (err instanceof InvalidStateError) return `INVALID_STATE:${err.state}`;
+    // The error names the state; the model speaks in the record's state letters.
+    if (err instanceof InvalidStateError) return `INVALID_STATE:${STATE_LETTER[err.state] ?? err.state}`;
     throw err;
   }
 }
