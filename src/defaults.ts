@@ -19,6 +19,8 @@ export const DEFAULT_RETENTION = Object.freeze({
   completed: Object.freeze({ maxCount: 1_000, maxAgeMs: 24 * 3_600_000 }),
   dead: Object.freeze({ maxCount: 10_000, maxAgeMs: 30 * 24 * 3_600_000 }),
 });
+/** Entries kept (approximately) in a queue's lifecycle event stream; each entry covers a batch. */
+export const DEFAULT_EVENTS_MAX_LEN = 10_000;
 /** addBulk sends this many jobs per script call (one round trip each). */
 export const BULK_CHUNK = 1_000;
 /** Upper bound of jobs moved per call by promotion, recovery and retention trimming, to keep scripts short. */

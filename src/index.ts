@@ -1,6 +1,13 @@
 export { discoverQueues } from './admin/discover.js';
 export { EmbeddedRedis, type EmbeddedRedisOptions, RedisServerNotFoundError } from './embedded-redis.js';
 export * from './errors.js';
+export {
+  type QueueEvent,
+  type QueueEventName,
+  QueueEvents,
+  type QueueEventsOptions,
+  type ReadEventsOptions,
+} from './events.js';
 export { type QueueKeys, queueKeys } from './keys.js';
 export type { ConnectionOption, Logger, QueueOptions } from './options.js';
 export { Queue } from './queue.js';

@@ -42,6 +42,8 @@ export interface QueueKeys {
   readonly workers: string;
   /** HASH worker id -> JSON worker description (host, pid, active job ids...). */
   readonly workerInfo: string;
+  /** STREAM of lifecycle events: entries { event, ids (newline-separated), data? }, capped. */
+  readonly events: string;
   /** Sharded pub/sub channel: `w` (a job became claimable) or `d` (an earlier delayed job exists). */
   readonly wakeChannel: string;
   /** Sharded pub/sub channel: `c\nid\nid...` (completed) or `x\nid...` (dead), for waitFor. */
@@ -68,6 +70,7 @@ export function queueKeys(prefix: string, queue: string, partition?: number): Qu
     limiter: `${tag}:limiter`,
     workers: `${tag}:workers`,
     workerInfo: `${tag}:workerinfo`,
+    events: `${tag}:events`,
     wakeChannel: `${tag}:wake`,
     doneChannel: `${tag}:done`,
   });

@@ -4,6 +4,7 @@
 import type { RedisOptions } from 'ioredis';
 import {
   DEFAULT_BACKOFF,
+  DEFAULT_EVENTS_MAX_LEN,
   DEFAULT_LEASE_MS,
   DEFAULT_MAX_ATTEMPTS,
   DEFAULT_MAX_PAYLOAD_BYTES,
@@ -39,6 +40,11 @@ export interface CommonOptions {
   strict?: boolean;
   /** Where warnings go. Default: console. */
   logger?: Logger;
+  /**
+   * Lifecycle events appended to the queue's capped Redis Stream by this client's operations
+   * (read them with queue.events()). `false` turns them off; default on, capped near 10 000 entries.
+   */
+  events?: boolean | { maxLen: number };
 }
 
 export interface QueueOptions extends CommonOptions {
@@ -127,6 +133,7 @@ export const LIBRARY_JOB_DEFAULTS: ResolvedJobOptions = Object.freeze({
 
 export interface ResolvedQueueOptions {
   prefix: string;
+  eventsMaxLen: number;
   strict: boolean;
   logger: Logger;
   defaults: ResolvedJobOptions;
@@ -136,12 +143,21 @@ export interface ResolvedQueueOptions {
 export function resolveCommon(
   name: string,
   o: CommonOptions,
-): { prefix: string; strict: boolean; logger: Logger } {
+): { prefix: string; strict: boolean; logger: Logger; eventsMaxLen: number } {
   return {
+    eventsMaxLen: resolveEvents(o.events),
     prefix: o.prefix === undefined ? DEFAULT_PREFIX : checkPrefix(o.prefix),
     strict: o.strict === undefined ? false : checkBool(`${name}.strict`, o.strict),
     logger: o.logger ?? console,
   };
+}
+
+function resolveEvents(value: unknown): number {
+  if (value === undefined || value === true) return DEFAULT_EVENTS_MAX_LEN;
+  if (value === false) return 0;
+  const e = checkObject('events', value);
+  checkKnownKeys('events', e, ['maxLen']);
+  return checkInt('events.maxLen', e.maxLen, 1, 10_000_000);
 }
 
 export function resolveQueueOptions(opts: QueueOptions): ResolvedQueueOptions {
@@ -151,6 +167,7 @@ export function resolveQueueOptions(opts: QueueOptions): ResolvedQueueOptions {
     'prefix',
     'strict',
     'logger',
+    'events',
     'defaults',
     'maxPayloadBytes',
   ]);

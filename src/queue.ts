@@ -13,6 +13,7 @@ import {
   ValidationError,
   WaitTimeoutError,
 } from './errors.js';
+import { type QueueEvent, type ReadEventsOptions, readEvents } from './events.js';
 import { annexFields, annexOf, decodeRecord, encodeOptionTail } from './job-record.js';
 import { type QueueKeys, queueKeys } from './keys.js';
 import {
@@ -97,7 +98,7 @@ export class Queue<Data = unknown, Result = unknown> {
       client,
       scripts.add,
       this.keys,
-      { now: '', wakeChannel: this.keys.wakeChannel },
+      { now: '', wakeChannel: this.keys.wakeChannel, eventsMaxLen: this.options.eventsMaxLen },
       rows,
     )) as (string | number)[];
     const out: AddedJob[] = [];
@@ -242,6 +243,7 @@ export class Queue<Data = unknown, Result = unknown> {
     const reply = (await runScript(client, spec, this.keys, {
       id,
       wakeChannel: this.keys.wakeChannel,
+      eventsMaxLen: this.options.eventsMaxLen,
     })) as string;
     const err = errorFromScriptReply(reply, id, operation);
     if (err) throw err;
@@ -274,6 +276,7 @@ export class Queue<Data = unknown, Result = unknown> {
       id,
       wakeChannel: k.wakeChannel,
       doneChannel: k.doneChannel,
+      eventsMaxLen: this.options.eventsMaxLen,
     })) as string;
     const err = errorFromScriptReply(reply, id, 'cancel');
     if (err) throw err;
@@ -341,7 +344,24 @@ export class Queue<Data = unknown, Result = unknown> {
    * back to waiting, or dead when their attempts are spent. For queues whose workers are all gone.
    */
   async recoverExpired(opts: { deadRetention?: RetentionRule } = {}): Promise<RecoveredJobs> {
-    return recoverExpired(await this.ready(), this.keys, opts.deadRetention);
+    return recoverExpired(await this.ready(), this.keys, opts.deadRetention, this.options.eventsMaxLen);
+  }
+
+  /**
+   * Lifecycle events of this queue (added, active, progress, completed, failed, retrying, dead,
+   * recovered, retried, promoted, cancelled, removed), from any process, as an async iterator.
+   * Uses its own connection, closed when the loop ends (break, or `signal` aborted).
+   */
+  async *events(opts: ReadEventsOptions = {}): AsyncGenerator<QueueEvent> {
+    const client = duplicate(await this.ready());
+    const onAbort = () => client.disconnect();
+    opts.signal?.addEventListener('abort', onAbort);
+    try {
+      yield* readEvents(client, this.keys.events, opts);
+    } finally {
+      opts.signal?.removeEventListener('abort', onAbort);
+      client.disconnect();
+    }
   }
 
   /** Workers whose heartbeat has not expired. */

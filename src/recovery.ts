@@ -4,7 +4,12 @@
  * and schedules whose pending occurrence's claimer died are advanced. Atomic per script, so any
  * number of processes may run it at once.
  */
-import { DEFAULT_MAX_ATTEMPTS, DEFAULT_RETENTION, SCRIPT_BATCH_LIMIT } from './defaults.js';
+import {
+  DEFAULT_EVENTS_MAX_LEN,
+  DEFAULT_MAX_ATTEMPTS,
+  DEFAULT_RETENTION,
+  SCRIPT_BATCH_LIMIT,
+} from './defaults.js';
 import type { QueueKeys } from './keys.js';
 import { repairSchedules } from './schedules.js';
 import { type RedisClient, runScript, scripts } from './scripts.js';
@@ -23,6 +28,7 @@ export async function recoverExpired(
   client: RedisClient,
   keys: QueueKeys,
   deadRetention: RetentionRule = DEFAULT_RETENTION.dead,
+  eventsMaxLen: number = DEFAULT_EVENTS_MAX_LEN,
   limit = SCRIPT_BATCH_LIMIT,
 ): Promise<RecoveredJobs> {
   const [requeued, dead] = (await runScript(client, scripts.recover, keys, {
@@ -33,6 +39,7 @@ export async function recoverExpired(
     keepAgeMs: deadRetention.maxAgeMs,
     wakeChannel: keys.wakeChannel,
     doneChannel: keys.doneChannel,
+    eventsMaxLen,
   })) as [string[], string[]];
   const repairedSchedules = await repairSchedules(client, keys);
   return { requeued, dead, repairedSchedules };

@@ -25,6 +25,7 @@ function harness() {
       limit: SCRIPT_BATCH_LIMIT,
       rateMax: 0,
       rateWindowMs: 0,
+      eventsMaxLen: 0,
     })) as (string | number)[];
     const ids: string[] = [];
     for (let i = 4; i < r.length; i += 2) {
@@ -47,6 +48,7 @@ function harness() {
         keepAgeMs: 86_400_000,
         limit: 100,
         doneChannel: keys.doneChannel,
+        eventsMaxLen: 0,
         wakeChannel: keys.wakeChannel,
       },
       [{ id, token, result }],
@@ -64,6 +66,7 @@ function harness() {
         limit: 100,
         wakeChannel: keys.wakeChannel,
         doneChannel: keys.doneChannel,
+        eventsMaxLen: 0,
       },
       [{ id, token, retryDelayMs, error: '{"name":"Error","message":"x"}' }],
     ) as Promise<string[]>;
@@ -80,6 +83,7 @@ function harness() {
       keepAgeMs: 86_400_000,
       wakeChannel: keys.wakeChannel,
       doneChannel: keys.doneChannel,
+      eventsMaxLen: 0,
     })) as [string[], string[]];
   return { keys, queue, claim, complete, fail, extend, recover, tok };
 }
@@ -220,6 +224,7 @@ describe('leases and fencing tokens', () => {
       limit: 10,
       rateMax: 0,
       rateWindowMs: 0,
+      eventsMaxLen: 0,
     })) as unknown[];
     expect(r).toEqual([now, String(now + 60_000), 0, 0]);
     await h.queue.close();

@@ -266,6 +266,7 @@ class Harness {
       doneChannel: this.keys.doneChannel,
       rateMax: 0, // no rate limit
       rateWindowMs: 0,
+      eventsMaxLen: 100, // events on, so their cost in the scripts is exercised
       ...extra,
     };
     const args = {} as Record<A, ArgValue>;

@@ -7,9 +7,11 @@
 -- KEYS[4] seq           STRING
 -- KEYS[5] delayed       ZSET
 -- KEYS[6] ids           STRING
+-- KEYS[7] events        STREAM lifecycle events
 -- ARGV[1] now           epoch ms, '' = Redis TIME
 -- ARGV[2] wakeChannel   shard channel for idle workers
--- ARGV[3..] repeated: id, priority, delayMs, runAt, optionTail, data
+-- ARGV[3] eventsMaxLen  event stream cap (0 = no events)
+-- ARGV[4..] repeated: id, priority, delayMs, runAt, optionTail, data
 --   id ('' = generate), priority (integer), delayMs ('' = none), runAt (epoch ms, '' = none),
 --   optionTail (header fields 9.. in Lua numbering, see job-record.ts), data (JSON)
 -- Returns: { id, isNew (1|0), state letter, ... } per job, in order
@@ -17,22 +19,24 @@
 -- @include parse_record
 -- @include enqueue
 -- @include announce_delayed
+-- @include emit_event
 
 local jobs, waiting, prio, seq, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local now = current_time(ARGV[1])
-local n = (#ARGV - 2) / 6
+local FIXED = 3
+local n = (#ARGV - FIXED) / 6
 
 -- Assign generated ids in one INCRBY.
 local generated = 0
 for i = 0, n - 1 do
-  if ARGV[3 + i * 6] == '' then generated = generated + 1 end
+  if ARGV[FIXED + 1 + i * 6] == '' then generated = generated + 1 end
 end
 local next_id = 0
 if generated > 0 then next_id = redis.call('INCRBY', ids_key, generated) - generated + 1 end
 
 local ids = {}
 for i = 0, n - 1 do
-  local id = ARGV[3 + i * 6]
+  local id = ARGV[FIXED + 1 + i * 6]
   if id == '' then
     id = tostring(next_id)
     next_id = next_id + 1
@@ -44,7 +48,7 @@ local existing = redis.call('HMGET', jobs, unpack(ids))
 local out, records, to_list, delayed_args = {}, {}, {}, {}
 local seen, woken, min_due = {}, false, nil
 for i = 1, n do
-  local base = 3 + (i - 1) * 6
+  local base = FIXED + 1 + (i - 1) * 6
   local id = ids[i]
   if existing[i] and ARGV[base] == '' then
     -- A caller used this number as its own id: draw fresh numbers until one is free.
@@ -97,4 +101,9 @@ if #delayed_args > 0 then
   announce_delayed(delayed, ARGV[2], min_due)
 end
 if woken then redis.call('SPUBLISH', ARGV[2], 'w') end
+if #records > 0 then
+  local added = {}
+  for i = 1, #records, 2 do added[#added + 1] = records[i] end
+  emit_event(KEYS[7], tonumber(ARGV[3]), 'added', added)
+end
 return out

@@ -10,16 +10,19 @@
 -- KEYS[6] active          ZSET
 -- KEYS[7] dead            ZSET
 -- KEYS[8] meta            HASH (field `starved`)
+-- KEYS[9] events          STREAM lifecycle events
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] id
 -- ARGV[3] wakeChannel
 -- ARGV[4] doneChannel
+-- ARGV[5] eventsMaxLen    event stream cap (0 = no events)
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>' (completed or already dead)
 -- @include current_time
 -- @include parse_record
 -- @include with_header
 -- @include append_errors
 -- @include wake_starved
+-- @include emit_event
 
 local jobs, errors, waiting, prio, delayed, active, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id = ARGV[2]
@@ -46,4 +49,5 @@ append_errors(errors, { id }, { now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"Cancel
 redis.call('ZADD', dead, now, id)
 if state == 'a' then redis.call('SPUBLISH', ARGV[3], 'x:' .. id) end
 redis.call('SPUBLISH', ARGV[4], 'x\n' .. id)
+emit_event(KEYS[9], tonumber(ARGV[5]), 'cancelled', { id })
 return 'OK'

@@ -11,12 +11,14 @@
 -- KEYS[6] active          ZSET
 -- KEYS[7] meta            HASH (fields `paused`, `concurrency`, `starved`)
 -- KEYS[8] limiter         STRING job starts in the current rate-limit window (expires with it)
+-- KEYS[9] events          STREAM lifecycle events
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] count           jobs wanted (0 = only promote)
 -- ARGV[3] defaultLeaseMs
 -- ARGV[4] limit           most delayed jobs promoted per call
 -- ARGV[5] rateMax         job starts allowed per window across all workers (0 = no rate limit)
 -- ARGV[6] rateWindowMs
+-- ARGV[7] eventsMaxLen    event stream cap (0 = no events)
 -- Returns: { now, nextDue, paused, limitedMs, id1, record1, id2, record2, ... }
 --   nextDue: due time of the first delayed job when fewer than `count` were claimed, else ''
 --   paused: 1 when the queue is paused (nothing is claimed)
@@ -28,6 +30,7 @@
 -- @include with_header
 -- @include enqueue
 -- @include pipe_positions
+-- @include emit_event
 
 local jobs, waiting, prio, seq, delayed, active, meta, limiter =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -145,5 +148,6 @@ end
 if #updated > 0 then
   redis.call('HSET', jobs, unpack(updated))
   redis.call('ZADD', active, unpack(leases))
+  emit_event(KEYS[9], tonumber(ARGV[7]), 'active', ids)
 end
 return out

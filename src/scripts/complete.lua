@@ -7,13 +7,15 @@
 -- KEYS[3] active          ZSET
 -- KEYS[4] completed       ZSET
 -- KEYS[5] meta            HASH (field `starved`)
+-- KEYS[6] events          STREAM lifecycle events
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] keepCount       retention: completed jobs kept (0 = delete at once)
 -- ARGV[3] keepAgeMs       retention: completed jobs older than this are deleted
 -- ARGV[4] limit           most jobs trimmed per call
 -- ARGV[5] doneChannel     shard channel for waitFor
 -- ARGV[6] wakeChannel     shard channel for idle workers
--- ARGV[7..] repeated: id, token, result
+-- ARGV[7] eventsMaxLen    event stream cap (0 = no events)
+-- ARGV[8..] repeated: id, token, result
 --   token (fencing token from claim), result (JSON, '' = undefined)
 -- Returns: { id, reason, ... } for each refused outcome; reason is `STALE:<state>:<attempts>` or `NOT_FOUND`
 -- @include current_time
@@ -22,19 +24,21 @@
 -- @include annex_fields
 -- @include trim_finished
 -- @include wake_starved
+-- @include emit_event
 
 local jobs, errors, active, completed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = current_time(ARGV[1])
 local keep_count = tonumber(ARGV[2])
-local n = (#ARGV - 6) / 3
+local FIXED = 7
+local n = (#ARGV - FIXED) / 3
 
 local ids = {}
-for i = 1, n do ids[i] = ARGV[7 + (i - 1) * 3] end
+for i = 1, n do ids[i] = ARGV[FIXED + 1 + (i - 1) * 3] end
 local recs = redis.call('HMGET', jobs, unpack(ids))
 
 local refused, done, updated, scores, p = {}, {}, {}, {}, {}
 for i = 1, n do
-  local base = 7 + (i - 1) * 3
+  local base = FIXED + 1 + (i - 1) * 3
   local rec = recs[i]
   if not rec then
     refused[#refused + 1] = ids[i]
@@ -69,5 +73,6 @@ if #done > 0 then
   end
   redis.call('SPUBLISH', ARGV[5], 'c\n' .. table.concat(done, '\n'))
   wake_starved(KEYS[5], ARGV[6])
+  emit_event(KEYS[6], tonumber(ARGV[7]), 'completed', done)
 end
 return refused

@@ -10,6 +10,7 @@
 -- KEYS[7] seq             STRING
 -- KEYS[8] dead            ZSET
 -- KEYS[9] meta            HASH (field `starved`)
+-- KEYS[10] events         STREAM lifecycle events
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] defaultMaxAttempts
 -- ARGV[3] keepCount       retention: dead jobs kept
@@ -17,7 +18,8 @@
 -- ARGV[5] limit           most jobs trimmed per call
 -- ARGV[6] wakeChannel     shard channel for idle workers
 -- ARGV[7] doneChannel     shard channel for waitFor
--- ARGV[8..] repeated: id, token, retryDelayMs, error
+-- ARGV[8] eventsMaxLen    event stream cap (0 = no events)
+-- ARGV[9..] repeated: id, token, retryDelayMs, error
 --   token (fencing token from claim), retryDelayMs (>= 0, or -1 for no retry), error (JSON: name, message, stack, code)
 -- Returns: { id, outcome, ... } per job; outcome is `waiting`, `delayed`, `dead`, `STALE:<state>:<attempts>` or `NOT_FOUND`
 -- @include current_time
@@ -30,21 +32,23 @@
 -- @include announce_delayed
 -- @include append_errors
 -- @include wake_starved
+-- @include emit_event
 
 local jobs, errors, active, delayed, waiting, prio, seq, dead =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local now = current_time(ARGV[1])
 local default_max = tonumber(ARGV[2])
-local n = (#ARGV - 7) / 4
+local FIXED = 8
+local n = (#ARGV - FIXED) / 4
 
 local ids = {}
-for i = 1, n do ids[i] = ARGV[8 + (i - 1) * 4] end
+for i = 1, n do ids[i] = ARGV[FIXED + 1 + (i - 1) * 4] end
 local recs = redis.call('HMGET', jobs, unpack(ids))
 
 local out, accepted, lines, updated, dead_scores, dead_ids = {}, {}, {}, {}, {}, {}
-local woken, min_due = false, nil
+local woken, min_due, retrying = false, nil, {}
 for i = 1, n do
-  local base = 8 + (i - 1) * 4
+  local base = FIXED + 1 + (i - 1) * 4
   local id, rec = ids[i], recs[i]
   out[#out + 1] = id
   if not rec then
@@ -62,9 +66,11 @@ for i = 1, n do
         dead_scores[#dead_scores + 1] = id
         dead_ids[#dead_ids + 1] = id
       elseif delay == 0 then
+        retrying[#retrying + 1] = id
         f[F_STATE] = 'w'
         if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false) then woken = true end
       else
+        retrying[#retrying + 1] = id
         f[F_STATE] = 'd'
         f[F_RUN_AT] = now + delay
         redis.call('ZADD', delayed, f[F_RUN_AT], id)
@@ -94,6 +100,10 @@ if #dead_ids > 0 then
   trim_finished(dead, jobs, errors, now, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
   redis.call('SPUBLISH', ARGV[7], 'x\n' .. table.concat(dead_ids, '\n'))
 end
+local max_len = tonumber(ARGV[8])
+emit_event(KEYS[10], max_len, 'failed', accepted)
+emit_event(KEYS[10], max_len, 'retrying', retrying)
+emit_event(KEYS[10], max_len, 'dead', dead_ids)
 announce_delayed(delayed, ARGV[6], min_due)
 if woken then redis.call('SPUBLISH', ARGV[6], 'w') end
 return out

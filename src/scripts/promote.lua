@@ -4,12 +4,15 @@
 -- KEYS[3] prio            ZSET
 -- KEYS[4] seq             STRING
 -- KEYS[5] delayed         ZSET
+-- KEYS[6] events          STREAM lifecycle events
 -- ARGV[1] id
 -- ARGV[2] wakeChannel
+-- ARGV[3] eventsMaxLen    event stream cap (0 = no events)
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>'
 -- @include parse_record
 -- @include with_header
 -- @include enqueue
+-- @include emit_event
 
 local jobs, waiting, prio, seq, delayed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id = ARGV[1]
@@ -21,4 +24,5 @@ redis.call('ZREM', delayed, id)
 f[F_STATE] = 'w'
 redis.call('HSET', jobs, id, with_header(f, rec, nl))
 if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false) then redis.call('SPUBLISH', ARGV[2], 'w') end
+emit_event(KEYS[6], tonumber(ARGV[3]), 'promoted', { id })
 return 'OK'

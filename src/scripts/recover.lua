@@ -9,6 +9,7 @@
 -- KEYS[6] seq             STRING
 -- KEYS[7] dead            ZSET
 -- KEYS[8] meta            HASH (field `starved`)
+-- KEYS[9] events          STREAM lifecycle events
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] limit           most jobs recovered per call
 -- ARGV[3] defaultMaxAttempts
@@ -16,6 +17,7 @@
 -- ARGV[5] keepAgeMs       retention: dead jobs older than this are deleted
 -- ARGV[6] wakeChannel     shard channel for idle workers
 -- ARGV[7] doneChannel     shard channel for waitFor
+-- ARGV[8] eventsMaxLen    event stream cap (0 = no events)
 -- Returns: { requeued ids (table), dead ids (table) }
 -- @include current_time
 -- @include parse_record
@@ -26,6 +28,7 @@
 -- @include trim_finished
 -- @include append_errors
 -- @include wake_starved
+-- @include emit_event
 
 local jobs, errors, active, waiting, prio, seq, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local now = current_time(ARGV[1])
@@ -69,4 +72,6 @@ if #dead_ids > 0 then
   redis.call('SPUBLISH', ARGV[7], 'x\n' .. table.concat(dead_ids, '\n'))
 end
 if woken then redis.call('SPUBLISH', ARGV[6], 'w') end
+emit_event(KEYS[9], tonumber(ARGV[8]), 'recovered', requeued)
+emit_event(KEYS[9], tonumber(ARGV[8]), 'dead', dead_ids)
 return { requeued, dead_ids }

@@ -7,9 +7,12 @@
 -- KEYS[5] delayed         ZSET
 -- KEYS[6] completed       ZSET
 -- KEYS[7] dead            ZSET
+-- KEYS[8] events          STREAM lifecycle events
 -- ARGV[1] id
+-- ARGV[2] eventsMaxLen    event stream cap (0 = no events)
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:a'
 -- @include annex_fields
+-- @include emit_event
 
 local jobs, errors, waiting, prio, delayed, completed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id = ARGV[1]
@@ -29,4 +32,5 @@ else
 end
 redis.call('HDEL', jobs, id)
 redis.call('HDEL', errors, unpack(annex_fields({ id })))
+emit_event(KEYS[8], tonumber(ARGV[2]), 'removed', { id })
 return 'OK'

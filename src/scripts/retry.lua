@@ -7,11 +7,14 @@
 -- KEYS[4] seq             STRING
 -- KEYS[5] completed       ZSET
 -- KEYS[6] dead            ZSET
+-- KEYS[7] events          STREAM lifecycle events
 -- ARGV[1] id
 -- ARGV[2] wakeChannel
+-- ARGV[3] eventsMaxLen    event stream cap (0 = no events)
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>'
 -- @include parse_record
 -- @include enqueue
+-- @include emit_event
 
 local jobs, waiting, prio, seq, completed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
@@ -28,4 +31,5 @@ local nl2 = string.find(rec, '\n', nl + 1, true)
 local body = nl2 and string.sub(rec, nl, nl2 - 1) or string.sub(rec, nl)
 redis.call('HSET', jobs, id, table.concat(f, '|') .. body)
 if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false) then redis.call('SPUBLISH', ARGV[2], 'w') end
+emit_event(KEYS[7], tonumber(ARGV[3]), 'retried', { id })
 return 'OK'

@@ -43,6 +43,7 @@ export interface WorkerOptions extends CommonOptions {
 
 export interface ResolvedWorkerOptions {
   prefix: string;
+  eventsMaxLen: number;
   strict: boolean;
   logger: Logger;
   concurrency: number;
@@ -63,6 +64,7 @@ const KEYS = [
   'prefix',
   'strict',
   'logger',
+  'events',
   'concurrency',
   'retention',
   'recoverIntervalMs',

@@ -174,6 +174,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       limit: SCRIPT_BATCH_LIMIT,
       rateMax: this.options.limiter?.max ?? 0,
       rateWindowMs: this.options.limiter?.durationMs ?? 0,
+      eventsMaxLen: this.options.eventsMaxLen,
     })) as (string | number)[];
     return {
       now: Number(r[0]),
@@ -197,6 +198,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         limit: SCRIPT_BATCH_LIMIT,
         doneChannel: this.keys.doneChannel,
         wakeChannel: this.keys.wakeChannel,
+        eventsMaxLen: this.options.eventsMaxLen,
       },
       rows,
     )) as string[];
@@ -226,6 +228,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         limit: SCRIPT_BATCH_LIMIT,
         wakeChannel: this.keys.wakeChannel,
         doneChannel: this.keys.doneChannel,
+        eventsMaxLen: this.options.eventsMaxLen,
       },
       rows,
     )) as string[];
@@ -252,7 +255,13 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   }
 
   private async recover(limit: number): Promise<{ requeued: string[]; dead: string[] }> {
-    const r = await recoverExpired(this.conn.client, this.keys, this.options.retention.dead, limit);
+    const r = await recoverExpired(
+      this.conn.client,
+      this.keys,
+      this.options.retention.dead,
+      this.options.eventsMaxLen,
+      limit,
+    );
     return { requeued: r.requeued, dead: r.dead };
   }
 
@@ -424,6 +433,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         token: job.token,
         progress: progress === undefined ? '' : toJson(`progress of job ${job.id}`, progress, 64 * 1024),
         maxLines: MAX_LOG_LINES,
+        eventsMaxLen: this.options.eventsMaxLen,
       },
       lines.map((l) => ({ line: JSON.stringify(l.slice(0, 2_000)) })),
     );

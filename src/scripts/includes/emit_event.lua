@@ -1,0 +1,11 @@
+-- Appends one entry for a batch of jobs to the queue's event stream (capped near max_len entries;
+-- max_len 0 turns events off). One entry per transition per script call, not per job, keeps events
+-- cheap on the hot paths; readers expand `ids` (newline-separated) into one event per job.
+local function emit_event(stream_key, max_len, name, ids, data)
+  if max_len <= 0 or #ids == 0 then return end
+  if data then
+    redis.call('XADD', stream_key, 'MAXLEN', '~', max_len, '*', 'event', name, 'ids', table.concat(ids, '\n'), 'data', data)
+  else
+    redis.call('XADD', stream_key, 'MAXLEN', '~', max_len, '*', 'event', name, 'ids', table.concat(ids, '\n'))
+  end
+end

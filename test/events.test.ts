@@ -1,0 +1,82 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { Queue, type QueueEvent, QueueEvents, UnrecoverableError, Worker } from '../src/index.js';
+import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+
+const fx = useRedis();
+const open: { close(): Promise<void> }[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((c) => c.close()));
+});
+
+describe('lifecycle events', () => {
+  it('every transition is appended to the stream and read back per job, from another connection', async () => {
+    const name = uniqueName();
+    const q = new Queue<{ fail?: boolean }>(name, { connection: fx.url });
+    open.push(q);
+    const ev = new QueueEvents(name, { connection: fx.url, from: '0' });
+    open.push(ev);
+    const seen: QueueEvent[] = [];
+    ev.on('event', (e: QueueEvent) => seen.push(e));
+    const w = new Worker<{ fail?: boolean }>(
+      name,
+      async (job) => {
+        await job.progress(50);
+        if (job.data.fail) {
+          if (job.attempt === 1) throw new Error('flaky');
+          throw new UnrecoverableError('give up');
+        }
+      },
+      { connection: fx.url },
+    );
+    open.push(w);
+    const ok = await q.add({});
+    const bad = await q.add({ fail: true }, { backoff: { type: 'fixed', delayMs: 0 } });
+    await q.waitFor(ok.id);
+    await expect(q.waitFor(bad.id)).rejects.toThrow('give up');
+    const removable = await q.add({}, { delayMs: 60_000 });
+    await q.remove(removable.id);
+    const of = (id: string) => seen.filter((e) => e.jobId === id).map((e) => e.event);
+    await waitUntil(() => of(removable.id).includes('removed'), 'removed event');
+    expect(of(ok.id)).toEqual(['added', 'active', 'progress', 'completed']);
+    expect(of(bad.id)).toEqual([
+      'added',
+      'active',
+      'progress',
+      'failed',
+      'retrying',
+      'active',
+      'progress',
+      'failed',
+      'dead',
+    ]);
+    expect(seen.find((e) => e.event === 'progress')!.data).toBe(50);
+    const at = seen.map((e) => e.at);
+    expect([...at].sort((a, b) => a - b)).toEqual(at);
+  });
+
+  it('queue.events() is an async iterator starting from now, and events can be turned off', async () => {
+    const name = uniqueName();
+    const q = new Queue(name, { connection: fx.url });
+    const quiet = new Queue(name, { connection: fx.url, events: false });
+    open.push(q, quiet);
+    await q.add({}, { id: 'before' });
+    const controller = new AbortController();
+    const got: string[] = [];
+    const reading = (async () => {
+      for await (const e of q.events({ signal: controller.signal })) {
+        got.push(`${e.event}:${e.jobId}`);
+        if (got.length === 1) break;
+      }
+    })();
+    await quiet.add({}, { id: 'silent' });
+    // The reader is blocked in XREAD; this add arrives after it started.
+    await waitUntil(async () => {
+      await q.add({}, { id: `after-${Date.now()}` });
+      return got.length > 0;
+    }, 'an event');
+    await reading;
+    expect(got[0]).toMatch(/^added:after-/);
+    expect(got.some((g) => g.includes('before') || g.includes('silent'))).toBe(false);
+    controller.abort();
+  });
+});
