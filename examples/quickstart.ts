@@ -58,7 +58,7 @@ const deadErr = (await queue.waitFor(bad.id).then(
 console.log(`job ${bad.id} is dead: ${deadErr.code} ${deadErr.message}`);
 const info = await queue.getJob(later.id);
 console.log(`delayed job started ${info!.startedAt! - info!.runAt} ms after its due time`);
-console.log('counts', await queue.counts());
+console.log('counts', JSON.stringify(await queue.counts()));
 
 await worker.close();
 await queue.close();

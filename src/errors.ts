@@ -99,6 +99,16 @@ export class CancelledError extends SuretyError {
   }
 }
 
+/** Recorded as the error of a job whose parent (dependsOn) ended dead. */
+export class DependencyFailedError extends SuretyError {
+  constructor(jobId: string, parentId: string) {
+    super(
+      'ERR_DEPENDENCY_FAILED',
+      `job ${JSON.stringify(jobId)} cannot run: parent job ${JSON.stringify(parentId)} is dead`,
+    );
+  }
+}
+
 /** `queue.waitFor` ran out of time before the job finished. */
 export class WaitTimeoutError extends SuretyError {
   constructor(
@@ -157,6 +167,7 @@ export interface JobAttemptError {
 const STATE_NAMES: Record<string, string> = {
   w: 'waiting',
   d: 'delayed',
+  b: 'blocked',
   a: 'active',
   c: 'completed',
   x: 'dead',

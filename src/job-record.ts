@@ -23,6 +23,7 @@ import type { BackoffOptions, JobInfo, JobState } from './types.js';
 const STATES: Record<string, JobState> = {
   w: 'waiting',
   d: 'delayed',
+  b: 'blocked',
   a: 'active',
   c: 'completed',
   x: 'dead',
@@ -110,22 +111,24 @@ export function decodeClaimed(record: string): ClaimedRecord {
 }
 
 /** A job's annex fields: error lines, progress, logs (see src/scripts/includes/annex_fields.lua). */
-export function annexFields(id: string): [string, string, string] {
-  return [id, `${id}\x01p`, `${id}\x01l`];
+export function annexFields(id: string): [string, string, string, string] {
+  return [id, `${id}\x01p`, `${id}\x01l`, `${id}\x01d`];
 }
 
 export interface Annex {
   errorLines: string | null;
   progress: string | null;
   logs: string | null;
+  parents: string | null;
 }
 
 /** The annex of the i-th job from an HMGET of annexFields of several jobs. */
 export function annexOf(values: (string | null)[], i: number): Annex {
   return {
-    errorLines: values[i * 3] ?? null,
-    progress: values[i * 3 + 1] ?? null,
-    logs: values[i * 3 + 2] ?? null,
+    errorLines: values[i * 4] ?? null,
+    progress: values[i * 4 + 1] ?? null,
+    logs: values[i * 4 + 2] ?? null,
+    parents: values[i * 4 + 3] ?? null,
   };
 }
 
@@ -148,6 +151,7 @@ export function decodeRecord<D, R>(id: string, record: string, annex: Annex): Jo
     timeoutMs: h[12] ? Number(h[12]) : 0,
     errors: annex.errorLines ? decodeErrorLines(annex.errorLines) : [],
     logs: annex.logs ? annex.logs.split('\n').map((l) => JSON.parse(l) as string) : [],
+    dependsOn: annex.parents ? annex.parents.split('\n') : [],
     createdAt,
     runAt: h[5] ? Number(h[5]) : createdAt,
   };
@@ -159,6 +163,14 @@ export function decodeRecord<D, R>(id: string, record: string, annex: Annex): Jo
     if (resultJson !== '') info.result = JSON.parse(resultJson) as R;
   }
   return info;
+}
+
+/** The stored result of a completed job's record (undefined when it has none). */
+export function resultOf(record: string): unknown {
+  const nl = record.indexOf('\n');
+  const nl2 = record.indexOf('\n', nl + 1);
+  if (record[0] !== 'c' || nl2 === -1 || nl2 === record.length - 1) return undefined;
+  return JSON.parse(record.slice(nl2 + 1));
 }
 
 /** Error lines are `at|attempt|json`, one per failed attempt, oldest first. */

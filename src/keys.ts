@@ -42,6 +42,10 @@ export interface QueueKeys {
   readonly workers: string;
   /** HASH worker id -> JSON worker description (host, pid, active job ids...). */
   readonly workerInfo: string;
+  /** HASH blocked job id -> `remaining parents|i or s` (i: run even if a parent dies). */
+  readonly deps: string;
+  /** HASH parent job id -> ids of jobs blocked on it, newline-separated. */
+  readonly dependents: string;
   /** STREAM of lifecycle events: entries { event, ids (newline-separated), data? }, capped. */
   readonly events: string;
   /** Sharded pub/sub channel: `w` (a job became claimable) or `d` (an earlier delayed job exists). */
@@ -70,6 +74,8 @@ export function queueKeys(prefix: string, queue: string, partition?: number): Qu
     limiter: `${tag}:limiter`,
     workers: `${tag}:workers`,
     workerInfo: `${tag}:workerinfo`,
+    deps: `${tag}:deps`,
+    dependents: `${tag}:dependents`,
     events: `${tag}:events`,
     wakeChannel: `${tag}:wake`,
     doneChannel: `${tag}:done`,

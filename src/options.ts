@@ -63,6 +63,8 @@ const JOB_OPTION_KEYS = [
   'leaseMs',
   'backoff',
   'timeoutMs',
+  'dependsOn',
+  'ignoreDependencyFailure',
 ] as const;
 const DEFAULTS_KEYS = ['priority', 'maxAttempts', 'leaseMs', 'backoff', 'timeoutMs'] as const;
 const BACKOFF_KEYS = ['type', 'delayMs', 'maxDelayMs', 'jitter', 'name'] as const;
@@ -191,11 +193,15 @@ export interface ResolvedAdd extends ResolvedJobOptions {
   id: string;
   delayMs: string;
   runAt: string;
+  /** Parent ids joined by newlines ('' = none). */
+  dependsOn: string;
+  /** 'i' = run even if a parent dies, 's' = fail with it, '' = no parents. */
+  depMode: string;
 }
 
 /** add() options as the add script wants them: '' where absent. */
 export function resolveAddOptions(opts: JobOptions | undefined, defaults: ResolvedJobOptions): ResolvedAdd {
-  if (opts === undefined) return { ...defaults, id: '', delayMs: '', runAt: '' };
+  if (opts === undefined) return { ...defaults, id: '', delayMs: '', runAt: '', dependsOn: '', depMode: '' };
   const o = checkObject('job options', opts);
   checkKnownKeys('job options', o, JOB_OPTION_KEYS);
   const fields = checkJobFields('', o, defaults);
@@ -207,11 +213,30 @@ export function resolveAddOptions(opts: JobOptions | undefined, defaults: Resolv
     const t = o.runAt instanceof Date ? o.runAt.getTime() : o.runAt;
     runAt = String(checkInt('runAt', t, 0, 8_640_000_000_000_000));
   }
+  const id = o.id === undefined ? '' : checkOwnJobId(o.id);
+  let dependsOn = '';
+  if (o.dependsOn !== undefined) {
+    if (!Array.isArray(o.dependsOn) || o.dependsOn.length > 1_000) {
+      throw new ValidationError(
+        `dependsOn must be an array of at most 1000 job ids, got ${show(o.dependsOn)}`,
+      );
+    }
+    const parents = [...new Set(o.dependsOn.map((p) => checkJobId(p)))];
+    if (id !== '' && parents.includes(id))
+      throw new ValidationError(`job ${show(id)} cannot depend on itself`);
+    dependsOn = parents.join('\n');
+  }
+  const ignore =
+    o.ignoreDependencyFailure === undefined
+      ? false
+      : checkBool('ignoreDependencyFailure', o.ignoreDependencyFailure);
   return {
     ...fields,
-    id: o.id === undefined ? '' : checkOwnJobId(o.id),
+    id,
     delayMs: o.delayMs === undefined ? '' : String(checkInt('delayMs', o.delayMs, 0, MAX_DELAY_MS)),
     runAt,
+    dependsOn,
+    depMode: dependsOn === '' ? '' : ignore ? 'i' : 's',
   };
 }
 

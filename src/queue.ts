@@ -46,12 +46,16 @@ import { checkInt, checkJobId, checkQueueName, toJson } from './validate.js';
 const STATE_LETTERS: Record<string, JobState> = {
   w: 'waiting',
   d: 'delayed',
+  b: 'blocked',
   a: 'active',
   c: 'completed',
   x: 'dead',
 };
 
-type AddRow = Record<'id' | 'priority' | 'delayMs' | 'runAt' | 'optionTail' | 'data', string | number>;
+type AddRow = Record<
+  'id' | 'priority' | 'delayMs' | 'runAt' | 'optionTail' | 'data' | 'dependsOn' | 'depMode',
+  string | number
+>;
 
 export class Queue<Data = unknown, Result = unknown> {
   readonly name: string;
@@ -89,6 +93,8 @@ export class Queue<Data = unknown, Result = unknown> {
       runAt: o.runAt,
       optionTail: encodeOptionTail(o),
       data: toJson(what, data, this.options.maxPayloadBytes),
+      dependsOn: o.dependsOn,
+      depMode: o.depMode,
     };
   }
 
@@ -100,7 +106,10 @@ export class Queue<Data = unknown, Result = unknown> {
       this.keys,
       { now: '', wakeChannel: this.keys.wakeChannel, eventsMaxLen: this.options.eventsMaxLen },
       rows,
-    )) as (string | number)[];
+    ).catch((err: unknown) => {
+      const parent = /SURETY_UNKNOWN_PARENT (.*)$/.exec(err instanceof Error ? err.message : '');
+      throw parent ? new JobNotFoundError(parent[1] as string) : err;
+    })) as (string | number)[];
     const out: AddedJob[] = [];
     for (let i = 0; i < reply.length; i += 3) {
       out.push({
@@ -155,10 +164,15 @@ export class Queue<Data = unknown, Result = unknown> {
       const listed = await client.lrange(k.waiting, 0, offset + limit);
       const rest = await client.zrangebyscore(k.prio, 0, '+inf', 'LIMIT', 0, offset + limit);
       ids = [...urgent, ...listed, ...rest].slice(offset, offset + limit);
+    } else if (state === 'blocked') {
+      // A hash has no order: blocked jobs are listed in id order.
+      ids = (await client.hkeys(k.deps)).sort().slice(offset, offset + limit);
     } else {
       const set = { delayed: k.delayed, active: k.active, completed: k.completed, dead: k.dead }[state];
       if (!set)
-        throw new ValidationError(`state must be waiting, delayed, active, completed or dead, got ${state}`);
+        throw new ValidationError(
+          `state must be waiting, delayed, blocked, active, completed or dead, got ${state}`,
+        );
       ids = await client.zrange(set, offset, offset + limit - 1);
     }
     if (ids.length === 0) return [];
@@ -177,15 +191,16 @@ export class Queue<Data = unknown, Result = unknown> {
   async counts(): Promise<JobCounts> {
     const client = await this.ready();
     const k = this.keys;
-    const [waiting, prio, delayed, active, completed, dead] = await Promise.all([
+    const [waiting, prio, delayed, blocked, active, completed, dead] = await Promise.all([
       client.llen(k.waiting),
       client.zcard(k.prio),
       client.zcard(k.delayed),
+      client.hlen(k.deps),
       client.zcard(k.active),
       client.zcard(k.completed),
       client.zcard(k.dead),
     ]);
-    return { waiting: waiting + prio, delayed, active, completed, dead };
+    return { waiting: waiting + prio, delayed, blocked, active, completed, dead };
   }
 
   /**
@@ -243,6 +258,7 @@ export class Queue<Data = unknown, Result = unknown> {
     const reply = (await runScript(client, spec, this.keys, {
       id,
       wakeChannel: this.keys.wakeChannel,
+      doneChannel: this.keys.doneChannel,
       eventsMaxLen: this.options.eventsMaxLen,
     })) as string;
     const err = errorFromScriptReply(reply, id, operation);

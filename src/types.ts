@@ -1,6 +1,7 @@
 import type { JobAttemptError } from './errors.js';
 
-export type JobState = 'waiting' | 'delayed' | 'active' | 'completed' | 'dead';
+/** `blocked`: waiting for the jobs it depends on (dependsOn) to complete. */
+export type JobState = 'waiting' | 'delayed' | 'blocked' | 'active' | 'completed' | 'dead';
 
 export interface BackoffOptions {
   /** `fixed`: delayMs each time; `exponential`: delayMs * 2^(n-1); `custom`: Worker's backoffStrategies[name]. */
@@ -35,6 +36,14 @@ export interface JobOptions {
    * processor's job.signal aborts at that moment. Default: no timeout.
    */
   timeoutMs?: number;
+  /**
+   * Ids of jobs that must complete before this one runs (it is `blocked` until then). If one of them
+   * ends dead, this job ends dead with a DependencyFailedError, unless ignoreDependencyFailure.
+   * Parents must exist already (or be added earlier in the same addBulk call).
+   */
+  dependsOn?: string[];
+  /** Run once every parent has finished, even if some ended dead. Default false. */
+  ignoreDependencyFailure?: boolean;
 }
 
 export interface JobInfo<Data = unknown, Result = unknown> {
@@ -55,6 +64,8 @@ export interface JobInfo<Data = unknown, Result = unknown> {
   progress?: unknown;
   /** Lines from job.log(), oldest first (the last 100 are kept). */
   logs: string[];
+  /** Jobs this one depends on (dependsOn). */
+  dependsOn: string[];
   createdAt: number;
   runAt: number;
   startedAt?: number;
@@ -71,6 +82,7 @@ export interface AddedJob {
 export interface JobCounts {
   waiting: number;
   delayed: number;
+  blocked: number;
   active: number;
   completed: number;
   dead: number;

@@ -62,7 +62,14 @@ describe('cancellation', () => {
     const b = await q.add({}, { delayMs: 60_000, priority: 3 });
     await q.cancel(a.id);
     await q.cancel(b.id);
-    expect(await q.counts()).toEqual({ waiting: 0, delayed: 0, active: 0, completed: 0, dead: 2 });
+    expect(await q.counts()).toEqual({
+      waiting: 0,
+      delayed: 0,
+      blocked: 0,
+      active: 0,
+      completed: 0,
+      dead: 2,
+    });
     const info = await q.getJob(b.id);
     expect(info).toMatchObject({ state: 'dead', attempts: 0 });
     expect(info!.errors[0]).toMatchObject({ code: 'ERR_CANCELLED', name: 'CancelledError' });

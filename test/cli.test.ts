@@ -151,7 +151,7 @@ describe('surety CLI: help and usage errors', () => {
     expectOneLineError(json, 2, /job data is not valid JSON/);
     expectOneLineError(name, 2, /ERR_INVALID_QUEUE_NAME: queue name must be/);
     expectOneLineError(duration, 2, /--delay must be a duration like 500ms, 5s/);
-    expectOneLineError(state, 2, /--state must be one of waiting, delayed, active, completed, dead/);
+    expectOneLineError(state, 2, /--state must be one of waiting, delayed, blocked, active, completed, dead/);
     expectOneLineError(url, 2, /--redis must be a redis:\/\/ or rediss:\/\/ URL/);
     expectOneLineError(envUrl, 2, /REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL/);
     expectOneLineError(noData, 2, /missing job data/);
@@ -308,12 +308,22 @@ describe('surety stats, queues, jobs, job', () => {
     ]);
     expect(JSON.parse(queuesJson.stdout)).toContain(name);
     expect(JSON.parse(statsJson.stdout)).toMatchObject([
-      { queue: name, waiting: 1, delayed: 1, active: 0, completed: 0, dead: 0, paused: false, workers: 0 },
+      {
+        queue: name,
+        waiting: 1,
+        delayed: 1,
+        blocked: 0,
+        active: 0,
+        completed: 0,
+        dead: 0,
+        paused: false,
+        workers: 0,
+      },
     ]);
     expect(statsTable.stdout).toMatch(
-      /^QUEUE\s+WAITING\s+DELAYED\s+ACTIVE\s+COMPLETED\s+DEAD\s+WORKERS\s+STATUS\n/,
+      /^QUEUE\s+WAITING\s+DELAYED\s+BLOCKED\s+ACTIVE\s+COMPLETED\s+DEAD\s+WORKERS\s+STATUS\n/,
     );
-    expect(statsTable.stdout).toMatch(new RegExp(`${name}\\s+1\\s+1\\s+0\\s+0\\s+0\\s+0\\s+running`));
+    expect(statsTable.stdout).toMatch(new RegExp(`${name}\\s+1\\s+1\\s+0\\s+0\\s+0\\s+0\\s+0\\s+running`));
     expect((JSON.parse(jobsJson.stdout) as { id: string }[]).map((j) => j.id)).toEqual(['later']);
     expect(jobsTable.stdout).toMatch(
       /^ID\s+ATTEMPTS\s+PRIORITY\s+DUE\s+DATA\nfirst\s+0\/3\s+0\s+.*\{"hello":"world"\}/,

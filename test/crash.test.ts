@@ -119,7 +119,7 @@ describe('crashes', () => {
       const more = await queue.addBulk(Array.from({ length: 200 }, (_, i) => ({ data: { i: 1_000 + i } })));
       await waitUntil(async () => (await queue.counts()).completed === 1_200, 'all 1 200 completed', 20_000);
       const counts = await queue.counts();
-      expect(counts).toEqual({ waiting: 0, delayed: 0, active: 0, completed: 1_200, dead: 0 });
+      expect(counts).toEqual({ waiting: 0, delayed: 0, blocked: 0, active: 0, completed: 1_200, dead: 0 });
       for (const a of [...accepted, ...more]) expect((await queue.getJob(a.id))?.state).toBe('completed');
       expect(done.size).toBe(1_200);
     } finally {

@@ -15,6 +15,8 @@ describe('examples', () => {
     expect(stdout).toMatch(/result of 2 \{ messageId: 'msg-2-2' \}/);
     expect(stdout).toMatch(/re-adding id 1: isNew=false/);
     expect(stdout).toMatch(/job 4 is dead: ERR_JOB_DEAD/);
-    expect(stdout).toMatch(/counts \{ waiting: 0, delayed: 0, active: 0, completed: 3, dead: 1 \}/);
+    expect(stdout).toContain(
+      'counts {"waiting":0,"delayed":0,"blocked":0,"active":0,"completed":3,"dead":1}',
+    );
   });
 });

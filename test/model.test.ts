@@ -316,6 +316,8 @@ class Harness {
             runAt: o.runAt,
             optionTail: encodeOptionTail(o),
             data: JSON.stringify(data),
+            dependsOn: '',
+            depMode: '',
           },
         ])) as [string, number, string];
         const due = this.now + (op.delayMs ?? op.runAtIn ?? 0);

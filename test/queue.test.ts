@@ -94,7 +94,14 @@ describe('Queue', () => {
     const ja = await q.getJob(a.id);
     expect(ja!.runAt - ja!.createdAt).toBe(60_000);
     expect((await q.getJob(b.id))!.runAt).toBe(before + 120_000);
-    expect(await q.counts()).toEqual({ waiting: 1, delayed: 2, active: 0, completed: 0, dead: 0 });
+    expect(await q.counts()).toEqual({
+      waiting: 1,
+      delayed: 2,
+      blocked: 0,
+      active: 0,
+      completed: 0,
+      dead: 0,
+    });
   });
 
   it('promote makes a delayed job waiting; promoting a waiting job is refused', async () => {
@@ -141,7 +148,14 @@ describe('Queue', () => {
     await q.remove(w1.id);
     await q.remove(d1.id);
     expect(await q.getJob('w')).toBeNull();
-    expect(await q.counts()).toEqual({ waiting: 0, delayed: 0, active: 0, completed: 0, dead: 0 });
+    expect(await q.counts()).toEqual({
+      waiting: 0,
+      delayed: 0,
+      blocked: 0,
+      active: 0,
+      completed: 0,
+      dead: 0,
+    });
     await expect(q.remove('w')).rejects.toBeInstanceOf(JobNotFoundError);
 
     let release!: () => void;

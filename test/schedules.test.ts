@@ -149,15 +149,16 @@ describe('repeatable schedules', () => {
     );
     open.push(w);
     const tickOf = (id: string) => Number(id.split(':').pop());
-    const before = (key: string) => runs.filter((id) => id.includes(`:${key}:`) && tickOf(id) < workerStart);
+    const dueBeforeStart = (key: string) =>
+      runs.filter((id) => id.includes(`:${key}:`) && tickOf(id) < workerStart);
     await waitUntil(
-      () => runs.some((id) => id.includes(':missed:')) && before('caught').length >= 3,
+      () => runs.some((id) => id.includes(':missed:')) && dueBeforeStart('caught').length >= 3,
       'runs after downtime',
     );
     await w.close();
     // Ticks that were due before the worker started: one run for all missed ticks, or 1 + catchUp.
-    expect(before('missed')).toHaveLength(1);
-    expect(before('caught')).toHaveLength(3);
+    expect(dueBeforeStart('missed')).toHaveLength(1);
+    expect(dueBeforeStart('caught')).toHaveLength(3);
   });
 
   it('unschedule deletes the schedule and its pending occurrence', async () => {

@@ -173,7 +173,14 @@ describe('Worker', () => {
     worker(name2, () => null, { retention: { completed: { maxCount: 0 } } });
     await q2.addBulk(Array.from({ length: 10 }, () => ({ data: {} })));
     await waitUntil(async () => (await fx.redis.hlen(q2.keys.jobs)) === 0, 'records deleted');
-    expect(await q2.counts()).toEqual({ waiting: 0, delayed: 0, active: 0, completed: 0, dead: 0 });
+    expect(await q2.counts()).toEqual({
+      waiting: 0,
+      delayed: 0,
+      blocked: 0,
+      active: 0,
+      completed: 0,
+      dead: 0,
+    });
   });
 
   it('close waits for running jobs to finish and persists their outcome', async () => {

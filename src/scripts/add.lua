@@ -1,6 +1,8 @@
--- add.lua: add one or many jobs (-> waiting, or -> delayed when due later). Idempotent by id: an id
--- that exists (or repeats within the call) is reported with its state and nothing is written for it.
--- Generated ids come from a counter, skipping any id a caller already used.
+-- add.lua: add one or many jobs (-> waiting, or -> delayed when due later, or -> blocked while it
+-- waits for parent jobs to complete). Idempotent by id: an id that exists (or repeats within the call)
+-- is reported with its state and nothing is written for it. Generated ids come from a counter,
+-- skipping any id a caller already used. A job whose parent is already dead is added dead (unless it
+-- ignores dependency failures). An unknown parent fails the whole call before anything is written.
 -- KEYS[1] jobs          HASH id -> record
 -- KEYS[2] waiting       LIST
 -- KEYS[3] prio          ZSET
@@ -8,13 +10,19 @@
 -- KEYS[5] delayed       ZSET
 -- KEYS[6] ids           STRING
 -- KEYS[7] events        STREAM lifecycle events
+-- KEYS[8] errors        HASH annex: error lines, progress, logs, parents
+-- KEYS[9] dead          ZSET
+-- KEYS[10] deps         HASH blocked child -> `remaining parents|i or s`
+-- KEYS[11] dependents   HASH parent -> its blocked children, newline-separated
 -- ARGV[1] now           epoch ms, '' = Redis TIME
 -- ARGV[2] wakeChannel   shard channel for idle workers
 -- ARGV[3] eventsMaxLen  event stream cap (0 = no events)
--- ARGV[4..] repeated: id, priority, delayMs, runAt, optionTail, data
+-- ARGV[4..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode
 --   id ('' = generate), priority (integer), delayMs ('' = none), runAt (epoch ms, '' = none),
---   optionTail (header fields 9.. in Lua numbering, see job-record.ts), data (JSON)
--- Returns: { id, isNew (1|0), state letter, ... } per job, in order
+--   optionTail (header fields 9.. in Lua numbering, see job-record.ts), data (JSON),
+--   dependsOn (parent ids, newline-separated, '' = none), depMode ('i' = run even if a parent dies, else 's')
+-- Returns: { id, isNew (1|0), state letter, ... } per job, in order;
+--   error `SURETY_UNKNOWN_PARENT <id>` when a parent neither exists nor is added earlier in the call
 -- @include current_time
 -- @include parse_record
 -- @include enqueue
@@ -22,21 +30,41 @@
 -- @include emit_event
 
 local jobs, waiting, prio, seq, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local annex, dead, deps, dependents = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local now = current_time(ARGV[1])
-local FIXED = 3
-local n = (#ARGV - FIXED) / 6
+local FIXED, R = 3, 8
+local n = (#ARGV - FIXED) / R
+
+-- Parents must exist already or be added (by id) earlier in this call: check before any write.
+local parent_state = {}
+local own_ids = {}
+for i = 0, n - 1 do
+  local list = ARGV[FIXED + 7 + i * R]
+  if list ~= '' then
+    for parent in string.gmatch(list, '[^\n]+') do
+      if parent_state[parent] == nil then
+        local rec = redis.call('HGET', jobs, parent)
+        parent_state[parent] = rec and string.sub(rec, 1, 1) or false
+      end
+      if not parent_state[parent] and not own_ids[parent] then
+        return redis.error_reply('SURETY_UNKNOWN_PARENT ' .. parent)
+      end
+    end
+  end
+  own_ids[ARGV[FIXED + 1 + i * R]] = true
+end
 
 -- Assign generated ids in one INCRBY.
 local generated = 0
 for i = 0, n - 1 do
-  if ARGV[FIXED + 1 + i * 6] == '' then generated = generated + 1 end
+  if ARGV[FIXED + 1 + i * R] == '' then generated = generated + 1 end
 end
 local next_id = 0
 if generated > 0 then next_id = redis.call('INCRBY', ids_key, generated) - generated + 1 end
 
 local ids = {}
 for i = 0, n - 1 do
-  local id = ARGV[FIXED + 1 + i * 6]
+  local id = ARGV[FIXED + 1 + i * R]
   if id == '' then
     id = tostring(next_id)
     next_id = next_id + 1
@@ -48,7 +76,7 @@ local existing = redis.call('HMGET', jobs, unpack(ids))
 local out, records, to_list, delayed_args = {}, {}, {}, {}
 local seen, woken, min_due = {}, false, nil
 for i = 1, n do
-  local base = FIXED + 1 + (i - 1) * 6
+  local base = FIXED + 1 + (i - 1) * R
   local id = ids[i]
   if existing[i] and ARGV[base] == '' then
     -- A caller used this number as its own id: draw fresh numbers until one is free.
@@ -75,9 +103,40 @@ for i = 1, n do
     end
     local state = 'w'
     if due ~= nil and due > now then state = 'd' end
+    local finished = ''
+    if ARGV[base + 6] ~= '' then
+      -- Dependencies: count parents not yet completed; a dead parent fails the job unless ignored.
+      local ignore = ARGV[base + 7] == 'i'
+      local waiting_on, failed_parent = {}, nil
+      for parent in string.gmatch(ARGV[base + 6], '[^\n]+') do
+        local ps = seen[parent] or parent_state[parent]
+        if ps == 'x' and not ignore then
+          failed_parent = failed_parent or parent
+        elseif ps ~= 'c' and ps ~= 'x' then
+          waiting_on[#waiting_on + 1] = parent
+        end
+      end
+      redis.call('HSET', annex, id .. '\1d', ARGV[base + 6])
+      if failed_parent then
+        state = 'x'
+        finished = now
+        redis.call('HSET', annex, id, now .. '|0|{"name":"DependencyFailedError","code":"ERR_DEPENDENCY_FAILED","message":"parent job '
+          .. string.gsub(failed_parent, '[\\"]', '\\%0') .. ' is dead"}')
+        redis.call('ZADD', dead, now, id)
+      elseif #waiting_on > 0 then
+        state = 'b'
+        redis.call('HSET', deps, id, #waiting_on .. '|' .. (ignore and 'i' or 's'))
+        for _, parent in ipairs(waiting_on) do
+          local old = redis.call('HGET', dependents, parent)
+          redis.call('HSET', dependents, parent, old and (old .. '\n' .. id) or id)
+        end
+      end
+    end
     records[#records + 1] = id
-    records[#records + 1] = state .. '||0||' .. now .. '|' .. (due or '') .. '|||' .. ARGV[base + 4] .. '\n' .. ARGV[base + 5]
-    if state == 'd' then
+    records[#records + 1] = state .. '||0||' .. now .. '|' .. (due or '') .. '||' .. finished .. '|' .. ARGV[base + 4] .. '\n' .. ARGV[base + 5]
+    if state == 'x' or state == 'b' then
+      -- Nothing to enqueue: dead at once, or released by settle_dependents when its parents finish.
+    elseif state == 'd' then
       delayed_args[#delayed_args + 1] = due
       delayed_args[#delayed_args + 1] = id
       if min_due == nil or due < min_due then min_due = due end

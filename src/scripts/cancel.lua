@@ -1,5 +1,5 @@
 -- cancel.lua: end a job that has not finished, at once, in the dead set with a CancelledError and no
--- retry (waiting|delayed|active -> dead). For an active job this also revokes its lease: the worker is
+-- retry (waiting|delayed|blocked|active -> dead). For an active job this also revokes its lease: the worker is
 -- told on the wake channel (`x:<id>`) to abort it, and would in any case learn at its next lease
 -- renewal; its late outcome is refused by the fence.
 -- KEYS[1] jobs            HASH id -> record
@@ -11,18 +11,24 @@
 -- KEYS[7] dead            ZSET
 -- KEYS[8] meta            HASH (field `starved`)
 -- KEYS[9] events          STREAM lifecycle events
+-- KEYS[10] seq            STRING
+-- KEYS[11] deps           HASH blocked child -> `remaining parents|i or s`
+-- KEYS[12] dependents     HASH parent -> its blocked children, newline-separated
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] id
 -- ARGV[3] wakeChannel
 -- ARGV[4] doneChannel
 -- ARGV[5] eventsMaxLen    event stream cap (0 = no events)
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>' (completed or already dead)
+-- Jobs that depend on it fail with a DependencyFailedError (unless they ignore dependency failures).
 -- @include current_time
 -- @include parse_record
 -- @include with_header
 -- @include append_errors
 -- @include wake_starved
 -- @include emit_event
+-- @include enqueue
+-- @include settle_dependents
 
 local jobs, errors, waiting, prio, delayed, active, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id = ARGV[2]
@@ -34,6 +40,8 @@ if state == 'w' then
   if redis.call('ZREM', prio, id) == 0 then redis.call('LREM', waiting, 1, id) end
 elseif state == 'd' then
   redis.call('ZREM', delayed, id)
+elseif state == 'b' then
+  redis.call('HDEL', KEYS[11], id)
 elseif state == 'a' then
   redis.call('ZREM', active, id)
   wake_starved(KEYS[8], ARGV[3])
@@ -50,4 +58,7 @@ redis.call('ZADD', dead, now, id)
 if state == 'a' then redis.call('SPUBLISH', ARGV[3], 'x:' .. id) end
 redis.call('SPUBLISH', ARGV[4], 'x\n' .. id)
 emit_event(KEYS[9], tonumber(ARGV[5]), 'cancelled', { id })
+local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = KEYS[10], delayed = delayed, dead = dead,
+  deps = KEYS[11], dependents = KEYS[12], wake = ARGV[3], done = ARGV[4] }
+emit_event(KEYS[9], tonumber(ARGV[5]), 'dead', settle_dependents(k, now, {}, { id }))
 return 'OK'

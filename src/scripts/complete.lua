@@ -8,6 +8,13 @@
 -- KEYS[4] completed       ZSET
 -- KEYS[5] meta            HASH (field `starved`)
 -- KEYS[6] events          STREAM lifecycle events
+-- KEYS[7] waiting         LIST
+-- KEYS[8] prio            ZSET
+-- KEYS[9] seq             STRING
+-- KEYS[10] delayed        ZSET
+-- KEYS[11] dead           ZSET
+-- KEYS[12] deps           HASH blocked child -> `remaining parents|i or s`
+-- KEYS[13] dependents     HASH parent -> its blocked children, newline-separated
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] keepCount       retention: completed jobs kept (0 = delete at once)
 -- ARGV[3] keepAgeMs       retention: completed jobs older than this are deleted
@@ -20,6 +27,10 @@
 -- Returns: { id, reason, ... } for each refused outcome; reason is `STALE:<state>:<attempts>` or `NOT_FOUND`
 -- @include current_time
 -- @include parse_record
+-- @include with_header
+-- @include enqueue
+-- @include append_errors
+-- @include settle_dependents
 -- @include pipe_positions
 -- @include annex_fields
 -- @include trim_finished
@@ -74,5 +85,8 @@ if #done > 0 then
   redis.call('SPUBLISH', ARGV[5], 'c\n' .. table.concat(done, '\n'))
   wake_starved(KEYS[5], ARGV[6])
   emit_event(KEYS[6], tonumber(ARGV[7]), 'completed', done)
+  local k = { jobs = jobs, errors = errors, waiting = KEYS[7], prio = KEYS[8], seq = KEYS[9], delayed = KEYS[10],
+    dead = KEYS[11], deps = KEYS[12], dependents = KEYS[13], wake = ARGV[6], done = ARGV[5] }
+  emit_event(KEYS[6], tonumber(ARGV[7]), 'dead', settle_dependents(k, now, done, {}))
 end
 return refused

@@ -11,6 +11,8 @@
 -- KEYS[8] dead            ZSET
 -- KEYS[9] meta            HASH (field `starved`)
 -- KEYS[10] events         STREAM lifecycle events
+-- KEYS[11] deps           HASH blocked child -> `remaining parents|i or s`
+-- KEYS[12] dependents     HASH parent -> its blocked children, newline-separated
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] defaultMaxAttempts
 -- ARGV[3] keepCount       retention: dead jobs kept
@@ -33,6 +35,7 @@
 -- @include append_errors
 -- @include wake_starved
 -- @include emit_event
+-- @include settle_dependents
 
 local jobs, errors, active, delayed, waiting, prio, seq, dead =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -104,6 +107,11 @@ local max_len = tonumber(ARGV[8])
 emit_event(KEYS[10], max_len, 'failed', accepted)
 emit_event(KEYS[10], max_len, 'retrying', retrying)
 emit_event(KEYS[10], max_len, 'dead', dead_ids)
+if #dead_ids > 0 then
+  local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = seq, delayed = delayed, dead = dead,
+    deps = KEYS[11], dependents = KEYS[12], wake = ARGV[6], done = ARGV[7] }
+  emit_event(KEYS[10], max_len, 'dead', settle_dependents(k, now, {}, dead_ids))
+end
 announce_delayed(delayed, ARGV[6], min_due)
 if woken then redis.call('SPUBLISH', ARGV[6], 'w') end
 return out

@@ -10,6 +10,9 @@
 -- KEYS[7] dead            ZSET
 -- KEYS[8] meta            HASH (field `starved`)
 -- KEYS[9] events          STREAM lifecycle events
+-- KEYS[10] delayed        ZSET
+-- KEYS[11] deps           HASH blocked child -> `remaining parents|i or s`
+-- KEYS[12] dependents     HASH parent -> its blocked children, newline-separated
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] limit           most jobs recovered per call
 -- ARGV[3] defaultMaxAttempts
@@ -29,6 +32,7 @@
 -- @include append_errors
 -- @include wake_starved
 -- @include emit_event
+-- @include settle_dependents
 
 local jobs, errors, active, waiting, prio, seq, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local now = current_time(ARGV[1])
@@ -74,4 +78,9 @@ end
 if woken then redis.call('SPUBLISH', ARGV[6], 'w') end
 emit_event(KEYS[9], tonumber(ARGV[8]), 'recovered', requeued)
 emit_event(KEYS[9], tonumber(ARGV[8]), 'dead', dead_ids)
+if #dead_ids > 0 then
+  local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = seq, delayed = KEYS[10], dead = dead,
+    deps = KEYS[11], dependents = KEYS[12], wake = ARGV[6], done = ARGV[7] }
+  emit_event(KEYS[9], tonumber(ARGV[8]), 'dead', settle_dependents(k, now, {}, dead_ids))
+end
 return { requeued, dead_ids }

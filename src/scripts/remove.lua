@@ -8,9 +8,21 @@
 -- KEYS[6] completed       ZSET
 -- KEYS[7] dead            ZSET
 -- KEYS[8] events          STREAM lifecycle events
+-- KEYS[9] seq             STRING
+-- KEYS[10] deps           HASH blocked child -> `remaining parents|i or s`
+-- KEYS[11] dependents     HASH parent -> its blocked children, newline-separated
 -- ARGV[1] id
 -- ARGV[2] eventsMaxLen    event stream cap (0 = no events)
+-- ARGV[3] wakeChannel
+-- ARGV[4] doneChannel
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:a'
+-- Jobs blocked on a removed job that had not completed fail with a DependencyFailedError.
+-- @include current_time
+-- @include parse_record
+-- @include with_header
+-- @include enqueue
+-- @include append_errors
+-- @include settle_dependents
 -- @include annex_fields
 -- @include emit_event
 
@@ -25,6 +37,8 @@ if state == 'w' then
   if redis.call('ZREM', prio, id) == 0 then redis.call('LREM', waiting, 1, id) end
 elseif state == 'd' then
   redis.call('ZREM', delayed, id)
+elseif state == 'b' then
+  redis.call('HDEL', KEYS[10], id)
 elseif state == 'c' then
   redis.call('ZREM', completed, id)
 else
@@ -33,4 +47,9 @@ end
 redis.call('HDEL', jobs, id)
 redis.call('HDEL', errors, unpack(annex_fields({ id })))
 emit_event(KEYS[8], tonumber(ARGV[2]), 'removed', { id })
+if state ~= 'c' then
+  local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = KEYS[9], delayed = delayed, dead = dead,
+    deps = KEYS[10], dependents = KEYS[11], wake = ARGV[3], done = ARGV[4] }
+  emit_event(KEYS[8], tonumber(ARGV[2]), 'dead', settle_dependents(k, current_time(''), {}, { id }))
+end
 return 'OK'

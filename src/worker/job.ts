@@ -24,6 +24,8 @@ export class Job<Data = unknown> {
   private controller: AbortController | undefined;
   /** @internal Set by the worker. */
   writer: AnnexWriter | undefined;
+  /** @internal Set by the worker. */
+  parentReader: ((job: Job<unknown>) => Promise<Record<string, unknown>>) | undefined;
   private abortReason: Error | undefined;
 
   constructor(
@@ -74,6 +76,16 @@ export class Job<Data = unknown> {
     return this.writer
       ? this.writer(this as Job<unknown>, undefined, [String(line)])
       : Promise.resolve(false);
+  }
+
+  /**
+   * Results of the jobs this one depends on (dependsOn), by parent id. A parent trimmed by retention
+   * before this job ran, or one that ended dead (with ignoreDependencyFailure), maps to undefined.
+   */
+  parentResults<R = unknown>(): Promise<Record<string, R | undefined>> {
+    return this.parentReader
+      ? (this.parentReader(this as Job<unknown>) as Promise<Record<string, R | undefined>>)
+      : Promise.resolve({});
   }
 
   /** @internal */

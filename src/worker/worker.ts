@@ -32,7 +32,7 @@ import {
   TimeoutError,
   UnrecoverableError,
 } from '../errors.js';
-import { decodeClaimed } from '../job-record.js';
+import { annexFields, decodeClaimed, resultOf } from '../job-record.js';
 import { type QueueKeys, queueKeys } from '../keys.js';
 import { recoverExpired } from '../recovery.js';
 import { advanceSchedule, parseOccurrenceId } from '../schedules.js';
@@ -311,6 +311,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       }
       const job = new Job<Data>(this.name, id, record, data);
       job.writer = this.writeAnnex;
+      job.parentReader = this.readParents;
       const occurrence = parseOccurrenceId(id);
       if (occurrence) {
         // The next tick's job is created as this one starts (the recovery loop repairs it if we die first).
@@ -438,6 +439,19 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       lines.map((l) => ({ line: JSON.stringify(l.slice(0, 2_000)) })),
     );
     return reply === 1;
+  };
+
+  private readonly readParents = async (job: Job<unknown>): Promise<Record<string, unknown>> => {
+    const parents = await this.conn.client.hget(this.keys.errors, annexFields(job.id)[3]);
+    if (!parents) return {};
+    const ids = parents.split('\n');
+    const records = await this.conn.client.hmget(this.keys.jobs, ...ids);
+    const out: Record<string, unknown> = {};
+    ids.forEach((id, i) => {
+      const rec = records[i];
+      out[id] = rec ? resultOf(rec) : undefined;
+    });
+    return out;
   };
 
   /** queue.cancel already moved the job to dead: abort it and free its slot, sending no outcome. */

@@ -110,8 +110,8 @@ export class QueueModel {
     return prios.flatMap((p) => this.lines.get(p)!);
   }
 
-  counts(): Record<'waiting' | 'delayed' | 'active' | 'completed' | 'dead', number> {
-    const n = { waiting: 0, delayed: 0, active: 0, completed: 0, dead: 0 };
+  counts(): Record<'waiting' | 'delayed' | 'blocked' | 'active' | 'completed' | 'dead', number> {
+    const n = { waiting: 0, delayed: 0, blocked: 0, active: 0, completed: 0, dead: 0 };
     for (const j of this.jobs.values()) n[STATE_NAMES[j.state]]++;
     return n;
   }

@@ -7,9 +7,10 @@ import { checkNames, openQueue, openRedis } from '../connection.js';
 import { UsageError } from '../errors.js';
 import { formatDuration, formatTime, formatWhen, preview, table } from '../format.js';
 
-const STATES: JobState[] = ['waiting', 'delayed', 'active', 'completed', 'dead'];
+const STATES: JobState[] = ['waiting', 'delayed', 'blocked', 'active', 'completed', 'dead'];
 const STATE_STYLE = {
   waiting: 'cyan',
+  blocked: 'magenta',
   delayed: 'blue',
   active: 'yellow',
   completed: 'green',

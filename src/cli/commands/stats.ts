@@ -38,18 +38,19 @@ export function statsTable(rows: QueueStats[]): string {
   const num = (n: number, style?: 'red' | 'yellow') =>
     n > 0 && style ? { text: formatCount(n), style } : formatCount(n);
   return table(
-    ['QUEUE', 'WAITING', 'DELAYED', 'ACTIVE', 'COMPLETED', 'DEAD', 'WORKERS', 'STATUS'],
+    ['QUEUE', 'WAITING', 'DELAYED', 'BLOCKED', 'ACTIVE', 'COMPLETED', 'DEAD', 'WORKERS', 'STATUS'],
     rows.map((r) => [
       r.queue,
       num(r.waiting),
       num(r.delayed),
+      num(r.blocked),
       num(r.active),
       num(r.completed),
       num(r.dead, 'red'),
       num(r.workers),
       r.paused ? { text: 'paused', style: 'yellow' } : 'running',
     ]),
-    { right: [1, 2, 3, 4, 5, 6], flex: [0], paint },
+    { right: [1, 2, 3, 4, 5, 6, 7], flex: [0], paint },
   );
 }
 

@@ -1,5 +1,6 @@
 -- The annex hash (key `errors`) keeps, per job: its error lines under the field `id`, its progress
--- under `id .. "\1p"` and its log lines under `id .. "\1l"` (ids never contain control characters).
+-- under `id .. "\1p"`, its log lines under `id .. "\1l"` and its parents (dependsOn) under
+-- `id .. "\1d"` (ids never contain control characters).
 -- Returns every annex field of the given ids, for one HDEL.
 local function annex_fields(ids)
   local fields = {}
@@ -7,6 +8,7 @@ local function annex_fields(ids)
     fields[#fields + 1] = ids[i]
     fields[#fields + 1] = ids[i] .. '\1p'
     fields[#fields + 1] = ids[i] .. '\1l'
+    fields[#fields + 1] = ids[i] .. '\1d'
   end
   return fields
 end

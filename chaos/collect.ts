@@ -1,0 +1,125 @@
+/**
+ * Gathers the evidence for the verdict: every job Redis holds, read through Surety's admin API
+ * (getJobs per state, counts, getJob), and every line of the workers' execution logs.
+ */
+import type { JobInfo, JobState, Queue } from '../src/index.js';
+import type { ChaosResult, JobData } from './behaviour.js';
+import { type Execution, type LogLine, readExecLog } from './exec-log.js';
+
+export type Info = JobInfo<JobData, ChaosResult>;
+
+export interface RedisSnapshot {
+  jobs: Map<string, Info>;
+  /** Jobs listed per state; the states are whatever queue.counts() reports (Surety's own list). */
+  byState: Record<string, number>;
+  /**
+   * Integrity problems: a job listed under a state its record does not have, or under two states, or
+   * counts() disagreeing with the listing. Only checked on an idle queue (jobs move while we page).
+   */
+  integrity: string[];
+}
+
+/** Every state but these is unfinished work. */
+export const FINISHED: readonly string[] = ['completed', 'dead'];
+const PAGE = 10_000;
+
+/** Jobs not finished yet, from counts() (every state Surety has other than completed and dead). */
+export function unfinished(counts: object): number {
+  let n = 0;
+  for (const [state, count] of Object.entries(counts)) if (!FINISHED.includes(state)) n += count as number;
+  return n;
+}
+
+export async function snapshotRedis(
+  queue: Queue<JobData, ChaosResult>,
+  idle: boolean,
+): Promise<RedisSnapshot> {
+  const jobs = new Map<string, Info>();
+  const counts = (await queue.counts()) as unknown as Record<string, number>;
+  const states = Object.keys(counts) as JobState[];
+  const byState: Record<string, number> = {};
+  const integrity: string[] = [];
+  for (const state of states) {
+    byState[state] = 0;
+    for (let offset = 0; ; offset += PAGE) {
+      const page = await queue.getJobs(state, { offset, limit: PAGE });
+      for (const info of page) {
+        byState[state]++;
+        if (idle && info.state !== state)
+          integrity.push(`job ${info.id} is listed as ${state} but its record says ${info.state}`);
+        const prev = jobs.get(info.id);
+        if (prev && idle)
+          integrity.push(`job ${info.id} is listed under two states: ${prev.state} and ${state}`);
+        if (!prev) jobs.set(info.id, info);
+      }
+      if (page.length < PAGE) break;
+    }
+  }
+  for (const state of states) {
+    if (idle && counts[state] !== byState[state])
+      integrity.push(`counts().${state} = ${counts[state]} but getJobs listed ${byState[state]}`);
+  }
+  return { jobs, byState, integrity };
+}
+
+/** A job the accepted adds name but no state lists: is its record there at all? */
+export async function lookupUnlisted(
+  queue: Queue<JobData, ChaosResult>,
+  ids: readonly string[],
+): Promise<Map<string, Info | null>> {
+  const out = new Map<string, Info | null>();
+  for (const id of ids.slice(0, 1_000)) out.set(id, await queue.getJob(id));
+  return out;
+}
+
+export interface LogEvidence {
+  executions: Execution[];
+  /** `${id}#${attempt}` of completions/dead failures Redis acknowledged to a worker. */
+  ackedComplete: Map<string, number>;
+  ackedDead: Map<string, number>;
+  staleRefusals: number;
+  leaseLostEvents: number;
+  errorCodes: Record<string, number>;
+  tornLines: number;
+}
+
+export function readLogs(paths: readonly string[]): LogEvidence {
+  const ev: LogEvidence = {
+    executions: [],
+    ackedComplete: new Map(),
+    ackedDead: new Map(),
+    staleRefusals: 0,
+    leaseLostEvents: 0,
+    errorCodes: {},
+    tornLines: 0,
+  };
+  for (const path of paths) {
+    const { lines, torn } = readExecLog(path);
+    ev.tornLines += torn;
+    for (const line of lines) absorb(ev, line);
+  }
+  return ev;
+}
+
+function absorb(ev: LogEvidence, line: LogLine): void {
+  switch (line.t) {
+    case 'x':
+      ev.executions.push(line);
+      break;
+    case 'c':
+      ev.ackedComplete.set(line.id, Math.max(line.a, ev.ackedComplete.get(line.id) ?? 0));
+      break;
+    case 'd':
+      ev.ackedDead.set(line.id, Math.max(line.a, ev.ackedDead.get(line.id) ?? 0));
+      break;
+    case 's':
+      ev.staleRefusals++;
+      break;
+    case 'l':
+      ev.leaseLostEvents += line.ids.length;
+      break;
+    case 'e':
+      ev.errorCodes[line.code] = (ev.errorCodes[line.code] ?? 0) + 1;
+      break;
+  }
+}
