@@ -39,7 +39,12 @@ export class Fetcher {
   /** Claims sent and not answered, and the number of jobs they asked for. */
   private inFlight = 0;
   private requested = 0;
-  private again = false;
+  /**
+   * Counts wake-ups. A claim remembers the count when it is sent; if it comes back short but a wake-up
+   * arrived since (pub/sub messages and claim replies travel on different connections, so a message
+   * about a job the claim did not see can arrive before its reply), the queue is not drained.
+   */
+  private wakes = 0;
   private drained = false;
   private stopped = true;
   private failures = 0;
@@ -65,6 +70,7 @@ export class Fetcher {
 
   /** Something may be claimable: claim on the next opportunity. */
   wake(): void {
+    this.wakes++;
     this.drained = false;
     this.pump();
   }
@@ -72,31 +78,27 @@ export class Fetcher {
   /** Claims for the free slots unless the queue is known to be drained or two claims are in flight. */
   pump(): void {
     while (!this.stopped && !this.drained) {
-      if (this.inFlight >= MAX_IN_FLIGHT) {
-        this.again = true;
-        return;
-      }
+      if (this.inFlight >= MAX_IN_FLIGHT) return;
       const count = this.deps.freeSlots() - this.requested;
       if (count <= 0) return;
       this.inFlight++;
       this.requested += count;
-      this.again = false;
+      const epoch = this.wakes;
       this.deps.claim(count).then(
-        (reply) => this.onReply(reply, count),
+        (reply) => this.onReply(reply, count, epoch),
         (err) => this.onFailure(err, count),
       );
     }
   }
 
-  private onReply(reply: ClaimReply, asked: number): void {
+  private onReply(reply: ClaimReply, asked: number, epoch: number): void {
     this.inFlight--;
     this.requested -= asked;
     this.failures = 0;
     const got = reply.jobs.length / 2;
     if (got > 0) this.deps.onJobs(reply.jobs);
     if (got < asked) {
-      // A message that arrived while the claim was in flight may predate what the claim saw, or not.
-      this.drained = !this.again;
+      this.drained = this.wakes === epoch;
       this.armDueTimer(reply);
       this.armPoll();
     } else {
