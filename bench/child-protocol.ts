@@ -17,6 +17,8 @@ export interface ChildConfig {
   mode: ChildMode;
   /** Completions after which the child reports `done`. */
   expect: number;
+  /** Write a V8 CPU profile of the measured window (start -> done) to this file. */
+  profileFile?: string;
 }
 
 export type ParentMessage = { type: 'start' } | { type: 'close' };

@@ -33,32 +33,36 @@ export function renderTable(results: Results, libs: readonly LibName[]): string 
     ...ratioLibs.map((l) => `${LABELS[l]}/BullMQ`),
   ];
   const lines: string[][] = [header];
-  const notes: string[] = [];
   const groups = new Map<string, ResultRow[]>();
   for (const row of results.rows) {
     const key = `${row.scenario}\u0000${row.variant}`;
     groups.set(key, [...(groups.get(key) ?? []), row]);
   }
   for (const rows of groups.values()) {
+    const scenario = rows[0]!.scenario;
     const byLib = new Map(rows.map((r) => [r.lib, r]));
+    const mark = (lib: LibName) => (results.errorOf(scenario, lib) ? '*' : '');
     const keys = Object.keys(METRICS).filter((k) => rows.some((r) => r.runs[k]));
-    for (const r of rows) {
-      if (r.error) notes.push(`${r.scenario} ${LABELS[r.lib]}: ${r.error}`);
-    }
-    if (keys.length === 0) keys.push('');
     keys.forEach((key, i) => {
       const info = metricInfo(key);
-      const mark = (lib: LibName) => (byLib.get(lib)?.error ? '*' : '');
       lines.push([
-        i === 0 ? rows[0]!.scenario : '',
+        i === 0 ? scenario : '',
         i === 0 ? rows[0]!.variant : '',
-        key ? info.label : '',
-        key ? (info.better === 'higher' ? '↑' : '↓') : '',
+        info.label,
+        info.better === 'higher' ? '↑' : '↓',
         ...libs.map((l) => cell(byLib.get(l)?.runs[key], info.format) + mark(l)),
         ...ratioLibs.map((l) => ratio(byLib.get(l)?.runs[key], byLib.get(BASE)?.runs[key])),
       ]);
     });
   }
+  // Scenarios where no library produced a value.
+  for (const scenario of new Set(results.errors.map((e) => e.scenario))) {
+    if (results.rows.some((r) => r.scenario === scenario)) continue;
+    lines.push([scenario, '', '', '', ...libs.map((l) => `n/a${results.errorOf(scenario, l) ? '*' : ''}`)]);
+  }
+  const notes = results.errors.map(
+    (e) => `${e.scenario} ${LABELS[e.lib]} (${e.failedRuns} run(s) failed): ${e.error}`,
+  );
   const widths = header.map((_, c) => Math.max(...lines.map((l) => [...(l[c] ?? '')].length)));
   const text = lines.map((l, i) => {
     const padded = l.map((v, c) => {
@@ -74,6 +78,7 @@ export function renderTable(results: Results, libs: readonly LibName[]): string 
     'Cells: median (min–max) over runs. Ratios: median of the library / median of BullMQ;',
     '↑ higher is better, ↓ lower is better (for ↓ metrics a ratio below 1x is better).',
   ];
-  if (notes.length > 0) out.push('', '* n/a or incomplete:', ...notes.map((n) => `  ${n}`));
+  if (notes.length > 0)
+    out.push('', '* n/a or incomplete (failed runs are left out):', ...notes.map((n) => `  ${n}`));
   return out.join('\n');
 }

@@ -8,56 +8,77 @@ export interface ResultRow {
   variant: string;
   concurrency?: number;
   lib: LibName;
-  /** metric -> one value per run, in run order. */
+  /** metric -> one value per successful run, in run order. */
   runs: Record<string, number[]>;
-  /** Why there is no value (n/a), when a run failed. */
-  error?: string;
+}
+
+export interface RunError {
+  scenario: string;
+  lib: LibName;
+  /** The first failure of this library in this scenario. */
+  error: string;
+  failedRuns: number;
 }
 
 export class Results {
   readonly rows: ResultRow[] = [];
+  readonly errors: RunError[] = [];
 
   add(scenario: string, lib: LibName, sample: Sample): void {
-    const row = this.row(scenario, sample.variant, lib, sample.concurrency);
-    for (const [key, value] of Object.entries(sample.metrics)) (row.runs[key] ??= []).push(value);
-  }
-
-  fail(scenario: string, lib: LibName, error: string): void {
-    // Variants are not known when a run fails before producing any: one row for the scenario.
-    const existing = this.rows.filter((r) => r.scenario === scenario && r.lib === lib);
-    if (existing.length === 0) existing.push(this.row(scenario, '', lib));
-    for (const row of existing) row.error ??= error;
-  }
-
-  private row(scenario: string, variant: string, lib: LibName, concurrency?: number): ResultRow {
-    let row = this.rows.find((r) => r.scenario === scenario && r.variant === variant && r.lib === lib);
+    let row = this.rows.find((r) => r.scenario === scenario && r.variant === sample.variant && r.lib === lib);
     if (!row) {
-      row = { scenario, variant, lib, runs: {} };
-      if (concurrency !== undefined) row.concurrency = concurrency;
+      row = { scenario, variant: sample.variant, lib, runs: {} };
+      if (sample.concurrency !== undefined) row.concurrency = sample.concurrency;
       this.rows.push(row);
     }
-    return row;
+    for (const [key, value] of Object.entries(sample.metrics)) {
+      row.runs[key] ??= [];
+      row.runs[key].push(value);
+    }
   }
 
-  /** One JSON object per scenario variant and library: medians at the top level, runs min/max/values. */
+  /** A run failed: its samples (if any) are not kept, and the library is marked n/a or incomplete. */
+  fail(scenario: string, lib: LibName, error: string): void {
+    const known = this.errorOf(scenario, lib);
+    if (known) known.failedRuns++;
+    else this.errors.push({ scenario, lib, error, failedRuns: 1 });
+  }
+
+  errorOf(scenario: string, lib: LibName): RunError | undefined {
+    return this.errors.find((e) => e.scenario === scenario && e.lib === lib);
+  }
+
+  /**
+   * One JSON object per scenario variant and library: medians at the top level, runs min/max/values;
+   * `error` on rows of a library that failed some runs, and one `{scenario, lib, error}` object for a
+   * library that has no successful run of a scenario.
+   */
   toJson(): Record<string, unknown>[] {
-    return this.rows.map((r) => {
-      const out: Record<string, unknown> = { scenario: r.scenario };
-      if (r.variant) out.variant = r.variant;
-      out.lib = r.lib;
-      if (r.concurrency !== undefined) out.concurrency = r.concurrency;
-      if (r.error) {
-        out.error = r.error;
-        return out;
-      }
+    const out: Record<string, unknown>[] = this.rows.map((r) => {
+      const line: Record<string, unknown> = { scenario: r.scenario };
+      if (r.variant) line.variant = r.variant;
+      line.lib = r.lib;
+      if (r.concurrency !== undefined) line.concurrency = r.concurrency;
       const runs: Record<string, { min: number; max: number; values: number[] }> = {};
       for (const [key, values] of Object.entries(r.runs)) {
-        out[key] = round(median(values));
-        runs[key] = { min: round(Math.min(...values)), max: round(Math.max(...values)), values: values.map(round) };
+        line[key] = round(median(values));
+        runs[key] = {
+          min: round(Math.min(...values)),
+          max: round(Math.max(...values)),
+          values: values.map(round),
+        };
       }
-      out.runs = runs;
-      return out;
+      line.runs = runs;
+      const err = this.errorOf(r.scenario, r.lib);
+      if (err) line.error = `${err.failedRuns} run(s) failed: ${err.error}`;
+      return line;
     });
+    for (const e of this.errors) {
+      if (!this.rows.some((r) => r.scenario === e.scenario && r.lib === e.lib)) {
+        out.push({ scenario: e.scenario, lib: e.lib, error: e.error });
+      }
+    }
+    return out;
   }
 }
 

@@ -63,13 +63,17 @@ function panel(title: string, unit: string, data: Group[], libs: readonly LibNam
   const lo = 10 ** Math.floor(Math.log10(Math.min(...positive)));
   const hi = 10 ** Math.ceil(Math.log10(Math.max(...positive)));
   const y = (v: number) =>
-    plotBottom - ((Math.log10(Math.max(v, lo)) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * (plotBottom - plotTop);
+    plotBottom -
+    ((Math.log10(Math.max(v, lo)) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) *
+      (plotBottom - plotTop);
   for (let d = lo; d <= hi * 1.0001; d *= 10) {
     for (const m of [1, 2, 5]) {
       const v = d * m;
       if (v > hi * 1.0001) break;
       const yy = y(v).toFixed(1);
-      parts.push(`<line x1="${LEFT}" x2="${WIDTH - RIGHT}" y1="${yy}" y2="${yy}" class="${m === 1 ? 'grid' : 'minor'}"/>`);
+      parts.push(
+        `<line x1="${LEFT}" x2="${WIDTH - RIGHT}" y1="${yy}" y2="${yy}" class="${m === 1 ? 'grid' : 'minor'}"/>`,
+      );
       if (m === 1 || m === 5) parts.push(`<text x="${LEFT - 6}" y="${yy}" class="axis">${fmt(v)}</text>`);
     }
   }
@@ -93,7 +97,10 @@ function panel(title: string, unit: string, data: Group[], libs: readonly LibNam
     const lx = LEFT + gi * groupWidth + groupWidth / 2;
     const [first, ...rest] = g.label.split(' ');
     parts.push(`<text x="${lx.toFixed(1)}" y="${plotBottom + 16}" class="group">${esc(first ?? '')}</text>`);
-    if (rest.length) parts.push(`<text x="${lx.toFixed(1)}" y="${plotBottom + 30}" class="group">${esc(rest.join(' '))}</text>`);
+    if (rest.length)
+      parts.push(
+        `<text x="${lx.toFixed(1)}" y="${plotBottom + 30}" class="group">${esc(rest.join(' '))}</text>`,
+      );
   });
   return parts.join('\n');
 }

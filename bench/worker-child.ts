@@ -7,6 +7,8 @@
  * after moveToFinished; Bee-Queue 'succeeded' after its MULTI). The harness confirms afterwards, with
  * the library's own counters, that nothing is left waiting, delayed or active.
  */
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { loadAdapter } from './adapters/index.js';
 import type { JobData, WorkerHandle } from './adapters/types.js';
 import type { ChildConfig, ChildMessage, ParentMessage } from './child-protocol.js';
@@ -29,6 +31,25 @@ let completed = 0;
 let failedReported = false;
 let cpuStart: NodeJS.CpuUsage | undefined;
 let worker: WorkerHandle | undefined;
+let profiler: Session | undefined;
+
+/** Samples every 100 µs from `start` to `done` only (module loading and shutdown are left out). */
+async function startProfile(): Promise<void> {
+  if (!config.profileFile) return;
+  profiler = new Session();
+  profiler.connect();
+  await profiler.post('Profiler.enable');
+  await profiler.post('Profiler.setSamplingInterval', { interval: 100 });
+  await profiler.post('Profiler.start');
+}
+
+async function stopProfile(): Promise<void> {
+  if (!profiler || !config.profileFile) return;
+  const { profile } = await profiler.post('Profiler.stop');
+  writeFileSync(config.profileFile, JSON.stringify(profile));
+  profiler.disconnect();
+  profiler = undefined;
+}
 
 function record(data: JobData): void {
   if (config.mode === 'latency') {
@@ -46,6 +67,7 @@ function onCompleted(): void {
   const at = monoMs();
   const cpu = process.cpuUsage(cpuStart);
   const count = counter.stop();
+  stopProfile().catch(onFailed);
   send({
     type: 'done',
     at,
@@ -66,6 +88,7 @@ function onFailed(error: unknown): void {
 
 async function start(): Promise<void> {
   const adapter = await loadAdapter(config.lib);
+  await startProfile();
   cpuStart = process.cpuUsage();
   counter.start();
   worker = await adapter.worker({
@@ -82,6 +105,7 @@ async function start(): Promise<void> {
 
 async function close(): Promise<void> {
   try {
+    await stopProfile();
     await worker?.close();
   } finally {
     send({ type: 'closed' });

@@ -2,8 +2,8 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ChildConfig, ChildMessage, DoneMessage } from './child-protocol.js';
-import { withTimeout } from './clock.js';
 import { track } from './cleanup.js';
+import { withTimeout } from './clock.js';
 
 const CHILD_FILE = fileURLToPath(new URL('./worker-child.ts', import.meta.url));
 

@@ -4,7 +4,15 @@
  * (`sendEvents`, default true). Delayed jobs need `activateDelayedJobs: true` on the worker.
  */
 import BeeQueue from 'bee-queue';
-import type { Adapter, JobData, JobSpec, Producer, ServerAddress, WorkerHandle, WorkerSpec } from './types.js';
+import type {
+  Adapter,
+  JobData,
+  JobSpec,
+  Producer,
+  ServerAddress,
+  WorkerHandle,
+  WorkerSpec,
+} from './types.js';
 
 class BeeProducer implements Producer {
   constructor(private readonly queue: BeeQueue<JobData>) {}

@@ -3,7 +3,15 @@
  * everything else is the default (its event stream included).
  */
 import { Queue, Worker } from 'bullmq';
-import type { Adapter, JobData, JobSpec, Producer, ServerAddress, WorkerHandle, WorkerSpec } from './types.js';
+import type {
+  Adapter,
+  JobData,
+  JobSpec,
+  Producer,
+  ServerAddress,
+  WorkerHandle,
+  WorkerSpec,
+} from './types.js';
 
 const JOB_NAME = 'bench';
 

@@ -1,6 +1,14 @@
 /** Surety with its defaults: retention keeps the last 1 000 completed jobs (its production setting). */
 import { Queue, Worker } from '../../src/index.js';
-import type { Adapter, JobData, JobSpec, Producer, ServerAddress, WorkerHandle, WorkerSpec } from './types.js';
+import type {
+  Adapter,
+  JobData,
+  JobSpec,
+  Producer,
+  ServerAddress,
+  WorkerHandle,
+  WorkerSpec,
+} from './types.js';
 
 class SuretyProducer implements Producer {
   constructor(private readonly queue: Queue<JobData>) {}
@@ -11,7 +19,9 @@ class SuretyProducer implements Producer {
 
   async addBulk(jobs: readonly JobSpec[]): Promise<void> {
     await this.queue.addBulk(
-      jobs.map((j) => (j.runAt === undefined ? { data: j.data } : { data: j.data, opts: { runAt: j.runAt } })),
+      jobs.map((j) =>
+        j.runAt === undefined ? { data: j.data } : { data: j.data, opts: { runAt: j.runAt } },
+      ),
     );
   }
 

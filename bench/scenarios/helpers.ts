@@ -1,7 +1,7 @@
 /** Shared pieces of the scenarios: payload, bulk fill, worker lifetime, drain check. */
 import type { JobData, JobSpec, Producer } from '../adapters/types.js';
 import type { ChildConfig } from '../child-protocol.js';
-import { sleep } from '../clock.js';
+import { sleep, withTimeout } from '../clock.js';
 import type { WorkerProcess } from '../worker-process.js';
 import type { RunContext } from './context.js';
 
@@ -50,11 +50,11 @@ export async function withProducer<T>(
   queue: string,
   fn: (producer: Producer) => Promise<T>,
 ): Promise<T> {
-  const producer = await ctx.producer(queue);
+  const producer = await withTimeout(ctx.producer(queue), 30_000, `${ctx.adapter.lib} producer ready`);
   try {
     return await fn(producer);
   } finally {
-    await producer.close();
+    await withTimeout(producer.close(), 10_000, `${ctx.adapter.lib} producer close`).catch(() => {});
   }
 }
 
@@ -67,7 +67,8 @@ export async function confirmDrained(producer: Producer, what: string): Promise<
   for (;;) {
     const left = await producer.outstanding();
     if (left === 0) return;
-    if (Date.now() > deadline) throw new Error(`${what}: ${left} jobs still outstanding after the last completion`);
+    if (Date.now() > deadline)
+      throw new Error(`${what}: ${left} jobs still outstanding after the last completion`);
     await sleep(10);
   }
 }

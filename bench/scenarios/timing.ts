@@ -39,7 +39,13 @@ export const latency: Scenario = {
       );
       await confirmDrained(producer, 'latency');
       const s = summary(done.samples);
-      return [{ variant: `c=${CONCURRENCY}`, concurrency: CONCURRENCY, metrics: { p50Ms: s.p50, p99Ms: s.p99, maxMs: s.max } }];
+      return [
+        {
+          variant: `c=${CONCURRENCY}`,
+          concurrency: CONCURRENCY,
+          metrics: { p50Ms: s.p50, p99Ms: s.p99, maxMs: s.max },
+        },
+      ];
     });
   },
 };

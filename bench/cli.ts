@@ -1,0 +1,86 @@
+/** Command-line options of `npm run bench`. */
+import { LIB_NAMES, type LibName } from './adapters/types.js';
+import type { Sizes } from './scenarios/context.js';
+import { SCENARIOS } from './scenarios/index.js';
+
+export interface BenchOptions {
+  quick: boolean;
+  json: boolean;
+  aof: boolean;
+  cpuProf: boolean;
+  only: string[];
+  libs: LibName[];
+  runs: number;
+  sizes: Sizes;
+  /** True when the run is not the standard full one (its results file gets a suffix). */
+  partial: boolean;
+}
+
+export const USAGE = `Usage: npm run bench -- [options]
+  --quick              one pass, N=5 000 (latency/delayed: 500 jobs), for a fast check
+  --json               print one JSON object per line on stdout (the table goes to stderr)
+  --only a,b           scenarios: ${SCENARIOS.map((s) => s.name).join(', ')}
+  --libs a,b           libraries: ${LIB_NAMES.join(', ')} (default: all)
+  --runs k             runs per scenario (default 3, --quick 1)
+  --n N                jobs per throughput/memory/cost measurement (default 20 000)
+  --aof                redis-server with appendonly yes, appendfsync always
+  --cpu-prof           V8 CPU profile of each worker child, start -> last completion, in
+                       bench/results/profiles/<queue>.cpuprofile (summary: tsx bench/profile-top.ts)
+  --help`;
+
+function list(value: string | undefined, flag: string): string[] {
+  if (!value) throw new Error(`${flag} needs a comma-separated list`);
+  return value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+function positiveInt(value: string | undefined, flag: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} must be an integer >= 1, got ${value}`);
+  return n;
+}
+
+export function parseArgs(argv: readonly string[]): BenchOptions | 'help' {
+  let quick = false;
+  let json = false;
+  let aof = false;
+  let cpuProf = false;
+  let only: string[] = SCENARIOS.map((s) => s.name);
+  let libs: LibName[] = [...LIB_NAMES];
+  let runs: number | undefined;
+  let n: number | undefined;
+  let partial = false;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--help' || arg === '-h') return 'help';
+    else if (arg === '--quick') quick = true;
+    else if (arg === '--json') json = true;
+    else if (arg === '--aof') aof = true;
+    else if (arg === '--cpu-prof') cpuProf = true;
+    else if (arg === '--only') {
+      only = list(argv[++i], arg);
+      const unknown = only.filter((s) => !SCENARIOS.some((x) => x.name === s));
+      if (unknown.length) throw new Error(`--only: unknown scenario ${unknown.join(', ')}`);
+      partial = true;
+    } else if (arg === '--libs') {
+      const names = list(argv[++i], arg);
+      const unknown = names.filter((l) => !(LIB_NAMES as readonly string[]).includes(l));
+      if (unknown.length) throw new Error(`--libs: unknown library ${unknown.join(', ')}`);
+      libs = LIB_NAMES.filter((l) => names.includes(l));
+      partial = true;
+    } else if (arg === '--runs') {
+      runs = positiveInt(argv[++i], arg);
+      partial = true;
+    } else if (arg === '--n') {
+      n = positiveInt(argv[++i], arg);
+      partial = true;
+    } else throw new Error(`unknown option ${arg}\n${USAGE}`);
+  }
+  const sizes: Sizes = quick
+    ? { n: 5_000, latencyJobs: 500, delayedJobs: 500, delayedWindowMs: 2_000 }
+    : { n: 20_000, latencyJobs: 2_000, delayedJobs: 2_000, delayedWindowMs: 5_000 };
+  if (n !== undefined) sizes.n = n;
+  return { quick, json, aof, cpuProf, only, libs, runs: runs ?? (quick ? 1 : 3), sizes, partial };
+}

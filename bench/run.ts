@@ -1,0 +1,224 @@
+/**
+ * `npm run bench`: Surety against BullMQ and Bee-Queue on one private redis-server (default config:
+ * hz 10, no persistence; `--aof` for appendfsync always). Each scenario runs `runs` times with the
+ * libraries interleaved (the starting library rotates each run), Redis flushed between measurements.
+ * Prints a table (or JSON lines with --json) and writes bench/results/<date>.json and latest.svg.
+ * See cli.ts for the options and scenarios/ for what each scenario measures.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { Redis } from 'ioredis';
+import { startRedis } from '../test/helpers/redis-server.js';
+import { loadAdapter } from './adapters/index.js';
+import type { Adapter, ServerAddress } from './adapters/types.js';
+import { cleanupAll, installExitHandlers, track } from './cleanup.js';
+import { type BenchOptions, parseArgs, USAGE } from './cli.js';
+import { monoMs, withTimeout } from './clock.js';
+import { installCounter } from './command-counter.js';
+import { RESULTS_DIR, writeResults } from './output.js';
+import { flushAll, parseInfo } from './redis-stats.js';
+import { renderTable } from './report.js';
+import { Results } from './results.js';
+import type { RunContext, Scenario } from './scenarios/context.js';
+import { SCENARIOS } from './scenarios/index.js';
+import { renderSvg } from './svg.js';
+import { WorkerProcess } from './worker-process.js';
+
+/** Safety net over every scenario run (each wait inside has its own, shorter deadline). */
+const SCENARIO_TIMEOUT_MS = 10 * 60_000;
+const DONE_TIMEOUT_MS = 180_000;
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+interface Harness {
+  opts: BenchOptions;
+  server: ServerAddress;
+  admin: Redis;
+  counter: ReturnType<typeof installCounter>;
+  results: Results;
+  queueSeq: number;
+}
+
+function makeContext(h: Harness, adapter: Adapter, run: number): RunContext & { kill(): Promise<void> } {
+  const children = new Set<WorkerProcess>();
+  return {
+    adapter,
+    server: h.server,
+    admin: h.admin,
+    sizes: h.opts.sizes,
+    counter: h.counter,
+    queueName: (tag) => `bench-${adapter.lib}-${tag}-r${run + 1}-${++h.queueSeq}`,
+    producer: (queue) => adapter.producer(h.server, queue),
+    spawnWorker: async (config) => {
+      const profileFile = h.opts.cpuProf ? `${RESULTS_DIR}profiles/${config.queue}.cpuprofile` : undefined;
+      if (profileFile) mkdirSync(`${RESULTS_DIR}profiles`, { recursive: true });
+      const child = await WorkerProcess.spawn(
+        { ...config, lib: adapter.lib, server: h.server, ...(profileFile ? { profileFile } : {}) },
+        { doneTimeoutMs: DONE_TIMEOUT_MS },
+      );
+      children.add(child);
+      return child;
+    },
+    flush: () => flushAll(h.admin),
+    kill: async () => {
+      await Promise.all([...children].map((c) => c.kill()));
+    },
+  };
+}
+
+async function runOne(h: Harness, scenario: Scenario, adapter: Adapter, run: number): Promise<void> {
+  const ctx = makeContext(h, adapter, run);
+  const t0 = monoMs();
+  const pending = scenario.run(ctx);
+  try {
+    const samples = await withTimeout(pending, SCENARIO_TIMEOUT_MS, `${scenario.name} ${adapter.lib}`);
+    for (const s of samples) h.results.add(scenario.name, adapter.lib, s);
+    const shown = samples
+      .map(
+        (s) =>
+          `${s.variant ? `${s.variant}: ` : ''}${Object.entries(s.metrics)
+            .map(([k, v]) => `${k}=${+v.toFixed(2)}`)
+            .join(' ')}`,
+      )
+      .join(' | ');
+    log(`  run ${run + 1} ${adapter.label.padEnd(9)} ${shown}  (${((monoMs() - t0) / 1000).toFixed(1)} s)`);
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    h.results.fail(scenario.name, adapter.lib, message);
+    log(`  run ${run + 1} ${adapter.label.padEnd(9)} FAILED: ${message}`);
+    await ctx.kill();
+    await withTimeout(pending, 20_000, 'abandoned scenario').catch(() => {});
+  }
+}
+
+async function main(opts: BenchOptions): Promise<void> {
+  const started = new Date();
+  const loadStart = loadavg();
+  const t0 = monoMs();
+  installExitHandlers();
+  const counter = installCounter();
+  const redis = await startRedis({ aof: opts.aof });
+  track({
+    stop: () => redis.stop(),
+    killSync: () => redis.pid !== undefined && process.kill(redis.pid, 'SIGKILL'),
+  });
+  const admin = new Redis(redis.port, '127.0.0.1', { maxRetriesPerRequest: 3 });
+  counter.exclude(admin);
+  const h: Harness = {
+    opts,
+    server: { host: '127.0.0.1', port: redis.port, url: redis.url },
+    admin,
+    counter,
+    results: new Results(),
+    queueSeq: 0,
+  };
+  const adapters = await Promise.all(opts.libs.map(loadAdapter));
+  const version = parseInfo(await admin.info('server')).redis_version ?? '?';
+  const scenarios = SCENARIOS.filter((s) => opts.only.includes(s.name));
+  const notes = [
+    `redis-server ${version} private instance, default config (hz 10), ${opts.aof ? 'appendonly yes, appendfsync always' : 'no persistence'}`,
+    ...adapters.map((a) => `${a.label}: ${a.retention} (production setting)`),
+    'e2e end mark: the N-th completion event in the worker process (each library emits it after the write to Redis), CLOCK_MONOTONIC; queue checked empty after',
+  ];
+  log(
+    `Surety benchmark: ${opts.runs} run(s), N=${opts.sizes.n}, libraries ${adapters.map((a) => a.label).join(', ')}`,
+  );
+  for (const n of notes) log(`  ${n}`);
+  for (const scenario of scenarios) {
+    log(`\n${scenario.name}: ${scenario.describe(opts.sizes)}`);
+    for (let run = 0; run < opts.runs; run++) {
+      for (let k = 0; k < adapters.length; k++) {
+        await runOne(h, scenario, adapters[(run + k) % adapters.length]!, run);
+      }
+    }
+  }
+  const table = renderTable(h.results, opts.libs);
+  const header = [
+    `Surety benchmark ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC: N=${opts.sizes.n} jobs, ${opts.runs} run(s) per scenario, libraries interleaved`,
+    ...notes.map((n) => `  ${n}`),
+    `  Surety at commit ${gitDescribe()}`,
+    `  load average at start ${loadStart.map((l) => l.toFixed(2)).join(' ')}, at end ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')} (${cpus().length} CPUs)`,
+  ].join('\n');
+  if (opts.json) {
+    for (const line of h.results.toJson()) process.stdout.write(`${JSON.stringify(line)}\n`);
+    log(`\n${header}\n\n${table}`);
+  } else {
+    process.stdout.write(`\n${header}\n\n${table}\n`);
+  }
+  const date = started.toISOString().slice(0, 10);
+  const suffix = [opts.quick ? 'quick' : '', opts.partial ? 'partial' : '', opts.aof ? 'aof' : '']
+    .filter(Boolean)
+    .join('-');
+  const files = writeResults(
+    {
+      date,
+      startedAt: started.toISOString(),
+      durationS: Math.round((monoMs() - t0) / 1000),
+      machine: {
+        cpus: cpus().length,
+        cpuModel: cpus()[0]?.model ?? '?',
+        memGiB: Math.round(totalmem() / 2 ** 30),
+        loadavgStart: loadStart.map((l) => l.toFixed(2)).join(' '),
+        loadavgEnd: loadavg()
+          .map((l) => l.toFixed(2))
+          .join(' '),
+        node: process.version,
+        redis: version,
+      },
+      options: {
+        n: opts.sizes.n,
+        runs: opts.runs,
+        quick: opts.quick,
+        aof: opts.aof,
+        libs: opts.libs,
+        sizes: opts.sizes,
+      },
+      scenarios: Object.fromEntries(scenarios.map((s) => [s.name, s.describe(opts.sizes)])),
+      notes,
+    },
+    h.results,
+    renderSvg(
+      h.results,
+      opts.libs,
+      `${date}, N=${opts.sizes.n}, ${opts.runs} run(s), ${opts.aof ? 'AOF always' : 'no persistence'}`,
+    ),
+    suffix,
+  );
+  log(`\nwrote ${files.join(' and ')} in ${((monoMs() - t0) / 1000).toFixed(0)} s`);
+  admin.disconnect();
+}
+
+/** HEAD and whether src/ has uncommitted changes (read-only git calls). */
+function gitDescribe(): string {
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], { encoding: 'utf8' }).trim();
+    return dirty ? `${head} (src/ modified)` : head;
+  } catch {
+    return 'unknown';
+  }
+}
+
+let parsed: BenchOptions | 'help';
+try {
+  parsed = parseArgs(process.argv.slice(2));
+} catch (err) {
+  log(err instanceof Error ? err.message : String(err));
+  process.exit(2);
+}
+if (parsed === 'help') {
+  log(USAGE);
+} else {
+  main(parsed)
+    .catch((err) => {
+      log(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+      process.exitCode = 1;
+    })
+    .finally(async () => {
+      await cleanupAll();
+      process.exit();
+    });
+}
