@@ -24,7 +24,10 @@ export interface QueueKeys {
   readonly ids: string;
   /** ZSET of delayed job ids; score = due time (epoch ms, Redis clock). */
   readonly delayed: string;
-  /** ZSET of active job ids; score = lease deadline (epoch ms, Redis clock). */
+  /**
+   * ZSET of active job ids; score = lease deadline (epoch ms, Redis clock). Also holds one sentinel
+   * member scored +inf that keeps it in skiplist encoding (see includes/active_sentinel.lua).
+   */
   readonly active: string;
   /** ZSET of completed job ids; score = finish time (epoch ms). Trimmed by retention. */
   readonly completed: string;

@@ -173,7 +173,8 @@ export class Queue<Data = unknown, Result = unknown> {
         throw new ValidationError(
           `state must be waiting, delayed, blocked, active, completed or dead, got ${state}`,
         );
-      ids = await client.zrange(set, offset, offset + limit - 1);
+      // Scores below +inf: skips the active set's sentinel member.
+      ids = await client.zrangebyscore(set, '-inf', '(+inf', 'LIMIT', offset, limit);
     }
     if (ids.length === 0) return [];
     const [records, annex] = await Promise.all([
@@ -200,7 +201,8 @@ export class Queue<Data = unknown, Result = unknown> {
       client.zcard(k.completed),
       client.zcard(k.dead),
     ]);
-    return { waiting: waiting + prio, delayed, blocked, active, completed, dead };
+    // `active` holds a sentinel member besides the jobs (see includes/active_sentinel.lua).
+    return { waiting: waiting + prio, delayed, blocked, active: Math.max(active - 1, 0), completed, dead };
   }
 
   /**

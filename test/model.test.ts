@@ -479,7 +479,7 @@ class Harness {
         this.queue.counts(),
         this.queue.isPaused(),
         this.queue.getJobs('waiting', { limit: 10_000 }),
-        fx.redis.zrange(k.active, 0, -1, 'WITHSCORES'),
+        fx.redis.zrangebyscore(k.active, '-inf', '(+inf', 'WITHSCORES'), // below +inf: not the sentinel
         fx.redis.zrange(k.delayed, 0, -1, 'WITHSCORES'),
         fx.redis.zrange(k.completed, 0, -1, 'WITHSCORES'),
         fx.redis.zrange(k.dead, 0, -1, 'WITHSCORES'),

@@ -30,6 +30,7 @@
 -- @include with_header
 -- @include enqueue
 -- @include pipe_positions
+-- @include active_sentinel
 -- @include emit_event
 
 local jobs, waiting, prio, seq, delayed, active, meta, limiter =
@@ -66,7 +67,7 @@ end
 local flags = redis.call('HMGET', meta, 'paused', 'concurrency')
 if flags[1] then return { now, '', 1, 0 } end
 if flags[2] and count > 0 then
-  local room = tonumber(flags[2]) - redis.call('ZCARD', active)
+  local room = tonumber(flags[2]) - active_count(active)
   if room < count then
     count = math.max(room, 0)
     redis.call('HSET', meta, 'starved', '1')
@@ -147,6 +148,7 @@ for i = 1, #ids do
 end
 if #updated > 0 then
   redis.call('HSET', jobs, unpack(updated))
+  redis.call('ZADD', active, 'NX', 'inf', ACTIVE_SENTINEL)
   redis.call('ZADD', active, unpack(leases))
   emit_event(KEYS[9], tonumber(ARGV[7]), 'active', ids)
 end
