@@ -29,9 +29,11 @@
 -- @include parse_record
 -- @include with_header
 -- @include enqueue
--- @include pipe_positions
 -- @include active_sentinel
 -- @include emit_event
+
+-- state|token|(attempts)(|base|createdAt|runAt|)startedAt(|finishedAt|priority|maxAttempts|(leaseMs)|...)
+local CLAIM_PATTERN = '^[^|]*|[^|]*|([^|]*)(|[^|]*|[^|]*|[^|]*|)[^|]*(|[^|]*|[^|]*|[^|]*|([^|]*)|.*)$'
 
 local jobs, waiting, prio, seq, delayed, active, meta, limiter =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -126,18 +128,16 @@ if #ids == 0 then return out end
 local recs = redis.call('HMGET', jobs, unpack(ids))
 local updated, leases = {}, {}
 local default_lease = tonumber(ARGV[3])
-local p = {}
 local token = redis.call('INCRBY', seq, #ids) - #ids
 for i = 1, #ids do
   local rec = recs[i]
   if rec then
-    -- Rewrite state, token, attempts and startedAt in place and read leaseMs, without splitting the
-    -- whole header (this is the hot path). p[k] ends field k.
-    pipe_positions(rec, F_LEASE, p)
+    -- The hot path: one pattern match reads attempts and leaseMs and cuts the record around the
+    -- fields to rewrite (state, token, attempts, startedAt), instead of splitting the whole header.
+    local attempts, mid, rest, lease = string.match(rec, CLAIM_PATTERN)
     token = token + 1
-    local attempts = tonumber(string.sub(rec, p[F_TOKEN] + 1, p[F_ATTEMPTS] - 1)) + 1
-    local lease = tonumber(string.sub(rec, p[F_MAX_ATTEMPTS] + 1, p[F_LEASE] - 1)) or default_lease
-    rec = 'a|' .. token .. '|' .. attempts .. string.sub(rec, p[F_ATTEMPTS], p[F_RUN_AT]) .. now .. string.sub(rec, p[F_STARTED])
+    rec = 'a|' .. token .. '|' .. (tonumber(attempts) + 1) .. mid .. now .. rest
+    lease = tonumber(lease) or default_lease
     updated[#updated + 1] = ids[i]
     updated[#updated + 1] = rec
     leases[#leases + 1] = now + lease

@@ -31,11 +31,13 @@
 -- @include enqueue
 -- @include append_errors
 -- @include settle_dependents
--- @include pipe_positions
 -- @include annex_fields
 -- @include trim_finished
 -- @include wake_starved
 -- @include emit_event
+
+-- (state)|(token)|(attempts)(|base|createdAt|runAt|startedAt|)finishedAt(|priority|...)
+local COMPLETE_PATTERN = '^(.)|([^|]*)|([^|]*)(|[^|]*|[^|]*|[^|]*|[^|]*|)[^|]*(|.*)$'
 
 local jobs, errors, active, completed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = current_time(ARGV[1])
@@ -47,7 +49,7 @@ local ids = {}
 for i = 1, n do ids[i] = ARGV[FIXED + 1 + (i - 1) * 3] end
 local recs = redis.call('HMGET', jobs, unpack(ids))
 
-local refused, done, updated, scores, p = {}, {}, {}, {}, {}
+local refused, done, updated, scores = {}, {}, {}, {}
 for i = 1, n do
   local base = FIXED + 1 + (i - 1) * 3
   local rec = recs[i]
@@ -55,19 +57,18 @@ for i = 1, n do
     refused[#refused + 1] = ids[i]
     refused[#refused + 1] = 'NOT_FOUND'
   else
-    -- Only state, token, attempts and finishedAt matter here: read and rewrite them in place.
-    pipe_positions(rec, F_FINISHED, p)
-    local state = string.sub(rec, 1, 1)
-    local token = string.sub(rec, p[F_STATE] + 1, p[F_TOKEN] - 1)
+    -- Only state, token, attempts and finishedAt matter here: one pattern match reads them and cuts
+    -- the record around finishedAt (the hot path: no header split).
+    local state, token, attempts, mid, rest = string.match(rec, COMPLETE_PATTERN)
     if state == 'a' and token == ARGV[base + 1] then
       done[#done + 1] = ids[i]
       updated[#updated + 1] = ids[i]
-      updated[#updated + 1] = 'c' .. string.sub(rec, 2, p[F_STARTED]) .. now .. string.sub(rec, p[F_FINISHED]) .. '\n' .. ARGV[base + 2]
+      updated[#updated + 1] = 'c|' .. token .. '|' .. attempts .. mid .. now .. rest .. '\n' .. ARGV[base + 2]
       scores[#scores + 1] = now
       scores[#scores + 1] = ids[i]
     elseif not (state == 'c' and token == ARGV[base + 1]) then
       refused[#refused + 1] = ids[i]
-      refused[#refused + 1] = 'STALE:' .. state .. ':' .. string.sub(rec, p[F_TOKEN] + 1, p[F_ATTEMPTS] - 1)
+      refused[#refused + 1] = 'STALE:' .. state .. ':' .. attempts
     end
   end
 end
