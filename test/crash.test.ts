@@ -128,6 +128,30 @@ describe('crashes', () => {
     }
   });
 
+  it('a worker whose connection drops during start-up retries and then processes jobs', async () => {
+    const name = uniqueName();
+    const queue = new Queue(name, { connection: fx.url });
+    open.push(queue);
+    await queue.add({}, { id: 'first' });
+    // Hold writes so the worker's first heartbeat (a script) is in flight, then cut its connections.
+    await fx.redis.call('CLIENT', 'PAUSE', '5000', 'WRITE');
+    const errors: string[] = [];
+    const worker = new Worker(name, () => 'done', { connection: fx.url, pollIntervalMs: 60_000 });
+    worker.on('error', (e) => errors.push(e.code));
+    open.push(worker);
+    try {
+      await waitUntil(
+        async () => /cmd=evalsha/.test(String(await fx.redis.call('CLIENT', 'LIST'))),
+        'heartbeat held',
+      );
+      await fx.redis.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+    } finally {
+      await fx.redis.call('CLIENT', 'UNPAUSE');
+    }
+    expect(await queue.waitFor('first', { timeoutMs: 10_000 })).toBe('done');
+    expect(errors).toContain('ERR_CONNECTION');
+  });
+
   it('a worker whose connections are killed reconnects and finishes every job exactly once in Redis', async () => {
     const name = uniqueName();
     const queue = new Queue<{ i: number }>(name, { connection: fx.url });

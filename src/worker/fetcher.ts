@@ -9,6 +9,7 @@
  *  - a reconnect of the subscriber (messages may have been missed), or a slow safety poll.
  * No fixed short poll: idle workers cost Redis nothing, and a due job starts within a few ms.
  */
+import { untilClosed } from '../in-flight.js';
 import type { RedisClient } from '../scripts.js';
 
 export interface ClaimReply {
@@ -45,6 +46,7 @@ export class Fetcher {
    * about a job the claim did not see can arrive before its reply), the queue is not drained.
    */
   private wakes = 0;
+  private listening = false;
   private drained = false;
   private stopped = true;
   private failures = 0;
@@ -60,11 +62,15 @@ export class Fetcher {
 
   constructor(private readonly deps: FetcherDeps) {}
 
+  /** Subscribes and makes the first claim. Safe to call again after a failure (the worker retries). */
   async start(): Promise<void> {
     this.stopped = false;
-    this.deps.subscriber.on('smessage', this.onMessage);
-    this.deps.subscriber.on('ready', this.onReady);
-    await this.deps.subscriber.ssubscribe(this.deps.wakeChannel);
+    if (!this.listening) {
+      this.listening = true;
+      this.deps.subscriber.on('smessage', this.onMessage);
+      this.deps.subscriber.on('ready', this.onReady);
+    }
+    await untilClosed(this.deps.subscriber, this.deps.subscriber.ssubscribe(this.deps.wakeChannel));
     this.wake();
   }
 
@@ -139,5 +145,6 @@ export class Fetcher {
     clearTimeout(this.retryTimer);
     this.deps.subscriber.off('smessage', this.onMessage);
     this.deps.subscriber.off('ready', this.onReady);
+    this.listening = false;
   }
 }

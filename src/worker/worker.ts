@@ -27,6 +27,7 @@ import {
   ClosedError,
   ConnectionError,
   LeaseExpiredError,
+  RedisConfigError,
   StaleJobError,
   SuretyError,
   TimeoutError,
@@ -150,11 +151,23 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       return Promise.reject(new ClosedError(`Worker ${this.name}`));
     this.startPromise ??= (async () => {
       this.state = 'running';
-      await checkServer(this.conn.client, this.options.strict, this.options.logger);
-      await this.heartbeat.start();
+      // A connection that drops during start-up must not leave a worker that looks alive and never
+      // claims: retry until it works, or until close(). Only a refused Redis (RedisConfigError) stops it.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await checkServer(this.conn.client, this.options.strict, this.options.logger);
+          await this.heartbeat.start();
+          await this.fetcher.start();
+          break;
+        } catch (err) {
+          if (err instanceof RedisConfigError || this.state !== 'running') throw err;
+          this.reportError(err);
+          await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** attempt, 2_000)));
+          if (this.state !== 'running') return;
+        }
+      }
       this.renewer.start();
       this.recoverer.start();
-      await this.fetcher.start();
     })();
     return this.startPromise;
   }
