@@ -8,7 +8,16 @@ import type { PlannedOutcome } from './behaviour.js';
 
 export type LogLine =
   /** An execution: the processor ran attempt `a` of job `id`; `o` is the outcome it then returned/threw. */
-  | { t: 'x'; id: string; a: number; pid: number; start: number; end: number; runAt: number; o: PlannedOutcome }
+  | {
+      t: 'x';
+      id: string;
+      a: number;
+      pid: number;
+      start: number;
+      end: number;
+      runAt: number;
+      o: PlannedOutcome;
+    }
   /** Redis accepted this completion (the worker's `completed` event). */
   | { t: 'c'; id: string; a: number }
   /** Redis accepted this failure and the job is now dead (`failed` event with outcome dead). */

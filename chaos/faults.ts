@@ -7,11 +7,17 @@
  *  clientKillOne CLIENT KILL ID of one worker's connections (found by connection name)
  *  clientKillSub CLIENT KILL TYPE pubsub: the workers' wake-up subscriptions
  *  redisKill     kill -9 of redis-server, restarted from its AOF on the same port
+ *
+ * On loopback a command is in flight for microseconds, so a connection cut or a Redis kill almost never
+ * catches one. Half of the clientKill* and redisKill faults therefore first hold writes with
+ * CLIENT PAUSE WRITE for a few hundred ms: every script sent meanwhile (claims, acks, lease renewals,
+ * adds) is in flight when the connection or the server dies, and must be rejected, never left pending.
  */
 import type { Redis } from 'ioredis';
 import type { RedisServer } from '../test/helpers/redis-server.js';
-import type { WorkerPool } from './pool.js';
+import type { WorkerPool, WorkerProc } from './pool.js';
 import type { Rng } from './rng.js';
+import { sleep, within } from './time.js';
 
 export type FaultKind = 'kill' | 'stop' | 'clientKillAll' | 'clientKillOne' | 'clientKillSub' | 'redisKill';
 export const FAULT_KINDS: readonly FaultKind[] = [
@@ -30,6 +36,8 @@ export interface PlannedFault {
   slot: number;
   /** For stop: how long the process stays stopped. */
   holdMs: number;
+  /** For clientKill* and redisKill: hold writes this long first (0 = no). */
+  pauseMs: number;
 }
 
 /** What happened, for the report and for attributing wasted executions to a cause. */
@@ -54,7 +62,8 @@ const EXTRA_WEIGHTS: Record<FaultKind, number> = {
 
 /**
  * Every kind at least once, `redisKills` kills of Redis spread over the phase, and more faults at random
- * gaps of `minGapMs..maxGapMs`, all inside [2 s, durationMs - lastMarginMs].
+ * gaps of 0.4..1.6 x meanGapMs, all inside [2 s, durationMs - lease - 2.5 s] so that each one has
+ * resolved (stopped processes continued, leases expired and recovered) before the phase ends.
  */
 export function planFaults(
   rng: Rng,
@@ -72,22 +81,36 @@ export function planFaults(
     const i = free.splice(rng.int(0, free.length - 1), 1)[0]!;
     kinds[i] = kind;
   }
+  const pause = () => (rng.chance(0.5) ? rng.int(150, 400) : 0);
   const plan: PlannedFault[] = times.map((atMs, i) => ({
     atMs,
     kind: kinds[i]!,
     slot: rng.int(0, o.workers - 1),
     holdMs: o.leaseMs + rng.int(500, 2_000),
+    pauseMs: kinds[i] === 'kill' || kinds[i] === 'stop' ? 0 : pause(),
   }));
   const kept = plan.filter((f) => f.kind !== 'redisKill' || rng.chance(0.5));
   for (let k = 1; k <= o.redisKills; k++) {
     const atMs = Math.round(first + ((last - first) * (k - 0.5 + (rng.next() - 0.5) * 0.4)) / o.redisKills);
-    kept.push({ atMs, kind: 'redisKill', slot: 0, holdMs: 0 });
+    // The first planned Redis kill always catches commands in flight, the second never.
+    kept.push({
+      atMs,
+      kind: 'redisKill',
+      slot: 0,
+      holdMs: 0,
+      pauseMs: k === 1 ? 300 : k === 2 ? 0 : pause(),
+    });
   }
   return kept.sort((a, b) => a.atMs - b.atMs);
 }
 
+/** An admin command or a restart that takes longer than this fails the fault (the run goes on). */
+const FAULT_TIMEOUT_MS = 15_000;
+
 export class FaultRunner {
   readonly records: FaultRecord[] = [];
+  /** The fault being applied, if any (named when the run hangs). */
+  current = '';
   private readonly contTimers = new Set<NodeJS.Timeout>();
   private readonly pendingConts = new Set<() => void>();
 
@@ -103,46 +126,68 @@ export class FaultRunner {
     for (const f of plan) {
       while (Date.now() < t0 + f.atMs) {
         if (shouldStop()) return;
-        await new Promise((r) => setTimeout(r, Math.min(100, t0 + f.atMs - Date.now())));
+        await sleep(Math.min(100, t0 + f.atMs - Date.now()));
       }
       if (shouldStop()) return;
+      this.current = `${f.kind} planned at +${f.atMs} ms`;
       try {
         await this.inject(f);
       } catch (err) {
         this.log(`fault ${f.kind} failed to apply: ${(err as Error).message}`);
       }
+      this.current = '';
     }
   }
 
   private async inject(f: PlannedFault): Promise<void> {
     const at = Date.now();
+    const w = this.target(f);
+    const perProcess = f.kind === 'kill' || f.kind === 'stop' || f.kind === 'clientKillOne';
+    if (perProcess && (!w || w.exitedAt !== undefined)) return;
+    const paused = f.pauseMs > 0 ? ` (writes held ${f.pauseMs} ms first)` : '';
     const record = (rec: Omit<FaultRecord, 'kind' | 'at'>) => {
-      this.records.push({ kind: f.kind, at, ...rec });
-      this.log(`fault ${f.kind} ${rec.detail}`);
+      this.records.push({ kind: f.kind, at, ...rec, detail: rec.detail + paused });
+      this.log(`fault ${f.kind} ${rec.detail}${paused}`);
     };
-    if (f.kind === 'redisKill') {
-      await this.redis.restart();
-      return record({ until: Date.now(), detail: `redis down for ${Date.now() - at} ms` });
+    if (f.pauseMs > 0) {
+      // The pause expires by itself a second later should the harness die right here.
+      await this.clientCommand('PAUSE', String(f.pauseMs + 1_000), 'WRITE');
+      await sleep(f.pauseMs);
     }
-    if (f.kind === 'clientKillAll' || f.kind === 'clientKillSub') {
-      const type = f.kind === 'clientKillAll' ? 'normal' : 'pubsub';
-      const n = await this.admin.client('KILL', 'TYPE', type, 'SKIPME', 'yes');
-      return record({ until: Date.now(), detail: `${n} ${type} connections` });
+    try {
+      if (f.kind === 'redisKill') {
+        await within(this.redis.restart(), FAULT_TIMEOUT_MS, 'redis-server restart');
+        return record({ until: Date.now(), detail: `redis down for ${Date.now() - at - f.pauseMs} ms` });
+      }
+      if (f.kind === 'clientKillAll' || f.kind === 'clientKillSub') {
+        const type = f.kind === 'clientKillAll' ? 'normal' : 'pubsub';
+        const n = await this.clientCommand('KILL', 'TYPE', type, 'SKIPME', 'yes');
+        return record({ until: Date.now(), detail: `${n} ${type} connections` });
+      }
+      return await this.injectInto(f, w!, at, record);
+    } finally {
+      if (f.pauseMs > 0 && f.kind !== 'redisKill') await this.clientCommand('UNPAUSE').catch(() => {});
     }
-    const w = this.pool.current(f.slot);
-    if (!w || w.exitedAt !== undefined) return;
+  }
+
+  private async injectInto(
+    f: PlannedFault,
+    w: WorkerProc,
+    at: number,
+    record: (rec: Omit<FaultRecord, 'kind' | 'at'>) => void,
+  ): Promise<void> {
     if (f.kind === 'kill') {
-      await this.pool.kill(f.slot);
+      await within(this.pool.kill(w.slot), FAULT_TIMEOUT_MS, `kill -9 of pid ${w.pid}`);
       return record({ until: Date.now(), pid: w.pid, detail: `pid ${w.pid}` });
     }
     if (f.kind === 'clientKillOne') {
-      const list = (await this.admin.client('LIST')) as string;
+      const list = (await this.clientCommand('LIST')) as string;
       const ids = list
         .split('\n')
         .filter((l) => l.includes(` name=chaos-w-${w.pid} `))
         .map((l) => /(?:^|\s)id=(\d+)/.exec(l)?.[1])
         .filter((id): id is string => id !== undefined);
-      for (const id of ids) await this.admin.client('KILL', 'ID', id).catch(() => 0);
+      for (const id of ids) await this.clientCommand('KILL', 'ID', id).catch(() => 0);
       return record({ until: Date.now(), pid: w.pid, detail: `pid ${w.pid}: ${ids.length} connections` });
     }
     // stop: not awaited, so other faults can overlap with the stopped process.
@@ -162,6 +207,20 @@ export class FaultRunner {
       cont();
     }, f.holdMs);
     this.contTimers.add(timer);
+  }
+
+  /** The process in the planned slot; for stop, the next slot's if that one is already stopped. */
+  private target(f: PlannedFault): WorkerProc | null {
+    for (let i = 0; i < this.pool.size; i++) {
+      const w = this.pool.current((f.slot + i) % this.pool.size);
+      if (w && w.exitedAt === undefined && (f.kind !== 'stop' || !w.stopped)) return w;
+    }
+    return null;
+  }
+
+  /** CLIENT <args> on the admin connection, bounded in time. */
+  private clientCommand(...args: string[]): Promise<unknown> {
+    return within(this.admin.call('CLIENT', ...args), FAULT_TIMEOUT_MS, `CLIENT ${args.join(' ')}`);
   }
 
   /** SIGCONT every process still stopped (end of the chaos phase, or cleanup). */

@@ -24,6 +24,7 @@ interface Item {
   data: JobData;
   opts: JobOptions;
   rec: AddRecord;
+  state: 'pending' | 'settled';
 }
 
 const MAX_INFLIGHT_BURSTS = 6;
@@ -33,9 +34,13 @@ const SLOW_ADD_MS = 3_000;
 export class Producer {
   readonly accepted: AddRecord[] = [];
   readonly unknown: AddRecord[] = [];
+  /** Adds whose promise neither resolved nor rejected by the end of production. */
+  neverSettled = 0;
   private seq = 0;
   private readonly dupIds: string[] = [];
-  private readonly pending = new Set<{ since: number; settled: boolean; items: Item[] }>();
+  private readonly bursts = new Set<{ since: number; items: Item[] }>();
+  /** Set when production ends: adds settling later are ignored (already counted as unknown). */
+  private closed = false;
 
   constructor(
     private readonly queue: Queue<JobData>,
@@ -51,7 +56,7 @@ export class Producer {
     while (this.seq < total) {
       const elapsed = Date.now() - t0;
       const target = Math.min(total, Math.ceil((total * (elapsed + 200)) / durationMs));
-      const busy = [...this.pending].filter((p) => Date.now() - p.since < SLOW_ADD_MS).length;
+      const busy = [...this.bursts].filter((b) => Date.now() - b.since < SLOW_ADD_MS).length;
       if (this.seq >= target || busy >= MAX_INFLIGHT_BURSTS) {
         await new Promise((r) => setTimeout(r, 10));
         continue;
@@ -63,13 +68,18 @@ export class Producer {
       this.send(items, bulk);
     }
     const deadline = Date.now() + settleMs;
-    while ([...this.pending].some((p) => !p.settled) && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    for (const p of this.pending) {
-      if (p.settled) continue;
-      p.settled = true;
-      for (const it of p.items) this.unknown.push({ ...it.rec, reason: `add still pending after ${settleMs} ms` });
+    while (this.bursts.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    this.closed = true;
+    for (const b of this.bursts) {
+      for (const it of b.items) {
+        if (it.state === 'pending') {
+          this.unknown.push({
+            ...it.rec,
+            reason: `never settled (still pending ${settleMs} ms after the last add)`,
+          });
+          this.neverSettled++;
+        }
+      }
     }
   }
 
@@ -93,40 +103,46 @@ export class Producer {
       opts.id = id;
       rec.id = id;
     }
-    return { data, opts, rec };
+    return { data, opts, rec, state: 'pending' };
   }
 
   private send(items: Item[], bulk: boolean): void {
-    const p = { since: Date.now(), settled: false, items };
-    this.pending.add(p);
-    const calls: Promise<unknown>[] = bulk
-      ? [this.queue.addBulk(items.map(({ data, opts }) => ({ data, opts }))).then((r) => this.accept(items, r))]
-      : items.map((it) => this.queue.add(it.data, it.opts).then((r) => this.accept([it], [r])));
-    const settle = (err?: unknown) => {
-      if (p.settled) return; // given up on at the end of production: already counted as unknown
-      p.settled = true;
-      this.pending.delete(p);
-      if (err === undefined) return;
-      for (const it of items) {
-        if (!it.rec.isNew && it.rec.isNew !== false)
-          this.unknown.push({ ...it.rec, reason: String((err as Error).message ?? err).slice(0, 120) });
-      }
-    };
-    Promise.all(calls.map((c) => c.catch((e: unknown) => Promise.reject(e)))).then(
-      () => settle(),
-      (err) => {
-        // Some singles of the burst may still be pending: wait for them all before classifying.
-        Promise.allSettled(calls).then(() => settle(err));
-      },
-    );
+    const burst = { since: Date.now(), items };
+    this.bursts.add(burst);
+    const groups: [Item[], Promise<AddedJob[]>][] = bulk
+      ? [[items, this.queue.addBulk(items.map(({ data, opts }) => ({ data, opts })))]]
+      : items.map((it) => [[it], this.queue.add(it.data, it.opts).then((r) => [r])]);
+    for (const [group, call] of groups) {
+      call.then(
+        (added) => this.accept(group, added),
+        (err: unknown) => this.reject(group, String((err as Error)?.message ?? err).slice(0, 120)),
+      );
+    }
+  }
+
+  /** Forgets bursts whose every add has settled. */
+  private prune(): void {
+    for (const b of this.bursts) if (b.items.every((i) => i.state === 'settled')) this.bursts.delete(b);
+  }
+
+  private reject(items: Item[], reason: string): void {
+    if (this.closed) return;
+    for (const it of items) {
+      this.unknown.push({ ...it.rec, reason });
+      it.state = 'settled';
+    }
+    this.prune();
   }
 
   private accept(items: Item[], added: AddedJob[]): void {
+    if (this.closed) return;
     items.forEach((it, i) => {
       const a = added[i]!;
       it.rec.id = a.id;
       it.rec.isNew = a.isNew;
       this.accepted.push(it.rec);
+      it.state = 'settled';
     });
+    this.prune();
   }
 }

@@ -1,0 +1,118 @@
+/**
+ * Duplicate executions: at-least-once delivery runs a job again when an attempt's outcome could not be
+ * recorded (its lease was lost). Each such "wasted" execution must be explained by a fault near it in
+ * time (of its own process, or of everything: Redis or all connections), and no fault may explain more
+ * executions than it could have touched: per process hit, 4 x concurrency (up to `concurrency` running,
+ * as many prefetched, and the outcomes of as many again finished but not yet acknowledged, with slack).
+ */
+
+import type { Info } from './collect.js';
+import type { Execution } from './exec-log.js';
+import type { FaultRecord } from './faults.js';
+
+export interface FaultAttribution {
+  kind: string;
+  at: number;
+  pid?: number;
+  wasted: number;
+  cap: number;
+}
+
+export interface DuplicateReport {
+  executions: number;
+  /** Executions whose outcome Redis did not record (the job then ran again). */
+  wasted: number;
+  /** Completed jobs' successful executions beyond the one recorded. */
+  okDuplicates: number;
+  /** Jobs with at least one wasted execution. */
+  jobsAffected: number;
+  explained: number;
+  unexplained: Execution[];
+  perFault: FaultAttribution[];
+  overCap: FaultAttribution[];
+  /** Sum of the per-fault caps: the most wasted executions this run's faults could explain. */
+  bound: number;
+  /** Attempts that ended by lease expiry (LeaseExpiredError lines), and those never logged as run. */
+  leaseLosses: number;
+  leaseLossesNeverRan: number;
+  /** Lease expiries with no fault at all in the lease + 3 s before them (suspicious: look at these). */
+  leaseLossesWithoutFault: string[];
+}
+
+const LEASE_EXPIRED = 'LeaseExpiredError';
+
+/** Did Redis record this execution's outcome? */
+export function outcomeRecorded(e: Execution, job: Info): boolean {
+  if (e.o === 'ok') return job.state === 'completed' && job.attempts === e.a;
+  return job.errors.some((err) => err.attempt === e.a && err.name !== LEASE_EXPIRED);
+}
+
+export function analyseDuplicates(
+  executions: readonly Execution[],
+  jobs: ReadonlyMap<string, Info>,
+  faults: readonly FaultRecord[],
+  o: { leaseMs: number; concurrency: number; workers: number },
+): DuplicateReport {
+  const windowMs = o.leaseMs + 3_000;
+  const perFault: FaultAttribution[] = faults.map((f) => ({
+    kind: f.kind,
+    at: f.at,
+    ...(f.pid === undefined ? {} : { pid: f.pid }),
+    wasted: 0,
+    cap: (f.pid === undefined ? o.workers : 1) * o.concurrency * 4,
+  }));
+  const unexplained: Execution[] = [];
+  const okCount = new Map<string, number>();
+  const affected = new Set<string>();
+  let wasted = 0;
+  for (const e of executions) {
+    const job = jobs.get(e.id);
+    if (!job || (job.state !== 'completed' && job.state !== 'dead')) continue; // lost/stuck: judged elsewhere
+    if (e.o === 'ok' && job.state === 'completed') okCount.set(e.id, (okCount.get(e.id) ?? 0) + 1);
+    if (outcomeRecorded(e, job)) continue;
+    wasted++;
+    affected.add(e.id);
+    let best = -1;
+    let bestDistance = Number.POSITIVE_INFINITY;
+    faults.forEach((f, i) => {
+      if (f.pid !== undefined && f.pid !== e.pid) return;
+      if (e.start > f.until + windowMs || e.end < f.at - windowMs) return;
+      const distance = Math.max(0, f.at - e.end, e.start - f.until);
+      if (distance < bestDistance) {
+        best = i;
+        bestDistance = distance;
+      }
+    });
+    if (best < 0) unexplained.push(e);
+    else perFault[best]!.wasted++;
+  }
+  let okDuplicates = 0;
+  for (const n of okCount.values()) okDuplicates += n - 1;
+  const ran = new Set(executions.map((e) => `${e.id}#${e.a}`));
+  let leaseLosses = 0;
+  let leaseLossesNeverRan = 0;
+  const leaseLossesWithoutFault: string[] = [];
+  for (const job of jobs.values()) {
+    for (const err of job.errors) {
+      if (err.name !== LEASE_EXPIRED) continue;
+      leaseLosses++;
+      if (!ran.has(`${job.id}#${err.attempt}`)) leaseLossesNeverRan++;
+      const near = faults.some((f) => f.at <= err.at && f.until >= err.at - windowMs);
+      if (!near) leaseLossesWithoutFault.push(`${job.id} attempt ${err.attempt} expired at ${err.at}`);
+    }
+  }
+  return {
+    executions: executions.length,
+    wasted,
+    okDuplicates,
+    jobsAffected: affected.size,
+    explained: wasted - unexplained.length,
+    unexplained,
+    perFault,
+    overCap: perFault.filter((f) => f.wasted > f.cap),
+    bound: perFault.reduce((sum, f) => sum + f.cap, 0),
+    leaseLosses,
+    leaseLossesNeverRan,
+    leaseLossesWithoutFault,
+  };
+}

@@ -1,0 +1,239 @@
+/**
+ * `npm run chaos`: a real workload against a private redis-server (appendonly yes, appendfsync always)
+ * while faults are injected, then a verdict on every invariant. Exit code 0 only when all hold;
+ * 1 when one is violated; 2 when the run itself failed (startup error, global deadline, interrupt).
+ *
+ * Phases: startup (Redis, worker processes) -> chaos (producer + fault schedule for --duration) ->
+ * drain (wait until nothing is waiting, delayed or active, up to a deadline) -> verdict (Redis through
+ * the admin API + the workers' execution logs) -> report. Every child process and the redis-server are
+ * killed on any exit path; a global deadline turns any hang into a failure with a clear message.
+ */
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { Queue } from '../src/index.js';
+import { type RedisServer, startRedis } from '../test/helpers/redis-server.js';
+import type { ChaosResult, JobData } from './behaviour.js';
+import { lookupUnlisted, readLogs, snapshotRedis, unfinished } from './collect.js';
+import { type ChaosConfig, parseConfig } from './config.js';
+import { analyseDuplicates } from './duplicates.js';
+import { readExecLog } from './exec-log.js';
+import { FaultRunner, planFaults } from './faults.js';
+import { WorkerPool } from './pool.js';
+import { Producer } from './producer.js';
+import { buildReport, faultCounts, printReport, srcFingerprint, writeReport } from './report.js';
+import { Rng } from './rng.js';
+import { within } from './time.js';
+import { judge } from './verdict.js';
+
+const RESULTS = new URL('./results/', import.meta.url).pathname;
+
+const cfg = parseConfig(process.argv.slice(2));
+const startedAt = Date.now();
+const runDir = join(
+  RESULTS,
+  'runs',
+  `${new Date(startedAt).toISOString().replace(/[:.]/g, '-')}-seed${cfg.seed}`,
+);
+let phase = 'startup';
+let redis: RedisServer | null = null;
+let pool: WorkerPool | null = null;
+let faults: FaultRunner | null = null;
+
+const say = (line: string) =>
+  console.log(`[chaos +${((Date.now() - startedAt) / 1_000).toFixed(1)}s] ${line}`);
+
+/** Synchronous, idempotent: safe from signal and exit handlers. */
+function killEverything(): void {
+  faults?.releaseAll();
+  pool?.killAll();
+  const pid = redis?.pid;
+  if (pid !== undefined) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  if (redis) rmSync(redis.dir, { recursive: true, force: true });
+}
+
+function abort(message: string): never {
+  const doing = phase === 'chaos' && faults?.current ? `, fault in progress: ${faults.current}` : '';
+  console.error(`\nchaos: ${message} (phase: ${phase}${doing}, seed ${cfg.seed}); logs kept in ${runDir}`);
+  killEverything();
+  process.exit(2);
+}
+
+process.on('exit', killEverything);
+process.on('SIGINT', () => abort('interrupted (SIGINT)'));
+process.on('SIGTERM', () => abort('terminated (SIGTERM)'));
+process.on('uncaughtException', (err) => abort(`harness error: ${err.stack ?? err}`));
+process.on('unhandledRejection', (err) => abort(`harness error: ${(err as Error)?.stack ?? err}`));
+const deadline = setTimeout(
+  () => abort(`global deadline of ${cfg.deadlineMs / 1_000} s exceeded: the run hung`),
+  cfg.deadlineMs,
+);
+
+/** Polls counts() until nothing is unfinished three times in a row; returns the last counts seen. */
+async function waitDrained(
+  queue: Queue<JobData, ChaosResult>,
+  ms: number,
+): Promise<{ drained: boolean; last: object | null }> {
+  const until = Date.now() + ms;
+  let quiet = 0;
+  let last: object | null = null;
+  while (Date.now() < until) {
+    const c = await within(queue.counts(), 5_000, 'counts()').catch(() => null);
+    if (c) last = c;
+    quiet = c && unfinished(c) === 0 ? quiet + 1 : 0;
+    if (quiet >= 3) return { drained: true, last };
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return { drained: false, last };
+}
+
+async function main(c: ChaosConfig): Promise<number> {
+  mkdirSync(runDir, { recursive: true });
+  const srcAtStart = srcFingerprint();
+  say(
+    `seed ${c.seed}: ${c.jobs} jobs, ${c.workers} workers, ${c.durationMs / 1_000} s of chaos; logs in ${runDir}`,
+  );
+  redis = await startRedis({ aof: true });
+  const admin = new Redis(redis.url, { maxRetriesPerRequest: null });
+  admin.on('error', () => {});
+  const queueName = `chaos-${c.seed}`;
+  const queue = new Queue<JobData, ChaosResult>(queueName, {
+    connection: redis.url,
+    defaults: { leaseMs: c.leaseMs, backoff: { type: 'fixed', delayMs: c.backoffMs } },
+  });
+  queue.client.on('error', () => {}); // connection drops are part of the test; adds report them
+  pool = new WorkerPool(c.workers, runDir, {
+    port: redis.port,
+    queue: queueName,
+    seed: c.seed,
+    concurrency: c.concurrency,
+    recoverIntervalMs: c.recoverIntervalMs,
+    heartbeatMs: c.heartbeatMs,
+    pollIntervalMs: c.pollIntervalMs,
+  });
+  await pool.start();
+  const startupMs = Date.now() - startedAt;
+  say(`redis on port ${redis.port} (pid ${redis.pid}), ${c.workers} workers ready`);
+
+  phase = 'chaos';
+  const rng = new Rng(c.seed);
+  const plan = planFaults(rng.fork(1), {
+    durationMs: c.durationMs,
+    workers: c.workers,
+    leaseMs: c.leaseMs,
+    redisKills: c.redisKills,
+    meanGapMs: c.meanFaultGapMs,
+  });
+  faults = new FaultRunner(pool, redis, admin, say);
+  const producer = new Producer(queue, rng.fork(2));
+  const t0 = Date.now();
+  let maxBacklog = 0;
+  let sampling = false;
+  const sampler = setInterval(() => {
+    if (sampling) return; // a call caught by a fault: skip samples until it settles
+    sampling = true;
+    within(queue.counts(), 2_000, 'counts()')
+      .then(
+        (n) => {
+          maxBacklog = Math.max(maxBacklog, n.waiting);
+        },
+        () => {},
+      )
+      .finally(() => {
+        sampling = false;
+      });
+  }, 1_000);
+  const progress = setInterval(
+    () => say(`progress: ${producer.added} adds made, backlog up to ${maxBacklog}`),
+    10_000,
+  );
+  await Promise.all([
+    producer.run(c.jobs, t0, c.durationMs, 5_000),
+    faults.run(plan, t0, () => Date.now() > t0 + c.durationMs),
+  ]);
+  clearInterval(progress);
+  clearInterval(sampler);
+  faults.releaseAll();
+  const chaosEnd = Date.now();
+
+  phase = 'drain';
+  say(`chaos over: ${producer.accepted.length} adds accepted, ${producer.unknown.length} unknown; draining`);
+  const { drained, last: drainCounts } = await waitDrained(queue, c.drainMs);
+  const drainMs = Date.now() - chaosEnd;
+  const diagnosis = drained ? undefined : await pool.diagnose();
+
+  phase = 'verdict';
+  say(drained ? `drained in ${drainMs} ms; checking` : `NOT drained after ${drainMs} ms; checking`);
+  const snapshot = await within(snapshotRedis(queue, drained), 60_000, 'reading the final state');
+  const missing = [...new Set(producer.accepted.map((a) => a.id!))].filter((id) => !snapshot.jobs.has(id));
+  const unlisted = await within(lookupUnlisted(queue, missing), 30_000, 'looking up unlisted jobs');
+  await pool.close(5_000);
+  const logs = readLogs(pool.all.map((w) => w.logPath));
+  const dup = analyseDuplicates(logs.executions, snapshot.jobs, faults.records, c);
+  const crashes = pool.all
+    .filter((w) => w.crash)
+    .map((w) => {
+      const why = readExecLog(w.logPath).lines.find((l) => l.t === 'e' && l.code === 'CRASH');
+      const text = why?.t === 'e' ? why.msg : w.crash!.stderrTail.trim().split('\n').slice(-3).join(' | ');
+      return `pid ${w.pid} exited (${w.crash!.code ?? w.crash!.signal}) ${((w.exitedAt! - t0) / 1_000).toFixed(1)} s into chaos: ${text}`;
+    });
+  const verdict = judge({
+    seed: c.seed,
+    t0,
+    accepted: producer.accepted,
+    unknown: producer.unknown,
+    snapshot,
+    unlisted,
+    logs,
+    duplicates: dup,
+    crashes,
+    notDrained: drained ? null : JSON.stringify(drainCounts),
+    faultsPlanned: faultCounts(plan),
+    faultsApplied: faultCounts(faults.records),
+    minRedisKills: c.redisKills,
+  });
+  const report = buildReport({
+    c,
+    command: `npm run chaos -- ${process.argv.slice(2).join(' ')}`.trim(),
+    startedAt,
+    startupMs,
+    t0,
+    chaosEnd,
+    drainMs,
+    drained,
+    maxBacklog,
+    producer,
+    snapshot,
+    logs,
+    dup,
+    verdict,
+    faults: faults.records,
+    workersSpawned: pool.all.length,
+    crashes,
+    diagnosis,
+    srcAtStart,
+  });
+  const passed = report.passed;
+  printReport(report);
+  writeReport(join(RESULTS, 'latest.json'), report);
+  await Promise.allSettled([queue.close(), admin.quit()]);
+  await redis.stop();
+  redis = null;
+  if (passed && !c.keepLogs) rmSync(runDir, { recursive: true, force: true });
+  else say(`execution logs kept in ${runDir}`);
+  return passed ? 0 : 1;
+}
+
+main(cfg).then(
+  (code) => {
+    clearTimeout(deadline);
+    process.exit(code);
+  },
+  (err: unknown) => abort(`run failed: ${(err as Error)?.stack ?? err}`),
+);

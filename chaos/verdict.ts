@@ -1,0 +1,276 @@
+/**
+ * The invariants. Each check counts violations and keeps a few examples; the run passes only when every
+ * check holds. Redis's final state is compared with what the producer was told (accepted adds) and with
+ * what the workers logged (executions, acknowledged outcomes), never with Redis alone.
+ */
+import type { JobAttemptError } from '../src/index.js';
+import { KIND_NAMES, PLANNED_FAILURE_MESSAGE, planAttempt } from './behaviour.js';
+import { FINISHED, type Info, type LogEvidence, type RedisSnapshot } from './collect.js';
+import type { DuplicateReport } from './duplicates.js';
+import type { Execution } from './exec-log.js';
+import type { AddRecord } from './producer.js';
+
+export interface Check {
+  name: string;
+  rule: string;
+  count: number;
+  ok: boolean;
+  examples: string[];
+}
+
+export interface VerdictInput {
+  seed: number;
+  /** Start of the chaos phase (epoch ms): times in examples are given relative to it. */
+  t0: number;
+  accepted: readonly AddRecord[];
+  unknown: readonly AddRecord[];
+  snapshot: RedisSnapshot;
+  /** getJob() of accepted ids that no state lists (null: no record at all). */
+  unlisted: ReadonlyMap<string, Info | null>;
+  logs: LogEvidence;
+  duplicates: DuplicateReport;
+  crashes: readonly string[];
+  /** When the drain deadline passed with work left: the last counts() seen (else null). */
+  notDrained: string | null;
+  /** Faults planned and applied, per kind, and the Redis kills the run must include. */
+  faultsPlanned: Readonly<Record<string, number>>;
+  faultsApplied: Readonly<Record<string, number>>;
+  minRedisKills: number;
+}
+
+/** Redis's TIME and Date.now() read the same clock, each floored to the ms. */
+export const EARLY_TOLERANCE_MS = 1;
+const MAX_EXAMPLES = 8;
+
+class Tally {
+  count = 0;
+  readonly examples: string[] = [];
+  constructor(
+    readonly name: string,
+    readonly rule: string,
+  ) {}
+  add(example: string): void {
+    this.count++;
+    if (this.examples.length < MAX_EXAMPLES) this.examples.push(example);
+  }
+  check(): Check {
+    return {
+      name: this.name,
+      rule: this.rule,
+      count: this.count,
+      ok: this.count === 0,
+      examples: this.examples,
+    };
+  }
+}
+
+export interface Judgement {
+  checks: Check[];
+  /** Jobs that should succeed but ended dead because lost leases spent their attempts (allowed). */
+  deadByLeaseLoss: number;
+  /** A few of them, with their attempt history, so a reader can judge whether each loss was fair. */
+  deadByLeaseLossExamples: string[];
+  fromUnknownAdds: number;
+}
+
+export function judge(v: VerdictInput): Judgement {
+  const lost = new Tally('lost', 'accepted jobs that are neither completed nor dead: 0');
+  const stuck = new Tally(
+    'stuck',
+    'jobs still unfinished (waiting, delayed, active...) after the drain deadline: 0',
+  );
+  const wrong = new Tally(
+    'wrong outcome',
+    'final state, result and error history as the job kind and log demand: 0',
+  );
+  const fencing = new Tally(
+    'double execution of one attempt',
+    'an (id, attempt) fencing token runs at most once: 0',
+  );
+  const early = new Tally(
+    'early',
+    `no attempt starts before its due time (tolerance ${EARLY_TOLERANCE_MS} ms): 0`,
+  );
+  const acked = new Tally(
+    'acknowledged outcome lost',
+    'an outcome Redis acknowledged to a worker is final: 0',
+  );
+  const idents = new Tally('identity', 'every job in Redis comes from an add; an id is created once: 0');
+  const integrity = new Tally('integrity', 'each job listed under exactly the state its record has: 0');
+  const crashed = new Tally('worker liveness', 'no worker process dies or gives up on its own: 0');
+  const coverage = new Tally(
+    'fault coverage',
+    'every planned fault kind was injected, Redis killed often enough',
+  );
+  const dups = new Tally(
+    'duplicates',
+    'every wasted execution explained by a fault, within its bound: 0 unexplained',
+  );
+
+  const { jobs } = v.snapshot;
+  const bySeq = new Map<number, AddRecord>();
+  for (const a of [...v.accepted, ...v.unknown]) bySeq.set(a.seq, a);
+
+  // lost: every accepted id must be finished.
+  for (const id of new Set(v.accepted.map((a) => a.id!))) {
+    const job = jobs.get(id) ?? v.unlisted.get(id) ?? null;
+    if (!job) lost.add(`${id}: ${v.unlisted.has(id) ? 'no record in Redis' : 'listed under no state'}`);
+    else if (job.state !== 'completed' && job.state !== 'dead')
+      lost.add(
+        `${id}: ${job.state} (attempts ${job.attempts})${jobs.has(id) ? '' : ', listed under no state'}`,
+      );
+  }
+  for (const job of jobs.values()) {
+    if (!FINISHED.includes(job.state))
+      stuck.add(
+        `${job.id} (${KIND_NAMES[job.data.k]}): ${job.state}, attempts ${job.attempts}, errors ${job.errors.length}`,
+      );
+  }
+
+  if (v.notDrained !== null)
+    stuck.add(
+      `the queue never drained: counts() at the deadline ${v.notDrained} (listed unfinished: ${stuck.count})`,
+    );
+
+  // identity: which add wrote each job, and duplicate-id semantics.
+  let fromUnknownAdds = 0;
+  for (const job of jobs.values()) {
+    const origin = bySeq.get(job.data.s);
+    if (!origin) idents.add(`${job.id}: data seq ${job.data.s} matches no add`);
+    else if (origin.isNew === undefined) fromUnknownAdds++;
+    else if (origin.id !== job.id || !origin.isNew)
+      idents.add(
+        `${job.id}: written by add #${origin.seq}, which reported id ${origin.id} isNew ${origin.isNew}`,
+      );
+  }
+  const creators = new Map<string, number>();
+  for (const a of v.accepted) if (a.isNew) creators.set(a.id!, (creators.get(a.id!) ?? 0) + 1);
+  for (const [id, n] of creators) if (n > 1) idents.add(`${id}: ${n} adds reported isNew: true`);
+
+  // outcome, result and error history of every finished job.
+  let deadByLeaseLoss = 0;
+  const deadByLeaseLossExamples: string[] = [];
+  for (const job of jobs.values()) {
+    if (job.state !== 'completed' && job.state !== 'dead') continue;
+    const problem = outcomeProblem(v.seed, job);
+    if (problem === 'dead-by-lease-loss') {
+      if (deadByLeaseLoss++ < MAX_EXAMPLES)
+        deadByLeaseLossExamples.push(history(job, v.logs.executions, v.t0));
+    } else if (problem) wrong.add(`${job.id} (${KIND_NAMES[job.data.k]}): ${problem}`);
+  }
+  const okExecs = new Set<string>();
+  const perToken = new Map<string, Execution>();
+  for (const e of v.logs.executions) {
+    const key = `${e.id}#${e.a}`;
+    const prev = perToken.get(key);
+    if (prev)
+      fencing.add(
+        `${e.id} attempt ${e.a}: ran in pid ${prev.pid} at ${prev.start} and pid ${e.pid} at ${e.start}`,
+      );
+    perToken.set(key, e);
+    if (e.o === 'ok') okExecs.add(`${key}@${e.pid}`);
+    if (e.start < e.runAt - EARLY_TOLERANCE_MS)
+      early.add(`${e.id} attempt ${e.a}: started ${e.runAt - e.start} ms before its runAt ${e.runAt}`);
+    const job = jobs.get(e.id);
+    const origin = job ? bySeq.get(job.data.s) : undefined;
+    if (origin && origin.notBefore > 0 && e.start < origin.notBefore - EARLY_TOLERANCE_MS)
+      early.add(
+        `${e.id} attempt ${e.a}: started ${origin.notBefore - e.start} ms before it was due (${origin.notBefore})`,
+      );
+  }
+  for (const job of jobs.values()) {
+    if (job.state !== 'completed' || !job.result) continue;
+    if (!okExecs.has(`${job.id}#${job.result.a}@${job.result.p}`))
+      wrong.add(
+        `${job.id}: its result (attempt ${job.result.a}, pid ${job.result.p}) matches no logged execution`,
+      );
+  }
+
+  for (const [id, a] of v.logs.ackedComplete) {
+    const job = jobs.get(id);
+    if (job?.state !== 'completed' || job.attempts !== a)
+      acked.add(
+        `${id}: completion of attempt ${a} acknowledged, now ${job ? `${job.state} at attempt ${job.attempts}` : 'missing'}`,
+      );
+  }
+  for (const [id, a] of v.logs.ackedDead) {
+    const job = jobs.get(id);
+    if (job?.state !== 'dead' || job.attempts !== a)
+      acked.add(
+        `${id}: dead at attempt ${a} acknowledged, now ${job ? `${job.state} at attempt ${job.attempts}` : 'missing'}`,
+      );
+  }
+  for (const p of v.snapshot.integrity) integrity.add(p);
+  for (const c of v.crashes) crashed.add(c);
+  for (const e of v.duplicates.unexplained)
+    dups.add(
+      `${e.id} attempt ${e.a} (${e.o}) in pid ${e.pid} at ${e.start}: no fault explains its lost outcome`,
+    );
+  for (const f of v.duplicates.overCap)
+    dups.add(`${f.kind} at ${f.at}: ${f.wasted} wasted executions > bound ${f.cap}`);
+
+  for (const [kind, n] of Object.entries(v.faultsPlanned)) {
+    if (n > 0 && !v.faultsApplied[kind]) coverage.add(`${kind}: planned ${n}, none applied`);
+  }
+  if ((v.faultsApplied.redisKill ?? 0) < v.minRedisKills)
+    coverage.add(
+      `redisKill: ${v.faultsApplied.redisKill ?? 0} applied, at least ${v.minRedisKills} required`,
+    );
+
+  const all = [lost, stuck, wrong, fencing, dups, early, acked, idents, integrity, crashed, coverage];
+  const checks = all.map((t) => t.check());
+  return { checks, deadByLeaseLoss, deadByLeaseLossExamples, fromUnknownAdds };
+}
+
+/** `id (kind): 1 Error ran in pid 123 at +4.1s, 2 LeaseExpiredError never ran, recovered at +9.0s, ...` */
+function history(job: Info, executions: readonly Execution[], t0: number): string {
+  const ran = new Map<number, Execution>();
+  for (const e of executions) if (e.id === job.id) ran.set(e.a, e);
+  const t = (ms: number) => `+${((ms - t0) / 1_000).toFixed(1)}s`;
+  const steps = job.errors.map((err) => {
+    const e = ran.get(err.attempt);
+    const where = e ? `ran in pid ${e.pid} at ${t(e.start)}` : 'never ran';
+    return `${err.attempt} ${err.name} ${where}, recorded at ${t(err.at)}`;
+  });
+  return `${job.id} (${KIND_NAMES[job.data.k]}): ${steps.join('; ')}`;
+}
+
+const LEASE_EXPIRED = 'LeaseExpiredError';
+
+/** What is wrong with a finished job, '' if nothing, or 'dead-by-lease-loss' when lost leases spent its attempts. */
+function outcomeProblem(seed: number, job: Info): string {
+  const { attempts, maxAttempts, errors } = job;
+  const seen = errors.map((e) => e.attempt).join(',');
+  const expected = Array.from(
+    { length: job.state === 'dead' ? attempts : attempts - 1 },
+    (_, i) => i + 1,
+  ).join(',');
+  if (seen !== expected)
+    return `${job.state} at attempt ${attempts} with errors for attempts [${seen}], expected [${expected}]`;
+  for (const e of errors) {
+    const bad = errorProblem(seed, job, e);
+    if (bad) return bad;
+  }
+  const last = errors[errors.length - 1];
+  const kind = job.data.k;
+  if (job.state === 'completed') {
+    if (kind === 'f' || kind === 'u') return 'completed, but every attempt of this kind fails';
+    if (!job.result || job.result.a !== attempts)
+      return `completed at attempt ${attempts} with the result of attempt ${job.result?.a} (a stale attempt's result)`;
+    return '';
+  }
+  if (kind === 'f')
+    return attempts === maxAttempts ? '' : `dead after ${attempts} of ${maxAttempts} attempts`;
+  if (kind === 'u' && last?.name === 'UnrecoverableError') return '';
+  if (last?.name === LEASE_EXPIRED && attempts === maxAttempts) return 'dead-by-lease-loss';
+  return `dead at attempt ${attempts}/${maxAttempts} with last error ${last?.name}: ${last?.message}`;
+}
+
+/** An error line must be a lost lease, or the failure the plan prescribes for that attempt. */
+function errorProblem(seed: number, job: Info, e: JobAttemptError): string {
+  if (e.name === LEASE_EXPIRED) return '';
+  const planned = planAttempt(seed, job.data, e.attempt, job.maxAttempts).outcome;
+  const want = planned === 'fail' ? 'Error' : planned === 'unrec' ? 'UnrecoverableError' : null;
+  if (want === e.name && e.message.startsWith(PLANNED_FAILURE_MESSAGE)) return '';
+  return `attempt ${e.attempt} recorded ${e.name}: ${e.message}, but its planned outcome was ${planned}`;
+}
