@@ -16,13 +16,6 @@ import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { type Connection, checkServer, closeConnection, connect, duplicate } from '../connection.js';
 import {
-  DEFAULT_LEASE_MS,
-  DEFAULT_MAX_ATTEMPTS,
-  MAX_MESSAGE_CHARS,
-  MAX_STACK_CHARS,
-  SCRIPT_BATCH_LIMIT,
-} from '../defaults.js';
-import {
   CancelledError,
   ClosedError,
   ConnectionError,
@@ -33,15 +26,15 @@ import {
   TimeoutError,
   UnrecoverableError,
 } from '../errors.js';
-import { annexFields, decodeClaimed, resultOf } from '../job-record.js';
+import { decodeClaimed } from '../job-record.js';
 import { type QueueKeys, queueKeys } from '../keys.js';
-import { recoverExpired } from '../recovery.js';
 import { advanceSchedule, parseOccurrenceId } from '../schedules.js';
-import { type RedisClient, runScript, scripts } from '../scripts.js';
+import type { RedisClient } from '../scripts.js';
 import { checkQueueName, toJson } from '../validate.js';
 import { Acker, type CompleteRow, type FailRow } from './acker.js';
 import { retryDelayMs } from './backoff.js';
-import { type ClaimReply, Fetcher } from './fetcher.js';
+import { serializeError, WorkerCalls } from './calls.js';
+import { Fetcher } from './fetcher.js';
 import { Heartbeat } from './heartbeat.js';
 import { Job } from './job.js';
 import { type HeldJob, LeaseRenewer } from './lease-renewer.js';
@@ -49,7 +42,6 @@ import { type ResolvedWorkerOptions, resolveWorkerOptions, type WorkerOptions } 
 import { Recoverer } from './recoverer.js';
 
 const PREFETCH_HORIZON_MS = 20;
-const MAX_LOG_LINES = 100;
 
 export type Processor<Data, Result> = (job: Job<Data>) => Promise<Result> | Result;
 
@@ -75,6 +67,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   readonly keys: QueueKeys;
   readonly options: ResolvedWorkerOptions;
   private readonly conn: Connection;
+  private readonly calls: WorkerCalls;
   private readonly subscriber: RedisClient;
   private readonly running = new Map<string, Running<Data>>();
   /** Claimed (leased) jobs waiting for a free slot: prefetched so the next batch is ready when slots free. */
@@ -108,6 +101,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     this.id = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.conn = connect(opts.connection, 'worker');
     this.subscriber = duplicate(this.conn.client);
+    this.calls = new WorkerCalls(this.conn.client, this.keys, this.options);
     const onError = (err: unknown) => this.reportError(err);
     this.fetcher = new Fetcher({
       subscriber: this.subscriber,
@@ -115,7 +109,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       pollIntervalMs: this.options.pollIntervalMs,
       freeSlots: () =>
         this.options.concurrency + this.prefetchLimit() - this.running.size - this.buffer.length,
-      claim: (count) => this.claim(count),
+      claim: (count) => this.calls.claim(count),
       onJobs: (jobs) => this.startJobs(jobs),
       onCancelled: (id) => this.onCancelled(id),
       onError,
@@ -127,19 +121,19 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     });
     this.renewer = new LeaseRenewer({
       held: this.held,
-      extend: (rows) => this.extend(rows),
+      extend: (rows) => this.calls.extend(rows),
       onLost: (ids) => this.onLeaseLost(ids),
       onError,
     });
     this.recoverer = new Recoverer({
       intervalMs: this.options.recoverIntervalMs,
-      recover: (limit) => this.recover(limit),
+      recover: (limit) => this.calls.recover(limit),
       onRecovered: (r) => this.emit('recovered', r),
       onError,
     });
     this.heartbeat = new Heartbeat({
       intervalMs: this.options.heartbeatMs,
-      beat: (ttl) => this.beat(ttl),
+      beat: (ttl) => this.calls.beat(this.id, ttl, this.beatInfo()),
       onError,
     });
     if (this.options.autostart) this.start().catch((err) => this.reportError(err));
@@ -177,120 +171,35 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     return this.running.size;
   }
 
-  // ---- Redis calls -------------------------------------------------------------------------
-
-  private async claim(count: number): Promise<ClaimReply> {
-    const r = (await runScript(this.conn.client, scripts.claim, this.keys, {
-      now: '',
-      count,
-      defaultLeaseMs: DEFAULT_LEASE_MS,
-      limit: SCRIPT_BATCH_LIMIT,
-      rateMax: this.options.limiter?.max ?? 0,
-      rateWindowMs: this.options.limiter?.durationMs ?? 0,
-      eventsMaxLen: this.options.eventsMaxLen,
-    })) as (string | number)[];
-    return {
-      now: Number(r[0]),
-      nextDue: r[1] === '' ? null : Number(r[1]),
-      paused: r[2] === 1,
-      limitedMs: Number(r[3]),
-      jobs: r.slice(4) as string[],
-    };
-  }
+  // ---- outcomes written by the acker ---------------------------------------------------------
 
   private async complete(rows: CompleteRow[]): Promise<void> {
-    const { completed } = this.options.retention;
-    const refused = (await runScript(
-      this.conn.client,
-      scripts.complete,
-      this.keys,
-      {
-        now: '',
-        keepCount: completed.maxCount,
-        keepAgeMs: completed.maxAgeMs,
-        limit: SCRIPT_BATCH_LIMIT,
-        doneChannel: this.keys.doneChannel,
-        wakeChannel: this.keys.wakeChannel,
-        eventsMaxLen: this.options.eventsMaxLen,
-      },
-      rows,
-    )) as string[];
-    // Refusals come in row order, so match them in order: a batch may hold two attempts of one job
-    // (a lease lost and the job claimed back), of which only the older is refused.
-    let k = 0;
-    for (const row of rows) {
+    const refusals = await this.calls.complete(rows);
+    rows.forEach((row, i) => {
       this.release(row.id, row.token);
-      const reason = refused[k] === row.id ? refused[k + 1] : undefined;
-      if (reason) k += 2;
-      if (reason) this.reportError(new StaleJobError(row.id, row.job.attempt, describeRefusal(reason)));
+      const refusal = refusals[i];
+      if (refusal) this.reportError(new StaleJobError(row.id, row.job.attempt, refusal));
       else this.emit('completed', row.job as Job<Data>, row.value as Result);
-    }
+    });
   }
 
   private async fail(rows: FailRow[]): Promise<void> {
-    const { dead } = this.options.retention;
-    const out = (await runScript(
-      this.conn.client,
-      scripts.fail,
-      this.keys,
-      {
-        now: '',
-        defaultMaxAttempts: DEFAULT_MAX_ATTEMPTS,
-        keepCount: dead.maxCount,
-        keepAgeMs: dead.maxAgeMs,
-        limit: SCRIPT_BATCH_LIMIT,
-        wakeChannel: this.keys.wakeChannel,
-        doneChannel: this.keys.doneChannel,
-        eventsMaxLen: this.options.eventsMaxLen,
-      },
-      rows,
-    )) as string[];
-    for (let i = 0; i < rows.length; i++) {
-      const row = rows[i]!;
-      const outcome = out[i * 2 + 1] ?? '';
+    const results = await this.calls.fail(rows);
+    rows.forEach((row, i) => {
+      const r = results[i]!;
       this.release(row.id, row.token);
-      if (outcome.startsWith('STALE') || outcome === 'NOT_FOUND') {
-        this.reportError(new StaleJobError(row.id, row.job.attempt, describeRefusal(outcome)));
-      } else {
-        this.emit('failed', row.job as Job<Data>, row.cause, outcome as 'waiting' | 'delayed' | 'dead');
-      }
-    }
+      if ('refused' in r) this.reportError(new StaleJobError(row.id, row.job.attempt, r.refused));
+      else this.emit('failed', row.job as Job<Data>, row.cause, r.outcome);
+    });
   }
 
-  private async extend(rows: { id: string; token: string }[]): Promise<string[]> {
-    return (await runScript(
-      this.conn.client,
-      scripts.extend,
-      this.keys,
-      { now: '', defaultLeaseMs: DEFAULT_LEASE_MS },
-      rows,
-    )) as string[];
-  }
-
-  private async recover(limit: number): Promise<{ requeued: string[]; dead: string[] }> {
-    const r = await recoverExpired(
-      this.conn.client,
-      this.keys,
-      this.options.retention.dead,
-      this.options.eventsMaxLen,
-      limit,
-    );
-    return { requeued: r.requeued, dead: r.dead };
-  }
-
-  private async beat(ttlMs: number): Promise<void> {
-    const info = JSON.stringify({
+  private beatInfo(): string {
+    return JSON.stringify({
       host: hostname(),
       pid: process.pid,
       startedAt: this.startedAt,
       concurrency: this.options.concurrency,
       activeJobIds: [...this.running.keys()].slice(0, 100),
-    });
-    await runScript(this.conn.client, scripts.heartbeat, this.keys, {
-      now: '',
-      ttlMs,
-      workerId: this.id,
-      info,
     });
   }
 
@@ -323,8 +232,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         data = undefined as Data; // cannot happen for data written by add()
       }
       const job = new Job<Data>(this.name, id, record, data);
-      job.writer = this.writeAnnex;
-      job.parentReader = this.readParents;
+      job.writer = (j, progress, lines) => this.calls.writeAnnex(j, progress, lines);
+      job.parentReader = (j) => this.calls.parentResults(j.id);
       const occurrence = parseOccurrenceId(id);
       if (occurrence) {
         // The next tick's job is created as this one starts (the recovery loop repairs it if we die first).
@@ -433,40 +342,6 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     if (this.held.get(id)?.token === token) this.held.delete(id);
   }
 
-  private readonly writeAnnex = async (
-    job: Job<unknown>,
-    progress: unknown,
-    lines: string[],
-  ): Promise<boolean> => {
-    const reply = await runScript(
-      this.conn.client,
-      scripts.progress,
-      this.keys,
-      {
-        id: job.id,
-        token: job.token,
-        progress: progress === undefined ? '' : toJson(`progress of job ${job.id}`, progress, 64 * 1024),
-        maxLines: MAX_LOG_LINES,
-        eventsMaxLen: this.options.eventsMaxLen,
-      },
-      lines.map((l) => ({ line: JSON.stringify(l.slice(0, 2_000)) })),
-    );
-    return reply === 1;
-  };
-
-  private readonly readParents = async (job: Job<unknown>): Promise<Record<string, unknown>> => {
-    const parents = await this.conn.client.hget(this.keys.errors, annexFields(job.id)[3]);
-    if (!parents) return {};
-    const ids = parents.split('\n');
-    const records = await this.conn.client.hmget(this.keys.jobs, ...ids);
-    const out: Record<string, unknown> = {};
-    ids.forEach((id, i) => {
-      const rec = records[i];
-      out[id] = rec ? resultOf(rec) : undefined;
-    });
-    return out;
-  };
-
   /** queue.cancel already moved the job to dead: abort it and free its slot, sending no outcome. */
   private onCancelled(id: string): void {
     const held = this.held.get(id);
@@ -537,40 +412,10 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     this.recoverer.stop();
     this.heartbeat.stop();
     if (wasStarted) {
-      await runScript(this.conn.client, scripts.heartbeat, this.keys, {
-        now: '',
-        ttlMs: 0,
-        workerId: this.id,
-        info: '',
-      }).catch((err) => this.reportError(err));
+      await this.calls.beat(this.id, 0, '').catch((err) => this.reportError(err));
     }
     await closeConnection({ client: this.subscriber, owned: true });
     await closeConnection(this.conn);
     this.state = 'closed';
   }
-}
-
-const STATE_NAMES: Record<string, string> = {
-  w: 'waiting',
-  d: 'delayed',
-  a: 'active',
-  c: 'completed',
-  x: 'dead',
-};
-
-/** Turns a script's refusal (`STALE:<state>:<attempts>` or `NOT_FOUND`) into words. */
-function describeRefusal(reason: string): string {
-  if (reason === 'NOT_FOUND') return 'the job no longer exists (removed or trimmed)';
-  const [, state = '', attempts] = reason.split(':');
-  return `its lease was lost; the job is now ${STATE_NAMES[state] ?? state} at attempt ${attempts}`;
-}
-
-function serializeError(error: Error): string {
-  const e = error as Error & { code?: unknown };
-  return JSON.stringify({
-    name: e.name,
-    message: String(e.message).slice(0, MAX_MESSAGE_CHARS),
-    stack: e.stack?.slice(0, MAX_STACK_CHARS),
-    code: typeof e.code === 'string' ? e.code : undefined,
-  });
 }

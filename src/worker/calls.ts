@@ -1,0 +1,191 @@
+/**
+ * The worker's Redis calls: each builds one script's arguments from the worker's options and parses
+ * the reply. No state and no decisions: the Worker decides what the replies mean for its jobs.
+ */
+import {
+  DEFAULT_LEASE_MS,
+  DEFAULT_MAX_ATTEMPTS,
+  MAX_MESSAGE_CHARS,
+  MAX_STACK_CHARS,
+  SCRIPT_BATCH_LIMIT,
+} from '../defaults.js';
+import { annexFields, resultOf } from '../job-record.js';
+import type { QueueKeys } from '../keys.js';
+import { recoverExpired } from '../recovery.js';
+import { type RedisClient, runScript, scripts } from '../scripts.js';
+import { toJson } from '../validate.js';
+import type { CompleteRow, FailRow } from './acker.js';
+import type { ClaimReply } from './fetcher.js';
+import type { Job } from './job.js';
+import type { ResolvedWorkerOptions } from './options.js';
+
+const MAX_LOG_LINES = 100;
+const STATE_NAMES: Record<string, string> = {
+  w: 'waiting',
+  d: 'delayed',
+  b: 'blocked',
+  a: 'active',
+  c: 'completed',
+  x: 'dead',
+};
+
+export class WorkerCalls {
+  constructor(
+    private readonly client: RedisClient,
+    private readonly keys: QueueKeys,
+    private readonly options: ResolvedWorkerOptions,
+  ) {}
+
+  async claim(count: number): Promise<ClaimReply> {
+    const r = (await runScript(this.client, scripts.claim, this.keys, {
+      now: '',
+      count,
+      defaultLeaseMs: DEFAULT_LEASE_MS,
+      limit: SCRIPT_BATCH_LIMIT,
+      rateMax: this.options.limiter?.max ?? 0,
+      rateWindowMs: this.options.limiter?.durationMs ?? 0,
+      eventsMaxLen: this.options.eventsMaxLen,
+    })) as (string | number)[];
+    return {
+      now: Number(r[0]),
+      nextDue: r[1] === '' ? null : Number(r[1]),
+      paused: r[2] === 1,
+      limitedMs: Number(r[3]),
+      jobs: r.slice(4) as string[],
+    };
+  }
+
+  /** One entry per row: undefined when accepted, else why it was refused (in words). */
+  async complete(rows: CompleteRow[]): Promise<(string | undefined)[]> {
+    const { completed } = this.options.retention;
+    const refused = (await runScript(
+      this.client,
+      scripts.complete,
+      this.keys,
+      {
+        now: '',
+        keepCount: completed.maxCount,
+        keepAgeMs: completed.maxAgeMs,
+        limit: SCRIPT_BATCH_LIMIT,
+        doneChannel: this.keys.doneChannel,
+        wakeChannel: this.keys.wakeChannel,
+        eventsMaxLen: this.options.eventsMaxLen,
+      },
+      rows,
+    )) as string[];
+    // Refusals come in row order, so match them in order: a batch may hold two attempts of one job
+    // (a lease lost and the job claimed back), of which only the older is refused.
+    let k = 0;
+    return rows.map((row) => {
+      if (refused[k] !== row.id) return undefined;
+      k += 2;
+      return describeRefusal(refused[k - 1] as string);
+    });
+  }
+
+  /** One entry per row: where the job went, or why the failure was refused (in words). */
+  async fail(
+    rows: FailRow[],
+  ): Promise<({ outcome: 'waiting' | 'delayed' | 'dead' } | { refused: string })[]> {
+    const { dead } = this.options.retention;
+    const out = (await runScript(
+      this.client,
+      scripts.fail,
+      this.keys,
+      {
+        now: '',
+        defaultMaxAttempts: DEFAULT_MAX_ATTEMPTS,
+        keepCount: dead.maxCount,
+        keepAgeMs: dead.maxAgeMs,
+        limit: SCRIPT_BATCH_LIMIT,
+        wakeChannel: this.keys.wakeChannel,
+        doneChannel: this.keys.doneChannel,
+        eventsMaxLen: this.options.eventsMaxLen,
+      },
+      rows,
+    )) as string[];
+    return rows.map((_, i) => {
+      const outcome = out[i * 2 + 1] ?? '';
+      return outcome.startsWith('STALE') || outcome === 'NOT_FOUND'
+        ? { refused: describeRefusal(outcome) }
+        : { outcome: outcome as 'waiting' | 'delayed' | 'dead' };
+    });
+  }
+
+  /** Renews leases; returns the ids whose lease is no longer held. */
+  async extend(rows: { id: string; token: string }[]): Promise<string[]> {
+    return (await runScript(
+      this.client,
+      scripts.extend,
+      this.keys,
+      { now: '', defaultLeaseMs: DEFAULT_LEASE_MS },
+      rows,
+    )) as string[];
+  }
+
+  async recover(limit: number): Promise<{ requeued: string[]; dead: string[] }> {
+    const r = await recoverExpired(
+      this.client,
+      this.keys,
+      this.options.retention.dead,
+      this.options.eventsMaxLen,
+      limit,
+    );
+    return { requeued: r.requeued, dead: r.dead };
+  }
+
+  /** Registers the worker for ttlMs (info: its JSON description), or unregisters it (info ''). */
+  async beat(workerId: string, ttlMs: number, info: string): Promise<void> {
+    await runScript(this.client, scripts.heartbeat, this.keys, { now: '', ttlMs, workerId, info });
+  }
+
+  /** Progress and log lines of a running attempt, fenced by its token; false if the lease is lost. */
+  async writeAnnex(job: Job<unknown>, progress: unknown, lines: string[]): Promise<boolean> {
+    const reply = await runScript(
+      this.client,
+      scripts.progress,
+      this.keys,
+      {
+        id: job.id,
+        token: job.token,
+        progress: progress === undefined ? '' : toJson(`progress of job ${job.id}`, progress, 64 * 1024),
+        maxLines: MAX_LOG_LINES,
+        eventsMaxLen: this.options.eventsMaxLen,
+      },
+      lines.map((l) => ({ line: JSON.stringify(l.slice(0, 2_000)) })),
+    );
+    return reply === 1;
+  }
+
+  /** Stored results of the jobs `jobId` depends on (undefined for a parent gone or not completed). */
+  async parentResults(jobId: string): Promise<Record<string, unknown>> {
+    const parents = await this.client.hget(this.keys.errors, annexFields(jobId)[3]);
+    if (!parents) return {};
+    const ids = parents.split('\n');
+    const records = await this.client.hmget(this.keys.jobs, ...ids);
+    const out: Record<string, unknown> = {};
+    ids.forEach((id, i) => {
+      const rec = records[i];
+      out[id] = rec ? resultOf(rec) : undefined;
+    });
+    return out;
+  }
+}
+
+/** Turns a script's refusal (`STALE:<state>:<attempts>` or `NOT_FOUND`) into words. */
+function describeRefusal(reason: string): string {
+  if (reason === 'NOT_FOUND') return 'the job no longer exists (removed or trimmed)';
+  const [, state = '', attempts] = reason.split(':');
+  return `its lease was lost; the job is now ${STATE_NAMES[state] ?? state} at attempt ${attempts}`;
+}
+
+/** An attempt's error as stored in its error line: name, message, stack (bounded) and code. */
+export function serializeError(error: Error): string {
+  const e = error as Error & { code?: unknown };
+  return JSON.stringify({
+    name: e.name,
+    message: String(e.message).slice(0, MAX_MESSAGE_CHARS),
+    stack: e.stack?.slice(0, MAX_STACK_CHARS),
+    code: typeof e.code === 'string' ? e.code : undefined,
+  });
+}
