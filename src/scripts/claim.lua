@@ -129,6 +129,8 @@ local recs = redis.call('HMGET', jobs, unpack(ids))
 local updated, leases = {}, {}
 local default_lease = tonumber(ARGV[3])
 local token = redis.call('INCRBY', seq, #ids) - #ids
+-- Formatting a number in Lua is a sprintf (~0.3 us): do it once per call, not per job.
+local now_s = tostring(now)
 for i = 1, #ids do
   local rec = recs[i]
   if rec then
@@ -136,7 +138,7 @@ for i = 1, #ids do
     -- fields to rewrite (state, token, attempts, startedAt), instead of splitting the whole header.
     local attempts, mid, rest, lease = string.match(rec, CLAIM_PATTERN)
     token = token + 1
-    rec = 'a|' .. token .. '|' .. (tonumber(attempts) + 1) .. mid .. now .. rest
+    rec = 'a|' .. token .. '|' .. (tonumber(attempts) + 1) .. mid .. now_s .. rest
     lease = tonumber(lease) or default_lease
     updated[#updated + 1] = ids[i]
     updated[#updated + 1] = rec

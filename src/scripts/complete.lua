@@ -50,6 +50,8 @@ for i = 1, n do ids[i] = ARGV[FIXED + 1 + (i - 1) * 3] end
 local recs = redis.call('HMGET', jobs, unpack(ids))
 
 local refused, done, updated, scores = {}, {}, {}, {}
+-- Formatting a number in Lua is a sprintf (~0.3 us): do it once per call, not per job.
+local now_s = tostring(now)
 for i = 1, n do
   local base = FIXED + 1 + (i - 1) * 3
   local rec = recs[i]
@@ -63,7 +65,7 @@ for i = 1, n do
     if state == 'a' and token == ARGV[base + 1] then
       done[#done + 1] = ids[i]
       updated[#updated + 1] = ids[i]
-      updated[#updated + 1] = 'c|' .. token .. '|' .. attempts .. mid .. now .. rest .. '\n' .. ARGV[base + 2]
+      updated[#updated + 1] = 'c|' .. token .. '|' .. attempts .. mid .. now_s .. rest .. '\n' .. ARGV[base + 2]
       scores[#scores + 1] = now
       scores[#scores + 1] = ids[i]
     elseif not (state == 'c' and token == ARGV[base + 1]) then
