@@ -16,14 +16,16 @@ const open: { close(): Promise<void> }[] = [];
 interface ChildMessage {
   ready?: boolean;
   started?: string;
+  at?: number;
   attempt?: number;
   completed?: string;
   error?: string;
   message?: string;
 }
 
-function startChild(url: string, queue: string, leaseMs: number) {
-  const child = fork(CHILD, [url, queue, String(leaseMs)], { execArgv: ['--import', 'tsx'], stdio: 'pipe' });
+function startChild(url: string, queue: string, leaseMs: number, options?: object) {
+  const args = [url, queue, String(leaseMs), ...(options ? [JSON.stringify(options)] : [])];
+  const child = fork(CHILD, args, { execArgv: ['--import', 'tsx'], stdio: 'pipe' });
   children.push(child);
   const messages: ChildMessage[] = [];
   child.on('message', (m: ChildMessage) => messages.push(m));
@@ -150,6 +152,27 @@ describe('crashes', () => {
     }
     expect(await queue.waitFor('first', { timeoutMs: 10_000 })).toBe('done');
     expect(errors).toContain('ERR_CONNECTION');
+  });
+
+  it('the rate limit holds across two worker processes', async () => {
+    const name = uniqueName();
+    const queue = new Queue(name, { connection: fx.url });
+    open.push(queue);
+    const limiter = { limiter: { max: 4, durationMs: 400 } };
+    const a = startChild(fx.url, name, 5_000, limiter);
+    const b = startChild(fx.url, name, 5_000, limiter);
+    await waitUntil(
+      () => a.messages.some((m) => m.ready) && b.messages.some((m) => m.ready),
+      'children ready',
+    );
+    await queue.addBulk(Array.from({ length: 12 }, () => ({ data: { fast: true } })));
+    const starts = () => [...a.messages, ...b.messages].filter((m) => m.started).map((m) => m.at!);
+    await waitUntil(() => starts().length === 12, '12 starts', 15_000);
+    const at = starts().sort((x, y) => x - y);
+    // Both processes claim; were the limit per process, a window could see 8 starts. None sees more
+    // than 4 (less timer slack).
+    for (let i = 0; i + 4 < at.length; i++) expect(at[i + 4]! - at[i]!).toBeGreaterThan(350);
+    expect(at.at(-1)! - at[0]!).toBeGreaterThanOrEqual(2 * 400 - 50);
   });
 
   it('a worker whose connections are killed reconnects and finishes every job exactly once in Redis', async () => {
