@@ -260,6 +260,9 @@ export function printReport(r: ChaosReport): void {
       'WARNING: files under src/ changed during this run. Worker processes started at different times may',
       'have run different code; a violation may come from that skew. Re-run on a quiet tree to confirm.',
     );
-  out.push('', r.passed ? 'PASS: every invariant holds' : 'FAIL: see above', '');
+  out.push('', r.passed ? 'PASS: every invariant holds' : 'FAIL: see above');
+  // The plain closing line CI reads: one check per invariant.
+  const failed = r.checks.filter((c) => !c.ok).length;
+  out.push(`chaos: ${r.checks.length - failed} passed, ${failed} failed`, '');
   console.log(out.join('\n'));
 }
