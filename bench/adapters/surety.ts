@@ -1,4 +1,8 @@
-/** Surety with its defaults: retention keeps the last 1 000 completed jobs (its production setting). */
+/**
+ * Surety with its defaults: retention keeps the last 1 000 completed jobs (its production setting),
+ * lifecycle events on. SURETY_EVENTS=off turns the event stream off in producer and worker, to
+ * measure what events cost: SURETY_EVENTS=off npm run bench -- --only cost --libs surety
+ */
 import { Queue, Worker } from '../../src/index.js';
 import type {
   Adapter,
@@ -35,13 +39,15 @@ class SuretyProducer implements Producer {
   }
 }
 
+const EVENTS = process.env.SURETY_EVENTS !== 'off';
+
 export const surety: Adapter = {
   lib: 'surety',
   label: 'Surety',
-  retention: 'default retention: keeps the last 1 000 completed jobs',
+  retention: `default retention: keeps the last 1 000 completed jobs; events ${EVENTS ? 'on' : 'off (SURETY_EVENTS=off)'}`,
 
   async producer(server: ServerAddress, name: string): Promise<Producer> {
-    const queue = new Queue<JobData>(name, { connection: server.url });
+    const queue = new Queue<JobData>(name, { connection: server.url, events: EVENTS });
     await queue.counts();
     return new SuretyProducer(queue);
   },
@@ -52,7 +58,7 @@ export const surety: Adapter = {
       (job) => {
         spec.processor(job.data);
       },
-      { connection: spec.server.url, concurrency: spec.concurrency },
+      { connection: spec.server.url, concurrency: spec.concurrency, events: EVENTS },
     );
     worker.on('completed', () => spec.onCompleted());
     worker.on('failed', (_job, err) => spec.onFailed(err));
