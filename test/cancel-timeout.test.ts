@@ -1,12 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { InvalidStateError, type Job, JobFailedError, Queue, Worker } from '../src/index.js';
-import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
-const open: { close(): Promise<void> }[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((c) => c.close()));
-});
+const open = closeAfterEach();
 function setup<D = unknown, R = unknown>(fn: (job: Job<D>) => R | Promise<R>, opts = {}) {
   const name = uniqueName();
   const q = new Queue<D, R>(name, { connection: fx.url });

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   type Job,
   JobNotFoundError,
@@ -7,13 +7,10 @@ import {
   ValidationError,
   Worker,
 } from '../src/index.js';
-import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+import { closeAfterEach, uniqueName, useRedis } from './helpers/setup.js';
 
 const fx = useRedis();
-const open: { close(): Promise<void> }[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((c) => c.close()));
-});
+const open = closeAfterEach();
 
 function setup<D = { step: string; fail?: boolean }>(fn: (job: Job<D>) => unknown, opts = {}) {
   const name = uniqueName();

@@ -1,12 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Queue, type QueueEvent, QueueEvents, UnrecoverableError, Worker } from '../src/index.js';
-import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
-const open: { close(): Promise<void> }[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((c) => c.close()));
-});
+const open = closeAfterEach();
 
 describe('lifecycle events', () => {
   it('every transition is appended to the stream and read back per job, from another connection', async () => {

@@ -1,12 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Queue, Worker } from '../src/index.js';
-import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
-const open: { close(): Promise<void> }[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((c) => c.close()));
-});
+const open = closeAfterEach();
 
 describe('progress and logs', () => {
   it('a processor reports progress and log lines, stored with the job and bounded', async () => {

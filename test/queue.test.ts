@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   InvalidStateError,
   JobFailedError,
@@ -7,10 +7,10 @@ import {
   WaitTimeoutError,
   Worker,
 } from '../src/index.js';
-import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
-const open: { close(): Promise<void> }[] = [];
+const open = closeAfterEach();
 function queue<D = unknown, R = unknown>(name = uniqueName(), opts = {}): Queue<D, R> {
   const q = new Queue<D, R>(name, { connection: fx.url, ...opts });
   open.push(q);
@@ -25,9 +25,6 @@ function worker<D, R>(
   open.push(w);
   return w;
 }
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((c) => c.close()));
-});
 
 describe('Queue', () => {
   it('adds a job that getJob reads back with its data and defaults', async () => {

@@ -1,12 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Queue, RedisConfigError, Worker } from '../src/index.js';
-import { uniqueName, useRedis } from './helpers/setup.js';
+import { closeAfterEach, uniqueName, useRedis } from './helpers/setup.js';
 
 const fx = useRedis({ config: { 'maxmemory-policy': 'allkeys-lru' } });
-const open: { close(): Promise<void> }[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((c) => c.close()));
-});
+const open = closeAfterEach();
 
 describe('checking the Redis server on connect', () => {
   it('warns loudly, once per connection, when maxmemory-policy may evict jobs', async () => {

@@ -1,13 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Queue, ValidationError, Worker } from '../src/index.js';
 import { advanceSchedule, nextTick, occurrenceId } from '../src/schedules.js';
-import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
-const open: { close(): Promise<void> }[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((c) => c.close()));
-});
+const open = closeAfterEach();
 function queue<D = unknown>(name: string): Queue<D> {
   const q = new Queue<D>(name, { connection: fx.url });
   open.push(q);

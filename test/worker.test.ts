@@ -1,9 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type Job, Queue, UnrecoverableError, Worker } from '../src/index.js';
-import { nextEvent, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+import { closeAfterEach, nextEvent, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
-const open: { close(): Promise<void> }[] = [];
+const open = closeAfterEach();
 function queue<D = unknown, R = unknown>(name: string): Queue<D, R> {
   const q = new Queue<D, R>(name, { connection: fx.url });
   open.push(q);
@@ -14,9 +14,6 @@ function worker<D, R>(name: string, fn: (job: Job<D>) => R | Promise<R>, opts = 
   open.push(w);
   return w;
 }
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((c) => c.close()));
-});
 
 describe('Worker', () => {
   it('stores the processor result on the job and emits completed after it is persisted', async () => {

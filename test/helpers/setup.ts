@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { RedisServer, type RedisServerOptions } from './redis-server.js';
 
 export interface Fixture {
@@ -62,4 +62,13 @@ export function nextEvent<T extends unknown[]>(
       resolve(args);
     });
   });
+}
+
+/** Queues, workers and the like to close after each test: push them onto the returned array. */
+export function closeAfterEach(): { close(): Promise<void> }[] {
+  const open: { close(): Promise<void> }[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((c) => c.close()));
+  });
+  return open;
 }
