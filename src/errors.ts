@@ -3,6 +3,7 @@
  * docs/errors.md; a test fails when a code is missing there), so callers can branch on
  * `err instanceof X` or `err.code`.
  */
+import { stateName } from './states.js';
 
 export class SuretyError extends Error {
   readonly code: string;
@@ -164,15 +165,6 @@ export interface JobAttemptError {
   at: number;
 }
 
-const STATE_NAMES: Record<string, string> = {
-  w: 'waiting',
-  d: 'delayed',
-  b: 'blocked',
-  a: 'active',
-  c: 'completed',
-  x: 'dead',
-};
-
 /**
  * Single-job admin scripts (retry, remove, promote) reply `OK`, `NOT_FOUND` or `INVALID_STATE:<state>`.
  * This is the one place where those replies become typed errors.
@@ -182,7 +174,7 @@ export function errorFromScriptReply(reply: string, jobId: string, operation: st
   if (reply === 'NOT_FOUND') return new JobNotFoundError(jobId);
   if (reply.startsWith('INVALID_STATE:')) {
     const letter = reply.slice(14);
-    return new InvalidStateError(jobId, STATE_NAMES[letter] ?? letter, operation);
+    return new InvalidStateError(jobId, stateName(letter) ?? letter, operation);
   }
   return new SuretyError('ERR_UNEXPECTED_REPLY', `unexpected reply ${JSON.stringify(reply)} to ${operation}`);
 }

@@ -18,16 +18,8 @@
  */
 import { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './defaults.js';
 import type { JobAttemptError } from './errors.js';
+import { stateName } from './states.js';
 import type { BackoffOptions, JobInfo, JobState } from './types.js';
-
-const STATES: Record<string, JobState> = {
-  w: 'waiting',
-  d: 'delayed',
-  b: 'blocked',
-  a: 'active',
-  c: 'completed',
-  x: 'dead',
-};
 
 export interface ResolvedJobOptions {
   priority: number;
@@ -141,7 +133,7 @@ export function decodeRecord<D, R>(id: string, record: string, annex: Annex): Jo
   const createdAt = Number(h[4]);
   const info: JobInfo<D, R> = {
     id,
-    state: STATES[h[0] ?? ''] ?? 'waiting',
+    state: stateName(h[0] ?? '') ?? 'waiting',
     data: JSON.parse(dataJson) as D,
     attempts: Number(h[2]),
     maxAttempts: h[9] ? Number(h[9]) : DEFAULT_MAX_ATTEMPTS,

@@ -32,6 +32,7 @@ import {
   upsertSchedule,
 } from './schedules.js';
 import { type RedisClient, runScript, scripts } from './scripts.js';
+import { stateName } from './states.js';
 import type {
   AddedJob,
   JobCounts,
@@ -42,15 +43,6 @@ import type {
   WorkerDescription,
 } from './types.js';
 import { checkInt, checkJobId, checkQueueName, toJson } from './validate.js';
-
-const STATE_LETTERS: Record<string, JobState> = {
-  w: 'waiting',
-  d: 'delayed',
-  b: 'blocked',
-  a: 'active',
-  c: 'completed',
-  x: 'dead',
-};
 
 type AddRow = Record<
   'id' | 'priority' | 'delayMs' | 'runAt' | 'optionTail' | 'data' | 'dependsOn' | 'depMode',
@@ -115,7 +107,7 @@ export class Queue<Data = unknown, Result = unknown> {
       out.push({
         id: String(reply[i]),
         isNew: reply[i + 1] === 1,
-        state: STATE_LETTERS[reply[i + 2] as string] ?? 'waiting',
+        state: stateName(reply[i + 2] as string) ?? 'waiting',
       });
     }
     return out;

@@ -1,7 +1,8 @@
 import type { JobAttemptError } from './errors.js';
+import type { JobStateName } from './states.js';
 
 /** `blocked`: waiting for the jobs it depends on (dependsOn) to complete. */
-export type JobState = 'waiting' | 'delayed' | 'blocked' | 'active' | 'completed' | 'dead';
+export type JobState = JobStateName;
 
 export interface BackoffOptions {
   /** `fixed`: delayMs each time; `exponential`: delayMs * 2^(n-1); `custom`: Worker's backoffStrategies[name]. */

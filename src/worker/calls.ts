@@ -13,6 +13,7 @@ import { annexFields, resultOf } from '../job-record.js';
 import type { QueueKeys } from '../keys.js';
 import { recoverExpired } from '../recovery.js';
 import { type RedisClient, runScript, scripts } from '../scripts.js';
+import { stateName } from '../states.js';
 import { toJson } from '../validate.js';
 import type { CompleteRow, FailRow } from './acker.js';
 import type { ClaimReply } from './fetcher.js';
@@ -20,15 +21,6 @@ import type { Job } from './job.js';
 import type { ResolvedWorkerOptions } from './options.js';
 
 const MAX_LOG_LINES = 100;
-const STATE_NAMES: Record<string, string> = {
-  w: 'waiting',
-  d: 'delayed',
-  b: 'blocked',
-  a: 'active',
-  c: 'completed',
-  x: 'dead',
-};
-
 export class WorkerCalls {
   constructor(
     private readonly client: RedisClient,
@@ -176,7 +168,7 @@ export class WorkerCalls {
 function describeRefusal(reason: string): string {
   if (reason === 'NOT_FOUND') return 'the job no longer exists (removed or trimmed)';
   const [, state = '', attempts] = reason.split(':');
-  return `its lease was lost; the job is now ${STATE_NAMES[state] ?? state} at attempt ${attempts}`;
+  return `its lease was lost; the job is now ${stateName(state) ?? state} at attempt ${attempts}`;
 }
 
 /** An attempt's error as stored in its error line: name, message, stack (bounded) and code. */
