@@ -26,6 +26,15 @@ describe('Lua script headers', () => {
     });
   }
 
+  it('docs/design.md lists every script with exactly the keys its description passes', () => {
+    const design = readFileSync(new URL('../docs/design.md', import.meta.url), 'utf8');
+    for (const spec of Object.values(scripts)) {
+      const row = new RegExp(`\\| \`src/scripts/${spec.name}\\.lua\` \\| ([^|]+) \\|`).exec(design);
+      expect(row, `design.md has no row for ${spec.name}.lua`).not.toBeNull();
+      expect(row![1]!.trim()).toBe(spec.keys.join(', '));
+    }
+  });
+
   it('every Lua file under src/scripts has a description, and every include exists', () => {
     const files = readdirSync(dir)
       .filter((f) => f.endsWith('.lua'))
