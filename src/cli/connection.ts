@@ -4,6 +4,7 @@
  * private redis-server (see embedded.ts). Every command gets one client, shared by all its Queues.
  */
 import { Redis } from 'ioredis';
+import { discoverQueues } from '../admin/discover.js';
 import type { QueueOptions } from '../options.js';
 import { Queue } from '../queue.js';
 import { checkQueueName } from '../validate.js';
@@ -131,4 +132,23 @@ export function openQueue<D = unknown, R = unknown>(
   });
   addCleanup(() => queue.close());
   return queue;
+}
+
+/**
+ * Rows from each named queue (every queue under the prefix when none is named), each tagged with its
+ * queue name: what `workers` and `schedules` list.
+ */
+export async function rowsOfQueues<T extends object>(
+  names: string[],
+  g: GlobalOptions,
+  read: (queue: Queue) => Promise<T[]>,
+): Promise<(T & { queue: string })[]> {
+  checkNames(names);
+  const handle = await openRedis(g);
+  const list = names.length > 0 ? names : await discoverQueues(handle.client, g.prefix);
+  const rows: (T & { queue: string })[] = [];
+  for (const name of list) {
+    for (const row of await read(openQueue(name, handle, g))) rows.push({ queue: name, ...row });
+  }
+  return rows;
 }

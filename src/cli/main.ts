@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { registerAdd } from './commands/add.js';
 import { registerAdmin } from './commands/admin.js';
+import { registerDashboard } from './commands/dashboard.js';
 import { registerDemo } from './commands/demo.js';
 import { registerJobs } from './commands/jobs.js';
 import { registerReaper } from './commands/reaper.js';
@@ -50,6 +51,7 @@ export function buildProgram(): Command {
   registerSchedules(program);
   registerWorker(program);
   registerReaper(program);
+  registerDashboard(program);
   registerDemo(program);
   program.addHelpText(
     'after',

@@ -75,18 +75,10 @@ export function registerAdmin(program: Command): void {
     });
   examples(retry, ['surety retry emails 42 43', 'surety retry emails --all-dead']);
 
-  const remove = program
-    .command('remove')
-    .description('delete jobs that are not active')
-    .argument('<queue>', 'queue name')
-    .argument('<id...>', 'job ids')
-    .action(async (queueName: string, ids: string[], _o: unknown, c: Command) => {
-      const g = globals(c);
-      checkNames([queueName]);
-      const queue = openQueue(queueName, await openRedis(g), g);
-      report('removed', queueName, await each(ids, (id) => queue.remove(id)), g.json);
-    });
-  examples(remove, ['surety remove emails 42', 'surety remove emails 42 43 welcome:ada --json']);
+  perJob(program, 'remove', 'delete jobs that are not active', 'removed', (q, id) => q.remove(id), [
+    'surety remove emails 42',
+    'surety remove emails 42 43 welcome:ada --json',
+  ]);
 
   for (const paused of [true, false]) {
     const name = paused ? 'pause' : 'resume';
@@ -109,16 +101,35 @@ export function registerAdmin(program: Command): void {
     examples(cmd, [`surety ${name} emails`]);
   }
 
-  const cancel = program
-    .command('cancel')
-    .description('end unfinished jobs at once as dead (a running one is aborted by its worker)')
+  perJob(
+    program,
+    'cancel',
+    'end unfinished jobs at once as dead (a running one is aborted by its worker)',
+    'cancelled',
+    (q, id) => q.cancel(id),
+    ['surety cancel emails 42', 'surety cancel reports nightly-2030-01 --json'],
+  );
+}
+
+/** A command `<name> <queue> <id...>` that applies one Queue operation to each id and reports each. */
+function perJob(
+  program: Command,
+  name: string,
+  description: string,
+  done: string,
+  op: (queue: Queue, id: string) => Promise<void>,
+  lines: string[],
+): void {
+  const cmd = program
+    .command(name)
+    .description(description)
     .argument('<queue>', 'queue name')
     .argument('<id...>', 'job ids')
     .action(async (queueName: string, ids: string[], _o: unknown, c: Command) => {
       const g = globals(c);
       checkNames([queueName]);
       const queue = openQueue(queueName, await openRedis(g), g);
-      report('cancelled', queueName, await each(ids, (id) => queue.cancel(id)), g.json);
+      report(done, queueName, await each(ids, (id) => op(queue, id)), g.json);
     });
-  examples(cancel, ['surety cancel emails 42', 'surety cancel reports nightly-2030-01 --json']);
+  examples(cmd, lines);
 }

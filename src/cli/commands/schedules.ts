@@ -1,9 +1,8 @@
 /** `surety schedules [queue...]`: repeatable schedules with their next runs, through the Queue API. */
 import type { Command } from 'commander';
-import { discoverQueues } from '../../admin/discover.js';
 import type { ScheduleInfo } from '../../schedules.js';
 import { examples, globals, out } from '../command-kit.js';
-import { checkNames, openQueue, openRedis } from '../connection.js';
+import { rowsOfQueues } from '../connection.js';
 import { formatDuration, formatWhen, preview, table } from '../format.js';
 
 function timing(s: ScheduleInfo): string {
@@ -21,13 +20,7 @@ export function registerSchedules(program: Command): void {
     .argument('[queue...]', 'queue names')
     .action(async (names: string[], _o: unknown, c: Command) => {
       const g = globals(c);
-      checkNames(names);
-      const handle = await openRedis(g);
-      const list = names.length > 0 ? names : await discoverQueues(handle.client, g.prefix);
-      const rows: (ScheduleInfo & { queue: string })[] = [];
-      for (const name of list) {
-        for (const s of await openQueue(name, handle, g).schedules()) rows.push({ queue: name, ...s });
-      }
+      const rows = await rowsOfQueues<ScheduleInfo>(names, g, (q) => q.schedules());
       if (g.json) return out.json(rows);
       if (rows.length === 0) return out.line('no schedules');
       const now = Date.now();

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { discoverQueues } from '../../admin/discover.js';
 import type { WorkerDescription } from '../../types.js';
 import { examples, globals, out } from '../command-kit.js';
-import { checkNames, openQueue, openRedis } from '../connection.js';
+import { openRedis, rowsOfQueues } from '../connection.js';
 import { formatWhen, table } from '../format.js';
 
 export function registerWorkers(program: Command): void {
@@ -14,13 +14,7 @@ export function registerWorkers(program: Command): void {
     .argument('[queue...]', 'queue names')
     .action(async (names: string[], _o: unknown, c: Command) => {
       const g = globals(c);
-      checkNames(names);
-      const handle = await openRedis(g);
-      const list = names.length > 0 ? names : await discoverQueues(handle.client, g.prefix);
-      const rows: (WorkerDescription & { queue: string })[] = [];
-      for (const name of list) {
-        for (const w of await openQueue(name, handle, g).workers()) rows.push({ queue: name, ...w });
-      }
+      const rows = await rowsOfQueues<WorkerDescription>(names, g, (q) => q.workers());
       if (g.json) return out.json(rows);
       if (rows.length === 0)
         return out.line(`no live workers${names.length > 0 ? ` for ${names.join(', ')}` : ''}`);
