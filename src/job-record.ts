@@ -19,7 +19,7 @@
 import { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './defaults.js';
 import type { JobAttemptError } from './errors.js';
 import { stateName } from './states.js';
-import type { BackoffOptions, JobInfo, JobState } from './types.js';
+import type { BackoffOptions, JobInfo } from './types.js';
 
 export interface ResolvedJobOptions {
   priority: number;

@@ -1,0 +1,115 @@
+/**
+ * The dashboard's JSON API, a thin layer over the Queue admin API:
+ *
+ *   GET  /api/queues                              name, counts, paused, workers of every queue
+ *   GET  /api/queues/:q                           the same for one queue
+ *   GET  /api/queues/:q/jobs?state=&offset=&limit=
+ *   GET  /api/queues/:q/jobs/:id
+ *   GET  /api/queues/:q/workers | /schedules
+ *   POST /api/queues/:q/jobs/:id/retry|remove|promote|cancel
+ *   POST /api/queues/:q/pause|resume|retry-dead
+ *
+ * Errors are `{ error: { code, message } }`: 404 ERR_JOB_NOT_FOUND, 409 ERR_INVALID_STATE, 400 for
+ * validation (ERR_INVALID_OPTION...), 405 for a known path with the wrong method.
+ */
+import { ValidationError } from '../errors.js';
+import type { JobState } from '../types.js';
+import { HttpError, json } from './http.js';
+import type { QueueRegistry } from './queues.js';
+
+const STATES: readonly JobState[] = ['waiting', 'delayed', 'blocked', 'active', 'completed', 'dead'];
+const JOB_ACTIONS = ['retry', 'remove', 'promote', 'cancel'] as const;
+const QUEUE_ACTIONS = ['pause', 'resume', 'retry-dead'] as const;
+
+function notFound(path: string): HttpError {
+  return new HttpError(404, 'ERR_NOT_FOUND', `no such endpoint: ${path}`);
+}
+
+function method(req: Request, expected: 'GET' | 'POST'): void {
+  const actual = req.method === 'HEAD' ? 'GET' : req.method;
+  if (actual !== expected)
+    throw new HttpError(405, 'ERR_METHOD_NOT_ALLOWED', `${req.method} not allowed here, use ${expected}`, {
+      allow: expected,
+    });
+}
+
+function intParam(params: URLSearchParams, name: string): number | undefined {
+  const raw = params.get(name);
+  if (raw === null || raw === '') return undefined;
+  if (!/^\d+$/.test(raw))
+    throw new ValidationError(`${name} must be an integer >= 0, got ${JSON.stringify(raw)}`);
+  return Number(raw);
+}
+
+function stateParam(params: URLSearchParams): JobState {
+  const raw = params.get('state') ?? 'waiting';
+  if (!(STATES as readonly string[]).includes(raw))
+    throw new ValidationError(`state must be one of ${STATES.join(', ')}, got ${JSON.stringify(raw)}`);
+  return raw as JobState;
+}
+
+function segments(path: string): string[] {
+  try {
+    return path.split('/').filter(Boolean).map(decodeURIComponent);
+  } catch {
+    throw new ValidationError(`malformed path: ${path}`);
+  }
+}
+
+/** Answers `path` (already stripped of the base path, starting with /api/). POSTs are authorised by the caller. */
+export async function handleApi(req: Request, path: string, queues: QueueRegistry): Promise<Response> {
+  const [api, root, name, sub, id, action, ...rest] = segments(path);
+  if (api !== 'api' || root !== 'queues' || rest.length > 0) throw notFound(path);
+  if (name === undefined) {
+    method(req, 'GET');
+    return json({ queues: await queues.overviews() });
+  }
+  const queue = queues.get(name);
+  if (sub === undefined) {
+    method(req, 'GET');
+    return json(await queues.overview(name));
+  }
+  if (sub === 'jobs' && id === undefined) {
+    method(req, 'GET');
+    const params = new URL(req.url).searchParams;
+    const state = stateParam(params);
+    const offset = intParam(params, 'offset') ?? 0;
+    const limit = intParam(params, 'limit') ?? 50;
+    const jobs = await queue.getJobs(state, { offset, limit });
+    const counts = await queue.counts();
+    return json({ queue: name, state, offset, limit, total: counts[state], jobs });
+  }
+  if (sub === 'jobs' && id !== undefined && action === undefined) {
+    method(req, 'GET');
+    const job = await queue.getJob(id);
+    if (!job) throw new HttpError(404, 'ERR_JOB_NOT_FOUND', `job ${JSON.stringify(id)} does not exist`);
+    return json(job);
+  }
+  if (sub === 'jobs' && id !== undefined && (JOB_ACTIONS as readonly string[]).includes(action!)) {
+    method(req, 'POST');
+    const op = action as (typeof JOB_ACTIONS)[number];
+    await queue[op](id);
+    return json({ ok: true, queue: name, id, action: op });
+  }
+  if (id !== undefined) throw notFound(path);
+  if (sub === 'workers') {
+    method(req, 'GET');
+    return json({ queue: name, workers: await queue.workers() });
+  }
+  if (sub === 'schedules') {
+    method(req, 'GET');
+    return json({ queue: name, schedules: await queue.schedules() });
+  }
+  if ((QUEUE_ACTIONS as readonly string[]).includes(sub)) {
+    method(req, 'POST');
+    if (sub === 'retry-dead') return json({ queue: name, ...(await queues.retryDead(name)) });
+    await (sub === 'pause' ? queue.pause() : queue.resume());
+    return json({ ok: true, queue: name, paused: sub === 'pause' });
+  }
+  throw notFound(path);
+}
+
+/** True when `path` names an action that changes something (refused in read-only mode). */
+export function isMutation(req: Request): boolean {
+  return req.method !== 'GET' && req.method !== 'HEAD';
+}

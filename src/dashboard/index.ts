@@ -1,0 +1,129 @@
+/**
+ * `createDashboard(options)`: the web dashboard, JSON API and Prometheus metrics as one fetch-style
+ * handler. Mount it with `toNodeListener(dashboard)` on node:http, Express, Fastify, or any runtime
+ * that speaks `Request -> Response`. It reads and changes queues only through the Queue admin API.
+ *
+ *   GET  /             the page (one HTML document, inline CSS and JS, no external assets)
+ *   GET  /api/...      JSON API (see api.ts); POST actions need the `x-surety-csrf` header
+ *   GET  /api/events   Server-Sent Events: every queue's counts every `eventsIntervalMs`
+ *   GET  /metrics      Prometheus text format (surety_jobs{queue,state}, surety_workers{queue})
+ */
+import { randomBytes } from 'node:crypto';
+import { ValidationError } from '../errors.js';
+import type { ConnectionOption } from '../options.js';
+import { handleApi, isMutation } from './api.js';
+import { errorResponse, HttpError, json, withSecurityHeaders } from './http.js';
+import { queueMetrics } from './metrics.js';
+import { renderPage } from './page.js';
+import { QueueRegistry } from './queues.js';
+import { type AuthOptions, Csrf, checkAuth, checkHost } from './security.js';
+import { eventStream } from './sse.js';
+
+export { type FetchHandler, toNodeListener } from './http.js';
+export { queueMetrics, type WorkerMetrics, workerMetrics } from './metrics.js';
+export { type AuthOptions, isLoopbackHost } from './security.js';
+
+export interface DashboardOptions {
+  /** Redis: a URL, ioredis options, or your own client (not closed by `close()`). */
+  connection?: ConnectionOption;
+  /** Key prefix of the queues. Default 'surety'. */
+  prefix?: string;
+  /** Refuse every POST (403 ERR_READ_ONLY); the page hides its action buttons. Default false. */
+  readOnly?: boolean;
+  /** Require this token on every request (Bearer, or Basic auth password). Default: none. */
+  auth?: AuthOptions;
+  /**
+   * Path prefix to strip when the server passes full paths (plain node:http under '/admin/surety').
+   * Frameworks that strip their mount path themselves (Express `app.use(path, ...)`) need none.
+   * Default '' (the root).
+   */
+  basePath?: string;
+  /** Accepted Host header names ('loopback': localhost and loopback addresses). Default: any. */
+  allowedHosts?: string[] | 'loopback';
+  /** Interval of the live counts stream. Default 1 500 ms. */
+  eventsIntervalMs?: number;
+}
+
+export interface Dashboard {
+  fetch(req: Request): Promise<Response>;
+  /** The per-process token the page sends in `x-surety-csrf` with every POST. */
+  readonly csrfToken: string;
+  close(): Promise<void>;
+}
+
+function checkOptions(
+  opts: DashboardOptions,
+): Required<Pick<DashboardOptions, 'basePath' | 'eventsIntervalMs'>> {
+  const basePath = (opts.basePath ?? '').replace(/\/+$/, '');
+  if (basePath !== '' && !/^\/[A-Za-z0-9._~\-/]*$/.test(basePath))
+    throw new ValidationError(
+      `basePath must start with / and use URL-safe characters, got ${JSON.stringify(opts.basePath)}`,
+    );
+  if (opts.auth !== undefined && (typeof opts.auth.token !== 'string' || opts.auth.token.length < 8))
+    throw new ValidationError('auth.token must be a string of at least 8 characters');
+  const eventsIntervalMs = opts.eventsIntervalMs ?? 1_500;
+  if (!Number.isInteger(eventsIntervalMs) || eventsIntervalMs < 100)
+    throw new ValidationError(
+      `eventsIntervalMs must be an integer >= 100, got ${String(opts.eventsIntervalMs)}`,
+    );
+  return { basePath, eventsIntervalMs };
+}
+
+export function createDashboard(opts: DashboardOptions = {}): Dashboard {
+  const { basePath, eventsIntervalMs } = checkOptions(opts);
+  const queues = new QueueRegistry(opts.connection, opts.prefix);
+  const registry = queueMetrics(queues);
+  const csrf = new Csrf();
+  const closing = new AbortController();
+  const readOnly = opts.readOnly === true;
+
+  async function route(req: Request): Promise<Response> {
+    checkHost(req, opts.allowedHosts);
+    checkAuth(req, opts.auth);
+    const pathname = new URL(req.url).pathname;
+    if (basePath && pathname !== basePath && !pathname.startsWith(`${basePath}/`))
+      throw new HttpError(404, 'ERR_NOT_FOUND', `no such path: ${pathname}`);
+    const path = pathname.slice(basePath.length) || '/';
+    if (isMutation(req)) {
+      if (readOnly) throw new HttpError(403, 'ERR_READ_ONLY', 'this dashboard is read-only');
+      csrf.check(req);
+    }
+    if (path === '/' && req.method === 'GET') {
+      const nonce = randomBytes(16).toString('base64');
+      return new Response(renderPage({ csrf: csrf.token, nonce, readOnly }), {
+        headers: withSecurityHeaders({
+          'content-type': 'text/html; charset=utf-8',
+          'content-security-policy': `default-src 'none'; script-src 'nonce-${nonce}'; style-src 'nonce-${nonce}'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
+          'x-frame-options': 'DENY',
+        }),
+      });
+    }
+    if (path === '/metrics' && req.method === 'GET')
+      return new Response(await registry.metrics(), {
+        headers: withSecurityHeaders({ 'content-type': registry.contentType }),
+      });
+    if (path === '/api/events' && req.method === 'GET')
+      return eventStream(req, queues, eventsIntervalMs, closing.signal);
+    if (path.startsWith('/api/')) return handleApi(req, path, queues);
+    return json({ error: { code: 'ERR_NOT_FOUND', message: `no such path: ${pathname}` } }, 404);
+  }
+
+  return {
+    csrfToken: csrf.token,
+    async fetch(req: Request): Promise<Response> {
+      try {
+        return await route(req);
+      } catch (err) {
+        if (!(err instanceof HttpError) && errorResponse(err).status === 500)
+          process.emitWarning(
+            `surety dashboard: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`,
+          );
+        return errorResponse(err);
+      }
+    },
+    async close(): Promise<void> {
+      closing.abort();
+      await queues.close();
+    },
+  };
+}

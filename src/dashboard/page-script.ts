@@ -1,0 +1,192 @@
+/**
+ * The page's script (plain browser JavaScript, kept as a string: it never passes through a bundler).
+ * Hash routes: #/ (every queue), #/queue/NAME?state=dead&offset=0, #/queue/NAME/job/ID.
+ * Every piece of data goes into the DOM through text nodes (el() below); nothing is parsed as HTML.
+ * Written without backticks or dollar-brace so it can live in this template string.
+ */
+export const PAGE_SCRIPT = String.raw`
+(function () {
+  'use strict';
+  var meta = function (n) { return document.querySelector('meta[name="' + n + '"]').getAttribute('content'); };
+  // The page is served at the mount point itself, so its path is the API's base (any framework, any prefix).
+  var BASE = location.pathname.replace(/\/+$/, ''), CSRF = meta('surety-csrf'), RO = meta('surety-read-only') === 'true';
+  var STATES = ['waiting', 'delayed', 'blocked', 'active', 'completed', 'dead'];
+  var PAGE = 25;
+  var view = document.getElementById('view'), flash = document.getElementById('flash'), liveEl = document.getElementById('live');
+  var enc = encodeURIComponent;
+  var latest = null, current = null, timer = null, generation = 0;
+
+  function el(tag, props) {
+    var e = document.createElement(tag);
+    if (props) Object.keys(props).forEach(function (k) {
+      var v = props[k];
+      if (v === undefined || v === null || v === false) return;
+      if (k === 'text') e.textContent = String(v);
+      else if (k.slice(0, 2) === 'on') e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, String(v));
+    });
+    var add = function (c) {
+      if (c === null || c === undefined || c === false) return;
+      if (Array.isArray(c)) c.forEach(add); else e.append(c);
+    };
+    for (var i = 2; i < arguments.length; i++) add(arguments[i]);
+    return e;
+  }
+  function time(ms) { return ms ? new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') : ''; }
+  function pretty(v) { return v === undefined ? '' : JSON.stringify(v, null, 2); }
+  function say(msg, bad) { flash.textContent = msg; flash.className = bad ? 'flash bad' : 'flash'; }
+  function api(path, opts) {
+    return fetch(BASE + '/api' + path, opts).then(function (res) {
+      return res.json().catch(function () { return {}; }).then(function (body) {
+        if (!res.ok) throw new Error(body.error ? body.error.code + ': ' + body.error.message : res.statusText);
+        return body;
+      });
+    });
+  }
+  function post(path) { return api(path, { method: 'POST', headers: { 'x-surety-csrf': CSRF } }); }
+  function act(label, path, opts) {
+    opts = opts || {};
+    var armed = false;
+    var b = el('button', { type: 'button', class: opts.danger ? 'danger' : null, 'data-action': opts.name || label, text: label });
+    b.addEventListener('click', function () {
+      if (opts.danger && !armed) { armed = true; b.textContent = 'Confirm ' + label.toLowerCase(); return; }
+      b.disabled = true;
+      post(path).then(function (r) {
+        say(opts.done ? opts.done(r) : label + ': done');
+        render();
+      }, function (err) { say(err.message, true); b.disabled = false; });
+    });
+    return RO ? null : b;
+  }
+  function badge(state) { return el('span', { class: 'badge ' + state, 'data-state': state, text: state }); }
+  function parse() {
+    var h = location.hash.slice(1) || '/', q = h.indexOf('?');
+    var path = q < 0 ? h : h.slice(0, q), params = new URLSearchParams(q < 0 ? '' : h.slice(q + 1));
+    return { parts: path.split('/').filter(Boolean).map(decodeURIComponent), params: params };
+  }
+  function queueHref(name, state, offset) { return '#/queue/' + enc(name) + '?state=' + state + (offset ? '&offset=' + offset : ''); }
+  function jobHref(name, id) { return '#/queue/' + enc(name) + '/job/' + enc(id); }
+
+  function overview() {
+    var rows = (latest || []).map(function (q) {
+      return el('tr', { 'data-queue': q.name },
+        el('td', null, el('a', { href: queueHref(q.name, 'waiting'), text: q.name }), q.paused ? [' ', badge('paused')] : null),
+        STATES.map(function (s) { return el('td', { class: 'num', 'data-count': s }, el('a', { href: queueHref(q.name, s), text: q.counts[s] })); }),
+        el('td', { class: 'num', text: q.workers }));
+    });
+    return [el('h1', { text: 'Queues' }),
+      latest === null ? el('p', { class: 'muted', text: 'loading...' }) : rows.length === 0 ? el('p', { class: 'muted', text: 'No queues under this prefix yet.' }) :
+      el('table', { id: 'queues' }, el('thead', null, el('tr', null, el('th', { text: 'queue' }),
+        STATES.map(function (s) { return el('th', { class: 'num', text: s }); }), el('th', { class: 'num', text: 'workers' }))), el('tbody', null, rows))];
+  }
+
+  function queueView(name, params) {
+    var state = STATES.indexOf(params.get('state')) >= 0 ? params.get('state') : 'waiting';
+    var offset = Math.max(0, parseInt(params.get('offset') || '0', 10) || 0);
+    return Promise.all([api('/queues/' + enc(name)), api('/queues/' + enc(name) + '/jobs?state=' + state + '&offset=' + offset + '&limit=' + PAGE),
+      api('/queues/' + enc(name) + '/workers'), api('/queues/' + enc(name) + '/schedules')]).then(function (r) {
+      var q = r[0], page = r[1], workers = r[2].workers, schedules = r[3].schedules;
+      var search = el('input', { name: 'id', placeholder: 'job id', 'aria-label': 'job id' });
+      var form = el('form', { class: 'bar', onsubmit: function (e) { e.preventDefault(); if (search.value) location.hash = jobHref(name, search.value.trim()); } },
+        search, el('button', { type: 'submit', text: 'Open job' }));
+      var jobs = page.jobs.map(function (j) {
+        var last = j.errors.length ? j.errors[j.errors.length - 1] : null;
+        return el('tr', { 'data-job': j.id }, el('td', null, el('a', { href: jobHref(name, j.id), text: j.id })),
+          el('td', { class: 'num', text: j.attempts + '/' + j.maxAttempts }), el('td', { text: time(j.createdAt) }),
+          el('td', { text: time(j.finishedAt || j.runAt) }), el('td', { text: last ? last.message : '' }));
+      });
+      var pager = el('div', { class: 'bar' },
+        offset > 0 ? el('a', { href: queueHref(name, state, Math.max(0, offset - PAGE)), text: '< newer' }) : null,
+        el('span', { class: 'muted', text: page.total === 0 ? 'none' : (offset + 1) + '-' + (offset + page.jobs.length) + ' of ' + page.total }),
+        offset + PAGE < page.total ? el('a', { href: queueHref(name, state, offset + PAGE), text: 'older >' }) : null);
+      return [el('h1', null, name, ' ', q.paused ? badge('paused') : null),
+        el('div', { class: 'bar' }, q.paused ? act('Resume', '/queues/' + enc(name) + '/resume', { name: 'resume' }) : act('Pause', '/queues/' + enc(name) + '/pause', { name: 'pause' }),
+          q.counts.dead > 0 ? act('Retry all dead', '/queues/' + enc(name) + '/retry-dead', { name: 'retry-dead', danger: true,
+            done: function (o) { return 'retried ' + o.done.length + ' dead jobs' + (o.failed.length ? ', ' + o.failed.length + ' failed' : ''); } }) : null, form),
+        el('nav', { class: 'tabs' }, STATES.map(function (s) {
+          return el('a', { href: queueHref(name, s), class: s === state ? 'on' : null, 'data-tab': s }, s + ' ', el('span', { 'data-count': s, text: q.counts[s] }));
+        })),
+        el('table', { id: 'jobs' }, el('thead', null, el('tr', null, ['id', 'attempts', 'created', state === 'completed' || state === 'dead' ? 'finished' : 'run at', 'last error'].map(function (h) { return el('th', { text: h }); }))),
+          el('tbody', null, jobs)), pager,
+        el('h2', { text: 'Workers (' + workers.length + ')' }), workers.length === 0 ? el('p', { class: 'muted', text: 'No live workers.' }) :
+          el('table', { id: 'workers' }, el('thead', null, el('tr', null, ['id', 'host', 'pid', 'concurrency', 'active jobs', 'started', 'last beat'].map(function (h) { return el('th', { text: h }); }))),
+            el('tbody', null, workers.map(function (w) {
+              return el('tr', null, el('td', { text: w.id }), el('td', { text: w.host }), el('td', { text: w.pid }), el('td', { class: 'num', text: w.concurrency }),
+                el('td', { text: w.activeJobIds.join(', ') }), el('td', { text: time(w.startedAt) }), el('td', { text: time(w.lastBeat) }));
+            }))),
+        el('h2', { text: 'Schedules (' + schedules.length + ')' }), schedules.length === 0 ? el('p', { class: 'muted', text: 'No schedules.' }) :
+          el('table', { id: 'schedules' }, el('thead', null, el('tr', null, ['key', 'timing', 'next run', 'pending job'].map(function (h) { return el('th', { text: h }); }))),
+            el('tbody', null, schedules.map(function (s) {
+              return el('tr', null, el('td', { text: s.key }), el('td', { text: s.cron ? s.cron + ' (' + (s.tz || 'UTC') + ')' : 'every ' + s.everyMs + ' ms' }),
+                el('td', { text: time(s.nextRunAt) }), el('td', null, s.pendingJobId ? el('a', { href: jobHref(name, s.pendingJobId), text: s.pendingJobId }) : null));
+            })))];
+    });
+  }
+
+  function jobView(name, id) {
+    var base = '/queues/' + enc(name) + '/jobs/' + enc(id);
+    return api(base).then(function (j) {
+      var finished = j.state === 'completed' || j.state === 'dead';
+      var fields = [['state', badge(j.state)], ['attempts', j.attempts + ' of ' + j.maxAttempts], ['priority', j.priority],
+        ['created', time(j.createdAt)], ['run at', time(j.runAt)], ['started', time(j.startedAt)], ['finished', time(j.finishedAt)],
+        ['depends on', j.dependsOn.join(', ')]];
+      var actions = el('div', { class: 'bar' },
+        finished ? act('Retry', base + '/retry', { name: 'retry' }) : null,
+        j.state === 'delayed' ? act('Promote', base + '/promote', { name: 'promote' }) : null,
+        !finished ? act('Cancel', base + '/cancel', { name: 'cancel', danger: true }) : null,
+        j.state !== 'active' ? act('Remove', base + '/remove', { name: 'remove', danger: true, done: function () { location.hash = queueHref(name, j.state); return 'removed ' + id; } }) : null);
+      if (!finished && !timer) timer = setTimeout(function () { timer = null; render(); }, 1000);
+      return [el('div', { class: 'muted' }, el('a', { href: queueHref(name, j.state), text: name }), ' / job'),
+        el('h1', { id: 'job-id', text: j.id }), actions,
+        el('dl', null, fields.map(function (f) { return [el('dt', { text: f[0] }), el('dd', null, f[1] === undefined ? '' : typeof f[1] === 'object' ? f[1] : String(f[1]))]; })),
+        el('h2', { text: 'Data' }), el('pre', { id: 'job-data', text: pretty(j.data) }),
+        'result' in j ? [el('h2', { text: 'Result' }), el('pre', { id: 'job-result', text: pretty(j.result) })] : null,
+        'progress' in j ? [el('h2', { text: 'Progress' }), el('pre', { text: pretty(j.progress) })] : null,
+        el('h2', { text: 'Errors (' + j.errors.length + ')' }),
+        j.errors.map(function (e) {
+          return el('div', { class: 'err' }, el('div', null, el('strong', { text: 'attempt ' + e.attempt + ': ' + e.name + (e.code ? ' [' + e.code + ']' : '') }), ' ',
+            el('span', { class: 'muted', text: time(e.at) })), el('div', { text: e.message }), e.stack ? el('pre', { text: e.stack }) : null);
+        }),
+        el('h2', { text: 'Logs (' + j.logs.length + ')' }), j.logs.length ? el('pre', { id: 'job-logs', text: j.logs.join('\n') }) : el('p', { class: 'muted', text: 'No log lines.' })];
+    });
+  }
+
+  function render() {
+    var mine = ++generation;
+    clearTimeout(timer); timer = null;
+    var r = parse(), p = r.parts;
+    current = p.length === 0 ? 'overview' : p[0] === 'queue' && p.length === 2 ? p[1] : null;
+    var built = p.length === 0 ? Promise.resolve(overview())
+      : p[0] === 'queue' && p.length === 2 ? queueView(p[1], r.params)
+      : p[0] === 'queue' && p.length === 4 && p[2] === 'job' ? jobView(p[1], p[3])
+      : Promise.resolve([el('h1', { text: 'Not found' }), el('a', { href: '#/', text: 'back to the queues' })]);
+    built.then(function (nodes) { if (mine === generation) view.replaceChildren(el('div', null, nodes)); },
+      function (err) { if (mine === generation) view.replaceChildren(el('h1', { text: 'Error' }), el('p', { class: 'flash bad', text: err.message }), el('a', { href: '#/', text: 'back to the queues' })); });
+  }
+
+  // On a queue view, the state tabs follow the live counts (the job list changes on navigation only).
+  function liveTabs(name) {
+    var q = (latest || []).filter(function (x) { return x.name === name; })[0];
+    if (!q) return;
+    STATES.forEach(function (s) {
+      var span = view.querySelector('nav.tabs [data-count="' + s + '"]');
+      if (span) span.textContent = String(q.counts[s]);
+    });
+  }
+
+  function connect() {
+    var es = new EventSource(BASE + '/api/events');
+    es.addEventListener('queues', function (e) {
+      latest = JSON.parse(e.data).queues;
+      liveEl.textContent = 'live ' + new Date().toLocaleTimeString();
+      if (current === 'overview') render();
+      else if (current !== null) liveTabs(current);
+    });
+    es.addEventListener('error', function () { liveEl.textContent = 'reconnecting...'; });
+  }
+
+  window.addEventListener('hashchange', function () { say(''); render(); });
+  render();
+  connect();
+})();
+`;

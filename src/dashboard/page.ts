@@ -1,0 +1,71 @@
+/**
+ * The dashboard page: one HTML document with inline CSS and JS (no external assets, no framework).
+ * Server-side values are placed only in escaped attributes; the script renders job data with
+ * textContent / text nodes, never as markup. The CSP allows only this document's nonce'd script/style.
+ */
+import { PAGE_SCRIPT } from './page-script.js';
+
+export interface PageOptions {
+  csrf: string;
+  nonce: string;
+  readOnly: boolean;
+}
+
+export function escapeHtml(s: string): string {
+  return s.replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string,
+  );
+}
+
+const CSS = `
+:root { --fg:#1d2330; --muted:#667085; --line:#e4e7ec; --bg:#f7f8fa; --accent:#2f5bea; --bad:#c0362c; --ok:#1f8a4c; --warn:#b7791f; }
+* { box-sizing: border-box; }
+body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif; color:var(--fg); background:var(--bg); }
+header { display:flex; align-items:center; gap:16px; padding:10px 20px; background:#151a26; color:#fff; }
+header a { color:#fff; text-decoration:none; font-weight:600; font-size:16px; }
+header .live { margin-left:auto; font-size:12px; color:#9fb0d0; }
+main { padding:16px 20px; max-width:1200px; }
+h1 { font-size:20px; margin:8px 0 12px; } h2 { font-size:15px; margin:20px 0 8px; }
+table { border-collapse:collapse; width:100%; background:#fff; border:1px solid var(--line); }
+th, td { text-align:left; padding:6px 10px; border-bottom:1px solid var(--line); vertical-align:top; }
+th { font-weight:600; color:var(--muted); font-size:12px; text-transform:uppercase; letter-spacing:.03em; }
+td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
+a { color:var(--accent); }
+.badge { display:inline-block; padding:1px 7px; border-radius:10px; font-size:12px; background:var(--line); }
+.badge.dead, .badge.paused { background:#fde4e1; color:var(--bad); } .badge.completed { background:#dff3e7; color:var(--ok); }
+.badge.active { background:#e3eaff; color:var(--accent); } .badge.delayed, .badge.blocked { background:#fdf1dc; color:var(--warn); }
+.tabs { display:flex; gap:6px; flex-wrap:wrap; margin:8px 0; }
+.tabs a { padding:4px 10px; border-radius:6px; text-decoration:none; background:#fff; border:1px solid var(--line); }
+.tabs a.on { background:var(--accent); color:#fff; border-color:var(--accent); }
+button { font:inherit; padding:4px 10px; border-radius:6px; border:1px solid var(--line); background:#fff; cursor:pointer; }
+button.danger { color:var(--bad); border-color:#f3c2bd; } button:disabled { opacity:.5; cursor:default; }
+.bar { display:flex; gap:8px; align-items:center; flex-wrap:wrap; margin:8px 0; }
+input { font:inherit; padding:4px 8px; border:1px solid var(--line); border-radius:6px; }
+pre { background:#fff; border:1px solid var(--line); padding:8px 10px; overflow:auto; max-height:360px; margin:4px 0; white-space:pre-wrap; word-break:break-word; }
+dl { display:grid; grid-template-columns:max-content 1fr; gap:4px 16px; background:#fff; border:1px solid var(--line); padding:10px; }
+dt { color:var(--muted); } dd { margin:0; }
+.flash { margin:8px 0; padding:6px 10px; border-radius:6px; background:#dff3e7; } .flash:empty { display:none; }
+.flash.bad { background:#fde4e1; color:var(--bad); }
+.muted { color:var(--muted); } .err { border-left:3px solid var(--bad); padding-left:10px; margin:10px 0; }
+`;
+
+export function renderPage(o: PageOptions): string {
+  const attr = escapeHtml;
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="surety-csrf" content="${attr(o.csrf)}">
+<meta name="surety-read-only" content="${o.readOnly ? 'true' : 'false'}">
+<title>Surety</title>
+<style nonce="${attr(o.nonce)}">${CSS}</style>
+</head>
+<body>
+<header><a href="#/">Surety</a><span class="muted">${o.readOnly ? 'read-only' : ''}</span><span class="live" id="live">connecting...</span></header>
+<main><div id="flash" class="flash" role="status"></div><div id="view"></div></main>
+<script nonce="${attr(o.nonce)}">${PAGE_SCRIPT}</script>
+</body>
+</html>`;
+}

@@ -1,0 +1,134 @@
+/**
+ * The dashboard page in a real headless Chromium (Debian's /usr/bin/chromium through playwright-core;
+ * CI installs it with `apt-get install -y chromium`): the live overview, a dead job opened, retried
+ * and completed by a worker, and an XSS payload in job data shown as text. Writes docs/dashboard.png.
+ */
+import { existsSync, mkdirSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDashboard, type Dashboard, toNodeListener } from '../src/dashboard/index.js';
+import { Queue, UnrecoverableError, Worker } from '../src/index.js';
+import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const XSS = '<script>alert(1)</script><img src=x onerror=alert(2)>';
+const SCREENSHOT = fileURLToPath(new URL('../docs/dashboard.png', import.meta.url));
+
+const fx = useRedis();
+
+const suite = existsSync(CHROMIUM) ? describe : describe.skip;
+
+suite(`dashboard page in headless Chromium (${CHROMIUM}; skipped only when it is not installed)`, () => {
+  let browser: Browser;
+  let page: Page;
+  let dashboard: Dashboard;
+  let server: Server;
+  let url: string;
+  let worker: Worker;
+  const queues: Queue[] = [];
+  const dialogs: string[] = [];
+  const pageErrors: string[] = [];
+  const name = uniqueName('emails');
+
+  beforeAll(async () => {
+    dashboard = createDashboard({ connection: fx.url, eventsIntervalMs: 500 });
+    server = createServer(toNodeListener(dashboard));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+      ],
+    });
+    page = await browser.newPage({ viewport: { width: 1200, height: 360 } });
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.dismiss();
+    });
+    page.on('pageerror', (err) => pageErrors.push(err.message));
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await worker?.close();
+    for (const q of queues) await q.close();
+    server?.closeAllConnections();
+    await new Promise((r) => server?.close(r));
+    await dashboard?.close();
+  });
+
+  it('shows live counts, retries a dead job until a worker completes it, and renders data as text', async () => {
+    const q = new Queue(name, { connection: fx.url });
+    const reports = new Queue(uniqueName('reports'), { connection: fx.url });
+    queues.push(q, reports);
+    // The first attempt of every job dies at once; after a retry the worker completes it.
+    worker = new Worker(
+      name,
+      async (job) => {
+        if (job.attempt === 1) throw new UnrecoverableError('smtp refused the message');
+        return { delivered: true };
+      },
+      { connection: fx.url },
+    );
+    const { id } = await q.add({ to: 'ada@example.com', subject: XSS }, { id: 'welcome-ada' });
+    await waitUntil(async () => (await q.getJob(id))?.state === 'dead', 'the job to die');
+    await reports.addBulk([
+      { data: { n: 1 } },
+      { data: { n: 2 } },
+      { data: { n: 3 }, opts: { delayMs: 3_600_000 } },
+    ]);
+    await reports.pause();
+
+    await page.goto(url);
+    const row = page.locator(`tr[data-queue="${name}"]`);
+    await row.locator('[data-count="dead"]', { hasText: '1' }).waitFor({ timeout: 10_000 });
+    await page.locator(`tr[data-queue="${reports.name}"] [data-count="waiting"]`, { hasText: '2' }).waitFor();
+    mkdirSync(fileURLToPath(new URL('../docs/', import.meta.url)), { recursive: true });
+    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+
+    await row.locator('[data-count="dead"] a').click();
+    await page.locator(`tr[data-job="${id}"] a`).click();
+    await expect.poll(() => page.locator('#job-id').textContent()).toBe(id);
+    expect(await page.locator('#job-data').textContent()).toContain(XSS);
+    await page.getByText('smtp refused the message').first().waitFor();
+    expect(await page.locator('img').count()).toBe(0);
+    expect(await page.locator('script').count()).toBe(1);
+
+    await page.locator('button[data-action="retry"]').click();
+    await page.locator('dd [data-state="completed"]').waitFor({ timeout: 15_000 });
+    expect(await page.locator('#job-result').textContent()).toContain('"delivered": true');
+    expect((await q.getJob(id))?.state).toBe('completed');
+    expect(dialogs).toEqual([]);
+    expect(pageErrors).toEqual([]);
+  });
+
+  it('the queue view follows counts live and resumes a paused queue from the page', async () => {
+    const reports = queues[1]!;
+    await page.goto(`${url}#/queue/${encodeURIComponent(reports.name)}?state=waiting`);
+    await page.locator('button[data-action="resume"]').click();
+    await page.locator('button[data-action="pause"]').waitFor();
+    expect(await reports.isPaused()).toBe(false);
+    await reports.pause();
+    await reports.add({ n: 4 });
+    await page.locator('nav.tabs [data-count="waiting"]', { hasText: '3' }).waitFor({ timeout: 10_000 });
+    expect(dialogs).toEqual([]);
+  });
+
+  it('searches a job by id from the queue view and shows a 404 as a message', async () => {
+    await page.goto(`${url}#/queue/${encodeURIComponent(name)}?state=completed`);
+    await page.locator('input[name="id"]').fill('no-such-job');
+    await page.locator('form button[type="submit"]').click();
+    await page.getByText('ERR_JOB_NOT_FOUND').waitFor();
+    expect(dialogs).toEqual([]);
+  });
+});

@@ -1,0 +1,391 @@
+/**
+ * The dashboard's HTTP API, security and metrics, through real HTTP requests to the handler mounted on
+ * node:http (random port) against a private redis-server.
+ */
+import { spawn } from 'node:child_process';
+import { createServer, get as httpGet, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createDashboard,
+  type Dashboard,
+  type DashboardOptions,
+  isLoopbackHost,
+  toNodeListener,
+  workerMetrics,
+} from '../src/dashboard/index.js';
+import { Queue, UnrecoverableError, Worker } from '../src/index.js';
+import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+
+const fx = useRedis();
+const BIN = fileURLToPath(new URL('../bin/surety.js', import.meta.url));
+const XSS = '<script>alert(1)</script>';
+
+interface Served {
+  dashboard: Dashboard;
+  url: string;
+  server: Server;
+}
+
+const served: Served[] = [];
+const closers: (() => Promise<unknown>)[] = [];
+
+async function serve(opts: Omit<DashboardOptions, 'connection'> = {}): Promise<Served> {
+  const dashboard = createDashboard({ connection: fx.url, ...opts });
+  const server = createServer(toNodeListener(dashboard));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const s = { dashboard, server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+  served.push(s);
+  return s;
+}
+
+function queue(name = uniqueName()): Queue {
+  const q = new Queue(name, { connection: fx.url });
+  closers.push(() => q.close());
+  return q;
+}
+
+let main: Served;
+beforeAll(async () => {
+  main = await serve();
+});
+afterAll(async () => {
+  for (const close of closers) await close();
+  for (const s of served) {
+    s.server.closeAllConnections();
+    await new Promise((r) => s.server.close(r));
+    await s.dashboard.close();
+  }
+});
+
+async function get(path: string, s = main, headers: Record<string, string> = {}) {
+  const res = await fetch(`${s.url}${path}`, { headers });
+  const text = await res.text();
+  return { res, text, body: res.headers.get('content-type')?.includes('json') ? JSON.parse(text) : null };
+}
+
+async function post(path: string, s = main, headers: Record<string, string> = {}) {
+  const res = await fetch(`${s.url}${path}`, {
+    method: 'POST',
+    headers: { 'x-surety-csrf': s.dashboard.csrfToken, ...headers },
+  });
+  return { res, body: await res.json() };
+}
+
+/** A job ended dead at once (cancelled while waiting): no worker needed. */
+async function deadJob(q: Queue, data: unknown = { n: 1 }): Promise<string> {
+  const { id } = await q.add(data);
+  await q.cancel(id);
+  return id;
+}
+
+describe('dashboard HTTP API', () => {
+  it('GET /api/queues lists every queue with its counts, paused flag and worker count', async () => {
+    const q = queue();
+    await q.add({ n: 1 });
+    await q.add({ n: 2 }, { delayMs: 60_000 });
+    await deadJob(q);
+    await q.pause();
+    const { res, body } = await get('/api/queues');
+    expect(res.status).toBe(200);
+    const mine = body.queues.find((x: { name: string }) => x.name === q.name);
+    expect(mine).toEqual({
+      name: q.name,
+      counts: { waiting: 1, delayed: 1, blocked: 0, active: 0, completed: 0, dead: 1 },
+      paused: true,
+      workers: 0,
+    });
+    const one = await get(`/api/queues/${q.name}`);
+    expect(one.body).toEqual(mine);
+  });
+
+  it('GET /api/queues/:q/jobs pages the jobs of one state and reports the total', async () => {
+    const q = queue();
+    for (let i = 0; i < 5; i++) await q.add({ i }, { id: `job-${i}` });
+    const first = await get(`/api/queues/${q.name}/jobs?state=waiting&offset=0&limit=2`);
+    expect(first.res.status).toBe(200);
+    expect(first.body.total).toBe(5);
+    expect(first.body.jobs.map((j: { id: string }) => j.id)).toEqual(['job-0', 'job-1']);
+    const second = await get(`/api/queues/${q.name}/jobs?state=waiting&offset=4&limit=2`);
+    expect(second.body.jobs.map((j: { id: string }) => j.id)).toEqual(['job-4']);
+    const dead = await get(`/api/queues/${q.name}/jobs?state=dead`);
+    expect(dead.body).toMatchObject({ state: 'dead', total: 0, jobs: [] });
+  });
+
+  it('GET /api/queues/:q/jobs/:id returns the job, with ids that need URL encoding', async () => {
+    const q = queue();
+    await q.add({ to: 'ada' }, { id: 'welcome:ada/1 ?' });
+    const { res, body } = await get(`/api/queues/${q.name}/jobs/${encodeURIComponent('welcome:ada/1 ?')}`);
+    expect(res.status).toBe(200);
+    expect(body).toMatchObject({ id: 'welcome:ada/1 ?', state: 'waiting', data: { to: 'ada' } });
+  });
+
+  it('answers 404 ERR_JOB_NOT_FOUND, 409 ERR_INVALID_STATE and 400 for bad input', async () => {
+    const q = queue();
+    const { id } = await q.add({});
+    expect((await get(`/api/queues/${q.name}/jobs/nope`)).res.status).toBe(404);
+    const missing = await post(`/api/queues/${q.name}/jobs/nope/retry`);
+    expect(missing.res.status).toBe(404);
+    expect(missing.body.error.code).toBe('ERR_JOB_NOT_FOUND');
+    const wrong = await post(`/api/queues/${q.name}/jobs/${id}/retry`);
+    expect(wrong.res.status).toBe(409);
+    expect(wrong.body.error).toMatchObject({ code: 'ERR_INVALID_STATE' });
+    const badState = await get(`/api/queues/${q.name}/jobs?state=sleeping`);
+    expect(badState.res.status).toBe(400);
+    expect(badState.body.error.message).toContain('sleeping');
+    expect((await get(`/api/queues/${q.name}/jobs?limit=abc`)).res.status).toBe(400);
+    expect((await get(`/api/queues/${q.name}/jobs?limit=0`)).res.status).toBe(400);
+    const badName = await get(`/api/queues/${encodeURIComponent('a b{c}')}/jobs`);
+    expect(badName.res.status).toBe(400);
+    expect(badName.body.error.code).toMatch(/^ERR_/);
+    expect((await get('/api/nothing')).res.status).toBe(404);
+    const method = await fetch(`${main.url}/api/queues/${q.name}/pause`);
+    expect(method.status).toBe(405);
+  });
+
+  it('POST retry, promote, cancel and remove change the job through the admin API', async () => {
+    const q = queue();
+    const dead = await deadJob(q);
+    expect((await post(`/api/queues/${q.name}/jobs/${dead}/retry`)).body).toMatchObject({ ok: true });
+    expect((await q.getJob(dead))?.state).toBe('waiting');
+    const { id: delayed } = await q.add({}, { delayMs: 60_000 });
+    expect((await post(`/api/queues/${q.name}/jobs/${delayed}/promote`)).res.status).toBe(200);
+    expect((await q.getJob(delayed))?.state).toBe('waiting');
+    expect((await post(`/api/queues/${q.name}/jobs/${delayed}/cancel`)).res.status).toBe(200);
+    const cancelled = await q.getJob(delayed);
+    expect(cancelled?.state).toBe('dead');
+    expect(cancelled?.errors.at(-1)?.code).toBe('ERR_CANCELLED');
+    expect((await post(`/api/queues/${q.name}/jobs/${delayed}/remove`)).res.status).toBe(200);
+    expect(await q.getJob(delayed)).toBeNull();
+  });
+
+  it('POST pause, resume and retry-dead act on the whole queue', async () => {
+    const q = queue();
+    const ids = [await deadJob(q), await deadJob(q), await deadJob(q)];
+    expect((await post(`/api/queues/${q.name}/pause`)).body).toMatchObject({ paused: true });
+    expect(await q.isPaused()).toBe(true);
+    expect((await post(`/api/queues/${q.name}/resume`)).body).toMatchObject({ paused: false });
+    expect(await q.isPaused()).toBe(false);
+    const { body } = await post(`/api/queues/${q.name}/retry-dead`);
+    expect(body.done.sort()).toEqual([...ids].sort());
+    expect(body.failed).toEqual([]);
+    expect((await q.counts()).dead).toBe(0);
+  });
+
+  it('GET workers and schedules list live workers and repeatable schedules', async () => {
+    const q = queue();
+    const worker = new Worker(q.name, async () => 'ok', { connection: fx.url, heartbeatMs: 200 });
+    closers.unshift(() => worker.close());
+    await q.schedule('tick', { everyMs: 60_000 }, { data: { kind: 'tick' } });
+    const workers = await waitUntil(async () => {
+      const { body } = await get(`/api/queues/${q.name}/workers`);
+      return body.workers.length === 1 ? body.workers : null;
+    }, 'the worker to appear');
+    expect(workers[0]).toMatchObject({ id: worker.id, pid: process.pid });
+    const { body } = await get(`/api/queues/${q.name}/schedules`);
+    expect(body.schedules).toHaveLength(1);
+    expect(body.schedules[0]).toMatchObject({ key: 'tick', everyMs: 60_000 });
+  });
+
+  it('GET /api/events streams every queue overview as Server-Sent Events', async () => {
+    const q = queue();
+    await q.add({});
+    const controller = new AbortController();
+    const res = await fetch(`${main.url}/api/events`, { signal: controller.signal });
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    // Queues are rediscovered every 2 s: read events until this new queue shows up.
+    const waiting = await waitUntil(async () => {
+      text += decoder.decode((await reader.read()).value);
+      const events = [...text.matchAll(/event: queues\ndata: (.*)\n\n/g)];
+      const last = events.at(-1)?.[1];
+      const mine = last && JSON.parse(last).queues.find((x: { name: string }) => x.name === q.name);
+      return mine ? { n: mine.counts.waiting as number } : null;
+    }, 'the queue in the event stream');
+    controller.abort();
+    expect(waiting.n).toBe(1);
+  });
+});
+
+describe('dashboard mounting', () => {
+  it('basePath serves everything under the prefix and nothing outside it', async () => {
+    const mounted = await serve({ basePath: '/admin/surety/' });
+    expect((await get('/admin/surety/api/queues', mounted)).res.status).toBe(200);
+    expect((await get('/admin/surety', mounted)).text).toContain('<title>Surety</title>');
+    expect((await get('/admin/surety/metrics', mounted)).res.status).toBe(200);
+    expect((await get('/api/queues', mounted)).res.status).toBe(404);
+    expect(() => createDashboard({ basePath: 'admin' })).toThrow(/basePath must start with \//);
+    expect(() => createDashboard({ auth: { token: 'short' } })).toThrow(/at least 8 characters/);
+  });
+});
+
+describe('dashboard security', () => {
+  it('refuses a POST without the CSRF token, or with a wrong one, and changes nothing', async () => {
+    const q = queue();
+    const variants: Record<string, string>[] = [{}, { 'x-surety-csrf': 'forged' }];
+    for (const headers of variants) {
+      const res = await fetch(`${main.url}/api/queues/${q.name}/pause`, { method: 'POST', headers });
+      expect(res.status).toBe(403);
+      expect((await res.json()).error.code).toBe('ERR_CSRF');
+    }
+    expect(await q.isPaused()).toBe(false);
+  });
+
+  it('the page carries the CSRF token in a meta tag and a nonce-only Content-Security-Policy', async () => {
+    const { res, text } = await get('/');
+    expect(res.headers.get('content-type')).toContain('text/html');
+    expect(text).toContain(`<meta name="surety-csrf" content="${main.dashboard.csrfToken}">`);
+    expect(res.headers.get('content-security-policy')).toMatch(/script-src 'nonce-[^']+'/);
+    expect(res.headers.get('content-security-policy')).not.toContain('unsafe-inline');
+  });
+
+  it('read-only mode refuses every POST with 403 and still answers reads', async () => {
+    const ro = await serve({ readOnly: true });
+    const q = queue();
+    const dead = await deadJob(q);
+    for (const path of [`/api/queues/${q.name}/pause`, `/api/queues/${q.name}/jobs/${dead}/retry`]) {
+      const { res, body } = await post(path, ro);
+      expect(res.status).toBe(403);
+      expect(body.error.code).toBe('ERR_READ_ONLY');
+    }
+    expect((await q.getJob(dead))?.state).toBe('dead');
+    expect(await q.isPaused()).toBe(false);
+    expect((await get(`/api/queues/${q.name}/jobs?state=dead`, ro)).body.total).toBe(1);
+    expect((await get('/', ro)).text).toContain('<meta name="surety-read-only" content="true">');
+  });
+
+  it('with a token, refuses requests without it (401) and accepts Bearer and Basic auth', async () => {
+    const token = 's3cret-token-123';
+    const authed = await serve({ auth: { token } });
+    for (const path of ['/', '/api/queues', '/metrics', '/api/events']) {
+      const { res } = await get(path, authed);
+      expect(res.status).toBe(401);
+      expect(res.headers.get('www-authenticate')).toContain('Basic');
+    }
+    expect((await get('/api/queues', authed, { authorization: 'Bearer wrong-token-1234' })).res.status).toBe(
+      401,
+    );
+    expect((await get('/api/queues', authed, { authorization: `Bearer ${token}` })).res.status).toBe(200);
+    const basic = `Basic ${Buffer.from(`admin:${token}`).toString('base64')}`;
+    expect((await get('/api/queues', authed, { authorization: basic })).res.status).toBe(200);
+    const q = queue();
+    const refused = await fetch(`${authed.url}/api/queues/${q.name}/pause`, {
+      method: 'POST',
+      headers: { 'x-surety-csrf': authed.dashboard.csrfToken },
+    });
+    expect(refused.status).toBe(401);
+    expect(await q.isPaused()).toBe(false);
+  });
+
+  it('allowedHosts "loopback" refuses foreign Host names (DNS rebinding)', async () => {
+    const local = await serve({ allowedHosts: 'loopback' });
+    expect((await get('/api/queues', local)).res.status).toBe(200);
+    const { port } = new URL(local.url);
+    const res = await new Promise<number>((resolve, reject) => {
+      const req = httpGet(
+        { host: '127.0.0.1', port, path: '/api/queues', headers: { host: 'evil.example:80' } },
+        (r) => {
+          r.resume();
+          resolve(r.statusCode ?? 0);
+        },
+      );
+      req.on('error', reject);
+    });
+    expect(res).toBe(403);
+    expect(isLoopbackHost('127.0.0.1') && isLoopbackHost('::1') && isLoopbackHost('localhost')).toBe(true);
+    expect(isLoopbackHost('0.0.0.0') || isLoopbackHost('10.0.0.5') || isLoopbackHost('::')).toBe(false);
+  });
+
+  it('returns job data with an XSS payload only as JSON, never as markup', async () => {
+    const q = queue();
+    const { id } = await q.add({ name: XSS });
+    const { res, text, body } = await get(`/api/queues/${q.name}/jobs/${id}`);
+    expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(body.data.name).toBe(XSS);
+    expect(text).toContain(JSON.stringify(XSS));
+    const page = await get('/');
+    expect(page.text).not.toContain('alert(1)');
+    expect(page.text).not.toContain('innerHTML');
+  });
+
+  it('`surety dashboard` refuses a non-loopback address without a token (exit 2), serves loopback', async () => {
+    const run = (args: string[], env: Record<string, string> = {}) => {
+      const e: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: fx.url, NO_COLOR: '1', ...env };
+      delete e.SURETY_DASHBOARD_TOKEN;
+      Object.assign(e, env);
+      const proc = spawn(process.execPath, [BIN, 'dashboard', ...args], { env: e });
+      const out = { stdout: '', stderr: '' };
+      proc.stdout.on('data', (d) => (out.stdout += d));
+      proc.stderr.on('data', (d) => (out.stderr += d));
+      const exited = new Promise<number | null>((resolve) => proc.on('close', resolve));
+      return { proc, out, exited };
+    };
+    const refused = run(['--host', '0.0.0.0', '--port', '0']);
+    expect(await refused.exited).toBe(2);
+    expect(refused.out.stderr).toContain('without authentication');
+    expect(refused.out.stderr).toContain('SURETY_DASHBOARD_TOKEN');
+
+    const ok = run(['--port', '0', '--json']);
+    const ready = await waitUntil(
+      () => /\{.*"event":"ready".*\}/.exec(ok.out.stdout)?.[0],
+      'ready line',
+      15_000,
+    );
+    const { url } = JSON.parse(ready) as { url: string };
+    expect((await fetch(`${url}api/queues`)).status).toBe(200);
+    ok.proc.kill('SIGTERM');
+    expect(await ok.exited).toBe(0);
+  });
+});
+
+describe('dashboard metrics', () => {
+  it('GET /metrics reports surety_jobs{queue,state} and surety_workers{queue} in Prometheus format', async () => {
+    const q = queue();
+    await q.add({});
+    await deadJob(q);
+    // Queues are rediscovered every 2 s: scrape until this new queue shows up.
+    const { res, text } = await waitUntil(async () => {
+      const r = await get('/metrics');
+      return r.text.includes(q.name) ? r : null;
+    }, 'the queue in /metrics');
+    expect(res.headers.get('content-type')).toContain('text/plain');
+    expect(text).toContain('# TYPE surety_jobs gauge');
+    expect(text).toContain(`surety_jobs{queue="${q.name}",state="waiting"} 1`);
+    expect(text).toContain(`surety_jobs{queue="${q.name}",state="dead"} 1`);
+    expect(text).toContain(`surety_workers{queue="${q.name}"} 0`);
+  });
+
+  it('workerMetrics counts completed and failed jobs and their latency', async () => {
+    const q = queue();
+    const worker = new Worker(
+      q.name,
+      async (job) => {
+        if ((job.data as { fail?: boolean }).fail) throw new UnrecoverableError('no');
+        return 'ok';
+      },
+      { connection: fx.url },
+    );
+    closers.unshift(() => worker.close());
+    const registry = new Registry();
+    const m = workerMetrics(worker, registry);
+    expect(workerMetrics(worker, registry).registry).toBe(registry); // a second worker may share it
+    await q.add({});
+    await q.add({ fail: true });
+    await waitUntil(
+      async () => (await q.counts()).completed === 1 && (await q.counts()).dead === 1,
+      'outcomes',
+    );
+    const text = await waitUntil(async () => {
+      const t = await registry.metrics();
+      return t.includes(`surety_jobs_failed_total{queue="${q.name}",outcome="dead"}`) ? t : null;
+    }, 'metrics');
+    expect(text).toMatch(new RegExp(`surety_jobs_completed_total\\{queue="${q.name}"\\} [12]`));
+    expect(text).toContain(`surety_job_latency_seconds_count{queue="${q.name}",status="completed"}`);
+    m.stop();
+  });
+});
