@@ -19,6 +19,7 @@ export type {
   JobInfo,
   JobOptions,
   JobState,
+  QueueMetrics,
   Retention,
   RetentionRule,
   WorkerDescription,

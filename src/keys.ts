@@ -49,6 +49,8 @@ export interface QueueKeys {
   readonly deps: string;
   /** HASH parent job id -> ids of jobs blocked on it, newline-separated. */
   readonly dependents: string;
+  /** HASH per-minute counters for queue.metrics(): `<minute>:c|f|x` (completed, failed attempts, dead) and `last`. */
+  readonly stats: string;
   /** STREAM of lifecycle events: entries { event, ids (newline-separated), data? }, capped. */
   readonly events: string;
   /** Sharded pub/sub channel: `w` (a job became claimable) or `d` (an earlier delayed job exists). */
@@ -79,6 +81,7 @@ export function queueKeys(prefix: string, queue: string, partition?: number): Qu
     workerInfo: `${tag}:workerinfo`,
     deps: `${tag}:deps`,
     dependents: `${tag}:dependents`,
+    stats: `${tag}:stats`,
     events: `${tag}:events`,
     wakeChannel: `${tag}:wake`,
     doneChannel: `${tag}:done`,

@@ -39,6 +39,7 @@ import type {
   JobInfo,
   JobOptions,
   JobState,
+  QueueMetrics,
   RetentionRule,
   WorkerDescription,
 } from './types.js';
@@ -372,6 +373,39 @@ export class Queue<Data = unknown, Result = unknown> {
       opts.signal?.removeEventListener('abort', onAbort);
       client.disconnect();
     }
+  }
+
+  /**
+   * Completed jobs, failed attempts and dead jobs per minute over the last `windowMs` (at most an hour),
+   * on Redis's clock: what dashboards chart as throughput and failure rate.
+   */
+  async metrics(opts: { windowMs?: number } = {}): Promise<QueueMetrics> {
+    const windowMs = checkInt('windowMs', opts.windowMs ?? 3_600_000, 60_000, 3_600_000);
+    const client = await this.ready();
+    const [s, us] = await client.time();
+    const nowMinute = Math.floor((Number(s) * 1000 + Math.floor(Number(us) / 1000)) / 60_000);
+    const minutes = Array.from(
+      { length: Math.ceil(windowMs / 60_000) },
+      (_, i) => nowMinute - Math.ceil(windowMs / 60_000) + 1 + i,
+    );
+    const values = await client.hmget(
+      this.keys.stats,
+      ...minutes.flatMap((m) => [`${m}:c`, `${m}:f`, `${m}:x`]),
+    );
+    const out: QueueMetrics = { bucketMs: 60_000, buckets: [], completed: 0, failed: 0, dead: 0 };
+    minutes.forEach((m, i) => {
+      const b = {
+        at: m * 60_000,
+        completed: Number(values[i * 3] ?? 0),
+        failed: Number(values[i * 3 + 1] ?? 0),
+        dead: Number(values[i * 3 + 2] ?? 0),
+      };
+      out.buckets.push(b);
+      out.completed += b.completed;
+      out.failed += b.failed;
+      out.dead += b.dead;
+    });
+    return out;
   }
 
   /** Workers whose heartbeat has not expired. */

@@ -89,6 +89,18 @@ export interface JobCounts {
   dead: number;
 }
 
+/** Per-minute outcome counts of a queue (queue.metrics()). */
+export interface QueueMetrics {
+  /** Width of a bucket: one minute. */
+  bucketMs: number;
+  /** One bucket per minute of the window, oldest first, empty minutes included. */
+  buckets: { at: number; completed: number; failed: number; dead: number }[];
+  /** Totals over the window: completed jobs, failed attempts (retried or not), jobs that ended dead. */
+  completed: number;
+  failed: number;
+  dead: number;
+}
+
 export interface WorkerDescription {
   id: string;
   host: string;

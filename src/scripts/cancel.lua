@@ -14,6 +14,7 @@
 -- KEYS[10] seq            STRING
 -- KEYS[11] deps           HASH blocked child -> `remaining parents|i or s`
 -- KEYS[12] dependents     HASH parent -> its blocked children, newline-separated
+-- KEYS[13] stats          HASH per-minute counters for queue.metrics()
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] id
 -- ARGV[3] wakeChannel
@@ -28,6 +29,7 @@
 -- @include wake_starved
 -- @include emit_event
 -- @include enqueue
+-- @include count_stats
 -- @include settle_dependents
 
 local jobs, errors, waiting, prio, delayed, active, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -59,6 +61,7 @@ if state == 'a' then redis.call('SPUBLISH', ARGV[3], 'x:' .. id) end
 redis.call('SPUBLISH', ARGV[4], 'x\n' .. id)
 emit_event(KEYS[9], tonumber(ARGV[5]), 'cancelled', { id })
 local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = KEYS[10], delayed = delayed, dead = dead,
-  deps = KEYS[11], dependents = KEYS[12], wake = ARGV[3], done = ARGV[4] }
+  deps = KEYS[11], dependents = KEYS[12], wake = ARGV[3], done = ARGV[4], stats = KEYS[13] }
+count_stats(KEYS[13], now, 'x', 1)
 emit_event(KEYS[9], tonumber(ARGV[5]), 'dead', settle_dependents(k, now, {}, { id }))
 return 'OK'

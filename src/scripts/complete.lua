@@ -15,6 +15,7 @@
 -- KEYS[11] dead           ZSET
 -- KEYS[12] deps           HASH blocked child -> `remaining parents|i or s`
 -- KEYS[13] dependents     HASH parent -> its blocked children, newline-separated
+-- KEYS[14] stats          HASH per-minute counters for queue.metrics()
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] keepCount       retention: completed jobs kept (0 = delete at once)
 -- ARGV[3] keepAgeMs       retention: completed jobs older than this are deleted
@@ -30,6 +31,7 @@
 -- @include with_header
 -- @include enqueue
 -- @include append_errors
+-- @include count_stats
 -- @include settle_dependents
 -- @include annex_fields
 -- @include trim_finished
@@ -89,7 +91,8 @@ if #done > 0 then
   wake_starved(KEYS[5], ARGV[6])
   emit_event(KEYS[6], tonumber(ARGV[7]), 'completed', done)
   local k = { jobs = jobs, errors = errors, waiting = KEYS[7], prio = KEYS[8], seq = KEYS[9], delayed = KEYS[10],
-    dead = KEYS[11], deps = KEYS[12], dependents = KEYS[13], wake = ARGV[6], done = ARGV[5] }
+    dead = KEYS[11], deps = KEYS[12], dependents = KEYS[13], wake = ARGV[6], done = ARGV[5], stats = KEYS[14] }
+  count_stats(KEYS[14], now, 'c', #done)
   emit_event(KEYS[6], tonumber(ARGV[7]), 'dead', settle_dependents(k, now, done, {}))
 end
 return refused

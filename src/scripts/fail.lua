@@ -13,6 +13,7 @@
 -- KEYS[10] events         STREAM lifecycle events
 -- KEYS[11] deps           HASH blocked child -> `remaining parents|i or s`
 -- KEYS[12] dependents     HASH parent -> its blocked children, newline-separated
+-- KEYS[13] stats          HASH per-minute counters for queue.metrics()
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] defaultMaxAttempts
 -- ARGV[3] keepCount       retention: dead jobs kept
@@ -35,6 +36,7 @@
 -- @include append_errors
 -- @include wake_starved
 -- @include emit_event
+-- @include count_stats
 -- @include settle_dependents
 
 local jobs, errors, active, delayed, waiting, prio, seq, dead =
@@ -105,11 +107,13 @@ if #dead_ids > 0 then
 end
 local max_len = tonumber(ARGV[8])
 emit_event(KEYS[10], max_len, 'failed', accepted)
+count_stats(KEYS[13], now, 'f', #accepted)
+count_stats(KEYS[13], now, 'x', #dead_ids)
 emit_event(KEYS[10], max_len, 'retrying', retrying)
 emit_event(KEYS[10], max_len, 'dead', dead_ids)
 if #dead_ids > 0 then
   local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = seq, delayed = delayed, dead = dead,
-    deps = KEYS[11], dependents = KEYS[12], wake = ARGV[6], done = ARGV[7] }
+    deps = KEYS[11], dependents = KEYS[12], wake = ARGV[6], done = ARGV[7], stats = KEYS[13] }
   emit_event(KEYS[10], max_len, 'dead', settle_dependents(k, now, {}, dead_ids))
 end
 announce_delayed(delayed, ARGV[6], min_due)

@@ -13,6 +13,7 @@
 -- KEYS[10] delayed        ZSET
 -- KEYS[11] deps           HASH blocked child -> `remaining parents|i or s`
 -- KEYS[12] dependents     HASH parent -> its blocked children, newline-separated
+-- KEYS[13] stats          HASH per-minute counters for queue.metrics()
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] limit           most jobs recovered per call
 -- ARGV[3] defaultMaxAttempts
@@ -32,6 +33,7 @@
 -- @include append_errors
 -- @include wake_starved
 -- @include emit_event
+-- @include count_stats
 -- @include settle_dependents
 
 local jobs, errors, active, waiting, prio, seq, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -77,10 +79,13 @@ if #dead_ids > 0 then
 end
 if woken then redis.call('SPUBLISH', ARGV[6], 'w') end
 emit_event(KEYS[9], tonumber(ARGV[8]), 'recovered', requeued)
+-- A lost lease is a failed attempt.
+count_stats(KEYS[13], now, 'f', #err_ids)
+count_stats(KEYS[13], now, 'x', #dead_ids)
 emit_event(KEYS[9], tonumber(ARGV[8]), 'dead', dead_ids)
 if #dead_ids > 0 then
   local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = seq, delayed = KEYS[10], dead = dead,
-    deps = KEYS[11], dependents = KEYS[12], wake = ARGV[6], done = ARGV[7] }
+    deps = KEYS[11], dependents = KEYS[12], wake = ARGV[6], done = ARGV[7], stats = KEYS[13] }
   emit_event(KEYS[9], tonumber(ARGV[8]), 'dead', settle_dependents(k, now, {}, dead_ids))
 end
 return { requeued, dead_ids }

@@ -11,6 +11,7 @@
 -- KEYS[9] seq             STRING
 -- KEYS[10] deps           HASH blocked child -> `remaining parents|i or s`
 -- KEYS[11] dependents     HASH parent -> its blocked children, newline-separated
+-- KEYS[12] stats          HASH per-minute counters for queue.metrics()
 -- ARGV[1] id
 -- ARGV[2] eventsMaxLen    event stream cap (0 = no events)
 -- ARGV[3] wakeChannel
@@ -22,6 +23,7 @@
 -- @include with_header
 -- @include enqueue
 -- @include append_errors
+-- @include count_stats
 -- @include settle_dependents
 -- @include annex_fields
 -- @include emit_event
@@ -49,7 +51,7 @@ redis.call('HDEL', errors, unpack(annex_fields({ id })))
 emit_event(KEYS[8], tonumber(ARGV[2]), 'removed', { id })
 if state ~= 'c' then
   local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = KEYS[9], delayed = delayed, dead = dead,
-    deps = KEYS[10], dependents = KEYS[11], wake = ARGV[3], done = ARGV[4] }
+    deps = KEYS[10], dependents = KEYS[11], wake = ARGV[3], done = ARGV[4], stats = KEYS[12] }
   emit_event(KEYS[8], tonumber(ARGV[2]), 'dead', settle_dependents(k, current_time(''), {}, { id }))
 end
 return 'OK'

@@ -19,6 +19,8 @@ export class Job<Data = unknown> {
   /** Raw backoff field of the record (decoded only when the attempt fails). */
   readonly backoff: string;
   readonly timeoutMs: number;
+  /** When the processor was called for this attempt (epoch ms, this worker's clock). */
+  startedAt = 0;
   /** @internal The attempt's outcome is decided (settled, timed out, cancelled or lost): ignore later ones. */
   decided = false;
   private controller: AbortController | undefined;

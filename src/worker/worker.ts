@@ -254,6 +254,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       const job = this.buffer.shift()!;
       if (this.held.get(job.id)?.token !== job.token) continue;
       this.running.set(job.id, { job, startedAt: performance.now() });
+      job.startedAt = Date.now();
       this.runJob(job);
     }
   }

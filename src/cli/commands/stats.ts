@@ -85,7 +85,17 @@ export function registerStats(program: Command): void {
             ),
           );
         out.line(rows.length > 0 ? statsTable(rows) : 'no queues found');
-        if (o.watch) out.line(out.paint('dim', 'throughput over the last minute: not available yet'));
+        if (o.watch) {
+          // The last full minute of queue.metrics() (Redis-side per-minute counters).
+          const lines = await Promise.all(
+            rows.map(async (r) => {
+              const m = await (cache.get(r.queue) as Queue).metrics({ windowMs: 120_000 });
+              const b = m.buckets[0]!;
+              return `${r.queue}: ${formatCount(b.completed)} completed, ${formatCount(b.failed)} failed attempts, ${formatCount(b.dead)} dead`;
+            }),
+          );
+          out.line(out.paint('dim', `last full minute: ${lines.join('; ') || '-'}`));
+        }
       };
       await render();
       if (!o.watch) return;

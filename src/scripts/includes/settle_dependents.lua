@@ -5,7 +5,7 @@
 -- waiting, prio, seq, delayed, dead, deps, dependents) and channels (wake, done); idle workers and
 -- waitFor are told. Returns the ids of children that died.
 -- deps: child -> `remaining|i or s`; dependents: parent -> children, newline-separated.
--- Needs parse_record, with_header, enqueue, append_errors.
+-- Needs parse_record, with_header, enqueue, append_errors, count_stats (k.stats).
 local function settle_dependents(k, now, completed_ids, dead_ids)
   local woken, later, failed = false, false, {}
   local pending = {}
@@ -63,6 +63,9 @@ local function settle_dependents(k, now, completed_ids, dead_ids)
   end
   if woken then redis.call('SPUBLISH', k.wake, 'w') end
   if later then redis.call('SPUBLISH', k.wake, 'd') end
-  if #failed > 0 then redis.call('SPUBLISH', k.done, 'x\n' .. table.concat(failed, '\n')) end
+  if #failed > 0 then
+    redis.call('SPUBLISH', k.done, 'x\n' .. table.concat(failed, '\n'))
+    count_stats(k.stats, now, 'x', #failed)
+  end
   return failed
 end
