@@ -1,7 +1,8 @@
 /**
  * The dashboard page in a real headless Chromium (Debian's /usr/bin/chromium through playwright-core;
- * CI installs it with `apt-get install -y chromium`): the live overview, a dead job opened, retried
- * and completed by a worker, and an XSS payload in job data shown as text. Writes docs/dashboard.png.
+ * CI installs it with `apt-get install -y chromium`): the live overview with its per-queue charts, a dead
+ * job opened, retried and completed by a worker, an XSS payload in job data shown as text, and the dead
+ * tab cleaned. Writes docs/dashboard.png.
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -67,21 +68,35 @@ suite(`dashboard page in headless Chromium (${CHROMIUM}; skipped only when it is
     await dashboard?.close();
   });
 
-  it('shows live counts, retries a dead job until a worker completes it, and renders data as text', async () => {
+  it('shows live counts and charts, retries a dead job until a worker completes it, and renders data as text', async () => {
     const q = new Queue(name, { connection: fx.url });
     const reports = new Queue(uniqueName('reports'), { connection: fx.url });
     queues.push(q, reports);
-    // The first attempt of every job dies at once; after a retry the worker completes it.
+    // The welcome job's first attempt dies at once, and a retry completes it. Flaky jobs fail once and
+    // are retried at once; the rest complete: the charts have completions and failures to show.
     worker = new Worker(
       name,
       async (job) => {
-        if (job.attempt === 1) throw new UnrecoverableError('smtp refused the message');
+        const data = job.data as { subject?: string; flaky?: boolean };
+        if (data.subject && job.attempt === 1) throw new UnrecoverableError('smtp refused the message');
+        if (data.flaky && job.attempt === 1) throw new Error('greylisted, try again');
         return { delivered: true };
       },
       { connection: fx.url },
     );
     const { id } = await q.add({ to: 'ada@example.com', subject: XSS }, { id: 'welcome-ada' });
+    await q.addBulk(
+      Array.from({ length: 8 }, (_, i) => ({
+        data: { to: `user${i}@example.com`, flaky: i % 4 === 0 },
+        opts: { maxAttempts: 2, backoff: { type: 'fixed' as const, delayMs: 0 } },
+      })),
+    );
     await waitUntil(async () => (await q.getJob(id))?.state === 'dead', 'the job to die');
+    // The page fetches a queue's metrics when it first lists it: let them be recorded first.
+    await waitUntil(async () => {
+      const m = await q.metrics();
+      return m.completed === 8 && m.failed === 3;
+    }, 'the completions and failures in queue.metrics()');
     await reports.addBulk([
       { data: { n: 1 } },
       { data: { n: 2 } },
@@ -93,6 +108,18 @@ suite(`dashboard page in headless Chromium (${CHROMIUM}; skipped only when it is
     const row = page.locator(`tr[data-queue="${name}"]`);
     await row.locator('[data-count="dead"]', { hasText: '1' }).waitFor({ timeout: 10_000 });
     await page.locator(`tr[data-queue="${reports.name}"] [data-count="waiting"]`, { hasText: '2' }).waitFor();
+    // One throughput and one failure-rate chart per queue; this queue's show its completions and failures.
+    await row.locator('svg[data-chart="throughput"] rect').first().waitFor({ timeout: 10_000 });
+    await row.locator('svg[data-chart="failure"] rect').first().waitFor();
+    for (const r of [row, page.locator(`tr[data-queue="${reports.name}"]`)]) {
+      expect(await r.locator('svg[data-chart="throughput"]').count()).toBe(1);
+      expect(await r.locator('svg[data-chart="failure"]').count()).toBe(1);
+    }
+    expect(await row.locator('[data-total="completed"]').textContent()).toBe(' 8/h');
+    expect(await row.locator('[data-total="failure"]').textContent()).toBe(' 27.3%'); // 3 of 11 attempts
+    expect(await page.locator('tr[data-queue] svg').count()).toBe(
+      2 * (await page.locator('tr[data-queue]').count()),
+    );
     mkdirSync(fileURLToPath(new URL('../docs/', import.meta.url)), { recursive: true });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
 
@@ -121,6 +148,23 @@ suite(`dashboard page in headless Chromium (${CHROMIUM}; skipped only when it is
     await reports.pause();
     await reports.add({ n: 4 });
     await page.locator('nav.tabs [data-count="waiting"]', { hasText: '3' }).waitFor({ timeout: 10_000 });
+    expect(dialogs).toEqual([]);
+  });
+
+  it('the Clean button empties the dead tab', async () => {
+    const q = new Queue(uniqueName('cleanup'), { connection: fx.url });
+    queues.push(q);
+    for (let i = 0; i < 3; i++) await q.cancel((await q.add({ i })).id);
+    await page.goto(`${url}#/queue/${encodeURIComponent(q.name)}?state=dead`);
+    await expect.poll(() => page.locator('#jobs tbody tr').count()).toBe(3);
+    const clean = page.locator('button[data-action="clean"]');
+    await clean.click(); // arms it
+    await clean.click(); // confirms
+    await page.getByText('removed 3 dead jobs').waitFor();
+    await page.locator('nav.tabs [data-count="dead"]', { hasText: '0' }).waitFor();
+    expect(await page.locator('#jobs tbody tr').count()).toBe(0);
+    expect(await page.locator('button[data-action="clean"]').count()).toBe(0);
+    expect((await q.counts()).dead).toBe(0);
     expect(dialogs).toEqual([]);
   });
 

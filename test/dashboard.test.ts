@@ -16,7 +16,9 @@ import {
   toNodeListener,
   workerMetrics,
 } from '../src/dashboard/index.js';
+import { QueueRegistry } from '../src/dashboard/queues.js';
 import { Queue, UnrecoverableError, Worker } from '../src/index.js';
+import { runScript, scripts } from '../src/scripts.js';
 import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
@@ -174,6 +176,78 @@ describe('dashboard HTTP API', () => {
     expect((await q.counts()).dead).toBe(0);
   });
 
+  it('GET /api/queues/:q/metrics counts completions, failed attempts and dead jobs per minute', async () => {
+    const q = queue();
+    const worker = new Worker(
+      q.name,
+      async (job) => {
+        if ((job.data as { fail?: boolean }).fail) throw new UnrecoverableError('no');
+        return 'ok';
+      },
+      { connection: fx.url },
+    );
+    closers.unshift(() => worker.close());
+    await q.addBulk([{ data: {} }, { data: {} }, { data: { fail: true } }]);
+    const body = await waitUntil(async () => {
+      const r = await get(`/api/queues/${q.name}/metrics`);
+      return r.body.completed === 2 && r.body.failed === 1 && r.body.dead === 1 ? r.body : null;
+    }, 'two completions and one death in the metrics');
+    expect(body).toMatchObject({ queue: q.name, bucketMs: 60_000 });
+    expect(body.buckets).toHaveLength(60);
+    const ats = body.buckets.map((b: { at: number }) => b.at);
+    expect(ats).toEqual([...ats].sort((a, b) => a - b));
+    expect(ats.at(-1) - ats[0]).toBe(59 * 60_000);
+    const sum = (k: string) => body.buckets.reduce((n: number, b: Record<string, number>) => n + b[k]!, 0);
+    expect([sum('completed'), sum('failed'), sum('dead')]).toEqual([2, 1, 1]);
+    const short = await get(`/api/queues/${q.name}/metrics?windowMs=120000`);
+    expect(short.body.buckets).toHaveLength(2);
+    expect(short.body.completed).toBe(2);
+    for (const bad of ['abc', '10', '99999999'])
+      expect((await get(`/api/queues/${q.name}/metrics?windowMs=${bad}`)).res.status).toBe(400);
+    expect((await post(`/api/queues/${q.name}/metrics`)).res.status).toBe(405);
+  });
+
+  it('POST clean removes the completed or dead jobs older than olderThanMs and returns the count', async () => {
+    const q = queue();
+    const dead = [await deadJob(q), await deadJob(q), await deadJob(q)];
+    const { id: waiting } = await q.add({});
+    const young = await post(`/api/queues/${q.name}/clean?state=dead&olderThanMs=3600000`);
+    expect(young.body).toEqual({
+      queue: q.name,
+      state: 'dead',
+      olderThanMs: 3_600_000,
+      removed: 0,
+      more: false,
+    });
+    const all = await post(`/api/queues/${q.name}/clean?state=dead`);
+    expect(all.body).toMatchObject({ removed: 3, more: false });
+    for (const id of dead) expect(await q.getJob(id)).toBeNull();
+    expect((await q.getJob(waiting))?.state).toBe('waiting');
+
+    const worker = new Worker(q.name, async () => 'ok', { connection: fx.url });
+    closers.unshift(() => worker.close());
+    await waitUntil(async () => (await q.counts()).completed === 1, 'the waiting job to complete');
+    expect((await post(`/api/queues/${q.name}/clean?state=completed&olderThanMs=0`)).body.removed).toBe(1);
+    expect(await q.getJob(waiting)).toBeNull();
+
+    const badState = await post(`/api/queues/${q.name}/clean?state=waiting`);
+    expect(badState.res.status).toBe(400);
+    expect(badState.body.error.message).toContain('completed or dead');
+    expect((await post(`/api/queues/${q.name}/clean?state=dead&olderThanMs=-1`)).res.status).toBe(400);
+    expect((await fetch(`${main.url}/api/queues/${q.name}/clean?state=dead`)).status).toBe(405);
+  });
+
+  it('clean stops at its cap and says more are left', async () => {
+    const q = queue();
+    for (let i = 0; i < 5; i++) await deadJob(q);
+    const registry = new QueueRegistry(fx.url, undefined);
+    closers.push(() => registry.close());
+    expect(await registry.clean(q.name, 'dead', 0, 2)).toEqual({ removed: 2, more: true });
+    expect(await registry.clean(q.name, 'dead', 0, 2)).toEqual({ removed: 2, more: true });
+    expect(await registry.clean(q.name, 'dead', 0, 2)).toEqual({ removed: 1, more: false });
+    expect((await q.counts()).dead).toBe(0);
+  });
+
   it('GET workers and schedules list live workers and repeatable schedules', async () => {
     const q = queue();
     const worker = new Worker(q.name, async () => 'ok', { connection: fx.url, heartbeatMs: 200 });
@@ -226,13 +300,16 @@ describe('dashboard mounting', () => {
 describe('dashboard security', () => {
   it('refuses a POST without the CSRF token, or with a wrong one, and changes nothing', async () => {
     const q = queue();
+    const dead = await deadJob(q);
     const variants: Record<string, string>[] = [{}, { 'x-surety-csrf': 'forged' }];
-    for (const headers of variants) {
-      const res = await fetch(`${main.url}/api/queues/${q.name}/pause`, { method: 'POST', headers });
-      expect(res.status).toBe(403);
-      expect((await res.json()).error.code).toBe('ERR_CSRF');
-    }
+    for (const headers of variants)
+      for (const action of ['pause', 'clean?state=dead']) {
+        const res = await fetch(`${main.url}/api/queues/${q.name}/${action}`, { method: 'POST', headers });
+        expect(res.status).toBe(403);
+        expect((await res.json()).error.code).toBe('ERR_CSRF');
+      }
     expect(await q.isPaused()).toBe(false);
+    expect((await q.getJob(dead))?.state).toBe('dead');
   });
 
   it('the page carries the CSRF token in a meta tag and a nonce-only Content-Security-Policy', async () => {
@@ -247,7 +324,11 @@ describe('dashboard security', () => {
     const ro = await serve({ readOnly: true });
     const q = queue();
     const dead = await deadJob(q);
-    for (const path of [`/api/queues/${q.name}/pause`, `/api/queues/${q.name}/jobs/${dead}/retry`]) {
+    for (const path of [
+      `/api/queues/${q.name}/pause`,
+      `/api/queues/${q.name}/jobs/${dead}/retry`,
+      `/api/queues/${q.name}/clean?state=dead`,
+    ]) {
       const { res, body } = await post(path, ro);
       expect(res.status).toBe(403);
       expect(body.error.code).toBe('ERR_READ_ONLY');
@@ -360,12 +441,14 @@ describe('dashboard metrics', () => {
     expect(text).toContain(`surety_workers{queue="${q.name}"} 0`);
   });
 
-  it('workerMetrics counts completed and failed jobs and their latency', async () => {
+  it('workerMetrics counts outcomes and retries and measures run duration, wait and latency, served on /metrics', async () => {
     const q = queue();
     const worker = new Worker(
       q.name,
       async (job) => {
-        if ((job.data as { fail?: boolean }).fail) throw new UnrecoverableError('no');
+        const data = job.data as { fail?: boolean; flaky?: boolean };
+        if (data.fail) throw new UnrecoverableError('no');
+        if (data.flaky && job.attempt === 1) throw new Error('flaky');
         return 'ok';
       },
       { connection: fx.url },
@@ -373,19 +456,62 @@ describe('dashboard metrics', () => {
     closers.unshift(() => worker.close());
     const registry = new Registry();
     const m = workerMetrics(worker, registry);
-    expect(workerMetrics(worker, registry).registry).toBe(registry); // a second worker may share it
+    const second = workerMetrics(worker, registry); // a second worker may share the registry
+    expect(second.registry).toBe(registry);
+    second.stop(); // this one stops counting: the values below are counted once
     await q.add({});
     await q.add({ fail: true });
-    await waitUntil(
-      async () => (await q.counts()).completed === 1 && (await q.counts()).dead === 1,
-      'outcomes',
-    );
+    await q.add({ flaky: true }, { maxAttempts: 2, backoff: { type: 'fixed', delayMs: 0 } });
+    const line = (text: string, metric: string) =>
+      Number(new RegExp(`^${metric.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1]);
+    const shared = await serve({ registry }); // /metrics serves the queue gauges and the worker's metrics
     const text = await waitUntil(async () => {
-      const t = await registry.metrics();
-      return t.includes(`surety_jobs_failed_total{queue="${q.name}",outcome="dead"}`) ? t : null;
-    }, 'metrics');
-    expect(text).toMatch(new RegExp(`surety_jobs_completed_total\\{queue="${q.name}"\\} [12]`));
-    expect(text).toContain(`surety_job_latency_seconds_count{queue="${q.name}",status="completed"}`);
+      const t = (await get('/metrics', shared)).text;
+      const done = line(t, `surety_jobs_completed_total{queue="${q.name}"}`) === 2;
+      return done && t.includes(`surety_jobs_failed_total{queue="${q.name}",outcome="dead"} 1`) ? t : null;
+    }, 'two completions and one death in the metrics');
+    expect(line(text, `surety_jobs_retried_total{queue="${q.name}"}`)).toBe(1);
+    expect(line(text, `surety_job_latency_seconds_count{queue="${q.name}",status="completed"}`)).toBe(2);
+    expect(line(text, `surety_job_duration_seconds_count{queue="${q.name}",status="completed"}`)).toBe(2);
+    expect(line(text, `surety_job_duration_seconds_count{queue="${q.name}",status="failed"}`)).toBe(2);
+    expect(line(text, `surety_job_wait_seconds_count{queue="${q.name}"}`)).toBe(4);
+    expect(text).toContain('# TYPE surety_job_duration_seconds histogram');
+    expect(text).toContain('# TYPE surety_job_wait_seconds histogram');
+    expect(text).toContain('# TYPE surety_jobs gauge');
+    expect(text).toContain(
+      `surety_job_duration_seconds_bucket{le="+Inf",queue="${q.name}",status="completed"} 2`,
+    );
+    const took = line(text, `surety_job_duration_seconds_sum{queue="${q.name}",status="completed"}`);
+    expect(took).toBeGreaterThanOrEqual(0);
+    expect(took).toBeLessThan(10); // seconds, not milliseconds
+    m.stop();
+  });
+
+  it('workerMetrics counts jobs recovered from a crashed worker', async () => {
+    const q = queue();
+    // A worker that "crashed": it claimed the job with a lease that ended ten minutes ago.
+    await q.add({});
+    await runScript(fx.redis, scripts.claim, q.keys, {
+      now: Date.now() - 600_000,
+      count: 1,
+      defaultLeaseMs: 1_000,
+      limit: 10,
+      rateMax: 0,
+      rateWindowMs: 0,
+      eventsMaxLen: 0,
+    });
+    const worker = new Worker(q.name, () => 'ok', { connection: fx.url, recoverIntervalMs: 20 });
+    closers.unshift(() => worker.close());
+    const registry = new Registry();
+    const m = workerMetrics(worker, registry);
+    const shared = await serve({ registry });
+    await waitUntil(
+      async () =>
+        (await get('/metrics', shared)).text.includes(
+          `surety_jobs_recovered_total{queue="${q.name}",outcome="requeued"} 1`,
+        ),
+      'one recovered job in the metrics',
+    );
     m.stop();
   });
 });

@@ -7,7 +7,9 @@
  *   GET  /api/queues/:q/jobs/:id
  *   GET  /api/queues/:q/workers | /schedules
  *   POST /api/queues/:q/jobs/:id/retry|remove|promote|cancel
+ *   GET  /api/queues/:q/metrics?windowMs=          completed/failed/dead per minute (queue.metrics)
  *   POST /api/queues/:q/pause|resume|retry-dead
+ *   POST /api/queues/:q/clean?state=completed|dead&olderThanMs=   removes old finished jobs (10 000 max)
  *
  * Errors are `{ error: { code, message } }`: 404 ERR_JOB_NOT_FOUND, 409 ERR_INVALID_STATE, 400 for
  * validation (ERR_INVALID_OPTION...), 405 for a known path with the wrong method.
@@ -99,6 +101,21 @@ export async function handleApi(req: Request, path: string, queues: QueueRegistr
   if (sub === 'schedules') {
     method(req, 'GET');
     return json({ queue: name, schedules: await queue.schedules() });
+  }
+  if (sub === 'metrics') {
+    method(req, 'GET');
+    // queue.metrics validates the window (60 000 to 3 600 000 ms): a bad one answers 400.
+    const windowMs = intParam(new URL(req.url).searchParams, 'windowMs');
+    return json({ queue: name, ...(await queue.metrics(windowMs === undefined ? {} : { windowMs })) });
+  }
+  if (sub === 'clean') {
+    method(req, 'POST');
+    const params = new URL(req.url).searchParams;
+    const state = params.get('state');
+    if (state !== 'completed' && state !== 'dead')
+      throw new ValidationError(`state must be completed or dead, got ${JSON.stringify(state)}`);
+    const olderThanMs = intParam(params, 'olderThanMs') ?? 0;
+    return json({ queue: name, state, olderThanMs, ...(await queues.clean(name, state, olderThanMs)) });
   }
   if ((QUEUE_ACTIONS as readonly string[]).includes(sub)) {
     method(req, 'POST');

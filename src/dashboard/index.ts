@@ -6,9 +6,11 @@
  *   GET  /             the page (one HTML document, inline CSS and JS, no external assets)
  *   GET  /api/...      JSON API (see api.ts); POST actions need the `x-surety-csrf` header
  *   GET  /api/events   Server-Sent Events: every queue's counts every `eventsIntervalMs`
- *   GET  /metrics      Prometheus text format (surety_jobs{queue,state}, surety_workers{queue})
+ *   GET  /metrics      Prometheus text format (surety_jobs{queue,state}, surety_workers{queue}, and
+ *                      whatever else is in `options.registry`, e.g. workerMetrics' counters)
  */
 import { randomBytes } from 'node:crypto';
+import type { Registry } from 'prom-client';
 import { ValidationError } from '../errors.js';
 import type { ConnectionOption } from '../options.js';
 import { handleApi, isMutation } from './api.js';
@@ -42,6 +44,12 @@ export interface DashboardOptions {
   allowedHosts?: string[] | 'loopback';
   /** Interval of the live counts stream. Default 1 500 ms. */
   eventsIntervalMs?: number;
+  /**
+   * prom-client Registry that `/metrics` serves; the queue gauges are added to it. Pass the one given to
+   * `workerMetrics(worker, registry)` to serve both on one endpoint (one dashboard per registry).
+   * Default: a registry of its own.
+   */
+  registry?: Registry;
 }
 
 export interface Dashboard {
@@ -72,7 +80,7 @@ function checkOptions(
 export function createDashboard(opts: DashboardOptions = {}): Dashboard {
   const { basePath, eventsIntervalMs } = checkOptions(opts);
   const queues = new QueueRegistry(opts.connection, opts.prefix);
-  const registry = queueMetrics(queues);
+  const registry = queueMetrics(queues, opts.registry);
   const csrf = new Csrf();
   const closing = new AbortController();
   const readOnly = opts.readOnly === true;

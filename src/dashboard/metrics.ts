@@ -3,16 +3,19 @@
  *
  * - `queueMetrics(queues)`: `surety_jobs{queue,state}` and `surety_workers{queue}` gauges, read through
  *   the Queue admin API (counts(), workers()) when Prometheus scrapes, so they cost nothing between scrapes.
- * - `workerMetrics(worker)`: counters fed by a Worker's `completed` / `failed` events, in this process.
- *   `surety_job_latency_seconds` is the time from the moment the job was due (its runAt, Redis clock) to
- *   its outcome. The Worker's events do not carry the attempt's start time, so neither the pure run
- *   duration nor the queue wait time can be derived here; they are not exported.
+ * - `workerMetrics(worker)`: counters and histograms fed by a Worker's `completed` / `failed` events, in
+ *   this process. Per attempt: `surety_job_duration_seconds` runs from `job.startedAt` (the processor was
+ *   called, worker clock) to the outcome; `surety_job_wait_seconds` from the time the job was due
+ *   (`runAt`, Redis clock) to `startedAt`, clamped at 0 against clock skew; `surety_job_latency_seconds`
+ *   from `runAt` to the outcome (the sum of the two).
  */
 import { Counter, Gauge, Histogram, type Metric, Registry } from 'prom-client';
+import type { Job } from '../worker/job.js';
 import type { Worker } from '../worker/worker.js';
 import type { QueueOverview, QueueRegistry } from './queues.js';
 
 const STATES = ['waiting', 'delayed', 'blocked', 'active', 'completed', 'dead'] as const;
+const BUCKETS = [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800];
 
 /** A registry with the queue gauges, collected on scrape from every discovered queue. */
 export function queueMetrics(queues: QueueRegistry, registry = new Registry()): Registry {
@@ -97,28 +100,86 @@ export function workerMetrics(worker: Worker<any, any>, registry = new Registry(
         name: 'surety_job_latency_seconds',
         help: 'Seconds from the time a job was due (runAt) to the outcome of its attempt.',
         labelNames: ['queue', 'status'] as const,
-        buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800],
+        buckets: BUCKETS,
+        registers: [registry],
+      }),
+  );
+  const duration = reuse(
+    registry,
+    'surety_job_duration_seconds',
+    () =>
+      new Histogram({
+        name: 'surety_job_duration_seconds',
+        help: 'Seconds an attempt ran: from the call of the processor (job.startedAt) to its outcome.',
+        labelNames: ['queue', 'status'] as const,
+        buckets: BUCKETS,
+        registers: [registry],
+      }),
+  );
+  const wait = reuse(
+    registry,
+    'surety_job_wait_seconds',
+    () =>
+      new Histogram({
+        name: 'surety_job_wait_seconds',
+        help: 'Seconds a job waited to start once due: job.startedAt - runAt, clamped at 0 (clock skew).',
+        labelNames: ['queue'] as const,
+        buckets: BUCKETS,
+        registers: [registry],
+      }),
+  );
+  const retried = reuse(
+    registry,
+    'surety_jobs_retried_total',
+    () =>
+      new Counter({
+        name: 'surety_jobs_retried_total',
+        help: 'Failed attempts in workers of this process that will be retried (outcome waiting or delayed).',
+        labelNames: ['queue'] as const,
+        registers: [registry],
+      }),
+  );
+  const recovered = reuse(
+    registry,
+    'surety_jobs_recovered_total',
+    () =>
+      new Counter({
+        name: 'surety_jobs_recovered_total',
+        help: 'Jobs of crashed or stalled workers whose lease expired, recovered by this worker: requeued, or dead when out of attempts.',
+        labelNames: ['queue', 'outcome'] as const,
         registers: [registry],
       }),
   );
   const queue = worker.name;
-  const since = (job: { runAt: number; createdAt: number }) =>
-    Math.max(0, (Date.now() - Math.max(job.runAt, job.createdAt)) / 1000);
-  const onCompleted = (job: { runAt: number; createdAt: number }) => {
-    completed.inc({ queue });
-    latency.observe({ queue, status: 'completed' }, since(job));
+  const seconds = (ms: number) => Math.max(0, ms / 1000);
+  const observe = (job: Job<unknown>, status: 'completed' | 'failed') => {
+    const now = Date.now();
+    latency.observe({ queue, status }, seconds(now - Math.max(job.runAt, job.createdAt)));
+    duration.observe({ queue, status }, seconds(now - job.startedAt));
+    wait.observe({ queue }, seconds(job.startedAt - job.runAt));
   };
-  const onFailed = (job: { runAt: number; createdAt: number }, _err: Error, outcome: string) => {
+  const onCompleted = (job: Job<unknown>) => {
+    completed.inc({ queue });
+    observe(job, 'completed');
+  };
+  const onFailed = (job: Job<unknown>, _err: Error, outcome: string) => {
     failed.inc({ queue, outcome });
-    latency.observe({ queue, status: 'failed' }, since(job));
+    if (outcome === 'waiting' || outcome === 'delayed') retried.inc({ queue });
+    observe(job, 'failed');
+  };
+  const onRecovered = (r: { requeued: string[]; dead: string[] }) => {
+    if (r.requeued.length > 0) recovered.inc({ queue, outcome: 'requeued' }, r.requeued.length);
+    if (r.dead.length > 0) recovered.inc({ queue, outcome: 'dead' }, r.dead.length);
   };
   worker.on('completed', onCompleted);
   worker.on('failed', onFailed);
+  worker.on('recovered', onRecovered);
   return {
     registry,
     stop() {
       worker.off('completed', onCompleted);
       worker.off('failed', onFailed);
+      worker.off('recovered', onRecovered);
     },
   };
 }

@@ -2,6 +2,7 @@
  * The page's script (plain browser JavaScript, kept as a string: it never passes through a bundler).
  * Hash routes: #/ (every queue), #/queue/NAME?state=dead&offset=0, #/queue/NAME/job/ID.
  * Every piece of data goes into the DOM through text nodes (el() below); nothing is parsed as HTML.
+ * The overview's charts are SVG built with createElementNS from numbers only (svg() and chart() below).
  * Written without backticks or dollar-brace so it can live in this template string.
  */
 export const PAGE_SCRIPT = String.raw`
@@ -15,6 +16,9 @@ export const PAGE_SCRIPT = String.raw`
   var view = document.getElementById('view'), flash = document.getElementById('flash'), liveEl = document.getElementById('live');
   var enc = encodeURIComponent;
   var latest = null, current = null, timer = null, generation = 0;
+  // Per-queue metrics of the last hour (GET /api/queues/:q/metrics), refreshed every CHART_MS on the overview.
+  var CHART_MS = 10000, CW = 120, CH = 26, SVGNS = 'http://www.w3.org/2000/svg';
+  var charts = {}, chartsAt = 0, chartsBusy = false;
 
   function el(tag, props) {
     var e = document.createElement(tag);
@@ -31,6 +35,55 @@ export const PAGE_SCRIPT = String.raw`
     };
     for (var i = 2; i < arguments.length; i++) add(arguments[i]);
     return e;
+  }
+  function svg(tag, attrs) {
+    var e = document.createElementNS(SVGNS, tag);
+    Object.keys(attrs).forEach(function (k) { e.setAttribute(k, String(attrs[k])); });
+    var add = function (c) { if (Array.isArray(c)) c.forEach(add); else if (c) e.append(c); };
+    for (var i = 2; i < arguments.length; i++) add(arguments[i]);
+    return e;
+  }
+  // A bar per bucket; values are numbers (null: no bar), scaled to max. label: the tooltip and aria-label.
+  function chart(kind, values, max, label) {
+    var w = CW / Math.max(values.length, 1), title = svg('title', {});
+    title.textContent = label;
+    var bars = values.map(function (v, i) {
+      if (v === null || !(v > 0) || !(max > 0)) return null;
+      var h = Math.max(1, Math.round((v / max) * (CH - 2)));
+      return svg('rect', { x: (i * w).toFixed(2), y: CH - 1 - h, width: Math.max(w - 0.4, 0.6).toFixed(2), height: h });
+    });
+    return svg('svg', { class: 'chart ' + kind, 'data-chart': kind, width: CW, height: CH, viewBox: '0 0 ' + CW + ' ' + CH, role: 'img', 'aria-label': label },
+      title, svg('line', { class: 'axis', x1: 0, y1: CH - 0.5, x2: CW, y2: CH - 0.5 }), bars.filter(Boolean));
+  }
+  function throughputChart(m) {
+    var done = m.buckets.map(function (b) { return Number(b.completed) || 0; });
+    var peak = Math.max.apply(null, done.concat([0]));
+    return [chart('throughput', done, peak, (Number(m.completed) || 0) + ' completed in the last hour, peak ' + peak + '/min'),
+      el('span', { class: 'muted', 'data-total': 'completed', text: ' ' + (Number(m.completed) || 0) + '/h' })];
+  }
+  function failureChart(m) {
+    var rates = m.buckets.map(function (b) {
+      var c = Number(b.completed) || 0, f = Number(b.failed) || 0;
+      return c + f > 0 ? f / (c + f) : null;
+    });
+    var c = Number(m.completed) || 0, f = Number(m.failed) || 0;
+    var pct = c + f > 0 ? Math.round((f / (c + f)) * 1000) / 10 + '%' : '-';
+    return [chart('failure', rates, 1, f + ' failed of ' + (c + f) + ' attempts in the last hour (' + pct + ')'),
+      el('span', { class: 'muted', 'data-total': 'failure', text: ' ' + pct })];
+  }
+  function refreshCharts() {
+    if (chartsBusy || current !== 'overview' || !latest) return;
+    var stale = Date.now() - chartsAt >= CHART_MS;
+    var names = latest.map(function (q) { return q.name; }).filter(function (n) { return stale || !(n in charts); });
+    if (names.length === 0) return;
+    chartsBusy = true;
+    Promise.all(names.map(function (n) {
+      return api('/queues/' + enc(n) + '/metrics').then(function (m) { charts[n] = m; }, function () { charts[n] = null; });
+    })).then(function () {
+      chartsBusy = false;
+      if (stale) chartsAt = Date.now();
+      if (current === 'overview') render();
+    });
   }
   function time(ms) { return ms ? new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') : ''; }
   function pretty(v) { return v === undefined ? '' : JSON.stringify(v, null, 2); }
@@ -51,7 +104,7 @@ export const PAGE_SCRIPT = String.raw`
     b.addEventListener('click', function () {
       if (opts.danger && !armed) { armed = true; b.textContent = 'Confirm ' + label.toLowerCase(); return; }
       b.disabled = true;
-      post(path).then(function (r) {
+      post(typeof path === 'function' ? path() : path).then(function (r) {
         say(opts.done ? opts.done(r) : label + ': done');
         render();
       }, function (err) { say(err.message, true); b.disabled = false; });
@@ -72,12 +125,15 @@ export const PAGE_SCRIPT = String.raw`
       return el('tr', { 'data-queue': q.name },
         el('td', null, el('a', { href: queueHref(q.name, 'waiting'), text: q.name }), q.paused ? [' ', badge('paused')] : null),
         STATES.map(function (s) { return el('td', { class: 'num', 'data-count': s }, el('a', { href: queueHref(q.name, s), text: q.counts[s] })); }),
-        el('td', { class: 'num', text: q.workers }));
+        el('td', { class: 'num', text: q.workers }),
+        el('td', { class: 'spark' }, charts[q.name] ? throughputChart(charts[q.name]) : el('span', { class: 'muted', text: q.name in charts ? 'n/a' : '...' })),
+        el('td', { class: 'spark' }, charts[q.name] ? failureChart(charts[q.name]) : null));
     });
     return [el('h1', { text: 'Queues' }),
       latest === null ? el('p', { class: 'muted', text: 'loading...' }) : rows.length === 0 ? el('p', { class: 'muted', text: 'No queues under this prefix yet.' }) :
       el('table', { id: 'queues' }, el('thead', null, el('tr', null, el('th', { text: 'queue' }),
-        STATES.map(function (s) { return el('th', { class: 'num', text: s }); }), el('th', { class: 'num', text: 'workers' }))), el('tbody', null, rows))];
+        STATES.map(function (s) { return el('th', { class: 'num', text: s }); }), el('th', { class: 'num', text: 'workers' }),
+        el('th', { title: 'completed jobs per minute, last hour', text: 'throughput, 1 h' }), el('th', { title: 'failed / (completed + failed) attempts per minute, last hour', text: 'failure rate, 1 h' }))), el('tbody', null, rows))];
   }
 
   function queueView(name, params) {
@@ -105,7 +161,7 @@ export const PAGE_SCRIPT = String.raw`
             done: function (o) { return 'retried ' + o.done.length + ' dead jobs' + (o.failed.length ? ', ' + o.failed.length + ' failed' : ''); } }) : null, form),
         el('nav', { class: 'tabs' }, STATES.map(function (s) {
           return el('a', { href: queueHref(name, s), class: s === state ? 'on' : null, 'data-tab': s }, s + ' ', el('span', { 'data-count': s, text: q.counts[s] }));
-        })),
+        })), cleanBar(name, state, page.total),
         el('table', { id: 'jobs' }, el('thead', null, el('tr', null, ['id', 'attempts', 'created', state === 'completed' || state === 'dead' ? 'finished' : 'run at', 'last error'].map(function (h) { return el('th', { text: h }); }))),
           el('tbody', null, jobs)), pager,
         el('h2', { text: 'Workers (' + workers.length + ')' }), workers.length === 0 ? el('p', { class: 'muted', text: 'No live workers.' }) :
@@ -121,6 +177,17 @@ export const PAGE_SCRIPT = String.raw`
                 el('td', { text: time(s.nextRunAt) }), el('td', null, s.pendingJobId ? el('a', { href: jobHref(name, s.pendingJobId), text: s.pendingJobId }) : null));
             })))];
     });
+  }
+
+  // Clean: removes the completed or dead jobs older than the chosen age (10 000 at most per click).
+  function cleanBar(name, state, total) {
+    if (RO || total === 0 || (state !== 'completed' && state !== 'dead')) return null;
+    var age = el('select', { name: 'olderThanMs', 'aria-label': 'older than' },
+      [['0', 'all'], ['3600000', 'older than 1 h'], ['86400000', 'older than 1 day'], ['604800000', 'older than 7 days']].map(function (o) {
+        return el('option', { value: o[0], text: o[1] });
+      }));
+    return el('div', { class: 'bar' }, act('Clean', function () { return '/queues/' + enc(name) + '/clean?state=' + state + '&olderThanMs=' + enc(age.value); }, { name: 'clean', danger: true,
+      done: function (o) { return 'removed ' + o.removed + ' ' + state + ' jobs' + (o.more ? ' (more left: clean again)' : ''); } }), age);
   }
 
   function jobView(name, id) {
@@ -179,7 +246,7 @@ export const PAGE_SCRIPT = String.raw`
     es.addEventListener('queues', function (e) {
       latest = JSON.parse(e.data).queues;
       liveEl.textContent = 'live ' + new Date().toLocaleTimeString();
-      if (current === 'overview') render();
+      if (current === 'overview') { render(); refreshCharts(); }
       else if (current !== null) liveTabs(current);
     });
     es.addEventListener('error', function () { liveEl.textContent = 'reconnecting...'; });

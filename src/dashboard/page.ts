@@ -47,6 +47,8 @@ dl { display:grid; grid-template-columns:max-content 1fr; gap:4px 16px; backgrou
 dt { color:var(--muted); } dd { margin:0; }
 .flash { margin:8px 0; padding:6px 10px; border-radius:6px; background:#dff3e7; } .flash:empty { display:none; }
 .flash.bad { background:#fde4e1; color:var(--bad); }
+td.spark, #queues th, #queues td:first-child { white-space:nowrap; } .chart { vertical-align:middle; background:#fbfcfe; }
+.chart rect { fill:var(--accent); } .chart.failure rect { fill:var(--bad); } .chart .axis { stroke:var(--line); }
 .muted { color:var(--muted); } .err { border-left:3px solid var(--bad); padding-left:10px; margin:10px 0; }
 `;
 
