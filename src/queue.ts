@@ -3,7 +3,7 @@
  * the dashboard are built on. Holds no state besides its connections.
  */
 import { type Connection, checkServer, closeConnection, connect, duplicate } from './connection.js';
-import { BULK_CHUNK } from './defaults.js';
+import { BULK_CHUNK, SCRIPT_BATCH_LIMIT } from './defaults.js';
 import { DoneListener } from './done-listener.js';
 import {
   ClosedError,
@@ -291,6 +291,37 @@ export class Queue<Data = unknown, Result = unknown> {
     })) as string;
     const err = errorFromScriptReply(reply, id, 'cancel');
     if (err) throw err;
+  }
+
+  /**
+   * Deletes completed or dead jobs that finished more than `olderThanMs` ago (Redis clock; 0: all),
+   * oldest first, atomically per batch of up to 1 000, at most `limit` in all (default 10 000).
+   * Resolves with how many went and whether old ones remain.
+   */
+  async clean(
+    state: 'completed' | 'dead',
+    opts: { olderThanMs?: number; limit?: number } = {},
+  ): Promise<{ removed: number; more: boolean }> {
+    if (state !== 'completed' && state !== 'dead') {
+      throw new ValidationError(`clean takes the state 'completed' or 'dead', got ${JSON.stringify(state)}`);
+    }
+    const olderThanMs = checkInt('olderThanMs', opts.olderThanMs ?? 0, 0);
+    const limit = checkInt('limit', opts.limit ?? 10_000, 1, 1_000_000);
+    const client = await this.ready();
+    const [s, us] = await client.time();
+    const cutoff = Number(s) * 1000 + Math.floor(Number(us) / 1000) - olderThanMs;
+    const keys = { ...this.keys, finished: state === 'completed' ? this.keys.completed : this.keys.dead };
+    let removed = 0;
+    for (;;) {
+      const batch = Math.min(SCRIPT_BATCH_LIMIT, limit - removed);
+      const [n, more] = (await runScript(client, scripts.clean, keys, { cutoff, limit: batch })) as [
+        number,
+        number,
+      ];
+      removed += n;
+      if (more === 0) return { removed, more: false };
+      if (removed >= limit) return { removed, more: true };
+    }
   }
 
   /** Stops every worker of this queue from claiming jobs (active ones finish). */

@@ -13,7 +13,12 @@ import type { Cluster, Redis } from 'ioredis';
 import { untilClosed } from './in-flight.js';
 import type { QueueKeys } from './keys.js';
 
-export type KeyName = Exclude<keyof QueueKeys, 'tag' | 'wakeChannel' | 'doneChannel'>;
+/**
+ * The keys a script is called with: a queue's keys, plus `finished` for scripts that work on either
+ * finished set (clean.lua): the caller picks completed or dead.
+ */
+export type ScriptKeys = QueueKeys & { readonly finished?: string };
+export type KeyName = Exclude<keyof ScriptKeys, 'tag' | 'wakeChannel' | 'doneChannel'>;
 export type ArgValue = string | number;
 
 export interface ScriptSpec<A extends string = string, R extends string = string> {
@@ -185,6 +190,7 @@ export const scripts = {
     ],
     ['now', 'id', 'wakeChannel', 'doneChannel', 'eventsMaxLen'],
   ),
+  clean: define('clean', ['jobs', 'errors', 'finished'], ['cutoff', 'limit']),
   progress: define(
     'progress',
     ['jobs', 'errors', 'events'],
@@ -220,12 +226,16 @@ export type RedisClient = Redis | Cluster;
 export async function runScript<A extends string, R extends string>(
   redis: RedisClient,
   spec: ScriptSpec<A, R>,
-  keys: QueueKeys,
+  keys: ScriptKeys,
   args: Record<A, ArgValue>,
   rows: readonly Record<R, ArgValue>[] = [],
 ): Promise<unknown> {
   const flat: ArgValue[] = [];
-  for (const k of spec.keys) flat.push(keys[k]);
+  for (const k of spec.keys) {
+    const key = keys[k];
+    if (key === undefined) throw new Error(`script ${spec.name} needs the key ${k}`);
+    flat.push(key);
+  }
   for (const a of spec.args) flat.push(args[a]);
   for (const row of rows) for (const r of spec.repeated) flat.push(row[r]);
   try {

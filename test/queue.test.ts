@@ -4,6 +4,7 @@ import {
   JobFailedError,
   JobNotFoundError,
   Queue,
+  UnrecoverableError,
   WaitTimeoutError,
   Worker,
 } from '../src/index.js';
@@ -242,6 +243,35 @@ describe('Queue', () => {
     expect(info).toMatchObject({ state: 'completed', attempts: 3, result: 'ok' });
     expect(info!.errors.map((e) => e.attempt)).toEqual([1, 2]);
     await expect(q.retry(job.id).then(() => q.retry(job.id))).rejects.toBeInstanceOf(InvalidStateError);
+  });
+
+  it('clean deletes finished jobs older than a cutoff, atomically, with their records', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    worker(
+      name,
+      (job) => {
+        if ((job.data as { fail?: boolean }).fail) throw new UnrecoverableError('no');
+      },
+      { concurrency: 5 },
+    );
+    const added = await q.addBulk([
+      ...Array.from({ length: 5 }, () => ({ data: {} })),
+      ...Array.from({ length: 3 }, () => ({ data: { fail: true } })),
+    ]);
+    await waitUntil(async () => {
+      const c = await q.counts();
+      return c.completed === 5 && c.dead === 3;
+    }, 'all finished');
+    expect(await q.clean('completed', { olderThanMs: 60_000 })).toEqual({ removed: 0, more: false });
+    expect(await q.clean('dead', { limit: 2 })).toEqual({ removed: 2, more: true });
+    expect(await q.clean('dead')).toEqual({ removed: 1, more: false });
+    expect(await q.clean('completed')).toEqual({ removed: 5, more: false });
+    expect(await q.counts()).toMatchObject({ completed: 0, dead: 0 });
+    expect(await fx.redis.hlen(q.keys.jobs)).toBe(0);
+    expect(await fx.redis.exists(q.keys.errors)).toBe(0); // the dead jobs' error lines went too
+    expect(await q.getJob(added[0]!.id)).toBeNull();
+    await expect(q.clean('waiting' as never)).rejects.toThrow(/'completed' or 'dead'/);
   });
 
   it('workers() lists live workers with their active jobs and drops them after close', async () => {

@@ -4,7 +4,7 @@
  */
 import { discoverQueues } from '../admin/discover.js';
 import { type Connection, closeConnection, connect } from '../connection.js';
-import { JobNotFoundError, SuretyError } from '../errors.js';
+import { SuretyError } from '../errors.js';
 import type { ConnectionOption } from '../options.js';
 import { Queue } from '../queue.js';
 import type { JobCounts } from '../types.js';
@@ -117,38 +117,14 @@ export class QueueRegistry {
     return outcome;
   }
 
-  /**
-   * Removes jobs of `state` (completed or dead) that finished more than `olderThanMs` ago (dashboard
-   * clock), oldest first, at most `max` per call. Both sets are ordered by finish time, so the pass stops
-   * at the first job too young. A job that cannot be removed (retried meanwhile) is skipped.
-   */
+  /** Removes jobs of `state` that finished more than `olderThanMs` ago: queue.clean (atomic per batch). */
   async clean(
     name: string,
     state: 'completed' | 'dead',
     olderThanMs: number,
     max = CLEAN_MAX,
   ): Promise<{ removed: number; more: boolean }> {
-    const queue = this.get(name);
-    const cutoff = Date.now() - olderThanMs;
-    let removed = 0;
-    let skipped = 0;
-    for (;;) {
-      const page = await queue.getJobs(state, { offset: skipped, limit: Math.min(500, max - removed) });
-      const old = page.filter((j) => (j.finishedAt ?? 0) <= cutoff);
-      for (let i = 0; i < old.length; i += 50) {
-        const settled = await Promise.allSettled(old.slice(i, i + 50).map((j) => queue.remove(j.id)));
-        for (const s of settled) {
-          if (s.status === 'fulfilled') removed++;
-          else if (s.reason instanceof JobNotFoundError)
-            continue; // trimmed by retention meanwhile
-          else if (s.reason instanceof SuretyError)
-            skipped++; // e.g. retried and active meanwhile
-          else throw s.reason;
-        }
-      }
-      if (removed >= max) return { removed, more: true };
-      if (old.length < page.length || page.length === 0) return { removed, more: false };
-    }
+    return this.get(name).clean(state, { olderThanMs, limit: max });
   }
 
   async close(): Promise<void> {

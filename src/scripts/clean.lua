@@ -1,0 +1,19 @@
+-- clean.lua: delete finished jobs (completed or dead) that finished at or before a cutoff, oldest
+-- first, at most `limit` per call, with their records and annex fields: retention on demand.
+-- KEYS[1] jobs            HASH id -> record
+-- KEYS[2] errors          HASH annex: error lines, progress, logs, parents
+-- KEYS[3] finished        ZSET completed or dead (score: finish time)
+-- ARGV[1] cutoff          epoch ms (Redis clock): jobs finished at or before it go
+-- ARGV[2] limit           most jobs deleted per call
+-- Returns: { deleted count, 1 when more old jobs remain else 0 }
+-- @include annex_fields
+
+local jobs, annex, finished = KEYS[1], KEYS[2], KEYS[3]
+local limit = tonumber(ARGV[2])
+local victims = redis.call('ZRANGEBYSCORE', finished, '-inf', ARGV[1], 'LIMIT', 0, limit)
+if #victims == 0 then return { 0, 0 } end
+redis.call('ZREM', finished, unpack(victims))
+redis.call('HDEL', jobs, unpack(victims))
+if redis.call('EXISTS', annex) == 1 then redis.call('HDEL', annex, unpack(annex_fields(victims))) end
+local more = #victims == limit and #redis.call('ZRANGEBYSCORE', finished, '-inf', ARGV[1], 'LIMIT', 0, 1) or 0
+return { #victims, more }
