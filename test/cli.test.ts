@@ -120,6 +120,7 @@ describe('surety CLI: help and usage errors', () => {
       'retry',
       'remove',
       'cancel',
+      'clean',
       'pause',
     ];
     commands.push('resume', 'schedules', 'worker', 'reaper', 'demo');
@@ -393,6 +394,23 @@ describe('surety retry, remove, cancel, pause, resume, schedules', () => {
       paused: false,
     });
     expect(await q.isPaused()).toBe(false);
+  });
+
+  it('clean deletes old finished jobs; a bad state is a usage error', async () => {
+    const name = uniqueName('clean');
+    const q = queue(name);
+    await q.add({}, { id: 'x' });
+    await q.cancel('x'); // dead now
+    const young = await cli(['clean', name, '--state', 'dead', '--older-than', '1h', '--json']);
+    expect(JSON.parse(young.stdout)).toEqual({ queue: name, state: 'dead', removed: 0, more: false });
+    const all = await cli(['clean', name, '--state', 'dead']);
+    expect(all.stdout).toMatch(/removed 1 dead job$/m);
+    expect(await q.getJob('x')).toBeNull();
+    expectOneLineError(
+      await cli(['clean', name, '--state', 'waiting']),
+      2,
+      /--state must be completed or dead/,
+    );
   });
 
   it('schedules lists each schedule with its timing and next run', async () => {

@@ -5,7 +5,7 @@ import type { Queue } from '../../queue.js';
 import { examples, globals, out } from '../command-kit.js';
 import { checkNames, openQueue, openRedis } from '../connection.js';
 import { UsageError } from '../errors.js';
-import { formatCount } from '../format.js';
+import { formatCount, parseDuration } from '../format.js';
 
 interface Outcome {
   done: string[];
@@ -74,6 +74,32 @@ export function registerAdmin(program: Command): void {
       report('retried', queueName, await each(targets, (id) => queue.retry(id)), g.json);
     });
   examples(retry, ['surety retry emails 42 43', 'surety retry emails --all-dead']);
+
+  const clean = program
+    .command('clean')
+    .summary('delete old finished jobs')
+    .description(
+      'delete completed or dead jobs that finished more than --older-than ago (default: all of them)',
+    )
+    .argument('<queue>', 'queue name')
+    .requiredOption('--state <state>', 'completed or dead')
+    .option('--older-than <duration>', 'only jobs finished longer ago than this (e.g. 7d, 12h)', '0')
+    .action(async (queueName: string, o: { state: string; olderThan: string }, c: Command) => {
+      const g = globals(c);
+      checkNames([queueName]);
+      if (o.state !== 'completed' && o.state !== 'dead') {
+        throw new UsageError(`--state must be completed or dead, got ${JSON.stringify(o.state)}`);
+      }
+      const olderThanMs = parseDuration(o.olderThan, '--older-than');
+      const queue = openQueue(queueName, await openRedis(g), g);
+      const r = await queue.clean(o.state, { olderThanMs, limit: 1_000_000 });
+      if (g.json) return out.json({ queue: queueName, state: o.state, ...r });
+      out.line(`${queueName}: removed ${formatCount(r.removed)} ${o.state} job${r.removed === 1 ? '' : 's'}`);
+    });
+  examples(clean, [
+    'surety clean emails --state dead --older-than 7d',
+    'surety clean emails --state completed --json',
+  ]);
 
   perJob(program, 'remove', 'delete jobs that are not active', 'removed', (q, id) => q.remove(id), [
     'surety remove emails 42',
