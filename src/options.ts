@@ -25,7 +25,10 @@ import {
   show,
 } from './validate.js';
 
-/** A redis:// URL, ioredis options, or an ioredis Redis/Cluster instance you own (Surety will not close it). */
+/**
+ * A redis:// URL, ioredis options, or an ioredis client you own (Surety will not close it). Every script
+ * touches one Cluster slot, but running on an ioredis Cluster is not tested yet.
+ */
 export type ConnectionOption = string | RedisOptions | RedisClient;
 
 export interface Logger {
