@@ -103,24 +103,30 @@ export function decodeClaimed(record: string): ClaimedRecord {
 }
 
 /** A job's annex fields: error lines, progress, logs (see src/scripts/includes/annex_fields.lua). */
-export function annexFields(id: string): [string, string, string, string] {
-  return [id, `${id}\x01p`, `${id}\x01l`, `${id}\x01d`];
+export function annexFields(id: string): [string, string, string, string, string] {
+  return [id, `${id}\x01p`, `${id}\x01l`, `${id}\x01d`, `${id}\x01b`];
 }
+
+/** The data part of a record whose payload is kept in the annex (see includes/body_marker.lua). */
+export const BODY_MARKER = '\x01';
 
 export interface Annex {
   errorLines: string | null;
   progress: string | null;
   logs: string | null;
   parents: string | null;
+  /** The payload, when it is kept in the annex. */
+  body: string | null;
 }
 
 /** The annex of the i-th job from an HMGET of annexFields of several jobs. */
 export function annexOf(values: (string | null)[], i: number): Annex {
   return {
-    errorLines: values[i * 4] ?? null,
-    progress: values[i * 4 + 1] ?? null,
-    logs: values[i * 4 + 2] ?? null,
-    parents: values[i * 4 + 3] ?? null,
+    errorLines: values[i * 5] ?? null,
+    progress: values[i * 5 + 1] ?? null,
+    logs: values[i * 5 + 2] ?? null,
+    parents: values[i * 5 + 3] ?? null,
+    body: values[i * 5 + 4] ?? null,
   };
 }
 
@@ -129,7 +135,8 @@ export function decodeRecord<D, R>(id: string, record: string, annex: Annex): Jo
   const h = record.slice(0, nl).split('|');
   const rest = record.slice(nl + 1);
   const nl2 = rest.indexOf('\n');
-  const dataJson = nl2 === -1 ? rest : rest.slice(0, nl2);
+  const inline = nl2 === -1 ? rest : rest.slice(0, nl2);
+  const dataJson = inline === BODY_MARKER ? (annex.body ?? 'null') : inline;
   const createdAt = Number(h[4]);
   const info: JobInfo<D, R> = {
     id,

@@ -61,7 +61,7 @@ export const scripts = {
   ),
   claim: define(
     'claim',
-    ['jobs', 'waiting', 'prio', 'seq', 'delayed', 'active', 'meta', 'limiter', 'events'],
+    ['jobs', 'waiting', 'prio', 'seq', 'delayed', 'active', 'meta', 'limiter', 'events', 'errors'],
     ['now', 'count', 'defaultLeaseMs', 'limit', 'rateMax', 'rateWindowMs', 'eventsMaxLen'],
   ),
   complete: define(

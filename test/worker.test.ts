@@ -29,6 +29,35 @@ describe('Worker', () => {
     expect(info!.finishedAt).toBeGreaterThanOrEqual(info!.startedAt!);
   });
 
+  it('a large payload is kept out of the record, yet every reader sees it; it goes with the job', async () => {
+    const name = uniqueName();
+    const q = queue<{ blob: string; n: number }, number>(name);
+    const blob = 'é'.repeat(3_000);
+    const seen: string[] = [];
+    worker<{ blob: string; n: number }, number>(
+      name,
+      (job) => {
+        seen.push(job.data.blob);
+        return job.data.n;
+      },
+      { retention: { completed: { maxCount: 1 } } },
+    );
+    const big = await q.add({ blob, n: 1 }, { delayMs: 60_000 });
+    // The record stays small: claim and complete rewrite it without copying the payload.
+    expect((await fx.redis.hget(q.keys.jobs, big.id))!.length).toBeLessThan(100);
+    expect((await q.getJob(big.id))!.data).toEqual({ blob, n: 1 });
+    expect((await q.getJobs('delayed'))[0]!.data.blob).toBe(blob);
+    await q.promote(big.id);
+    expect(await q.waitFor(big.id)).toBe(1);
+    expect(seen).toEqual([blob]);
+    expect((await q.getJob(big.id))!.data.blob).toBe(blob);
+    // Retention trims it (maxCount 1) once another job completes: the payload goes too.
+    const next = await q.add({ blob: 'small', n: 2 });
+    await q.waitFor(next.id);
+    await waitUntil(async () => (await q.getJob(big.id)) === null, 'trimmed');
+    expect(await fx.redis.hexists(q.keys.errors, `${big.id}\x01b`)).toBe(0);
+  });
+
   it('never runs more than `concurrency` jobs at once', async () => {
     const name = uniqueName();
     const q = queue(name);

@@ -28,6 +28,7 @@
 -- @include enqueue
 -- @include announce_delayed
 -- @include emit_event
+-- @include body_marker
 
 local jobs, waiting, prio, seq, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local annex, dead, deps, dependents = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
@@ -133,7 +134,14 @@ for i = 1, n do
       end
     end
     records[#records + 1] = id
-    records[#records + 1] = state .. '||0||' .. now .. '|' .. (due or '') .. '||' .. finished .. '|' .. ARGV[base + 4] .. '\n' .. ARGV[base + 5]
+    local data = ARGV[base + 5]
+    if #data > BODY_INLINE_MAX then
+      -- A large payload lives in the annex and the record holds a marker, so the transitions that
+      -- rewrite the record (claim, complete...) copy a few dozen bytes, not the payload.
+      redis.call('HSET', annex, id .. '\1b', data)
+      data = BODY_MARKER
+    end
+    records[#records + 1] = state .. '||0||' .. now .. '|' .. (due or '') .. '||' .. finished .. '|' .. ARGV[base + 4] .. '\n' .. data
     if state == 'x' or state == 'b' then
       -- Nothing to enqueue: dead at once, or released by settle_dependents when its parents finish.
     elseif state == 'd' then

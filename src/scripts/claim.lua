@@ -12,6 +12,7 @@
 -- KEYS[7] meta            HASH (fields `paused`, `concurrency`, `starved`)
 -- KEYS[8] limiter         STRING job starts in the current rate-limit window (expires with it)
 -- KEYS[9] events          STREAM lifecycle events
+-- KEYS[10] errors         HASH annex: large payloads (field id .. "\1b") among others
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] count           jobs wanted (0 = only promote)
 -- ARGV[3] defaultLeaseMs
@@ -31,6 +32,7 @@
 -- @include enqueue
 -- @include active_sentinel
 -- @include emit_event
+-- @include body_marker
 
 -- state|token|(attempts)(|base|createdAt|runAt|)startedAt(|finishedAt|priority|maxAttempts|(leaseMs)|...)
 local CLAIM_PATTERN = '^[^|]*|[^|]*|([^|]*)(|[^|]*|[^|]*|[^|]*|)[^|]*(|[^|]*|[^|]*|[^|]*|([^|]*)|.*)$'
@@ -146,6 +148,21 @@ for i = 1, #ids do
     leases[#leases + 1] = ids[i]
     out[#out + 1] = ids[i]
     out[#out + 1] = rec
+  end
+end
+-- Records whose payload lives in the annex: the worker gets the record with the payload in place.
+local marked = {}
+for j = 6, #out, 2 do -- out: now, nextDue, paused, limitedMs, then id, record pairs
+  local rec = out[j]
+  if string.sub(rec, -1) == BODY_MARKER and string.sub(rec, -2, -2) == '\n' then marked[#marked + 1] = j end
+end
+if #marked > 0 then
+  local fields = {}
+  for n = 1, #marked do fields[n] = out[marked[n] - 1] .. '\1b' end
+  local bodies = redis.call('HMGET', KEYS[10], unpack(fields))
+  for n = 1, #marked do
+    local j = marked[n]
+    out[j] = string.sub(out[j], 1, -2) .. (bodies[n] or 'null')
   end
 end
 if #updated > 0 then

@@ -1,6 +1,7 @@
 -- The annex hash (key `errors`) keeps, per job: its error lines under the field `id`, its progress
--- under `id .. "\1p"`, its log lines under `id .. "\1l"` and its parents (dependsOn) under
--- `id .. "\1d"` (ids never contain control characters).
+-- under `id .. "\1p"`, its log lines under `id .. "\1l"`, its parents (dependsOn) under
+-- `id .. "\1d"` and, for a payload over 512 bytes, the payload itself under `id .. "\1b"` (ids never
+-- contain control characters).
 -- Returns every annex field of the given ids, for one HDEL.
 local function annex_fields(ids)
   local fields = {}
@@ -9,6 +10,7 @@ local function annex_fields(ids)
     fields[#fields + 1] = ids[i] .. '\1p'
     fields[#fields + 1] = ids[i] .. '\1l'
     fields[#fields + 1] = ids[i] .. '\1d'
+    fields[#fields + 1] = ids[i] .. '\1b'
   end
   return fields
 end
