@@ -31,6 +31,7 @@
 -- @include enqueue
 -- @include count_stats
 -- @include settle_dependents
+-- @include unlink
 
 local jobs, errors, waiting, prio, delayed, active, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id = ARGV[2]
@@ -38,18 +39,11 @@ local rec = redis.call('HGET', jobs, id)
 if not rec then return 'NOT_FOUND' end
 local f, nl = parse_record(rec)
 local state = f[F_STATE]
-if state == 'w' then
-  if redis.call('ZREM', prio, id) == 0 then redis.call('LREM', waiting, 1, id) end
-elseif state == 'd' then
-  redis.call('ZREM', delayed, id)
-elseif state == 'b' then
-  redis.call('HDEL', KEYS[11], id)
-elseif state == 'a' then
-  redis.call('ZREM', active, id)
-  wake_starved(KEYS[8], ARGV[3])
-else
-  return 'INVALID_STATE:' .. state
-end
+if state == 'c' or state == 'x' then return 'INVALID_STATE:' .. state end
+local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = KEYS[10], delayed = delayed, dead = dead,
+  active = active, deps = KEYS[11], dependents = KEYS[12], wake = ARGV[3], done = ARGV[4], stats = KEYS[13] }
+unlink(k, id, state)
+if state == 'a' then wake_starved(KEYS[8], ARGV[3]) end
 local now = current_time(ARGV[1])
 f[F_STATE] = 'x'
 f[F_TOKEN] = ''
@@ -60,8 +54,6 @@ redis.call('ZADD', dead, now, id)
 if state == 'a' then redis.call('SPUBLISH', ARGV[3], 'x:' .. id) end
 redis.call('SPUBLISH', ARGV[4], 'x\n' .. id)
 emit_event(KEYS[9], tonumber(ARGV[5]), 'cancelled', { id })
-local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = KEYS[10], delayed = delayed, dead = dead,
-  deps = KEYS[11], dependents = KEYS[12], wake = ARGV[3], done = ARGV[4], stats = KEYS[13] }
 count_stats(KEYS[13], now, 'x', 1)
 emit_event(KEYS[9], tonumber(ARGV[5]), 'dead', settle_dependents(k, now, {}, { id }))
 return 'OK'

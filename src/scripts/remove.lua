@@ -25,6 +25,7 @@
 -- @include append_errors
 -- @include count_stats
 -- @include settle_dependents
+-- @include unlink
 -- @include annex_fields
 -- @include emit_event
 
@@ -34,24 +35,13 @@ local rec = redis.call('HGET', jobs, id)
 if not rec then return 'NOT_FOUND' end
 local state = string.sub(rec, 1, 1)
 if state == 'a' then return 'INVALID_STATE:a' end
-if state == 'w' then
-  -- LREM is O(n) in the list length; removing waiting jobs is an admin action, not a hot path.
-  if redis.call('ZREM', prio, id) == 0 then redis.call('LREM', waiting, 1, id) end
-elseif state == 'd' then
-  redis.call('ZREM', delayed, id)
-elseif state == 'b' then
-  redis.call('HDEL', KEYS[10], id)
-elseif state == 'c' then
-  redis.call('ZREM', completed, id)
-else
-  redis.call('ZREM', dead, id)
-end
+local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = KEYS[9], delayed = delayed, dead = dead,
+  completed = completed, deps = KEYS[10], dependents = KEYS[11], wake = ARGV[3], done = ARGV[4], stats = KEYS[12] }
+unlink(k, id, state)
 redis.call('HDEL', jobs, id)
 redis.call('HDEL', errors, unpack(annex_fields({ id })))
 emit_event(KEYS[8], tonumber(ARGV[2]), 'removed', { id })
 if state ~= 'c' then
-  local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = KEYS[9], delayed = delayed, dead = dead,
-    deps = KEYS[10], dependents = KEYS[11], wake = ARGV[3], done = ARGV[4], stats = KEYS[12] }
   emit_event(KEYS[8], tonumber(ARGV[2]), 'dead', settle_dependents(k, current_time(''), {}, { id }))
 end
 return 'OK'

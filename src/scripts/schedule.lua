@@ -24,6 +24,7 @@
 -- @include enqueue
 -- @include create_job
 -- @include annex_fields
+-- @include unlink
 -- @include discard_unstarted
 
 local jobs, errors, waiting, prio, seq, delayed, schedules, pending_key =

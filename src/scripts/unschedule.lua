@@ -9,6 +9,7 @@
 -- ARGV[1] key
 -- Returns: 1 when the schedule existed, else 0
 -- @include annex_fields
+-- @include unlink
 -- @include discard_unstarted
 
 local jobs, errors, waiting, prio, delayed, schedules, pending_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
