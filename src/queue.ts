@@ -29,6 +29,7 @@ import {
   type ScheduleInfo,
   type ScheduleOptions,
   type ScheduleTiming,
+  serverNow,
   upsertSchedule,
 } from './schedules.js';
 import { type RedisClient, runScript, scripts } from './scripts.js';
@@ -308,8 +309,7 @@ export class Queue<Data = unknown, Result = unknown> {
     const olderThanMs = checkInt('olderThanMs', opts.olderThanMs ?? 0, 0);
     const limit = checkInt('limit', opts.limit ?? 10_000, 1, 1_000_000);
     const client = await this.ready();
-    const [s, us] = await client.time();
-    const cutoff = Number(s) * 1000 + Math.floor(Number(us) / 1000) - olderThanMs;
+    const cutoff = (await serverNow(client)) - olderThanMs;
     const keys = { ...this.keys, finished: state === 'completed' ? this.keys.completed : this.keys.dead };
     let removed = 0;
     for (;;) {
@@ -413,8 +413,7 @@ export class Queue<Data = unknown, Result = unknown> {
   async metrics(opts: { windowMs?: number } = {}): Promise<QueueMetrics> {
     const windowMs = checkInt('windowMs', opts.windowMs ?? 3_600_000, 60_000, 3_600_000);
     const client = await this.ready();
-    const [s, us] = await client.time();
-    const nowMinute = Math.floor((Number(s) * 1000 + Math.floor(Number(us) / 1000)) / 60_000);
+    const nowMinute = Math.floor((await serverNow(client)) / 60_000);
     const minutes = Array.from(
       { length: Math.ceil(windowMs / 60_000) },
       (_, i) => nowMinute - Math.ceil(windowMs / 60_000) + 1 + i,
@@ -442,8 +441,7 @@ export class Queue<Data = unknown, Result = unknown> {
   /** Workers whose heartbeat has not expired. */
   async workers(): Promise<WorkerDescription[]> {
     const client = await this.ready();
-    const time = await client.time();
-    const now = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+    const now = await serverNow(client);
     const ids = await client.zrangebyscore(this.keys.workers, now, '+inf');
     if (ids.length === 0) return [];
     const infos = await client.hmget(this.keys.workerInfo, ...ids);

@@ -135,7 +135,8 @@ function isTimeZone(tz: string): boolean {
   }
 }
 
-async function serverNow(client: RedisClient): Promise<number> {
+/** Redis's clock in epoch ms: the one clock due times, leases and metrics use. */
+export async function serverNow(client: RedisClient): Promise<number> {
   const [s, us] = await client.time();
   return Number(s) * 1000 + Math.floor(Number(us) / 1000);
 }
