@@ -2,11 +2,16 @@
  * Turns the `connection` option into ioredis clients and checks the server once per client:
  * the scripts need Redis >= 7.0 (sharded pub/sub, LPOP with a count), and an eviction policy other
  * than noeviction can silently delete queued jobs.
+ *
+ * Accepted forms: a `redis://`/`rediss://` URL; `redis+cluster://h1:p1,h2:p2` (seed nodes of a
+ * Redis Cluster); ioredis options (including `tls`, `sentinels` + `name`, `username`/`password`);
+ * `{ url, ...ioredis options }` (a URL plus options such as a TLS CA); `{ cluster: [seeds], ...}`;
+ * or a ready ioredis `Redis`/`Cluster` client, which Surety then never closes.
  */
-import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import { RedisConfigError, ValidationError } from './errors.js';
 import { untilClosed } from './in-flight.js';
-import type { ConnectionOption, Logger } from './options.js';
+import type { ClusterSeed, ConnectionOption, Logger } from './options.js';
 import type { RedisClient } from './scripts.js';
 import { show } from './validate.js';
 
@@ -34,27 +39,102 @@ function owned(client: RedisClient): Connection {
   return { client, owned: true };
 }
 
+const URL_FORMS = 'a redis://, rediss:// or redis+cluster:// URL, ioredis options or a client';
+
 export function connect(option: ConnectionOption | undefined, role: 'queue' | 'worker'): Connection {
   const extra: RedisOptions =
     role === 'worker' ? { ...BASE_OPTIONS, maxRetriesPerRequest: null } : BASE_OPTIONS;
   if (option === undefined) return owned(new Redis({ ...extra }));
   if (option instanceof Redis || option instanceof Cluster) return { client: option, owned: false };
-  if (typeof option === 'string') {
-    if (!/^rediss?:\/\//.test(option)) {
-      throw new ValidationError(
-        `connection must be a redis:// or rediss:// URL, ioredis options or a client, got ${show(option)}`,
-      );
+  if (typeof option === 'string') return owned(fromUrl(option, {}, extra));
+  if (typeof option === 'object' && option !== null) {
+    const { url, cluster, ...rest } = option as RedisOptions & {
+      url?: unknown;
+      cluster?: unknown;
+      clusterOptions?: ClusterOptions;
+    };
+    if (url !== undefined && cluster !== undefined)
+      throw new ValidationError('connection: give either url or cluster, not both');
+    if (url !== undefined) {
+      if (typeof url !== 'string')
+        throw new ValidationError(`connection.url must be a string, got ${show(url)}`);
+      return owned(fromUrl(url, rest, extra));
     }
-    return owned(new Redis(option, extra));
+    if (cluster !== undefined) return owned(newCluster(checkSeeds(cluster), rest, extra));
+    return owned(new Redis({ ...rest, ...extra }));
   }
-  if (typeof option === 'object' && option !== null) return owned(new Redis({ ...option, ...extra }));
-  throw new ValidationError(
-    `connection must be a redis:// URL, ioredis options or a client, got ${show(option)}`,
+  throw new ValidationError(`connection must be ${URL_FORMS}, got ${show(option)}`);
+}
+
+function fromUrl(url: string, options: RedisOptions, extra: RedisOptions): RedisClient {
+  if (/^redis\+cluster:\/\//.test(url)) return newCluster(parseClusterUrl(url), options, extra);
+  if (!/^rediss?:\/\//.test(url))
+    throw new ValidationError(`connection must be ${URL_FORMS}, got ${show(url)}`);
+  return new Redis(url, { ...options, ...extra });
+}
+
+/** `redis+cluster://[user:pass@]h1:p1,h2:p2` -> seeds (and credentials, applied to every node). */
+export function parseClusterUrl(url: string): ClusterSeed[] & { username?: string; password?: string } {
+  const m = /^redis\+cluster:\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?#]+)\/?$/.exec(url);
+  if (!m) throw new ValidationError(`connection: cannot parse cluster URL ${show(url)}`);
+  const seeds = (m[3] as string).split(',').map((hp) => {
+    const hostPort = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(hp.trim());
+    if (!hostPort) throw new ValidationError(`connection: bad seed node ${show(hp)} in ${show(url)}`);
+    return { host: (hostPort[1] as string).replace(/^\[|\]$/g, ''), port: Number(hostPort[2] ?? 6379) };
+  }) as ClusterSeed[] & { username?: string; password?: string };
+  if (m[1]) seeds.username = decodeURIComponent(m[1]);
+  if (m[2]) seeds.password = decodeURIComponent(m[2]);
+  return seeds;
+}
+
+function checkSeeds(cluster: unknown): ClusterSeed[] {
+  const ok =
+    Array.isArray(cluster) &&
+    cluster.length > 0 &&
+    cluster.every(
+      (s) => typeof s === 'object' && s !== null && typeof s.host === 'string' && Number.isInteger(s.port),
+    );
+  if (!ok) {
+    throw new ValidationError(
+      `connection.cluster must be a non-empty array of { host, port } seed nodes, got ${show(cluster)}`,
+    );
+  }
+  return cluster as ClusterSeed[];
+}
+
+/**
+ * A Cluster client. Sharded subscribers are turned on: Surety's wake-ups and waitFor use SSUBSCRIBE,
+ * which must reach the master owning the channel's slot (ioredis otherwise sends it to one random node).
+ * Node options (credentials, TLS, the worker's retry policy) apply to every node connection.
+ */
+function newCluster(
+  seeds: ClusterSeed[] & { username?: string; password?: string },
+  options: RedisOptions & { clusterOptions?: ClusterOptions },
+  extra: RedisOptions,
+): Cluster {
+  const { clusterOptions, ...nodeOptions } = options;
+  const redisOptions: RedisOptions = { ...nodeOptions, ...extra };
+  if (seeds.username && redisOptions.username === undefined) redisOptions.username = seeds.username;
+  if (seeds.password && redisOptions.password === undefined) redisOptions.password = seeds.password;
+  return new Cluster(
+    seeds.map((s) => ({ host: s.host, port: s.port })),
+    {
+      ...clusterOptions,
+      shardedSubscribers: true,
+      redisOptions,
+      // Queued commands wait for the cluster to come back after a failover instead of failing at once.
+      maxRedirections: 32,
+      retryDelayOnFailover: 200,
+      retryDelayOnClusterDown: 200,
+    },
   );
 }
 
 /** A second client to the same server for subscriptions (a subscribed client can run nothing else). */
 export function duplicate(client: RedisClient): RedisClient {
+  if (client instanceof Cluster) {
+    return owned(client.duplicate(undefined, { shardedSubscribers: true })).client;
+  }
   return owned(client.duplicate()).client;
 }
 
@@ -71,8 +151,17 @@ export function checkServer(client: RedisClient, strict: boolean, logger: Logger
   return p;
 }
 
+async function masterNode(client: RedisClient): Promise<Redis | null> {
+  if (!(client instanceof Cluster)) return client;
+  if (client.status !== 'ready') {
+    // nodes() is empty until the cluster client has read the slot map.
+    await untilClosed(client, client.ping());
+  }
+  return client.nodes('master')[0] ?? null;
+}
+
 async function runChecks(client: RedisClient, strict: boolean, logger: Logger): Promise<void> {
-  const node = client instanceof Cluster ? (client.nodes('master')[0] ?? null) : client;
+  const node = await masterNode(client);
   if (!node) return;
   const info = await untilClosed(node, node.info('server'));
   const version = /redis_version:(\d+)\.(\d+)/.exec(info);

@@ -1,7 +1,7 @@
 /**
  * Options of Queue, Worker and add(): documented defaults, validated once, frozen.
  */
-import type { RedisOptions } from 'ioredis';
+import type { ClusterOptions, RedisOptions } from 'ioredis';
 import {
   DEFAULT_BACKOFF,
   DEFAULT_EVENTS_MAX_LEN,
@@ -29,7 +29,24 @@ import {
  * A redis:// URL, ioredis options, or an ioredis client you own (Surety will not close it). Every script
  * touches one Cluster slot, but running on an ioredis Cluster is not tested yet.
  */
-export type ConnectionOption = string | RedisOptions | RedisClient;
+/** A Redis Cluster seed node. */
+export interface ClusterSeed {
+  host: string;
+  port: number;
+}
+
+/**
+ * Where Redis is: a `redis://`, `rediss://` or `redis+cluster://h1:p1,h2:p2` URL; ioredis options
+ * (including `tls`, `sentinels` + `name`, `username`/`password`); a URL plus ioredis options
+ * (`{ url, tls: { ca } }`); Cluster seeds (`{ cluster: [{ host, port }], ...node options,
+ * clusterOptions? }`); or an ioredis `Redis` or `Cluster` client (never closed by Surety).
+ */
+export type ConnectionOption =
+  | string
+  | RedisOptions
+  | (RedisOptions & { url: string })
+  | (RedisOptions & { cluster: ClusterSeed[]; clusterOptions?: ClusterOptions })
+  | RedisClient;
 
 export interface Logger {
   warn(message: string): void;
