@@ -1,6 +1,6 @@
 /**
  * Lets waitFor resolve without polling: one subscriber client per Queue listens on the queue's
- * done channel (completed/dead job ids published by complete, fail and recover) and wakes the
+ * done channels (one per partition) (completed/dead job ids published by complete, fail and recover) and wakes the
  * waiters of those ids. Subscribing happens before the waiter's first read of the job, so a
  * completion can never fall between the read and the subscription.
  */
@@ -14,7 +14,7 @@ export class DoneListener {
 
   constructor(
     private readonly subscriber: RedisClient,
-    private readonly channel: string,
+    private readonly channels: readonly string[],
   ) {}
 
   /** Registers `wake` for `id`; resolves once the subscription is live. Returns the unregister function. */
@@ -34,7 +34,8 @@ export class DoneListener {
       this.subscriber.on('smessage', (_channel: string, message: string) => this.onMessage(message));
       // After a reconnect the subscription is restored, but messages sent meanwhile are gone: re-check all.
       this.subscriber.on('ready', () => this.wakeAll());
-      this.ready = this.subscriber.ssubscribe(this.channel);
+      // One SSUBSCRIBE per channel: on a Cluster each partition's channel lives on its own shard.
+      this.ready = Promise.all(this.channels.map((c) => this.subscriber.ssubscribe(c)));
     }
     await this.ready;
     return unwatch;

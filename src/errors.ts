@@ -141,6 +141,41 @@ export class RedisConfigError extends SuretyError {
   }
 }
 
+/**
+ * The queue is recorded in Redis with another partition count than this client's `partitions`
+ * option (or was moved to another count by `surety repartition`). Nothing was written.
+ */
+export class PartitionMismatchError extends SuretyError {
+  constructor(
+    readonly queue: string,
+    readonly configured: number,
+    readonly recorded: number,
+  ) {
+    super(
+      'ERR_PARTITIONS_MISMATCH',
+      `queue ${JSON.stringify(queue)} has ${recorded} partition(s) in Redis but this client was configured with partitions: ${configured}. Use partitions: ${recorded}, or change the count with \`surety repartition\` (see docs/scaling.md).`,
+    );
+  }
+}
+
+/** Jobs that depend on each other must live in one partition; these parents are in different ones. */
+export class CrossPartitionError extends ValidationError {
+  constructor(message: string) {
+    super(message, 'ERR_CROSS_PARTITION');
+  }
+}
+
+/** `durability.waitReplicas` was set and fewer replicas acknowledged the write within its timeout. */
+export class DurabilityError extends SuretyError {
+  constructor(
+    message: string,
+    readonly acked: number,
+    readonly wanted: number,
+  ) {
+    super('ERR_DURABILITY', message);
+  }
+}
+
 /** A method was called on a closed Queue or Worker. */
 export class ClosedError extends SuretyError {
   constructor(what: string) {

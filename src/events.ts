@@ -34,6 +34,8 @@ export interface QueueEvent {
   streamId: string;
   /** The progress value, for `progress` events. */
   data?: unknown;
+  /** The partition the job lives in (partitioned queues only). */
+  partition?: number;
 }
 
 export interface ReadEventsOptions {
@@ -50,6 +52,7 @@ export async function* readEvents(
   client: RedisClient,
   streamKey: string,
   opts: ReadEventsOptions = {},
+  partition?: number,
 ): AsyncGenerator<QueueEvent> {
   let last = opts.from ?? '$';
   while (!opts.signal?.aborted) {
@@ -70,6 +73,7 @@ export async function* readEvents(
         for (const jobId of (f.ids ?? '').split('\n')) {
           const e: QueueEvent = { event: f.event as QueueEventName, jobId, at, streamId };
           if (data !== undefined) e.data = data;
+          if (partition !== undefined) e.partition = partition;
           yield e;
         }
       }

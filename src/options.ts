@@ -21,14 +21,12 @@ import {
   checkJobId,
   checkKnownKeys,
   checkObject,
+  checkPartitions,
   checkPrefix,
+  checkString,
   show,
 } from './validate.js';
 
-/**
- * A redis:// URL, ioredis options, or an ioredis client you own (Surety will not close it). Every script
- * touches one Cluster slot, but running on an ioredis Cluster is not tested yet.
- */
 /** A Redis Cluster seed node. */
 export interface ClusterSeed {
   host: string;
@@ -65,6 +63,13 @@ export interface CommonOptions {
    * (read them with queue.events()). `false` turns them off; default on, capped near 10 000 entries.
    */
   events?: boolean | { maxLen: number };
+  /**
+   * Spread this queue over N hash tags (`{prefix:queue:0}` ... `{prefix:queue:N-1}`) so a Redis Cluster
+   * serves it from several masters. Every Queue and Worker of the queue must use the same count: it is
+   * recorded in Redis and another count is refused (PartitionMismatchError). 'auto' uses the recorded
+   * count (1 for a queue that has none): what admin tools want. Default 1. See docs/scaling.md.
+   */
+  partitions?: number | 'auto';
 }
 
 export interface QueueOptions extends CommonOptions {
@@ -72,6 +77,12 @@ export interface QueueOptions extends CommonOptions {
   defaults?: Omit<JobOptions, 'id' | 'delayMs' | 'runAt'>;
   /** Largest accepted job payload, as UTF-8 JSON. Default 512 KiB. */
   maxPayloadBytes?: number;
+  /**
+   * Make add() wait until `waitReplicas` replicas have the job (Redis WAIT), up to `timeoutMs`
+   * (default 1 000). If fewer confirm, add() rejects with DurabilityError (the job was added on the
+   * master but may be lost if it fails now). Default: no wait (Redis's asynchronous replication).
+   */
+  durability?: { waitReplicas: number; timeoutMs?: number };
 }
 
 const JOB_OPTION_KEYS = [
@@ -85,6 +96,7 @@ const JOB_OPTION_KEYS = [
   'timeoutMs',
   'dependsOn',
   'ignoreDependencyFailure',
+  'partitionKey',
 ] as const;
 const DEFAULTS_KEYS = ['priority', 'maxAttempts', 'leaseMs', 'backoff', 'timeoutMs'] as const;
 const BACKOFF_KEYS = ['type', 'delayMs', 'maxDelayMs', 'jitter', 'name'] as const;
@@ -155,18 +167,23 @@ export const LIBRARY_JOB_DEFAULTS: ResolvedJobOptions = Object.freeze({
 
 export interface ResolvedQueueOptions {
   prefix: string;
+  /** 0 = 'auto' (the count recorded in Redis). */
+  partitions: number;
   eventsMaxLen: number;
   strict: boolean;
   logger: Logger;
   defaults: ResolvedJobOptions;
   maxPayloadBytes: number;
+  /** Replicas add() waits for (0: none) and for how long. */
+  durability: { waitReplicas: number; timeoutMs: number };
 }
 
 export function resolveCommon(
   name: string,
   o: CommonOptions,
-): { prefix: string; strict: boolean; logger: Logger; eventsMaxLen: number } {
+): { prefix: string; strict: boolean; logger: Logger; eventsMaxLen: number; partitions: number } {
   return {
+    partitions: checkPartitions(o.partitions),
     eventsMaxLen: resolveEvents(o.events),
     prefix: o.prefix === undefined ? DEFAULT_PREFIX : checkPrefix(o.prefix),
     strict: o.strict === undefined ? false : checkBool(`${name}.strict`, o.strict),
@@ -192,6 +209,8 @@ export function resolveQueueOptions(opts: QueueOptions): ResolvedQueueOptions {
     'events',
     'defaults',
     'maxPayloadBytes',
+    'partitions',
+    'durability',
   ]);
   let defaults = LIBRARY_JOB_DEFAULTS;
   if (opts.defaults !== undefined) {
@@ -206,7 +225,18 @@ export function resolveQueueOptions(opts: QueueOptions): ResolvedQueueOptions {
       opts.maxPayloadBytes === undefined
         ? DEFAULT_MAX_PAYLOAD_BYTES
         : checkInt('maxPayloadBytes', opts.maxPayloadBytes, 1, 512 * 1024 * 1024),
+    durability: resolveDurability(opts.durability),
   });
+}
+
+function resolveDurability(value: unknown): { waitReplicas: number; timeoutMs: number } {
+  if (value === undefined) return { waitReplicas: 0, timeoutMs: 0 };
+  const d = checkObject('durability', value);
+  checkKnownKeys('durability', d, ['waitReplicas', 'timeoutMs']);
+  return {
+    waitReplicas: checkInt('durability.waitReplicas', d.waitReplicas, 1, 100),
+    timeoutMs: checkInt('durability.timeoutMs', d.timeoutMs ?? 1_000, 1, 60_000),
+  };
 }
 
 export interface ResolvedAdd extends ResolvedJobOptions {
@@ -217,11 +247,14 @@ export interface ResolvedAdd extends ResolvedJobOptions {
   dependsOn: string;
   /** 'i' = run even if a parent dies, 's' = fail with it, '' = no parents. */
   depMode: string;
+  /** Jobs with one partitionKey share a partition ('' = route by id). */
+  partitionKey: string;
 }
 
 /** add() options as the add script wants them: '' where absent. */
 export function resolveAddOptions(opts: JobOptions | undefined, defaults: ResolvedJobOptions): ResolvedAdd {
-  if (opts === undefined) return { ...defaults, id: '', delayMs: '', runAt: '', dependsOn: '', depMode: '' };
+  if (opts === undefined)
+    return { ...defaults, id: '', delayMs: '', runAt: '', dependsOn: '', depMode: '', partitionKey: '' };
   const o = checkObject('job options', opts);
   checkKnownKeys('job options', o, JOB_OPTION_KEYS);
   const fields = checkJobFields('', o, defaults);
@@ -257,6 +290,7 @@ export function resolveAddOptions(opts: JobOptions | undefined, defaults: Resolv
     runAt,
     dependsOn,
     depMode: dependsOn === '' ? '' : ignore ? 'i' : 's',
+    partitionKey: o.partitionKey === undefined ? '' : checkString('partitionKey', o.partitionKey, 1, 256),
   };
 }
 

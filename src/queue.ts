@@ -7,24 +7,31 @@ import { BULK_CHUNK, SCRIPT_BATCH_LIMIT } from './defaults.js';
 import { DoneListener } from './done-listener.js';
 import {
   ClosedError,
+  CrossPartitionError,
+  DurabilityError,
   errorFromScriptReply,
   JobFailedError,
   JobNotFoundError,
+  PartitionMismatchError,
   ValidationError,
   WaitTimeoutError,
 } from './errors.js';
 import { type QueueEvent, type ReadEventsOptions, readEvents } from './events.js';
-import { annexFields, annexOf, decodeRecord, encodeOptionTail } from './job-record.js';
+import { encodeOptionTail } from './job-record.js';
 import { type QueueKeys, queueKeys } from './keys.js';
+import { mergeIterators } from './merge-iterators.js';
 import {
   type QueueOptions,
   type ResolvedQueueOptions,
   resolveAddOptions,
   resolveQueueOptions,
 } from './options.js';
+import { Layout, resolveLayout } from './partitions.js';
+import { countJobs, listJobs, listWorkers, locate, readJob, readMetrics } from './queue-reads.js';
 import { type RecoveredJobs, recoverExpired } from './recovery.js';
 import {
   listSchedules,
+  occurrenceId,
   removeSchedule,
   type ScheduleInfo,
   type ScheduleOptions,
@@ -53,9 +60,11 @@ type AddRow = Record<
 
 export class Queue<Data = unknown, Result = unknown> {
   readonly name: string;
-  readonly keys: QueueKeys;
   readonly options: ResolvedQueueOptions;
   private readonly conn: Connection;
+  /** Known at construction for a numeric `partitions`; read from Redis on first use for 'auto'. */
+  private layout: Layout | null;
+  private opened: Promise<Layout> | null = null;
   private subscriber: RedisClient | null = null;
   private doneListener: DoneListener | null = null;
   private closed = false;
@@ -63,7 +72,8 @@ export class Queue<Data = unknown, Result = unknown> {
   constructor(name: string, opts: QueueOptions = {}) {
     this.name = checkQueueName(name);
     this.options = resolveQueueOptions(opts);
-    this.keys = queueKeys(this.options.prefix, name);
+    const { prefix, partitions } = this.options;
+    this.layout = partitions === 0 ? null : new Layout(prefix, name, partitions);
     this.conn = connect(opts.connection, 'queue');
   }
 
@@ -72,13 +82,37 @@ export class Queue<Data = unknown, Result = unknown> {
     return this.conn.client;
   }
 
+  /** Keys of partition 0: the queue's only keys when it is not partitioned. */
+  get keys(): QueueKeys {
+    return this.layout?.parts[0] ?? queueKeys(this.options.prefix, this.name);
+  }
+
+  /** The number of partitions (for `partitions: 'auto'`, known once the queue has been used). */
+  get partitions(): number {
+    return this.layout?.count ?? 0;
+  }
+
   private async ready(): Promise<RedisClient> {
-    if (this.closed) throw new ClosedError(`Queue ${this.name}`);
-    await checkServer(this.conn.client, this.options.strict, this.options.logger);
+    await this.open();
     return this.conn.client;
   }
 
-  private row(data: Data, opts: JobOptions | undefined, what: string): AddRow {
+  /** Checks the server and the partition count once (again after a failure), and returns the layout. */
+  private async open(): Promise<Layout> {
+    if (this.closed) throw new ClosedError(`Queue ${this.name}`);
+    this.opened ??= (async () => {
+      await checkServer(this.conn.client, this.options.strict, this.options.logger);
+      const { prefix, partitions } = this.options;
+      return resolveLayout(this.conn.client, prefix, this.name, partitions);
+    })();
+    this.opened.catch(() => {
+      this.opened = null;
+    });
+    this.layout = await this.opened;
+    return this.layout;
+  }
+
+  private row(data: Data, opts: JobOptions | undefined, what: string): AddRow & { partitionKey: string } {
     const o = resolveAddOptions(opts, this.options.defaults);
     return {
       id: o.id,
@@ -89,30 +123,103 @@ export class Queue<Data = unknown, Result = unknown> {
       data: toJson(what, data, this.options.maxPayloadBytes),
       dependsOn: o.dependsOn,
       depMode: o.depMode,
+      partitionKey: o.partitionKey,
     };
   }
 
-  private async runAdd(rows: AddRow[]): Promise<AddedJob[]> {
-    const client = await this.ready();
-    const reply = (await runScript(
-      client,
-      scripts.add,
-      this.keys,
-      { now: '', wakeChannel: this.keys.wakeChannel, eventsMaxLen: this.options.eventsMaxLen },
-      rows,
-    ).catch((err: unknown) => {
-      const parent = /SURETY_UNKNOWN_PARENT (.*)$/.exec(err instanceof Error ? err.message : '');
-      throw parent ? new JobNotFoundError(parent[1] as string) : err;
-    })) as (string | number)[];
-    const out: AddedJob[] = [];
-    for (let i = 0; i < reply.length; i += 3) {
-      out.push({
-        id: String(reply[i]),
-        isNew: reply[i + 1] === 1,
-        state: stateName(reply[i + 2] as string) ?? 'waiting',
-      });
+  /** The partition a new job goes to; a job's parents must share one partition. */
+  private route(layout: Layout, row: AddRow & { partitionKey: string }): number {
+    const parents = row.dependsOn === '' ? [] : String(row.dependsOn).split('\n');
+    const p = layout.route(String(row.id), row.partitionKey, parents);
+    if (row.partitionKey === '' && parents.some((parent) => layout.home(parent) !== p)) {
+      throw new CrossPartitionError(
+        `job ${row.id === '' ? '(new)' : JSON.stringify(row.id)} depends on jobs in different partitions (${parents
+          .map((x) => `${x}: ${layout.home(x)}`)
+          .join(', ')}); give the parents and the child one partitionKey`,
+      );
     }
+    return p;
+  }
+
+  private async runAdd(rows: (AddRow & { partitionKey: string })[]): Promise<AddedJob[]> {
+    const layout = await this.open();
+    const client = this.conn.client;
+    // Group by partition (one atomic call per partition), keeping each job's place in the answer.
+    const groups = new Map<number, number[]>();
+    rows.forEach((row, i) => {
+      const p = this.route(layout, row);
+      const g = groups.get(p);
+      if (g) g.push(i);
+      else groups.set(p, [i]);
+    });
+    const out: AddedJob[] = new Array(rows.length);
+    await Promise.all(
+      [...groups].map(async ([p, indexes]) => {
+        const k = layout.parts[p]!;
+        const reply = await this.addScript(
+          client,
+          k,
+          p,
+          layout,
+          indexes.map((i) => rows[i]!),
+        );
+        indexes.forEach((rowIndex, j) => {
+          out[rowIndex] = {
+            id: String(reply[j * 3]),
+            isNew: reply[j * 3 + 1] === 1,
+            state: stateName(reply[j * 3 + 2] as string) ?? 'waiting',
+          };
+        });
+        await this.waitReplicas(client, k);
+      }),
+    );
     return out;
+  }
+
+  private async addScript(
+    client: RedisClient,
+    k: QueueKeys,
+    p: number,
+    layout: Layout,
+    rows: AddRow[],
+  ): Promise<(string | number)[]> {
+    const args = {
+      now: '',
+      wakeChannel: k.wakeChannel,
+      eventsMaxLen: this.options.eventsMaxLen,
+      partitions: layout.count,
+      idSuffix: layout.idSuffix(p),
+    };
+    try {
+      return (await runScript(client, scripts.add, k, args, rows)) as (string | number)[];
+    } catch (err) {
+      const message = err instanceof Error ? err.message : '';
+      const parent = /SURETY_UNKNOWN_PARENT (.*)$/.exec(message);
+      if (parent) throw new JobNotFoundError(parent[1] as string);
+      const moved = /SURETY_PARTITIONS (\d+)/.exec(message);
+      if (moved) throw new PartitionMismatchError(this.name, layout.count, Number(moved[1]));
+      throw err;
+    }
+  }
+
+  /**
+   * With `durability.waitReplicas`, blocks until that many replicas have every write sent so far on the
+   * connection to this partition's master (Redis WAIT). On a Cluster, WAIT rides in a pipeline with a
+   * read of the partition's keys, so it reaches the master that ran the add.
+   */
+  private async waitReplicas(client: RedisClient, k: QueueKeys): Promise<void> {
+    const { waitReplicas, timeoutMs } = this.options.durability;
+    if (waitReplicas === 0) return;
+    const replies = await client.pipeline().exists(k.jobs).wait(waitReplicas, timeoutMs).exec();
+    const [err, acked] = replies?.[1] ?? [new Error('no reply to WAIT'), 0];
+    if (err) throw err;
+    if (Number(acked) < waitReplicas) {
+      throw new DurabilityError(
+        `only ${acked} of ${waitReplicas} replica(s) confirmed the add within ${timeoutMs} ms; the job is on the master but may be lost if it fails now`,
+        Number(acked),
+        waitReplicas,
+      );
+    }
   }
 
   /** Adds one job. With an `id` that exists, returns that job (`isNew: false`) and enqueues nothing. */
@@ -122,8 +229,8 @@ export class Queue<Data = unknown, Result = unknown> {
   }
 
   /**
-   * Adds many jobs, BULK_CHUNK per round trip; each chunk is atomic. Every item is validated before
-   * anything is sent, so one bad item rejects the whole call and writes nothing.
+   * Adds many jobs, BULK_CHUNK per round trip; each chunk is atomic per partition. Every item is
+   * validated before anything is sent, so one bad item rejects the whole call and writes nothing.
    */
   async addBulk(items: readonly { data: Data; opts?: JobOptions }[]): Promise<AddedJob[]> {
     if (!Array.isArray(items)) throw new ValidationError('addBulk expects an array of { data, opts }');
@@ -135,12 +242,8 @@ export class Queue<Data = unknown, Result = unknown> {
 
   async getJob(id: string): Promise<JobInfo<Data, Result> | null> {
     checkJobId(id);
-    const client = await this.ready();
-    const [record, annex] = await Promise.all([
-      client.hget(this.keys.jobs, id),
-      client.hmget(this.keys.errors, ...annexFields(id)),
-    ]);
-    return record === null ? null : decodeRecord<Data, Result>(id, record, annexOf(annex, 0));
+    const layout = await this.open();
+    return readJob<Data, Result>(this.conn.client, layout, id);
   }
 
   /** Jobs in one state, oldest first (waiting: in claim order for priority 0), paged. */
@@ -150,53 +253,12 @@ export class Queue<Data = unknown, Result = unknown> {
   ): Promise<JobInfo<Data, Result>[]> {
     const offset = checkInt('offset', opts.offset ?? 0, 0);
     const limit = checkInt('limit', opts.limit ?? 100, 1, 10_000);
-    const client = await this.ready();
-    const k = this.keys;
-    let ids: string[];
-    if (state === 'waiting') {
-      const urgent = await client.zrangebyscore(k.prio, '-inf', '(0');
-      const listed = await client.lrange(k.waiting, 0, offset + limit);
-      const rest = await client.zrangebyscore(k.prio, 0, '+inf', 'LIMIT', 0, offset + limit);
-      ids = [...urgent, ...listed, ...rest].slice(offset, offset + limit);
-    } else if (state === 'blocked') {
-      // A hash has no order: blocked jobs are listed in id order.
-      ids = (await client.hkeys(k.deps)).sort().slice(offset, offset + limit);
-    } else {
-      const set = { delayed: k.delayed, active: k.active, completed: k.completed, dead: k.dead }[state];
-      if (!set)
-        throw new ValidationError(
-          `state must be waiting, delayed, blocked, active, completed or dead, got ${state}`,
-        );
-      // Scores below +inf: skips the active set's sentinel member.
-      ids = await client.zrangebyscore(set, '-inf', '(+inf', 'LIMIT', offset, limit);
-    }
-    if (ids.length === 0) return [];
-    const [records, annex] = await Promise.all([
-      client.hmget(k.jobs, ...ids),
-      client.hmget(k.errors, ...ids.flatMap(annexFields)),
-    ]);
-    const out: JobInfo<Data, Result>[] = [];
-    ids.forEach((id, i) => {
-      const rec = records[i];
-      if (rec) out.push(decodeRecord<Data, Result>(id, rec, annexOf(annex, i)));
-    });
-    return out;
+    const layout = await this.open();
+    return listJobs<Data, Result>(this.conn.client, layout, state, offset, limit);
   }
 
   async counts(): Promise<JobCounts> {
-    const client = await this.ready();
-    const k = this.keys;
-    const [waiting, prio, delayed, blocked, active, completed, dead] = await Promise.all([
-      client.llen(k.waiting),
-      client.zcard(k.prio),
-      client.zcard(k.delayed),
-      client.hlen(k.deps),
-      client.zcard(k.active),
-      client.zcard(k.completed),
-      client.zcard(k.dead),
-    ]);
-    // `active` holds a sentinel member besides the jobs (see includes/active_sentinel.lua).
-    return { waiting: waiting + prio, delayed, blocked, active: Math.max(active - 1, 0), completed, dead };
+    return countJobs(this.conn.client, await this.open());
   }
 
   /**
@@ -206,10 +268,13 @@ export class Queue<Data = unknown, Result = unknown> {
   async waitFor(id: string, opts: { timeoutMs?: number } = {}): Promise<Result> {
     checkJobId(id);
     const timeoutMs = checkInt('timeoutMs', opts.timeoutMs ?? 60_000, 1);
-    const client = await this.ready();
+    const layout = await this.open();
     if (!this.doneListener) {
-      this.subscriber = duplicate(client);
-      this.doneListener = new DoneListener(this.subscriber, this.keys.doneChannel);
+      this.subscriber = duplicate(this.conn.client);
+      this.doneListener = new DoneListener(
+        this.subscriber,
+        layout.parts.map((k) => k.doneChannel),
+      );
     }
     return new Promise<Result>((resolve, reject) => {
       let settled = false;
@@ -244,17 +309,22 @@ export class Queue<Data = unknown, Result = unknown> {
     });
   }
 
-  private async adminScript(
-    spec: typeof scripts.retry | typeof scripts.promote | typeof scripts.remove,
+  /** Runs a single-job admin script in the partition that holds the job; unknown ids fail in their home. */
+  private async jobScript(
+    spec: typeof scripts.retry | typeof scripts.promote | typeof scripts.remove | typeof scripts.cancel,
     id: string,
     operation: string,
   ): Promise<void> {
     checkJobId(id);
-    const client = await this.ready();
-    const reply = (await runScript(client, spec, this.keys, {
+    const layout = await this.open();
+    const client = this.conn.client;
+    const found = await locate(client, layout, id);
+    const k = layout.parts[found < 0 ? layout.home(id) : found]!;
+    const reply = (await runScript(client, spec, k, {
+      now: '',
       id,
-      wakeChannel: this.keys.wakeChannel,
-      doneChannel: this.keys.doneChannel,
+      wakeChannel: k.wakeChannel,
+      doneChannel: k.doneChannel,
       eventsMaxLen: this.options.eventsMaxLen,
     })) as string;
     const err = errorFromScriptReply(reply, id, operation);
@@ -263,35 +333,25 @@ export class Queue<Data = unknown, Result = unknown> {
 
   /** Dead or completed -> waiting, with a fresh budget of maxAttempts. Errors so far are kept. */
   retry(id: string): Promise<void> {
-    return this.adminScript(scripts.retry, id, 'retry');
+    return this.jobScript(scripts.retry, id, 'retry');
   }
 
   /** Deletes a job that is not active. */
   remove(id: string): Promise<void> {
-    return this.adminScript(scripts.remove, id, 'remove');
+    return this.jobScript(scripts.remove, id, 'remove');
   }
 
   /** Makes a delayed job due now. */
   promote(id: string): Promise<void> {
-    return this.adminScript(scripts.promote, id, 'promote');
+    return this.jobScript(scripts.promote, id, 'promote');
   }
 
   /**
    * Ends a job that has not finished, at once, as dead with a CancelledError (no retry). A running job's
    * worker is told to abort it (job.signal fires) and its late outcome is refused.
    */
-  async cancel(id: string): Promise<void> {
-    checkJobId(id);
-    const k = this.keys;
-    const reply = (await runScript(await this.ready(), scripts.cancel, k, {
-      now: '',
-      id,
-      wakeChannel: k.wakeChannel,
-      doneChannel: k.doneChannel,
-      eventsMaxLen: this.options.eventsMaxLen,
-    })) as string;
-    const err = errorFromScriptReply(reply, id, 'cancel');
-    if (err) throw err;
+  cancel(id: string): Promise<void> {
+    return this.jobScript(scripts.cancel, id, 'cancel');
   }
 
   /**
@@ -308,54 +368,77 @@ export class Queue<Data = unknown, Result = unknown> {
     }
     const olderThanMs = checkInt('olderThanMs', opts.olderThanMs ?? 0, 0);
     const limit = checkInt('limit', opts.limit ?? 10_000, 1, 1_000_000);
-    const client = await this.ready();
+    const layout = await this.open();
+    const client = this.conn.client;
     const cutoff = (await serverNow(client)) - olderThanMs;
-    const keys = { ...this.keys, finished: state === 'completed' ? this.keys.completed : this.keys.dead };
     let removed = 0;
-    for (;;) {
-      const batch = Math.min(SCRIPT_BATCH_LIMIT, limit - removed);
-      const [n, more] = (await runScript(client, scripts.clean, keys, { cutoff, limit: batch })) as [
-        number,
-        number,
-      ];
-      removed += n;
-      if (more === 0) return { removed, more: false };
-      if (removed >= limit) return { removed, more: true };
+    for (const part of layout.parts) {
+      const keys = { ...part, finished: state === 'completed' ? part.completed : part.dead };
+      for (;;) {
+        if (removed >= limit) return { removed, more: true };
+        const batch = Math.min(SCRIPT_BATCH_LIMIT, limit - removed);
+        const [n, more] = (await runScript(client, scripts.clean, keys, { cutoff, limit: batch })) as [
+          number,
+          number,
+        ];
+        removed += n;
+        if (more === 0) break;
+      }
     }
+    return { removed, more: false };
+  }
+
+  private async setPaused(paused: '0' | '1'): Promise<void> {
+    const layout = await this.open();
+    await Promise.all(
+      layout.parts.map((k) =>
+        runScript(this.conn.client, scripts.setPaused, k, { paused, wakeChannel: k.wakeChannel }),
+      ),
+    );
   }
 
   /** Stops every worker of this queue from claiming jobs (active ones finish). */
-  async pause(): Promise<void> {
-    await runScript(await this.ready(), scripts.setPaused, this.keys, {
-      paused: '1',
-      wakeChannel: this.keys.wakeChannel,
-    });
+  pause(): Promise<void> {
+    return this.setPaused('1');
   }
 
-  async resume(): Promise<void> {
-    await runScript(await this.ready(), scripts.setPaused, this.keys, {
-      paused: '0',
-      wakeChannel: this.keys.wakeChannel,
-    });
+  resume(): Promise<void> {
+    return this.setPaused('0');
   }
 
   /**
    * Caps the number of active jobs of this queue across all workers (`null` removes the cap). Enforced
-   * when jobs are claimed; workers held back are woken as soon as an active job finishes.
+   * when jobs are claimed; workers held back are woken as soon as an active job finishes. In a
+   * partitioned queue the cap applies to each partition (see docs/scaling.md).
    */
   async setGlobalConcurrency(limit: number | null): Promise<void> {
-    const client = await this.ready();
-    if (limit === null) await client.hdel(this.keys.meta, 'concurrency');
-    else await client.hset(this.keys.meta, 'concurrency', checkInt('globalConcurrency', limit, 1, 1_000_000));
+    const checked = limit === null ? null : checkInt('globalConcurrency', limit, 1, 1_000_000);
+    const layout = await this.open();
+    const client = this.conn.client;
+    await Promise.all(
+      layout.parts.map((k) =>
+        checked === null ? client.hdel(k.meta, 'concurrency') : client.hset(k.meta, 'concurrency', checked),
+      ),
+    );
   }
 
   async getGlobalConcurrency(): Promise<number | null> {
-    const v = await (await this.ready()).hget(this.keys.meta, 'concurrency');
+    const layout = await this.open();
+    const v = await this.conn.client.hget(layout.parts[0]!.meta, 'concurrency');
     return v === null ? null : Number(v);
   }
 
+  /** True when the queue is paused (in a partitioned queue: when any partition is). */
   async isPaused(): Promise<boolean> {
-    return (await (await this.ready()).hexists(this.keys.meta, 'paused')) === 1;
+    const layout = await this.open();
+    const flags = await Promise.all(layout.parts.map((k) => this.conn.client.hexists(k.meta, 'paused')));
+    return flags.includes(1);
+  }
+
+  /** The keys of the partition that holds schedule `key` (and its occurrence jobs). */
+  private async scheduleKeys(key: string): Promise<QueueKeys> {
+    const layout = await this.open();
+    return layout.parts[layout.home(occurrenceId(key, 0))]!;
   }
 
   /**
@@ -368,17 +451,20 @@ export class Queue<Data = unknown, Result = unknown> {
     timing: ScheduleTiming,
     options: ScheduleOptions<Data>,
   ): Promise<{ version: number; changed: boolean }> {
-    return upsertSchedule(await this.ready(), this.keys, key, timing, options, this.options.maxPayloadBytes);
+    const k = await this.scheduleKeys(key);
+    return upsertSchedule(this.conn.client, k, key, timing, options, this.options.maxPayloadBytes);
   }
 
   /** Every schedule with its pending occurrence and next run times, soonest first. */
   async schedules(): Promise<ScheduleInfo<Data>[]> {
-    return listSchedules<Data>(await this.ready(), this.keys);
+    const layout = await this.open();
+    const all = await Promise.all(layout.parts.map((k) => listSchedules<Data>(this.conn.client, k)));
+    return all.flat().sort((a, b) => a.nextRunAt - b.nextRunAt || (a.key < b.key ? -1 : 1));
   }
 
   /** Deletes a schedule (and its next occurrence if it has not started). Returns false if there was none. */
   async unschedule(key: string): Promise<boolean> {
-    return removeSchedule(await this.ready(), this.keys, key);
+    return removeSchedule(this.conn.client, await this.scheduleKeys(key), key);
   }
 
   /**
@@ -386,23 +472,46 @@ export class Queue<Data = unknown, Result = unknown> {
    * back to waiting, or dead when their attempts are spent. For queues whose workers are all gone.
    */
   async recoverExpired(opts: { deadRetention?: RetentionRule } = {}): Promise<RecoveredJobs> {
-    return recoverExpired(await this.ready(), this.keys, opts.deadRetention, this.options.eventsMaxLen);
+    const layout = await this.open();
+    const out: RecoveredJobs = { requeued: [], dead: [], repairedSchedules: 0 };
+    for (const k of layout.parts) {
+      const r = await recoverExpired(this.conn.client, k, opts.deadRetention, this.options.eventsMaxLen);
+      out.requeued.push(...r.requeued);
+      out.dead.push(...r.dead);
+      out.repairedSchedules += r.repairedSchedules;
+    }
+    return out;
   }
 
   /**
    * Lifecycle events of this queue (added, active, progress, completed, failed, retrying, dead,
    * recovered, retried, promoted, cancelled, removed), from any process, as an async iterator.
-   * Uses its own connection, closed when the loop ends (break, or `signal` aborted).
+   * Uses its own connection(s), closed when the loop ends (break, or `signal` aborted). A partitioned
+   * queue reads each partition's stream and yields events as they arrive (ordered per partition;
+   * `event.partition` says which, and a `from` stream id applies to every partition's stream).
    */
   async *events(opts: ReadEventsOptions = {}): AsyncGenerator<QueueEvent> {
-    const client = duplicate(await this.ready());
-    const onAbort = () => client.disconnect();
+    const layout = await this.open();
+    const clients = layout.parts.map(() => duplicate(this.conn.client));
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
     opts.signal?.addEventListener('abort', onAbort);
+    stop.signal.addEventListener('abort', () => {
+      for (const c of clients) c.disconnect();
+    });
     try {
-      yield* readEvents(client, this.keys.events, opts);
+      const readers = layout.parts.map((k, p) =>
+        readEvents(
+          clients[p]!,
+          k.events,
+          { ...opts, signal: stop.signal },
+          layout.partitioned ? p : undefined,
+        ),
+      );
+      yield* mergeIterators(readers);
     } finally {
       opts.signal?.removeEventListener('abort', onAbort);
-      client.disconnect();
+      stop.abort();
     }
   }
 
@@ -412,45 +521,12 @@ export class Queue<Data = unknown, Result = unknown> {
    */
   async metrics(opts: { windowMs?: number } = {}): Promise<QueueMetrics> {
     const windowMs = checkInt('windowMs', opts.windowMs ?? 3_600_000, 60_000, 3_600_000);
-    const client = await this.ready();
-    const nowMinute = Math.floor((await serverNow(client)) / 60_000);
-    const minutes = Array.from(
-      { length: Math.ceil(windowMs / 60_000) },
-      (_, i) => nowMinute - Math.ceil(windowMs / 60_000) + 1 + i,
-    );
-    const values = await client.hmget(
-      this.keys.stats,
-      ...minutes.flatMap((m) => [`${m}:c`, `${m}:f`, `${m}:x`]),
-    );
-    const out: QueueMetrics = { bucketMs: 60_000, buckets: [], completed: 0, failed: 0, dead: 0 };
-    minutes.forEach((m, i) => {
-      const b = {
-        at: m * 60_000,
-        completed: Number(values[i * 3] ?? 0),
-        failed: Number(values[i * 3 + 1] ?? 0),
-        dead: Number(values[i * 3 + 2] ?? 0),
-      };
-      out.buckets.push(b);
-      out.completed += b.completed;
-      out.failed += b.failed;
-      out.dead += b.dead;
-    });
-    return out;
+    return readMetrics(this.conn.client, await this.open(), windowMs);
   }
 
   /** Workers whose heartbeat has not expired. */
   async workers(): Promise<WorkerDescription[]> {
-    const client = await this.ready();
-    const now = await serverNow(client);
-    const ids = await client.zrangebyscore(this.keys.workers, now, '+inf');
-    if (ids.length === 0) return [];
-    const infos = await client.hmget(this.keys.workerInfo, ...ids);
-    const out: WorkerDescription[] = [];
-    ids.forEach((id, i) => {
-      const info = infos[i];
-      if (info) out.push({ id, ...(JSON.parse(info) as Omit<WorkerDescription, 'id'>) });
-    });
-    return out;
+    return listWorkers(this.conn.client, await this.open());
   }
 
   async close(): Promise<void> {

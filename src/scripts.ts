@@ -55,8 +55,21 @@ function define<const A extends string, const R extends string = never>(
 export const scripts = {
   add: define(
     'add',
-    ['jobs', 'waiting', 'prio', 'seq', 'delayed', 'ids', 'events', 'errors', 'dead', 'deps', 'dependents'],
-    ['now', 'wakeChannel', 'eventsMaxLen'],
+    [
+      'jobs',
+      'waiting',
+      'prio',
+      'seq',
+      'delayed',
+      'ids',
+      'events',
+      'errors',
+      'dead',
+      'deps',
+      'dependents',
+      'meta',
+    ],
+    ['now', 'wakeChannel', 'eventsMaxLen', 'partitions', 'idSuffix'],
     ['id', 'priority', 'delayMs', 'runAt', 'optionTail', 'data', 'dependsOn', 'depMode'],
   ),
   claim: define(
@@ -214,6 +227,7 @@ export const scripts = {
     ['jobs', 'errors', 'waiting', 'prio', 'delayed', 'schedules', 'schedulePending'],
     ['key'],
   ),
+  partitions: define('partitions', ['meta', 'jobs'], ['partitions']),
   heartbeat: define('heartbeat', ['workers', 'workerInfo'], ['now', 'ttlMs', 'workerId', 'info']),
 } as const;
 

@@ -45,6 +45,11 @@ export interface JobOptions {
   dependsOn?: string[];
   /** Run once every parent has finished, even if some ended dead. Default false. */
   ignoreDependencyFailure?: boolean;
+  /**
+   * Partitioned queues only: jobs with the same partitionKey live in one partition (e.g. a dependency
+   * graph, or jobs whose relative order matters). Default: the job's id decides (see docs/scaling.md).
+   */
+  partitionKey?: string;
 }
 
 export interface JobInfo<Data = unknown, Result = unknown> {

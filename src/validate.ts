@@ -27,6 +27,29 @@ export function checkInt(name: string, value: unknown, min: number, max = Number
   return value;
 }
 
+export function checkString(name: string, value: unknown, minLength: number, maxLength: number): string {
+  if (typeof value !== 'string' || value.length < minLength || value.length > maxLength) {
+    throw new ValidationError(
+      `${name} must be a string of ${minLength}-${maxLength} characters, got ${show(value)}`,
+    );
+  }
+  return value;
+}
+
+export const MAX_PARTITIONS = 1024;
+
+/** 0 stands for 'auto': use the count recorded in Redis (1 when none is). */
+export function checkPartitions(value: unknown): number {
+  if (value === undefined) return 1;
+  if (value === 'auto') return 0;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_PARTITIONS) {
+    throw new ValidationError(
+      `partitions must be an integer from 1 to ${MAX_PARTITIONS} or 'auto', got ${show(value)}`,
+    );
+  }
+  return value;
+}
+
 export function checkBool(name: string, value: unknown): boolean {
   if (typeof value !== 'boolean')
     throw new ValidationError(`${name} must be true or false, got ${show(value)}`);

@@ -267,6 +267,8 @@ class Harness {
       rateMax: 0, // no rate limit
       rateWindowMs: 0,
       eventsMaxLen: 100, // events on, so their cost in the scripts is exercised
+      partitions: 1,
+      idSuffix: '',
       ...extra,
     };
     const args = {} as Record<A, ArgValue>;

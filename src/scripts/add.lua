@@ -14,15 +14,20 @@
 -- KEYS[9] dead          ZSET
 -- KEYS[10] deps         HASH blocked child -> `remaining parents|i or s`
 -- KEYS[11] dependents   HASH parent -> its blocked children, newline-separated
+-- KEYS[12] meta         HASH queue settings: `partitions` (on the unpartitioned tag), `moved`
 -- ARGV[1] now           epoch ms, '' = Redis TIME
 -- ARGV[2] wakeChannel   shard channel for idle workers
 -- ARGV[3] eventsMaxLen  event stream cap (0 = no events)
--- ARGV[4..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode
+-- ARGV[4] partitions    the caller's partition count (refused if the queue records another)
+-- ARGV[5] idSuffix      appended to generated ids ('@<partition>' in a partitioned queue, else '')
+-- ARGV[6..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode
 --   id ('' = generate), priority (integer), delayMs ('' = none), runAt (epoch ms, '' = none),
 --   optionTail (header fields 9.. in Lua numbering, see job-record.ts), data (JSON),
 --   dependsOn (parent ids, newline-separated, '' = none), depMode ('i' = run even if a parent dies, else 's')
 -- Returns: { id, isNew (1|0), state letter, ... } per job, in order;
---   error `SURETY_UNKNOWN_PARENT <id>` when a parent neither exists nor is added earlier in the call
+--   error `SURETY_UNKNOWN_PARENT <id>` when a parent neither exists nor is added earlier in the call;
+--   error `SURETY_PARTITIONS <n>` when this tag belongs to a queue of n partitions (or was moved to n
+--   by a migration): the caller's layout is stale, and nothing is written
 -- @include current_time
 -- @include parse_record
 -- @include enqueue
@@ -33,7 +38,13 @@
 local jobs, waiting, prio, seq, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local annex, dead, deps, dependents = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local now = current_time(ARGV[1])
-local FIXED, R = 3, 8
+local FIXED, R = 5, 8
+local suffix = ARGV[5]
+
+-- A client configured with another partition count would add jobs no worker ever claims.
+local layout = redis.call('HMGET', KEYS[12], 'partitions', 'moved')
+if layout[2] then return redis.error_reply('SURETY_PARTITIONS ' .. layout[2]) end
+if layout[1] and layout[1] ~= ARGV[4] then return redis.error_reply('SURETY_PARTITIONS ' .. layout[1]) end
 local n = (#ARGV - FIXED) / R
 
 -- Parents must exist already or be added (by id) earlier in this call: check before any write.
@@ -67,7 +78,7 @@ local ids = {}
 for i = 0, n - 1 do
   local id = ARGV[FIXED + 1 + i * R]
   if id == '' then
-    id = tostring(next_id)
+    id = next_id .. suffix
     next_id = next_id + 1
   end
   ids[i + 1] = id
@@ -82,7 +93,7 @@ for i = 1, n do
   if existing[i] and ARGV[base] == '' then
     -- A caller used this number as its own id: draw fresh numbers until one is free.
     repeat
-      id = tostring(redis.call('INCR', ids_key))
+      id = redis.call('INCR', ids_key) .. suffix
     until redis.call('HEXISTS', jobs, id) == 0
     existing[i] = false
   end

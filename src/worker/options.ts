@@ -43,6 +43,7 @@ export interface WorkerOptions extends CommonOptions {
 
 export interface ResolvedWorkerOptions {
   prefix: string;
+  partitions: number;
   eventsMaxLen: number;
   strict: boolean;
   logger: Logger;
@@ -62,6 +63,7 @@ export interface ResolvedWorkerOptions {
 const KEYS = [
   'connection',
   'prefix',
+  'partitions',
   'strict',
   'logger',
   'events',

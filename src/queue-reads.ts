@@ -1,0 +1,178 @@
+/**
+ * The Queue's read-only admin calls (inspect, list, count, metrics, workers), over every partition of
+ * a queue: each reads the partitions' keys and merges the answers, so callers see one queue.
+ */
+
+import { ValidationError } from './errors.js';
+import { annexFields, annexOf, decodeRecord } from './job-record.js';
+import type { QueueKeys } from './keys.js';
+import type { Layout } from './partitions.js';
+import { serverNow } from './schedules.js';
+import type { RedisClient } from './scripts.js';
+import type { JobCounts, JobInfo, JobState, QueueMetrics, WorkerDescription } from './types.js';
+
+/** The partition holding job `id` (its home first, then the others), or -1 if none does. */
+export async function locate(client: RedisClient, layout: Layout, id: string): Promise<number> {
+  const [home, ...others] = layout.lookupOrder(id);
+  if ((await client.hexists(layout.parts[home as number]!.jobs, id)) === 1) return home as number;
+  if (others.length === 0) return -1;
+  const found = await Promise.all(others.map((p) => client.hexists(layout.parts[p]!.jobs, id)));
+  const i = found.indexOf(1);
+  return i < 0 ? -1 : (others[i] as number);
+}
+
+export async function readJob<D, R>(
+  client: RedisClient,
+  layout: Layout,
+  id: string,
+): Promise<JobInfo<D, R> | null> {
+  for (const p of layout.lookupOrder(id)) {
+    const k = layout.parts[p]!;
+    const [record, annex] = await Promise.all([
+      client.hget(k.jobs, id),
+      client.hmget(k.errors, ...annexFields(id)),
+    ]);
+    if (record !== null) return decodeRecord<D, R>(id, record, annexOf(annex, 0));
+  }
+  return null;
+}
+
+/** Ids (with sort scores) of one state in one partition: the first `n`, in listing order. */
+async function idsOf(
+  client: RedisClient,
+  k: QueueKeys,
+  state: JobState,
+  offset: number,
+  n: number,
+): Promise<[string, number][]> {
+  if (state === 'waiting') {
+    const urgent = await client.zrangebyscore(k.prio, '-inf', '(0');
+    const listed = await client.lrange(k.waiting, 0, offset + n);
+    const rest = await client.zrangebyscore(k.prio, 0, '+inf', 'LIMIT', 0, offset + n);
+    // Claim order: the position is the score, so partitions interleave.
+    return [...urgent, ...listed, ...rest].slice(offset, offset + n).map((id, i) => [id, offset + i]);
+  }
+  if (state === 'blocked') {
+    // A hash has no order: blocked jobs are listed in id order.
+    return (await client.hkeys(k.deps))
+      .sort()
+      .slice(offset, offset + n)
+      .map((id) => [id, 0]);
+  }
+  const set = { delayed: k.delayed, active: k.active, completed: k.completed, dead: k.dead }[state];
+  if (!set) {
+    throw new ValidationError(
+      `state must be waiting, delayed, blocked, active, completed or dead, got ${state}`,
+    );
+  }
+  // Scores below +inf: skips the active set's sentinel member.
+  const flat = await client.zrangebyscore(set, '-inf', '(+inf', 'WITHSCORES', 'LIMIT', offset, n);
+  const out: [string, number][] = [];
+  for (let i = 0; i < flat.length; i += 2) out.push([flat[i] as string, Number(flat[i + 1])]);
+  return out;
+}
+
+/** Jobs in one state, oldest first (waiting: in claim order), paged, merged over the partitions. */
+export async function listJobs<D, R>(
+  client: RedisClient,
+  layout: Layout,
+  state: JobState,
+  offset: number,
+  limit: number,
+): Promise<JobInfo<D, R>[]> {
+  // One partition pages in Redis; several must each give their first offset+limit, merged here.
+  const perPart = await Promise.all(
+    layout.parts.map((k) =>
+      layout.partitioned
+        ? idsOf(client, k, state, 0, offset + limit)
+        : idsOf(client, k, state, offset, limit),
+    ),
+  );
+  const merged = perPart
+    .flatMap((rows, p) => rows.map(([id, score]) => ({ id, score, p })))
+    .sort((a, b) => a.score - b.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const page = layout.partitioned ? merged.slice(offset, offset + limit) : merged;
+  const found = new Map<string, JobInfo<D, R>>();
+  for (let p = 0; p < layout.count; p++) {
+    const ids = page.filter((r) => r.p === p).map((r) => r.id);
+    if (ids.length === 0) continue;
+    const k = layout.parts[p]!;
+    const [records, annex] = await Promise.all([
+      client.hmget(k.jobs, ...ids),
+      client.hmget(k.errors, ...ids.flatMap(annexFields)),
+    ]);
+    ids.forEach((id, i) => {
+      const rec = records[i];
+      if (rec) found.set(`${p}\n${id}`, decodeRecord<D, R>(id, rec, annexOf(annex, i)));
+    });
+  }
+  return page.flatMap((r) => found.get(`${r.p}\n${r.id}`) ?? []);
+}
+
+export async function countJobs(client: RedisClient, layout: Layout): Promise<JobCounts> {
+  const total: JobCounts = { waiting: 0, delayed: 0, blocked: 0, active: 0, completed: 0, dead: 0 };
+  const parts = await Promise.all(
+    layout.parts.map((k) =>
+      Promise.all([
+        client.llen(k.waiting),
+        client.zcard(k.prio),
+        client.zcard(k.delayed),
+        client.hlen(k.deps),
+        client.zcard(k.active),
+        client.zcard(k.completed),
+        client.zcard(k.dead),
+      ]),
+    ),
+  );
+  for (const [waiting, prio, delayed, blocked, active, completed, dead] of parts) {
+    total.waiting += waiting + prio;
+    total.delayed += delayed;
+    total.blocked += blocked;
+    // `active` holds a sentinel member besides the jobs (see includes/active_sentinel.lua).
+    total.active += Math.max(active - 1, 0);
+    total.completed += completed;
+    total.dead += dead;
+  }
+  return total;
+}
+
+export async function readMetrics(
+  client: RedisClient,
+  layout: Layout,
+  windowMs: number,
+): Promise<QueueMetrics> {
+  const nowMinute = Math.floor((await serverNow(client)) / 60_000);
+  const n = Math.ceil(windowMs / 60_000);
+  const minutes = Array.from({ length: n }, (_, i) => nowMinute - n + 1 + i);
+  const fields = minutes.flatMap((m) => [`${m}:c`, `${m}:f`, `${m}:x`]);
+  const perPart = await Promise.all(layout.parts.map((k) => client.hmget(k.stats, ...fields)));
+  const out: QueueMetrics = { bucketMs: 60_000, buckets: [], completed: 0, failed: 0, dead: 0 };
+  const sum = (i: number) => perPart.reduce((s, values) => s + Number(values[i] ?? 0), 0);
+  minutes.forEach((m, i) => {
+    const b = { at: m * 60_000, completed: sum(i * 3), failed: sum(i * 3 + 1), dead: sum(i * 3 + 2) };
+    out.buckets.push(b);
+    out.completed += b.completed;
+    out.failed += b.failed;
+    out.dead += b.dead;
+  });
+  return out;
+}
+
+/** Workers whose heartbeat has not expired (a worker of a partitioned queue is listed once). */
+export async function listWorkers(client: RedisClient, layout: Layout): Promise<WorkerDescription[]> {
+  const now = await serverNow(client);
+  const seen = new Set<string>();
+  const out: WorkerDescription[] = [];
+  for (const k of layout.parts) {
+    const ids = (await client.zrangebyscore(k.workers, now, '+inf')).filter((id) => !seen.has(id));
+    if (ids.length === 0) continue;
+    const infos = await client.hmget(k.workerInfo, ...ids);
+    ids.forEach((id, i) => {
+      const info = infos[i];
+      if (!info) return;
+      seen.add(id);
+      out.push({ id, ...(JSON.parse(info) as Omit<WorkerDescription, 'id'>) });
+    });
+  }
+  return out;
+}
