@@ -23,7 +23,7 @@ export async function* mergeIterators<T>(sources: AsyncIterator<T>[]): AsyncGene
       i,
       sources[i]!.next().then((r) => ({ i, r })),
     );
-  sources.forEach((_, i) => pull(i));
+  for (let i = 0; i < sources.length; i++) pull(i);
   try {
     while (pending.size > 0) {
       const { i, r } = await Promise.race(pending.values());

@@ -92,11 +92,6 @@ export class Queue<Data = unknown, Result = unknown> {
     return this.layout?.count ?? 0;
   }
 
-  private async ready(): Promise<RedisClient> {
-    await this.open();
-    return this.conn.client;
-  }
-
   /** Checks the server and the partition count once (again after a failure), and returns the layout. */
   private async open(): Promise<Layout> {
     if (this.closed) throw new ClosedError(`Queue ${this.name}`);
