@@ -146,6 +146,27 @@ describe('bad input is refused with a typed error before anything is written', (
   });
 
   it('a connection that is not a URL, options or a client', () => {
-    expect(() => new Queue('ok', { connection: 'localhost:6379' })).toThrow(/redis:\/\/ or rediss:\/\/ URL/);
+    expect(() => new Queue('ok', { connection: 'localhost:6379' })).toThrow(
+      /redis:\/\/, rediss:\/\/ or redis\+cluster:\/\/ URL/,
+    );
+    expect(() => new Queue('ok', { connection: { cluster: [] } })).toThrow(
+      /non-empty array of \{ host, port \}/,
+    );
+    expect(() => new Queue('ok', { connection: { url: 'redis://x', cluster: [] } as never })).toThrow(
+      /either url or cluster/,
+    );
+    expect(() => new Queue('ok', { connection: 'redis+cluster://' })).toThrow(/cannot parse cluster URL/);
+  });
+
+  it('a partition count that is not an integer from 1 to 1024 or auto', () => {
+    for (const partitions of [0, 1.5, 1025, '2', null]) {
+      expect(() => new Queue('ok', { partitions: partitions as never })).toThrow(
+        /partitions must be an integer from 1 to 1024 or 'auto'/,
+      );
+    }
+    expect(() => new Queue('ok', { durability: { waitReplicas: 0 } })).toThrow(/durability.waitReplicas/);
+    expect(() => new Queue('ok', { durability: { waitReplicas: 1, timeoutMs: 0 } })).toThrow(
+      /durability.timeoutMs/,
+    );
   });
 });

@@ -62,6 +62,16 @@ export class Fetcher {
 
   constructor(private readonly deps: FetcherDeps) {}
 
+  /** Jobs asked for by claims in flight. */
+  get requestedCount(): number {
+    return this.requested;
+  }
+
+  /** True while the last claim came back short and nothing has woken the loop since. */
+  get isDrained(): boolean {
+    return this.drained;
+  }
+
   /** Subscribes and makes the first claim. Safe to call again after a failure (the worker retries). */
   async start(): Promise<void> {
     this.stopped = false;

@@ -35,6 +35,8 @@ export class Job<Data = unknown> {
     readonly id: string,
     record: ClaimedRecord,
     readonly data: Data,
+    /** The partition the job lives in (0 in a queue that is not partitioned). */
+    readonly partition = 0,
   ) {
     this.attempt = record.attempts;
     this.token = record.token;

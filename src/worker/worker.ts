@@ -3,7 +3,8 @@
  *
  * It is a few cooperating loops (each in its own file): the Fetcher claims jobs, the Acker writes
  * outcomes in batches, the LeaseRenewer keeps leases alive, the Recoverer puts back jobs of dead
- * workers, the Heartbeat keeps this worker listed. A processor decides a job's fate by what it
+ * workers, the Heartbeat keeps this worker listed. The first three work per partition, in a Lane
+ * (lane.ts): a worker of a partitioned queue has one lane per partition, sharing its slots fairly. A processor decides a job's fate by what it
  * returns (completed) or throws (retried with backoff; UnrecoverableError: dead at once).
  *
  * Shutdown order (close): stop fetching -> wait for running jobs (up to closeTimeoutMs) -> write their
@@ -20,6 +21,7 @@ import {
   ClosedError,
   ConnectionError,
   LeaseExpiredError,
+  PartitionMismatchError,
   RedisConfigError,
   StaleJobError,
   SuretyError,
@@ -28,16 +30,16 @@ import {
 } from '../errors.js';
 import { decodeClaimed } from '../job-record.js';
 import { type QueueKeys, queueKeys } from '../keys.js';
+import { Layout, resolveLayout } from '../partitions.js';
 import { advanceSchedule, parseOccurrenceId } from '../schedules.js';
 import type { RedisClient } from '../scripts.js';
 import { checkQueueName, toJson } from '../validate.js';
-import { Acker, type CompleteRow, type FailRow } from './acker.js';
+import type { CompleteRow, FailRow } from './acker.js';
 import { retryDelayMs } from './backoff.js';
-import { serializeError, WorkerCalls } from './calls.js';
-import { Fetcher } from './fetcher.js';
+import { serializeError } from './calls.js';
 import { Heartbeat } from './heartbeat.js';
 import { Job } from './job.js';
-import { type HeldJob, LeaseRenewer } from './lease-renewer.js';
+import { Lane, type LaneHost, type Running } from './lane.js';
 import { type ResolvedWorkerOptions, resolveWorkerOptions, type WorkerOptions } from './options.js';
 import { Recoverer } from './recoverer.js';
 
@@ -55,30 +57,23 @@ export interface WorkerEvents<Data, Result> {
   error: [error: SuretyError];
 }
 
-interface Running<Data> {
-  job: Job<Data>;
-  startedAt: number;
-  timer?: NodeJS.Timeout;
-}
-
 export class Worker<Data = unknown, Result = unknown> extends EventEmitter<WorkerEvents<Data, Result>> {
   readonly id: string;
   readonly name: string;
-  readonly keys: QueueKeys;
   readonly options: ResolvedWorkerOptions;
   private readonly conn: Connection;
-  private readonly calls: WorkerCalls;
   private readonly subscriber: RedisClient;
-  private readonly running = new Map<string, Running<Data>>();
+  /** One per partition; built at construction, or at start() for `partitions: 'auto'`. */
+  private lanes: Lane[] = [];
+  /** Jobs whose processor is running, over all lanes. */
+  private runningCount = 0;
   /** Claimed (leased) jobs waiting for a free slot: prefetched so the next batch is ready when slots free. */
   private readonly buffer: Job<Data>[] = [];
   /** Moving average of attempt durations (ms), for the automatic prefetch; starts at "not short". */
   private avgDurationMs = 100;
-  /** Jobs whose lease this worker holds: running, or finished with the outcome not yet written. */
-  private readonly held = new Map<string, HeldJob>();
-  private readonly fetcher: Fetcher;
-  private readonly acker: Acker;
-  private readonly renewer: LeaseRenewer;
+  /** Lane the next pump starts with, so partitions take turns at freed slots. */
+  private nextLane = 0;
+  private readonly host: LaneHost;
   private readonly recoverer: Recoverer;
   private readonly heartbeat: Heartbeat;
   private readonly startedAt = Date.now();
@@ -97,46 +92,52 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     if (typeof processor !== 'function')
       throw new SuretyError('ERR_INVALID_OPTION', 'processor must be a function');
     this.options = resolveWorkerOptions(opts);
-    this.keys = queueKeys(this.options.prefix, name);
     this.id = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.conn = connect(opts.connection, 'worker');
     this.subscriber = duplicate(this.conn.client);
-    this.calls = new WorkerCalls(this.conn.client, this.keys, this.options);
     const onError = (err: unknown) => this.reportError(err);
-    this.fetcher = new Fetcher({
+    this.host = {
       subscriber: this.subscriber,
-      wakeChannel: this.keys.wakeChannel,
-      pollIntervalMs: this.options.pollIntervalMs,
-      freeSlots: () =>
-        this.options.concurrency + this.prefetchLimit() - this.running.size - this.buffer.length,
-      claim: (count) => this.calls.claim(count),
-      onJobs: (jobs) => this.startJobs(jobs),
-      onCancelled: (id) => this.onCancelled(id),
+      claimable: (lane) => this.claimable(lane),
+      onJobs: (lane, flat) => this.startJobs(lane, flat),
+      onCancelled: (lane, id) => this.onCancelled(lane, id),
+      onLeaseLost: (lane, ids) => this.onLeaseLost(lane, ids),
+      complete: (lane, rows) => this.complete(lane, rows),
+      fail: (lane, rows) => this.fail(lane, rows),
       onError,
-    });
-    this.acker = new Acker({
-      complete: (rows) => this.complete(rows),
-      fail: (rows) => this.fail(rows),
-      onError,
-    });
-    this.renewer = new LeaseRenewer({
-      held: this.held,
-      extend: (rows) => this.calls.extend(rows),
-      onLost: (ids) => this.onLeaseLost(ids),
-      onError,
-    });
+    };
+    if (this.options.partitions !== 0) {
+      this.buildLanes(new Layout(this.options.prefix, name, this.options.partitions));
+    }
     this.recoverer = new Recoverer({
       intervalMs: this.options.recoverIntervalMs,
-      recover: (limit) => this.calls.recover(limit),
+      recover: (limit) => this.recover(limit),
       onRecovered: (r) => this.emit('recovered', r),
       onError,
     });
     this.heartbeat = new Heartbeat({
       intervalMs: this.options.heartbeatMs,
-      beat: (ttl) => this.calls.beat(this.id, ttl, this.beatInfo()),
+      beat: async (ttl) => {
+        const info = this.beatInfo();
+        await Promise.all(this.lanes.map((l) => l.calls.beat(this.id, ttl, info)));
+      },
       onError,
     });
     if (this.options.autostart) this.start().catch((err) => this.reportError(err));
+  }
+
+  private buildLanes(layout: Layout): void {
+    this.lanes = layout.parts.map((k, p) => new Lane(p, k, this.conn.client, this.options, this.host));
+  }
+
+  /** Keys of partition 0: the queue's only keys when it is not partitioned. */
+  get keys(): QueueKeys {
+    return this.lanes[0]?.keys ?? queueKeys(this.options.prefix, this.name);
+  }
+
+  /** The number of partitions this worker claims from (0 until started with `partitions: 'auto'`). */
+  get partitions(): number {
+    return this.lanes.length;
   }
 
   /** Starts the loops (called by the constructor unless `autostart: false`). Resolves once claiming has begun. */
@@ -146,21 +147,29 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     this.startPromise ??= (async () => {
       this.state = 'running';
       // A connection that drops during start-up must not leave a worker that looks alive and never
-      // claims: retry until it works, or until close(). Only a refused Redis (RedisConfigError) stops it.
+      // claims: retry until it works, or until close(). Only a refused Redis or layout stops it.
       for (let attempt = 1; ; attempt++) {
         try {
           await checkServer(this.conn.client, this.options.strict, this.options.logger);
+          const layout = await resolveLayout(
+            this.conn.client,
+            this.options.prefix,
+            this.name,
+            this.options.partitions,
+          );
+          if (this.lanes.length === 0) this.buildLanes(layout);
           await this.heartbeat.start();
-          await this.fetcher.start();
+          for (const lane of this.lanes) await lane.fetcher.start();
           break;
         } catch (err) {
-          if (err instanceof RedisConfigError || this.state !== 'running') throw err;
+          if (err instanceof RedisConfigError || err instanceof PartitionMismatchError) throw err;
+          if (this.state !== 'running') throw err;
           this.reportError(err);
           await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** attempt, 2_000)));
           if (this.state !== 'running') return;
         }
       }
-      this.renewer.start();
+      for (const lane of this.lanes) lane.renewer.start();
       this.recoverer.start();
     })();
     return this.startPromise;
@@ -168,38 +177,71 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
 
   /** Number of jobs whose processor is running now. */
   get activeCount(): number {
-    return this.running.size;
+    return this.runningCount;
   }
 
-  // ---- outcomes written by the acker ---------------------------------------------------------
+  /**
+   * How many jobs `lane` may claim now: the worker's free slots (running, buffered and every lane's
+   * claims in flight count against them), and in a partitioned queue at most a fair share per lane
+   * among the lanes that are not drained, so one busy partition cannot starve the others.
+   */
+  private claimable(lane: Lane): number {
+    const capacity = this.options.concurrency + this.prefetchLimit();
+    let requested = 0;
+    let busy = 0;
+    for (const l of this.lanes) {
+      requested += l.fetcher.requestedCount;
+      if (!l.fetcher.isDrained) busy++;
+    }
+    const free = capacity - this.runningCount - this.buffer.length - requested;
+    if (this.lanes.length === 1) return free;
+    const share = Math.ceil(capacity / Math.max(1, busy)) - lane.fetcher.requestedCount;
+    return Math.min(free, share);
+  }
 
-  private async complete(rows: CompleteRow[]): Promise<void> {
-    const refusals = await this.calls.complete(rows);
+  private async recover(limit: number): Promise<{ requeued: string[]; dead: string[] }> {
+    const out = { requeued: [] as string[], dead: [] as string[] };
+    for (const lane of this.lanes) {
+      const r = await lane.calls.recover(limit);
+      out.requeued.push(...r.requeued);
+      out.dead.push(...r.dead);
+    }
+    return out;
+  }
+
+  // ---- outcomes written by the lanes' ackers -------------------------------------------------
+
+  private async complete(lane: Lane, rows: CompleteRow[]): Promise<void> {
+    const refusals = await lane.calls.complete(rows);
     rows.forEach((row, i) => {
-      this.release(row.id, row.token);
+      lane.release(row.id, row.token);
       const refusal = refusals[i];
       if (refusal) this.reportError(new StaleJobError(row.id, row.job.attempt, refusal));
       else this.emit('completed', row.job as Job<Data>, row.value as Result);
     });
   }
 
-  private async fail(rows: FailRow[]): Promise<void> {
-    const results = await this.calls.fail(rows);
+  private async fail(lane: Lane, rows: FailRow[]): Promise<void> {
+    const results = await lane.calls.fail(rows);
     rows.forEach((row, i) => {
       const r = results[i]!;
-      this.release(row.id, row.token);
+      lane.release(row.id, row.token);
       if ('refused' in r) this.reportError(new StaleJobError(row.id, row.job.attempt, r.refused));
       else this.emit('failed', row.job as Job<Data>, row.cause, r.outcome);
     });
   }
 
   private beatInfo(): string {
+    const activeJobIds: string[] = [];
+    for (const lane of this.lanes) {
+      for (const id of lane.running.keys()) if (activeJobIds.length < 100) activeJobIds.push(id);
+    }
     return JSON.stringify({
       host: hostname(),
       pid: process.pid,
       startedAt: this.startedAt,
       concurrency: this.options.concurrency,
-      activeJobIds: [...this.running.keys()].slice(0, 100),
+      activeJobIds,
     });
   }
 
@@ -221,7 +263,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     );
   }
 
-  private startJobs(flat: string[]): void {
+  private startJobs(lane: Lane, flat: string[]): void {
     for (let i = 0; i < flat.length; i += 2) {
       const id = flat[i]!;
       const record = decodeClaimed(flat[i + 1]!);
@@ -231,18 +273,18 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       } catch {
         data = undefined as Data; // cannot happen for data written by add()
       }
-      const job = new Job<Data>(this.name, id, record, data);
-      job.writer = (j, progress, lines) => this.calls.writeAnnex(j, progress, lines);
-      job.parentReader = (j) => this.calls.parentResults(j.id);
+      const job = new Job<Data>(this.name, id, record, data, lane.partition);
+      job.writer = (j, progress, lines) => lane.calls.writeAnnex(j, progress, lines);
+      job.parentReader = (j) => lane.calls.parentResults(j.id);
       const occurrence = parseOccurrenceId(id);
       if (occurrence) {
         // The next tick's job is created as this one starts (the recovery loop repairs it if we die first).
-        advanceSchedule(this.conn.client, this.keys, occurrence.key, occurrence.tick).catch((err) =>
+        advanceSchedule(this.conn.client, lane.keys, occurrence.key, occurrence.tick).catch((err) =>
           this.reportError(err),
         );
       }
-      this.held.set(id, { token: job.token, leaseMs: job.leaseMs });
-      this.renewer.noteLease(job.leaseMs);
+      lane.held.set(id, { token: job.token, leaseMs: job.leaseMs });
+      lane.renewer.noteLease(job.leaseMs);
       this.buffer.push(job);
     }
     this.runBuffered();
@@ -250,16 +292,18 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
 
   /** Starts buffered jobs while slots are free (skipping any whose lease was lost meanwhile). */
   private runBuffered(): void {
-    while (this.running.size < this.options.concurrency && this.buffer.length > 0) {
+    while (this.runningCount < this.options.concurrency && this.buffer.length > 0) {
       const job = this.buffer.shift()!;
-      if (this.held.get(job.id)?.token !== job.token) continue;
-      this.running.set(job.id, { job, startedAt: performance.now() });
+      const lane = this.lanes[job.partition]!;
+      if (lane.held.get(job.id)?.token !== job.token) continue;
+      lane.running.set(job.id, { job: job as Job<unknown>, startedAt: performance.now() });
+      this.runningCount++;
       job.startedAt = Date.now();
-      this.runJob(job);
+      this.runJob(lane, job);
     }
   }
 
-  private runJob(job: Job<Data>): void {
+  private runJob(lane: Lane, job: Job<Data>): void {
     if (job.timeoutMs > 0) {
       const timer = setTimeout(() => {
         if (job.decided) return;
@@ -267,7 +311,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         job.abort(err);
         this.onSettled(job, undefined, err);
       }, job.timeoutMs);
-      this.running.get(job.id)!.timer = timer;
+      lane.running.get(job.id)!.timer = timer;
     }
     let promise: Promise<Result>;
     try {
@@ -281,16 +325,25 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     );
   }
 
+  /** Frees the slot of a job that stopped running (settled, cancelled); returns its run, if any. */
+  private stopRunning(lane: Lane, id: string): Running<unknown> | undefined {
+    const run = lane.running.get(id);
+    if (!run) return undefined;
+    clearTimeout(run.timer);
+    lane.running.delete(id);
+    this.runningCount--;
+    return run;
+  }
+
   private onSettled(job: Job<Data>, result: Result | undefined, error: Error | undefined): void {
     if (job.decided) return; // timed out or cancelled earlier: this late outcome is not the attempt's
     job.decided = true;
-    const run = this.running.get(job.id);
-    clearTimeout(run?.timer);
-    this.running.delete(job.id);
+    const lane = this.lanes[job.partition]!;
+    const run = this.stopRunning(lane, job.id);
     if (run) this.avgDurationMs = this.avgDurationMs * 0.8 + (performance.now() - run.startedAt) * 0.2;
-    if (!this.held.has(job.id)) {
+    if (!lane.held.has(job.id)) {
       // The lease was lost while running: the outcome is still sent, and will be refused or accepted by the fence.
-      this.held.set(job.id, { token: job.token, leaseMs: job.leaseMs });
+      lane.held.set(job.id, { token: job.token, leaseMs: job.leaseMs });
     }
     if (error === undefined) {
       let json = '';
@@ -301,7 +354,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         error = err as Error;
       }
       if (error === undefined) {
-        this.acker.pushComplete({ id: job.id, token: job.token, result: json, job, value: result });
+        lane.acker.pushComplete({ id: job.id, token: job.token, result: json, job, value: result });
       }
     }
     if (error !== undefined) {
@@ -314,7 +367,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
           delay = 0;
         }
       }
-      this.acker.pushFail({
+      lane.acker.pushFail({
         id: job.id,
         token: job.token,
         retryDelayMs: delay,
@@ -323,9 +376,13 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         cause: error,
       });
     }
+    this.afterSlotFreed();
+  }
+
+  private afterSlotFreed(): void {
     this.runBuffered();
     this.scheduleTick();
-    if (this.running.size === 0 && this.buffer.length === 0) for (const w of this.idleWaiters.splice(0)) w();
+    if (this.runningCount === 0 && this.buffer.length === 0) for (const w of this.idleWaiters.splice(0)) w();
   }
 
   /** Once per event-loop turn: write buffered outcomes and claim for the freed slots, back to back. */
@@ -334,37 +391,32 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     this.tickScheduled = true;
     setImmediate(() => {
       this.tickScheduled = false;
-      this.acker.flush();
-      this.fetcher.pump();
+      const n = this.lanes.length;
+      for (const lane of this.lanes) lane.acker.flush();
+      // Lanes take turns at going first, so freed slots are shared among busy partitions.
+      const first = this.nextLane;
+      this.nextLane = (first + 1) % n;
+      for (let i = 0; i < n; i++) this.lanes[(first + i) % n]!.fetcher.pump();
     });
   }
 
-  private release(id: string, token: string): void {
-    if (this.held.get(id)?.token === token) this.held.delete(id);
-  }
-
   /** queue.cancel already moved the job to dead: abort it and free its slot, sending no outcome. */
-  private onCancelled(id: string): void {
-    const held = this.held.get(id);
-    if (!held) return;
-    this.held.delete(id);
-    const run = this.running.get(id);
+  private onCancelled(lane: Lane, id: string): void {
+    if (!lane.held.has(id)) return;
+    lane.held.delete(id);
+    const run = lane.running.get(id);
     if (run && !run.job.decided) {
       run.job.decided = true;
-      clearTimeout(run.timer);
       run.job.abort(new CancelledError(id));
-      this.running.delete(id);
-      this.runBuffered();
-      this.scheduleTick();
-      if (this.running.size === 0 && this.buffer.length === 0)
-        for (const w of this.idleWaiters.splice(0)) w();
+      this.stopRunning(lane, id);
+      this.afterSlotFreed();
     }
   }
 
-  private onLeaseLost(ids: string[]): void {
+  private onLeaseLost(lane: Lane, ids: string[]): void {
     // Buffered jobs are skipped by runBuffered (their held entry is gone); running ones are told.
     for (const id of ids) {
-      const r = this.running.get(id);
+      const r = lane.running.get(id);
       r?.job.abort(
         new LeaseExpiredError(`lease of job ${id} attempt ${r.job.attempt} was lost; it may run elsewhere`),
       );
@@ -395,8 +447,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     const timeoutMs = opts.timeoutMs ?? this.options.closeTimeoutMs;
     const deadline = Date.now() + timeoutMs;
     if (wasStarted) await this.startPromise?.catch(() => {});
-    await this.fetcher.stop();
-    if (this.running.size > 0 || this.buffer.length > 0) {
+    for (const lane of this.lanes) await lane.fetcher.stop();
+    if (this.runningCount > 0 || this.buffer.length > 0) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, timeoutMs);
         this.idleWaiters.push(() => {
@@ -404,16 +456,22 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
           resolve();
         });
       });
-      for (const r of this.running.values())
-        r.job.abort(new ClosedError(`Worker ${this.name} (close timeout)`));
+      for (const lane of this.lanes) {
+        for (const r of lane.running.values())
+          r.job.abort(new ClosedError(`Worker ${this.name} (close timeout)`));
+      }
     }
-    await this.acker.drain(Math.max(0, deadline - Date.now()));
-    this.acker.stop();
-    this.renewer.stop();
+    await Promise.all(this.lanes.map((l) => l.acker.drain(Math.max(0, deadline - Date.now()))));
+    for (const lane of this.lanes) {
+      lane.acker.stop();
+      lane.renewer.stop();
+    }
     this.recoverer.stop();
     this.heartbeat.stop();
     if (wasStarted) {
-      await this.calls.beat(this.id, 0, '').catch((err) => this.reportError(err));
+      await Promise.all(this.lanes.map((l) => l.calls.beat(this.id, 0, ''))).catch((err) =>
+        this.reportError(err),
+      );
     }
     await closeConnection({ client: this.subscriber, owned: true });
     await closeConnection(this.conn);

@@ -1,0 +1,80 @@
+/**
+ * One partition as a worker sees it: the partition's keys and calls, the jobs the worker holds there,
+ * and the loops that work per partition (fetch, write outcomes, renew leases). A worker of an
+ * unpartitioned queue has one lane; of a partitioned queue, one per partition, all sharing the
+ * worker's slots, subscriber connection, heartbeat and recovery loop.
+ */
+import type { QueueKeys } from '../keys.js';
+import type { RedisClient } from '../scripts.js';
+import { Acker, type CompleteRow, type FailRow } from './acker.js';
+import { WorkerCalls } from './calls.js';
+import { Fetcher } from './fetcher.js';
+import type { Job } from './job.js';
+import { type HeldJob, LeaseRenewer } from './lease-renewer.js';
+import type { ResolvedWorkerOptions } from './options.js';
+
+export interface Running<Data> {
+  job: Job<Data>;
+  startedAt: number;
+  timer?: NodeJS.Timeout;
+}
+
+/** What a lane needs from its worker. */
+export interface LaneHost {
+  subscriber: RedisClient;
+  /** Slots this lane may claim now (free slots, the other lanes' claims in flight, and its fair share). */
+  claimable(lane: Lane): number;
+  onJobs(lane: Lane, flat: string[]): void;
+  onCancelled(lane: Lane, id: string): void;
+  onLeaseLost(lane: Lane, ids: string[]): void;
+  complete(lane: Lane, rows: CompleteRow[]): Promise<void>;
+  fail(lane: Lane, rows: FailRow[]): Promise<void>;
+  onError(err: unknown): void;
+}
+
+export class Lane {
+  readonly calls: WorkerCalls;
+  /** Jobs whose lease this worker holds here: running, or finished with the outcome not yet written. */
+  readonly held = new Map<string, HeldJob>();
+  /** Jobs of this partition whose processor is running, by id. */
+  readonly running = new Map<string, Running<unknown>>();
+  readonly fetcher: Fetcher;
+  readonly acker: Acker;
+  readonly renewer: LeaseRenewer;
+
+  constructor(
+    readonly partition: number,
+    readonly keys: QueueKeys,
+    client: RedisClient,
+    options: ResolvedWorkerOptions,
+    host: LaneHost,
+  ) {
+    this.calls = new WorkerCalls(client, keys, options);
+    this.fetcher = new Fetcher({
+      subscriber: host.subscriber,
+      wakeChannel: keys.wakeChannel,
+      pollIntervalMs: options.pollIntervalMs,
+      freeSlots: () => host.claimable(this) + this.fetcher.requestedCount,
+      claim: (count) => this.calls.claim(count),
+      onJobs: (jobs) => host.onJobs(this, jobs),
+      onCancelled: (id) => host.onCancelled(this, id),
+      onError: host.onError,
+    });
+    this.acker = new Acker({
+      complete: (rows) => host.complete(this, rows),
+      fail: (rows) => host.fail(this, rows),
+      onError: host.onError,
+    });
+    this.renewer = new LeaseRenewer({
+      held: this.held,
+      extend: (rows) => this.calls.extend(rows),
+      onLost: (ids) => host.onLeaseLost(this, ids),
+      onError: host.onError,
+    });
+  }
+
+  /** Forgets a lease once its outcome is written (unless the job was claimed again meanwhile). */
+  release(id: string, token: string): void {
+    if (this.held.get(id)?.token === token) this.held.delete(id);
+  }
+}
