@@ -9,52 +9,54 @@
 import { DEFAULT_PREFIX } from './defaults.js';
 import { checkPrefix } from './validate.js';
 
-/** Commands a Queue, Worker or QueueEvents sends itself, with what it uses each for. */
-const CLIENT_COMMANDS = {
-  evalsha: 'every state change runs as a Lua script (EVALSHA)',
-  eval: 'the EVALSHA fallback when the server does not have the script cached yet',
-  info: 'connect-time check of the Redis version; ioredis ready check (and role check with Sentinel)',
-  time: "Redis's clock (clean, metrics, workers)",
-  hget: 'getJob, global concurrency, schedules, parent results',
-  hmget: 'getJob, getJobs, metrics, workers, schedules, parent results',
+/**
+ * Every command a Queue, Worker or QueueEvents sends, with what it is for. "scripts" means called
+ * inside the Lua scripts (src/scripts/), which run under the caller's ACL; a test checks that every
+ * command the scripts call is listed here.
+ */
+const WORKER_COMMANDS = {
+  evalsha: 'every state change is one Lua script, run by EVALSHA',
+  eval: 'the EVALSHA fallback when the server has not cached the script yet',
+  info: 'connect-time check of the Redis version; the ioredis ready check (and role check with Sentinel)',
+  ping: "the CLI's connection check",
+  time: "Redis's clock: clean, metrics, workers; scripts (now)",
+  hget: 'getJob, global concurrency, schedules, parent results; scripts (job records, meta)',
+  hmget: 'getJob, getJobs, metrics, workers, schedules; scripts (job records, annex)',
   hgetall: 'schedules, repair of schedules',
   hkeys: "getJobs('blocked')",
   hlen: 'counts (blocked)',
-  hexists: 'isPaused',
-  hset: 'setGlobalConcurrency',
-  hdel: 'setGlobalConcurrency(null)',
+  hexists: 'isPaused; scripts (add: dependencies)',
+  hset: 'setGlobalConcurrency; scripts (job records, meta, heartbeats, metrics)',
+  hdel: 'setGlobalConcurrency(null); scripts (removal, retention, heartbeats)',
+  hsetnx: 'scripts: add (a job record is created once)',
+  hincrby: 'scripts: per-minute metrics counters',
   llen: 'counts (waiting)',
   lrange: "getJobs('waiting')",
-  zcard: 'counts',
-  zrangebyscore: 'getJobs, workers',
-  xread: 'queue.events(), QueueEvents',
+  lpop: 'scripts: claim (priority-0 waiting list)',
+  rpush: 'scripts: enqueue (priority-0 waiting list)',
+  lpush: 'scripts: recovered jobs go back to the front of the waiting list',
+  lrem: 'scripts: remove, cancel (a waiting job)',
+  zcard: 'counts; scripts (retention, enqueue)',
+  zrangebyscore: 'getJobs, workers; scripts (claim, recover, retention, clean, heartbeats)',
+  zrange: 'scripts: claim by priority, delayed wake-ups, retention',
+  zadd: 'scripts: delayed, active (leases), completed and dead sets, priorities, heartbeats',
+  zrem: 'scripts: every transition out of a sorted set',
+  exists: 'scripts: claim (any prioritised job?), clean and retention (any annex?), partitions',
+  get: 'scripts: rate limiter window',
+  incr: 'scripts: generated job ids, FIFO order within a priority',
+  incrby: 'scripts: blocks of job ids (addBulk), lease ids (fencing tokens), rate limiter',
+  pexpire: 'scripts: rate limiter window',
+  pttl: 'scripts: rate limiter window',
+  xread: 'queue.events(), QueueEvents (a blocking read on a connection of its own)',
+  xadd: 'scripts: the lifecycle events stream (capped)',
   ssubscribe: "workers' wake-ups, waitFor (sharded pub/sub)",
-} as const;
-
-/** Commands called only inside the Lua scripts (src/scripts/*.lua and includes/). */
-const SCRIPT_COMMANDS = {
-  exists: 'claim (any prioritised job?), clean and retention (any annex?)',
-  get: 'rate limiter window',
-  hincrby: 'per-minute metrics counters',
-  hsetnx: 'add (job records)',
-  incr: 'generated job ids, FIFO order within a priority',
-  incrby: 'blocks of job ids (addBulk), lease ids (fencing tokens), rate limiter',
-  lpop: 'claim (priority 0 waiting list)',
-  lpush: 'recovered jobs go back to the front of the waiting list',
-  rpush: 'enqueue (priority 0 waiting list)',
-  lrem: 'remove, cancel (a waiting job)',
-  pexpire: 'rate limiter window',
-  pttl: 'rate limiter window',
-  spublish: 'wake-ups and completion notices (sharded pub/sub)',
-  xadd: 'lifecycle events stream (capped)',
-  zadd: 'delayed, active (leases), finished sets, priorities, heartbeats',
-  zrange: 'claim by priority, retention',
-  zrem: 'every transition out of a sorted set',
+  spublish: 'scripts: wake-ups, cancellations and completion notices (sharded pub/sub)',
 } as const;
 
 /** Read-only commands for dashboards and monitoring: counts, getJob(s), metrics, workers, schedules, discovery. */
 const MONITOR_COMMANDS = {
   info: 'connect-time check of the Redis version; ioredis ready check',
+  ping: "the CLI's connection check",
   time: "Redis's clock (metrics, workers)",
   scan: 'queue discovery (surety stats, the dashboard); SCAN is not key-restricted, it lists every key name',
   hget: 'getJob, global concurrency',
@@ -74,7 +76,7 @@ export type AclRole = 'worker' | 'monitor';
 
 /** What each command of a role is for (the table in docs/acl.md). */
 export function aclCommands(role: AclRole): Readonly<Record<string, string>> {
-  return role === 'worker' ? { ...CLIENT_COMMANDS, ...SCRIPT_COMMANDS } : MONITOR_COMMANDS;
+  return role === 'worker' ? WORKER_COMMANDS : MONITOR_COMMANDS;
 }
 
 /**

@@ -5,27 +5,83 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll } from 'vitest';
+import { aclRules } from '../../src/acl.js';
 import { RedisServer, type RedisServerOptions } from './redis-server.js';
 
 export interface Fixture {
   server: RedisServer;
-  /** A raw client for assertions and seeding. */
+  /** A raw client (the default user) for assertions and seeding. */
   redis: Redis;
+  /** What queues and workers under test connect to: as the documented ACL user under SURETY_TEST_ACL=1. */
   url: string;
+}
+
+/** True when the suite runs as the ACL user of docs/acl.md (`npm run test:acl`). */
+export const ACL_MODE = process.env.SURETY_TEST_ACL === '1';
+
+/** Creates a user with `rules` (as in docs/acl.md) and returns the URL that logs in as it. */
+export async function createAclUser(
+  redis: Redis,
+  url: string,
+  rules: string,
+  user = `surety-${randomBytes(3).toString('hex')}`,
+): Promise<string> {
+  const password = randomBytes(12).toString('hex');
+  await redis.call('ACL', 'SETUSER', user, 'on', `>${password}`, ...rules.split(' '));
+  return url.replace('redis://', `redis://${user}:${password}@`);
 }
 
 export function useRedis(opts?: RedisServerOptions): Fixture {
   const fixture = {} as Fixture;
   beforeAll(async () => {
     fixture.server = await new RedisServer(opts).start();
-    fixture.url = fixture.server.url;
-    fixture.redis = new Redis(fixture.url);
+    fixture.redis = new Redis(fixture.server.url);
+    fixture.url = ACL_MODE
+      ? await createAclUser(fixture.redis, fixture.server.url, aclRules('worker'), 'surety-worker')
+      : fixture.server.url;
   });
   afterAll(async () => {
-    fixture.redis?.disconnect();
-    await fixture.server?.stop();
+    try {
+      if (ACL_MODE && fixture.redis) assertNoAclDenials(await aclDenials(fixture.redis, 'surety-worker'));
+    } finally {
+      fixture.redis?.disconnect();
+      await fixture.server?.stop();
+    }
   });
   return fixture;
+}
+
+export interface AclDenial {
+  reason: string;
+  object: string;
+  context: string;
+}
+
+/** The ACL LOG entries of `user`: every command, key or channel the server refused it. */
+export async function aclDenials(redis: Redis, user: string): Promise<AclDenial[]> {
+  const log = (await redis.call('ACL', 'LOG', '1000')) as (string | number)[][];
+  return log
+    .map((entry) => {
+      const f: Record<string, string> = {};
+      for (let i = 0; i < entry.length; i += 2) f[String(entry[i])] = String(entry[i + 1]);
+      return { user: f.username, reason: f.reason ?? '', object: f.object ?? '', context: f.context ?? '' };
+    })
+    .filter((e) => e.user === user)
+    .map(({ user: _, ...e }) => e);
+}
+
+/**
+ * Fails unless every denial is the documented one: CONFIG GET maxmemory-policy, which Surety reads
+ * once per client and, when refused, replaces with a warning (docs/acl.md). Anything else refused
+ * (even an error some code swallowed) means docs/acl.md is missing a permission.
+ */
+function assertNoAclDenials(denials: AclDenial[]): void {
+  const unexpected = denials.filter((d) => !(d.reason === 'command' && d.object === 'config|get'));
+  if (unexpected.length > 0) {
+    throw new Error(
+      `the ACL user was refused permissions docs/acl.md does not grant: ${JSON.stringify(unexpected)}`,
+    );
+  }
 }
 
 export function uniqueName(label = 'q'): string {
