@@ -1,7 +1,8 @@
 /**
  * Yields the values of several async iterators as each produces them (a partitioned queue's event
- * streams, read one per partition). Ends when all have ended; the first error ends the merge, and
- * ending the merge early (break) returns every source so they release their connections.
+ * streams, read one per partition). Ends when all have ended; the first error ends the merge.
+ * Ending the merge early (break) asks every source to return; the caller must also abort reads that
+ * are blocked (queue.events() disconnects their clients).
  */
 export async function* mergeIterators<T>(sources: AsyncIterator<T>[]): AsyncGenerator<T> {
   if (sources.length === 1) {
@@ -35,6 +36,8 @@ export async function* mergeIterators<T>(sources: AsyncIterator<T>[]): AsyncGene
       yield r.value;
     }
   } finally {
-    await Promise.all(sources.map((s) => s.return?.(undefined).catch(() => {})));
+    // Not awaited: a source blocked in a read ends only when its owner aborts it (which happens
+    // after this generator returns), so waiting here would deadlock.
+    for (const s of sources) s.return?.(undefined).catch(() => {});
   }
 }

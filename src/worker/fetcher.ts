@@ -32,6 +32,11 @@ export interface FetcherDeps {
   /** An active job was cancelled (queue.cancel): its worker must abort it. */
   onCancelled(id: string): void;
   onError(err: unknown): void;
+  /**
+   * A claim came back short (or failed): the slots it had reserved are free again. A worker with
+   * several lanes pumps the others, which may have skipped claiming while those slots were reserved.
+   */
+  onReleased?(): void;
 }
 
 const MAX_IN_FLIGHT = 2;
@@ -121,6 +126,7 @@ export class Fetcher {
       this.drained = false;
     }
     this.pump();
+    if (got < asked) this.deps.onReleased?.();
   }
 
   private onFailure(err: unknown, asked: number): void {
@@ -128,6 +134,7 @@ export class Fetcher {
     this.requested -= asked;
     if (this.stopped) return;
     this.deps.onError(err);
+    this.deps.onReleased?.();
     this.failures++;
     clearTimeout(this.retryTimer);
     this.retryTimer = setTimeout(() => this.pump(), Math.min(50 * 2 ** this.failures, 2_000));

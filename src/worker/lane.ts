@@ -27,6 +27,8 @@ export interface LaneHost {
   onJobs(lane: Lane, flat: string[]): void;
   onCancelled(lane: Lane, id: string): void;
   onLeaseLost(lane: Lane, ids: string[]): void;
+  /** A claim of this lane came back short: slots it had reserved are free for the other lanes. */
+  onReleased(): void;
   complete(lane: Lane, rows: CompleteRow[]): Promise<void>;
   fail(lane: Lane, rows: FailRow[]): Promise<void>;
   onError(err: unknown): void;
@@ -59,6 +61,7 @@ export class Lane {
       onJobs: (jobs) => host.onJobs(this, jobs),
       onCancelled: (id) => host.onCancelled(this, id),
       onError: host.onError,
+      onReleased: host.onReleased,
     });
     this.acker = new Acker({
       complete: (rows) => host.complete(this, rows),

@@ -102,6 +102,9 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       onJobs: (lane, flat) => this.startJobs(lane, flat),
       onCancelled: (lane, id) => this.onCancelled(lane, id),
       onLeaseLost: (lane, ids) => this.onLeaseLost(lane, ids),
+      onReleased: () => {
+        if (this.lanes.length > 1) this.scheduleTick();
+      },
       complete: (lane, rows) => this.complete(lane, rows),
       fail: (lane, rows) => this.fail(lane, rows),
       onError,
