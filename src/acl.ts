@@ -53,8 +53,16 @@ const WORKER_COMMANDS = {
   spublish: 'scripts: wake-ups, cancellations and completion notices (sharded pub/sub)',
 } as const;
 
-/** Read-only commands for dashboards and monitoring: counts, getJob(s), metrics, workers, schedules, discovery. */
+/**
+ * Read-only commands for dashboards and monitoring: counts, getJob(s), metrics, workers, schedules,
+ * discovery. No command that writes, so a script run by this user can read what the user could read
+ * anyway, and nothing else.
+ */
 const MONITOR_COMMANDS = {
+  evalsha:
+    'the partition-count check a Queue makes on first use (partitions.lua); for this user it can only read',
+  eval: 'the EVALSHA fallback when the server has not cached the script yet',
+  exists: 'scripts: the partition-count check',
   info: 'connect-time check of the Redis version; ioredis ready check',
   ping: "the CLI's connection check",
   time: "Redis's clock (metrics, workers)",
@@ -82,13 +90,15 @@ export function aclCommands(role: AclRole): Readonly<Record<string, string>> {
 /**
  * The ACL rules (what follows `ACL SETUSER <name> on ><password>`) for a Surety user under `prefix`.
  * `worker`: producers, workers, QueueEvents and admin calls (retry, remove, pause...). `monitor`: the
- * read-only calls a dashboard or a metrics exporter makes; keys are readable only (`%R~`).
+ * read-only calls a dashboard or a metrics exporter makes: no command that writes is granted.
  */
 export function aclRules(role: AclRole, prefix = DEFAULT_PREFIX): string {
   checkPrefix(prefix);
   // A prefix is letters, digits and . _ : - (checkPrefix): nothing to escape in a glob.
   const pattern = `{${prefix}:*`;
   const commands = Object.keys(aclCommands(role)).map((c) => `+${c}`);
-  const access = role === 'worker' ? `~${pattern} &${pattern}` : `%R~${pattern}`;
+  // The monitor's keys are `~` rather than `%R~` because EVALSHA declares its keys read-write: with no
+  // command that writes in its list, the user cannot write anyway (a test checks the flags).
+  const access = role === 'worker' ? `~${pattern} &${pattern}` : `~${pattern}`;
   return `resetkeys resetchannels ${access} -@all ${commands.join(' ')}`;
 }
