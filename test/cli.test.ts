@@ -153,8 +153,8 @@ describe('surety CLI: help and usage errors', () => {
     expectOneLineError(name, 2, /ERR_INVALID_QUEUE_NAME: queue name must be/);
     expectOneLineError(duration, 2, /--delay must be a duration like 500ms, 5s/);
     expectOneLineError(state, 2, /--state must be one of waiting, delayed, blocked, active, completed, dead/);
-    expectOneLineError(url, 2, /--redis must be a redis:\/\/ or rediss:\/\/ URL/);
-    expectOneLineError(envUrl, 2, /REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL/);
+    expectOneLineError(url, 2, /--redis must be a redis:\/\/, rediss:\/\/ or redis\+cluster:\/\/ URL/);
+    expectOneLineError(envUrl, 2, /REDIS_URL must be a redis:\/\/, rediss:\/\/ or redis\+cluster:\/\/ URL/);
     expectOneLineError(noData, 2, /missing job data/);
     expectOneLineError(badAt, 2, /--at must be an ISO date-time/);
     expect(await queue(q).counts()).toMatchObject({

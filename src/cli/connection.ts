@@ -3,10 +3,12 @@
  * `--redis embedded` (and `surety demo`) use that Redis when it is reachable and otherwise start a
  * private redis-server (see embedded.ts). Every command gets one client, shared by all its Queues.
  */
-import { Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import { discoverQueues } from '../admin/discover.js';
+import { connect } from '../connection.js';
 import type { QueueOptions } from '../options.js';
 import { Queue } from '../queue.js';
+import type { RedisClient } from '../scripts.js';
 import { checkQueueName } from '../validate.js';
 import { startEmbedded } from './embedded.js';
 import { CliError, UsageError } from './errors.js';
@@ -22,7 +24,7 @@ export interface GlobalOptions {
 
 export interface RedisHandle {
   url: string;
-  client: Redis;
+  client: RedisClient;
   /** pid of the private redis-server this command uses, if any. */
   embeddedPid?: number;
 }
@@ -33,9 +35,9 @@ export function redact(url: string): string {
 }
 
 function checkUrl(url: string, source: string): string {
-  if (!/^rediss?:\/\/\S+$/.test(url))
+  if (!/^(rediss?|redis\+cluster):\/\/\S+$/.test(url))
     throw new UsageError(
-      `${source} must be a redis:// or rediss:// URL (or "embedded"), got ${JSON.stringify(url)}`,
+      `${source} must be a redis://, rediss:// or redis+cluster:// URL (or "embedded"), got ${JSON.stringify(url)}`,
     );
   return url;
 }
@@ -53,7 +55,8 @@ export function resolveTarget(
 }
 
 /** Connects (one attempt, then reconnects with backoff once it has been up), or says why it cannot. */
-export async function tryConnect(url: string): Promise<{ client: Redis } | { reason: string }> {
+export async function tryConnect(url: string): Promise<{ client: RedisClient } | { reason: string }> {
+  if (url.startsWith('redis+cluster://')) return tryCluster(url);
   let up = false;
   let lastError = '';
   const client = new Redis(url, {
@@ -79,7 +82,26 @@ export async function tryConnect(url: string): Promise<{ client: Redis } | { rea
   }
 }
 
-async function quit(client: Redis): Promise<void> {
+/** A Redis Cluster from its seed nodes (the library's connect()), checked with one PING. */
+async function tryCluster(url: string): Promise<{ client: RedisClient } | { reason: string }> {
+  const client = connect(url, 'queue').client as Cluster;
+  let lastError = '';
+  client.on('error', (err: Error) => {
+    lastError = err.message;
+  });
+  try {
+    await Promise.race([
+      client.ping(),
+      new Promise((_, reject) => setTimeout(() => reject(new Error('no answer within 5 s')), 5_000).unref()),
+    ]);
+    return { client };
+  } catch (err) {
+    client.disconnect();
+    return { reason: lastError || (err instanceof Error ? err.message : String(err)) };
+  }
+}
+
+async function quit(client: RedisClient): Promise<void> {
   try {
     await Promise.race([client.quit(), new Promise((r) => setTimeout(r, 1_000).unref())]);
   } catch {
@@ -125,6 +147,8 @@ export function openQueue<D = unknown, R = unknown>(
   extra: Omit<QueueOptions, 'connection' | 'prefix' | 'logger'> = {},
 ): Queue<D, R> {
   const queue = new Queue<D, R>(name, {
+    // Admin commands open a queue with the partition count recorded in Redis.
+    partitions: 'auto',
     ...extra,
     connection: handle.client,
     ...(g.prefix ? { prefix: g.prefix } : {}),

@@ -43,6 +43,8 @@ export class QueueRegistry {
     if (!queue) {
       queue = new Queue(name, {
         connection: this.conn.client,
+        // The dashboard shows queues as they are: with the partition count recorded in Redis.
+        partitions: 'auto',
         ...(this.prefix === undefined ? {} : { prefix: this.prefix }),
       });
       this.queues.set(name, queue);

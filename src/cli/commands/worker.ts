@@ -18,6 +18,7 @@ interface WorkerCliOptions {
   queue?: string;
   concurrency: number;
   grace: string;
+  partitions: string;
 }
 
 /** One line per finished job: human text, or a JSON line with --json. */
@@ -65,6 +66,11 @@ export function registerWorker(program: Command): void {
     .option('-q, --queue <name>', "queue to work (default: the module's exported `queue`)")
     .option('-c, --concurrency <n>', 'jobs run at once', intOption('--concurrency', 1, 10_000), 1)
     .option('--grace <duration>', 'on SIGTERM/SIGINT, how long running jobs may take to finish', '30s')
+    .option(
+      '--partitions <n>',
+      "partitions of the queue, or 'auto' for the count recorded in Redis (see docs/scaling.md)",
+      'auto',
+    )
     .action(async (spec: string, o: WorkerCliOptions, c: Command) => {
       const g = globals(c);
       const json = g.json === true;
@@ -92,6 +98,7 @@ export function registerWorker(program: Command): void {
         {
           connection: handle.url,
           concurrency: o.concurrency,
+          partitions: o.partitions === 'auto' ? 'auto' : intOption('--partitions', 1, 1024)(o.partitions),
           closeTimeoutMs: graceMs,
           autostart: false,
           ...(g.prefix ? { prefix: g.prefix } : {}),
