@@ -6,7 +6,7 @@
  * See cli.ts for the options and scenarios/ for what each scenario measures.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { Redis } from 'ioredis';
 import { startRedis } from '../test/helpers/redis-server.js';
@@ -15,6 +15,7 @@ import type { Adapter, ServerAddress } from './adapters/types.js';
 import { cleanupAll, installExitHandlers, track } from './cleanup.js';
 import { type BenchOptions, parseArgs, USAGE } from './cli.js';
 import { monoMs, withTimeout } from './clock.js';
+import { renderClusterTable, runClusterBench } from './cluster.js';
 import { installCounter } from './command-counter.js';
 import { RESULTS_DIR, writeResults } from './output.js';
 import { flushAll, parseInfo } from './redis-stats.js';
@@ -133,7 +134,18 @@ async function main(opts: BenchOptions): Promise<void> {
       }
     }
   }
-  const table = renderTable(h.results, opts.libs);
+  let table = renderTable(h.results, opts.libs);
+  if (opts.only.includes('cluster') && opts.libs.includes('surety')) {
+    log('\ncluster: one queue, partitions 1 vs 3, on a private 3-master Redis Cluster (Surety only)');
+    const rows = await runClusterBench(opts.sizes.n, opts.runs, log);
+    const clusterTable = renderClusterTable(rows);
+    table = `${table}\n\nRedis Cluster, 3 masters, N=${opts.sizes.n}, medians of ${opts.runs} run(s):\n${clusterTable}`;
+    mkdirSync(RESULTS_DIR, { recursive: true });
+    writeFileSync(
+      `${RESULTS_DIR}${started.toISOString().slice(0, 10)}-cluster${opts.quick ? '-quick' : ''}.json`,
+      `${JSON.stringify({ startedAt: started.toISOString(), n: opts.sizes.n, runs: opts.runs, rows }, null, 2)}\n`,
+    );
+  }
   const header = [
     `Surety benchmark ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC: N=${opts.sizes.n} jobs, ${opts.runs} run(s) per scenario, libraries interleaved`,
     ...notes.map((n) => `  ${n}`),
