@@ -189,6 +189,12 @@ async function runChecks(client: RedisClient, strict: boolean, logger: Logger): 
 
 export async function closeConnection(c: Connection): Promise<void> {
   if (!c.owned) return;
+  if (c.client.status !== 'ready') {
+    // Never connected, or reconnecting: QUIT would wait in the offline queue (forever for a worker's
+    // client, which retries without limit). Nothing is in flight that a clean QUIT would flush.
+    c.client.disconnect();
+    return;
+  }
   try {
     await c.client.quit();
   } catch {

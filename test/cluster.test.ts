@@ -80,7 +80,7 @@ describe('Redis Cluster', () => {
     expect(new Set(ran.map((j) => j.partition))).toEqual(new Set([0, 1, 2, 3, 4, 5]));
     // Every master gained keys of this queue: the load is spread, not pinned to one slot.
     const after = await keysPerMaster();
-    after.forEach((n, i) => expect(n).toBeGreaterThan(before[i]!));
+    for (const [i, n] of after.entries()) expect(n).toBeGreaterThan(before[i]!);
 
     // The admin API across partitions (each call would raise CROSSSLOT if it mixed slots).
     expect(await q.counts()).toMatchObject({ waiting: 0, active: 0, completed: 60, dead: 0 });
