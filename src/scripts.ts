@@ -228,6 +228,12 @@ export const scripts = {
     ['key'],
   ),
   partitions: define('partitions', ['meta', 'jobs'], ['partitions']),
+  moveIn: define(
+    'move-in',
+    ['jobs', 'errors', 'waiting', 'prio', 'seq', 'delayed', 'completed', 'dead'],
+    ['wakeChannel'],
+    ['id', 'record', 'score', 'errors', 'progress', 'logs', 'parents', 'body'],
+  ),
   heartbeat: define('heartbeat', ['workers', 'workerInfo'], ['now', 'ttlMs', 'workerId', 'info']),
 } as const;
 

@@ -10,6 +10,8 @@ import {
   PartitionMismatchError,
   Queue,
   type QueueEvent,
+  RepartitionError,
+  repartition,
   UnrecoverableError,
   Worker,
 } from '../src/index.js';
@@ -220,5 +222,80 @@ describe('partitioned queues', () => {
     const partitions = new Set(seen.map((e) => e.partition));
     expect(partitions.size).toBeGreaterThan(1);
     expect(seen.some((e) => e.event === 'added')).toBe(true);
+  });
+});
+
+describe('repartition', () => {
+  it('moves a queue from 1 to 4 partitions and back, keeping every job in its state', async () => {
+    const name = uniqueName();
+    const q1 = queue<string>(name, 1);
+    const w1 = new Worker<string>(name, (job) => `done ${job.data}`, { connection: fx.url });
+    open.push(w1);
+    const finished = await q1.addBulk([{ data: 'a' }, { data: 'b' }]);
+    for (const f of finished) await q1.waitFor(f.id);
+    await w1.close();
+    await q1.add('waiting-1');
+    await q1.add('urgent', { priority: -5 });
+    await q1.add('later', { delayMs: 60_000, id: 'later' });
+    await q1.schedule('nightly', { cron: '0 3 * * *' }, { data: 'tick' });
+    const before = await q1.counts();
+    expect(before).toMatchObject({ waiting: 2, delayed: 2, completed: 2 });
+
+    const r = await repartition(fx.redis, name, { to: 4 });
+    expect(r).toMatchObject({ from: 1, to: 4, moved: 6, schedules: 1 });
+    // A producer still on the old count is refused; the new layout holds everything.
+    await expect(q1.add('stale producer')).rejects.toBeInstanceOf(PartitionMismatchError);
+    const q4 = queue<string>(name, 4);
+    expect(await q4.counts()).toEqual(before);
+    expect((await q4.getJob('later'))!.state).toBe('delayed');
+    expect((await q4.getJob(finished[0]!.id))!.result).toBe('done a');
+    expect((await q4.schedules()).map((s) => s.key)).toEqual(['nightly']);
+    // Workers on the new count run the waiting jobs.
+    const ran: string[] = [];
+    worker<string>(
+      name,
+      (job) => {
+        ran.push(job.data);
+      },
+      { concurrency: 1 },
+    );
+    await waitUntil(() => ran.length === 2, 'the two waiting jobs ran');
+    // (Ordering holds within a partition only: the two may now live in different partitions.)
+    expect(ran.sort()).toEqual(['urgent', 'waiting-1']);
+    await open.splice(0).reduce((p, c) => p.then(() => c.close()), Promise.resolve());
+
+    const back = await repartition(fx.redis, name, { to: 1 });
+    expect(back).toMatchObject({ from: 4, to: 1, schedules: 1 });
+    const again = queue<string>(name, 1);
+    expect(await again.counts()).toMatchObject({ waiting: 0, delayed: 2, completed: 4 });
+    await expect(queue(name, 4).add('x')).rejects.toBeInstanceOf(PartitionMismatchError);
+    expect(await repartition(fx.redis, name, { to: 1 })).toMatchObject({ moved: 0 });
+  });
+
+  it('refuses to go from N to M directly, and waits for active jobs', async () => {
+    const name = uniqueName();
+    await queue(name, 2).add('x');
+    await expect(repartition(fx.redis, name, { to: 3 })).rejects.toThrow(/repartition to 1 first/);
+    const q = queue<string>(name, 1);
+    const other = uniqueName();
+    const qo = queue<string>(other, 1);
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    worker<string>(other, () => gate, { partitions: 1 });
+    await qo.add('slow');
+    await waitUntil(async () => (await qo.counts()).active === 1, 'the job is active');
+    await expect(repartition(fx.redis, other, { to: 2, waitMs: 100 })).rejects.toBeInstanceOf(
+      RepartitionError,
+    );
+    expect(await qo.isPaused()).toBe(true);
+    release();
+    expect(await repartition(fx.redis, other, { to: 2, waitMs: 5_000 })).toMatchObject({
+      from: 1,
+      to: 2,
+      moved: 1,
+    });
+    expect(q.name).toBe(name);
   });
 });

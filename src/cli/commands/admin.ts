@@ -1,8 +1,9 @@
 /** `surety retry | remove | cancel | pause | resume`: changes made through the Queue admin API. */
 import type { Command } from 'commander';
+import { repartition } from '../../admin/repartition.js';
 import { SuretyError } from '../../errors.js';
 import type { Queue } from '../../queue.js';
-import { examples, globals, out } from '../command-kit.js';
+import { examples, globals, intOption, out } from '../command-kit.js';
 import { checkNames, openQueue, openRedis } from '../connection.js';
 import { UsageError } from '../errors.js';
 import { formatCount, parseDuration } from '../format.js';
@@ -135,6 +136,40 @@ export function registerAdmin(program: Command): void {
     (q, id) => q.cancel(id),
     ['surety cancel emails 42', 'surety cancel reports nightly-2030-01 --json'],
   );
+
+  const repartitionCmd = program
+    .command('repartition')
+    .summary("change a queue's partition count")
+    .description(
+      "change a queue's partition count, from 1 to N or from N to 1 (see docs/scaling.md): pauses the old partitions, waits for their active jobs, records the new count (clients on the old count are refused from then on: restart them with the new one), then moves every job and schedule. Safe to run again if cut off.",
+    )
+    .argument('<queue>', 'queue name')
+    .requiredOption('--to <n>', 'the new partition count', intOption('--to', 1, 1024))
+    .option('--wait <duration>', 'how long to wait for active jobs of the old partitions', '60s')
+    .action(async (queueName: string, o: { to: number; wait: string }, c: Command) => {
+      const g = globals(c);
+      checkNames([queueName]);
+      const waitMs = parseDuration(o.wait, '--wait');
+      const handle = await openRedis(g);
+      const r = await repartition(handle.client, queueName, {
+        to: o.to,
+        waitMs,
+        ...(g.prefix ? { prefix: g.prefix } : {}),
+        onProgress: (m) => {
+          if (!g.json) out.note(`surety: ${m}`);
+        },
+      });
+      if (g.json) return out.json({ queue: queueName, ...r });
+      out.line(
+        r.from === r.to
+          ? `${queueName} already has ${r.to} partition(s): nothing to do`
+          : `${queueName}: ${r.from} -> ${r.to} partition(s), ${formatCount(r.moved)} job(s) and ${r.schedules} schedule(s) moved`,
+      );
+    });
+  examples(repartitionCmd, [
+    'surety repartition emails --to 8',
+    'surety repartition emails --to 1 --wait 5m',
+  ]);
 }
 
 /** A command `<name> <queue> <id...>` that applies one Queue operation to each id and reports each. */

@@ -1,0 +1,240 @@
+/**
+ * `surety repartition`: changes a queue's partition count, from 1 to N or from N to 1 (to go from N to
+ * M, go through 1: the two layouts then never share a hash tag, so no job is both source and target).
+ *
+ *  1. Pause the old partitions; wait (up to `waitMs`) until none of their jobs is active, and refuse
+ *     while any is blocked on a parent (a dependency graph cannot be split across the move).
+ *  2. Switch: the old partitions are marked `moved` (add.lua refuses producers still on the old count
+ *     with PartitionMismatchError) and the new count is recorded. From here new-layout producers and
+ *     workers run normally.
+ *  3. Move waiting, delayed, completed and dead jobs, then schedules, one batch at a time: copy into the
+ *     new partition (move-in.lua skips ids already there), then delete from the old one (remove.lua).
+ *  4. Clear the in-progress mark. A run cut off anywhere can be started again with the same count.
+ *
+ * Stats history and event streams of the old layout are not carried over.
+ */
+
+import { DEFAULT_PREFIX } from '../defaults.js';
+import { SuretyError, ValidationError } from '../errors.js';
+import { annexFields } from '../job-record.js';
+import { type QueueKeys, queueKeys } from '../keys.js';
+import { Layout } from '../partitions.js';
+import { occurrenceId } from '../schedules.js';
+import { type RedisClient, runScript, scripts } from '../scripts.js';
+import { checkInt, checkPartitions, checkPrefix, checkQueueName } from '../validate.js';
+
+export interface RepartitionOptions {
+  /** The new partition count. */
+  to: number;
+  prefix?: string;
+  /** How long to wait for active jobs of the old partitions to finish. Default 60 000 ms. */
+  waitMs?: number;
+  onProgress?: (message: string) => void;
+}
+
+export interface RepartitionResult {
+  from: number;
+  to: number;
+  /** Jobs copied into the new layout (ids already there are not counted). */
+  moved: number;
+  schedules: number;
+}
+
+/** The repartition cannot start or go on (jobs active or blocked, or another count in progress). */
+export class RepartitionError extends SuretyError {
+  constructor(message: string) {
+    super('ERR_REPARTITION', message);
+  }
+}
+
+const BATCH = 100;
+
+export async function repartition(
+  client: RedisClient,
+  name: string,
+  opts: RepartitionOptions,
+): Promise<RepartitionResult> {
+  checkQueueName(name);
+  const to = checkPartitions(opts.to);
+  if (to === 0) throw new ValidationError("repartition needs a partition count, not 'auto'");
+  const prefix = opts.prefix === undefined ? DEFAULT_PREFIX : checkPrefix(opts.prefix);
+  const waitMs = checkInt('waitMs', opts.waitMs ?? 60_000, 0, 24 * 3_600_000);
+  const say = opts.onProgress ?? (() => {});
+  const base = queueKeys(prefix, name);
+  const [recorded, moved, movedFrom] = await client.hmget(base.meta, 'partitions', 'moved', 'movedFrom');
+  let from: number;
+  if (movedFrom !== null) {
+    from = Number(movedFrom);
+    const target = Number(moved ?? recorded ?? 1);
+    if (target !== to) {
+      throw new RepartitionError(
+        `a repartition of ${name} from ${from} to ${target} partition(s) was cut off: run it again with --to ${target}`,
+      );
+    }
+    say(`resuming the repartition of ${name} from ${from} to ${to} partition(s)`);
+  } else {
+    from = Number(moved ?? recorded ?? 1);
+    if (from === to) return { from, to, moved: 0, schedules: 0 };
+  }
+  if (from !== 1 && to !== 1) {
+    throw new RepartitionError(
+      `${name} has ${from} partitions: repartition to 1 first, then to ${to} (the two layouts must not share partitions)`,
+    );
+  }
+  const old = new Layout(prefix, name, from);
+  const target = new Layout(prefix, name, to);
+
+  const wasPaused = (await Promise.all(old.parts.map((k) => client.hget(k.meta, 'paused')))).some(
+    (v) => v !== null,
+  );
+  await Promise.all(
+    old.parts.map((k) =>
+      runScript(client, scripts.setPaused, k, { paused: '1', wakeChannel: k.wakeChannel }),
+    ),
+  );
+  await waitIdle(client, old, waitMs, say);
+
+  // Switch. The mark `movedFrom` says a move is under way, so a cut-off run can be resumed.
+  if (to === 1) {
+    for (const k of old.parts) await client.hset(k.meta, 'moved', 1);
+    await client.hdel(base.meta, 'partitions', 'moved');
+    await client.hset(base.meta, 'movedFrom', from);
+  } else {
+    await client.hset(base.meta, 'moved', to, 'partitions', to, 'movedFrom', from);
+  }
+  await Promise.all(
+    target.parts.map((k) =>
+      runScript(client, scripts.setPaused, k, { paused: wasPaused ? '1' : '0', wakeChannel: k.wakeChannel }),
+    ),
+  );
+  say(`recorded ${to} partition(s); producers and workers on ${from} are now refused`);
+
+  let count = 0;
+  for (const k of old.parts) count += await moveJobs(client, k, target, say);
+  let schedules = 0;
+  for (const k of old.parts) schedules += await moveSchedules(client, k, target);
+  await client.hdel(base.meta, 'movedFrom');
+  say(`moved ${count} job(s) and ${schedules} schedule(s) of ${name} to ${to} partition(s)`);
+  return { from, to, moved: count, schedules };
+}
+
+async function waitIdle(
+  client: RedisClient,
+  old: Layout,
+  waitMs: number,
+  say: (m: string) => void,
+): Promise<void> {
+  const deadline = Date.now() + waitMs;
+  for (let said = false; ; ) {
+    const counts = await Promise.all(
+      old.parts.map(async (k) => ({
+        active: (await client.zcard(k.active)) - 1,
+        blocked: await client.hlen(k.deps),
+      })),
+    );
+    const active = counts.reduce((s, c) => s + Math.max(c.active, 0), 0);
+    const blocked = counts.reduce((s, c) => s + c.blocked, 0);
+    if (blocked > 0) {
+      throw new RepartitionError(
+        `${blocked} job(s) are blocked on parents: let them run (or cancel them) before repartitioning; the old partitions stay paused`,
+      );
+    }
+    if (active === 0) return;
+    if (Date.now() > deadline) {
+      throw new RepartitionError(
+        `${active} job(s) are still active after ${waitMs} ms; the old partitions stay paused: run again once they finish`,
+      );
+    }
+    if (!said) say(`waiting for ${active} active job(s) to finish (the old partitions are paused)`);
+    said = true;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** Ids of one old partition still to move, a batch at a time, with their sort scores. */
+async function nextBatch(client: RedisClient, k: QueueKeys): Promise<{ id: string; score: string }[]> {
+  const listed = await client.lrange(k.waiting, 0, BATCH - 1);
+  if (listed.length > 0) return listed.map((id) => ({ id, score: '' }));
+  const prio = await client.zrange(k.prio, 0, BATCH - 1);
+  if (prio.length > 0) return prio.map((id) => ({ id, score: '' }));
+  for (const set of [k.delayed, k.completed, k.dead]) {
+    const flat = await client.zrange(set, 0, BATCH - 1, 'WITHSCORES');
+    if (flat.length > 0) {
+      const out: { id: string; score: string }[] = [];
+      for (let i = 0; i < flat.length; i += 2) out.push({ id: flat[i]!, score: flat[i + 1]! });
+      return out;
+    }
+  }
+  return [];
+}
+
+async function moveJobs(
+  client: RedisClient,
+  k: QueueKeys,
+  target: Layout,
+  say: (m: string) => void,
+): Promise<number> {
+  let moved = 0;
+  for (;;) {
+    const batch = await nextBatch(client, k);
+    if (batch.length === 0) return moved;
+    const records = await client.hmget(k.jobs, ...batch.map((b) => b.id));
+    const annex = await client.hmget(k.errors, ...batch.flatMap((b) => annexFields(b.id)));
+    const byPartition = new Map<number, Record<string, string>[]>();
+    batch.forEach((b, i) => {
+      const record = records[i];
+      if (record == null) return; // a stale index entry: remove.lua below cleans it
+      const [errors, progress, logs, parents, body] = annex.slice(i * 5, i * 5 + 5).map((v) => v ?? '');
+      const p = parents ? target.home(parents.split('\n')[0]!) : target.home(b.id);
+      const rows = byPartition.get(p) ?? [];
+      rows.push({ id: b.id, record, score: b.score, errors, progress, logs, parents, body } as Record<
+        string,
+        string
+      >);
+      byPartition.set(p, rows);
+    });
+    for (const [p, rows] of byPartition) {
+      const tk = target.parts[p]!;
+      moved += (await runScript(
+        client,
+        scripts.moveIn,
+        tk,
+        { wakeChannel: tk.wakeChannel },
+        rows as Record<
+          'id' | 'record' | 'score' | 'errors' | 'progress' | 'logs' | 'parents' | 'body',
+          string
+        >[],
+      )) as number;
+    }
+    // Copied (or already there): delete from the old partition.
+    await Promise.all(
+      batch.map((b) =>
+        runScript(client, scripts.remove, k, {
+          id: b.id,
+          eventsMaxLen: 0,
+          wakeChannel: k.wakeChannel,
+          doneChannel: k.doneChannel,
+        }),
+      ),
+    );
+    say(`moved ${moved} job(s) so far`);
+  }
+}
+
+async function moveSchedules(client: RedisClient, k: QueueKeys, target: Layout): Promise<number> {
+  const [specs, pending] = await Promise.all([
+    client.hgetall(k.schedules),
+    client.hgetall(k.schedulePending),
+  ]);
+  let n = 0;
+  for (const [key, spec] of Object.entries(specs)) {
+    const tk = target.parts[target.home(occurrenceId(key, 0))]!;
+    await client.hset(tk.schedules, key, spec);
+    const pend = pending[key];
+    if (pend !== undefined) await client.hset(tk.schedulePending, key, pend);
+    await client.hdel(k.schedules, key);
+    await client.hdel(k.schedulePending, key);
+    n++;
+  }
+  return n;
+}

@@ -1,0 +1,56 @@
+-- move-in.lua: writes jobs copied from another layout of the same queue (`surety repartition`) into
+-- this partition, in the state they had there: waiting (back of its priority), delayed (same due
+-- time), completed or dead (same finish time). A job whose id exists here already is skipped, so a
+-- repartition cut off between the copy and the delete can simply run again.
+-- KEYS[1] jobs          HASH id -> record
+-- KEYS[2] errors        HASH annex: error lines, progress, logs, parents, payloads
+-- KEYS[3] waiting       LIST
+-- KEYS[4] prio          ZSET
+-- KEYS[5] seq           STRING
+-- KEYS[6] delayed       ZSET
+-- KEYS[7] completed     ZSET
+-- KEYS[8] dead          ZSET
+-- ARGV[1] wakeChannel   shard channel for idle workers
+-- ARGV[2..] repeated: id, record, score, errors, progress, logs, parents, body
+--   record (the job record as stored), score (due time for delayed, finish time for completed and
+--   dead, '' for waiting), then the annex fields of the job in annex_fields order ('' = absent)
+-- Returns: the number of jobs written (skipped ones are not counted);
+--   error `SURETY_NOT_MOVABLE <id> <state>` for an active or blocked job (nothing of that job is written)
+-- @include parse_record
+-- @include enqueue
+-- @include annex_fields
+-- @include announce_delayed
+
+local jobs, annex = KEYS[1], KEYS[2]
+local FIXED, R = 1, 8
+local written, woken, min_due = 0, false, nil
+for i = 0, (#ARGV - FIXED) / R - 1 do
+  local base = FIXED + 1 + i * R
+  local id, rec, score = ARGV[base], ARGV[base + 1], ARGV[base + 2]
+  if redis.call('HEXISTS', jobs, id) == 0 then
+    local f = parse_record(rec)
+    local state = f[F_STATE]
+    if state == 'a' or state == 'b' then
+      return redis.error_reply('SURETY_NOT_MOVABLE ' .. id .. ' ' .. state)
+    end
+    redis.call('HSET', jobs, id, rec)
+    local fields = annex_fields({ id })
+    for k = 1, 5 do
+      if ARGV[base + 2 + k] ~= '' then redis.call('HSET', annex, fields[k], ARGV[base + 2 + k]) end
+    end
+    if state == 'w' then
+      if enqueue(KEYS[3], KEYS[4], KEYS[5], id, tonumber(f[F_PRIORITY]) or 0, false) then woken = true end
+    elseif state == 'd' then
+      redis.call('ZADD', KEYS[6], score, id)
+      if min_due == nil or tonumber(score) < min_due then min_due = tonumber(score) end
+    elseif state == 'c' then
+      redis.call('ZADD', KEYS[7], score, id)
+    else
+      redis.call('ZADD', KEYS[8], score, id)
+    end
+    written = written + 1
+  end
+end
+if woken then redis.call('SPUBLISH', ARGV[1], 'w') end
+announce_delayed(KEYS[6], ARGV[1], min_due)
+return written
