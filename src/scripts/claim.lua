@@ -1,7 +1,8 @@
 -- claim.lua: promote delayed jobs that are due (delayed -> waiting), then claim up to `count` jobs
 -- for one worker (waiting -> active): negative priorities first, then the FIFO list, then positive
--- priorities. Each claimed job gets a fencing token unique in the queue's history (a lease id drawn
--- from the seq counter) and its attempts is incremented. Its lease deadline (now + leaseMs) is its
+-- priorities. Each claimed job gets a fencing token unique in the queue's history (`<lease id>.<now>`:
+-- a lease id drawn from the seq counter, plus the claim time, because a failover that loses the last
+-- writes rolls the counter back and would hand out a lease id again) and its attempts is incremented. Its lease deadline (now + leaseMs) is its
 -- score in `active`.
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] waiting         LIST
@@ -140,7 +141,7 @@ for i = 1, #ids do
     -- fields to rewrite (state, token, attempts, startedAt), instead of splitting the whole header.
     local attempts, mid, rest, lease = string.match(rec, CLAIM_PATTERN)
     token = token + 1
-    rec = 'a|' .. token .. '|' .. (tonumber(attempts) + 1) .. mid .. now_s .. rest
+    rec = 'a|' .. token .. '.' .. now_s .. '|' .. (tonumber(attempts) + 1) .. mid .. now_s .. rest
     lease = tonumber(lease) or default_lease
     updated[#updated + 1] = ids[i]
     updated[#updated + 1] = rec
