@@ -51,6 +51,7 @@ const WORKER_COMMANDS = {
   xadd: 'scripts: the lifecycle events stream (capped)',
   ssubscribe: "workers' wake-ups, waitFor (sharded pub/sub)",
   spublish: 'scripts: wake-ups, cancellations and completion notices (sharded pub/sub)',
+  wait: 'add() with `durability: { waitReplicas }` (waits for replicas to confirm)',
 } as const;
 
 /**
