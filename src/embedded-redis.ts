@@ -8,7 +8,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { accessSync, constants, mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { delimiter, isAbsolute, join } from 'node:path';
-import { Redis } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
 import { SuretyError } from './errors.js';
 
 export interface EmbeddedRedisOptions {
@@ -104,8 +104,15 @@ export function freePort(host = '127.0.0.1'): Promise<number> {
 }
 
 /** True when a Redis server on host:port answers PING (false while it is still loading its AOF). */
-export async function pingRedis(port: number, host = '127.0.0.1', timeoutMs = 1_000): Promise<boolean> {
+export async function pingRedis(
+  port: number,
+  host = '127.0.0.1',
+  timeoutMs = 1_000,
+  /** Extra client options, e.g. `tls` for a TLS-only server. */
+  extra: RedisOptions = {},
+): Promise<boolean> {
   const c = new Redis({
+    ...extra,
     port,
     host,
     lazyConnect: true,

@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { pingRedis } from '../../src/embedded-redis.js';
 import { RedisProcess } from './redis-process.js';
 import { freePort } from './redis-server.js';
 
@@ -154,23 +155,6 @@ export async function startTlsRedis(opts: { authClients?: boolean } = {}): Promi
   };
 }
 
-async function pingTls(port: number, tls: { ca: string; cert: string; key: string }): Promise<boolean> {
-  const c = new Redis({
-    host: '127.0.0.1',
-    port,
-    tls,
-    lazyConnect: true,
-    connectTimeout: 1_000,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  c.on('error', () => {});
-  try {
-    await c.connect();
-    return (await c.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    c.disconnect();
-  }
+function pingTls(port: number, tls: { ca: string; cert: string; key: string }): Promise<boolean> {
+  return pingRedis(port, '127.0.0.1', 1_000, { tls });
 }
