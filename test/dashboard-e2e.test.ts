@@ -175,6 +175,9 @@ suite(`dashboard page in headless Chromium (${CHROMIUM}; skipped only when it is
 
   it('searches a job by id from the queue view and shows a 404 as a message', async () => {
     await page.goto(`${url}#/queue/${encodeURIComponent(name)}?state=completed`);
+    // A hash change renders the view asynchronously: filling the previous view's search box would be
+    // lost when the new view replaces it, so wait for the completed tab to be the selected one.
+    await page.locator('a.on[data-tab="completed"]').waitFor();
     await page.locator('input[name="id"]').fill('no-such-job');
     await page.locator('form button[type="submit"]').click();
     await page.getByText('ERR_JOB_NOT_FOUND').waitFor();
