@@ -88,6 +88,19 @@ export class Layout {
   }
 }
 
+/** Pauses or resumes every partition given (resume wakes their idle workers). */
+export async function setPausedAll(
+  client: RedisClient,
+  parts: readonly QueueKeys[],
+  paused: boolean,
+): Promise<void> {
+  await Promise.all(
+    parts.map((k) =>
+      runScript(client, scripts.setPaused, k, { paused: paused ? '1' : '0', wakeChannel: k.wakeChannel }),
+    ),
+  );
+}
+
 /**
  * Checks (and for a new partitioned queue, records) the partition count in Redis, and returns the
  * queue's layout. `wanted` 0 ('auto') takes the recorded count. A count that differs from the

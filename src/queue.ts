@@ -26,7 +26,7 @@ import {
   resolveAddOptions,
   resolveQueueOptions,
 } from './options.js';
-import { Layout, resolveLayout } from './partitions.js';
+import { Layout, resolveLayout, setPausedAll } from './partitions.js';
 import { countJobs, listJobs, listWorkers, locate, readJob, readMetrics } from './queue-reads.js';
 import { type RecoveredJobs, recoverExpired } from './recovery.js';
 import {
@@ -93,18 +93,22 @@ export class Queue<Data = unknown, Result = unknown> {
   }
 
   /** Checks the server and the partition count once (again after a failure), and returns the layout. */
-  private async open(): Promise<Layout> {
-    if (this.closed) throw new ClosedError(`Queue ${this.name}`);
-    this.opened ??= (async () => {
-      await checkServer(this.conn.client, this.options.strict, this.options.logger);
-      const { prefix, partitions } = this.options;
-      return resolveLayout(this.conn.client, prefix, this.name, partitions);
-    })();
-    this.opened.catch(() => {
-      this.opened = null;
-    });
-    this.layout = await this.opened;
-    return this.layout;
+  private open(): Promise<Layout> {
+    if (this.closed) return Promise.reject(new ClosedError(`Queue ${this.name}`));
+    if (!this.opened) {
+      const opening = (async () => {
+        await checkServer(this.conn.client, this.options.strict, this.options.logger);
+        const { prefix, partitions } = this.options;
+        this.layout = await resolveLayout(this.conn.client, prefix, this.name, partitions);
+        return this.layout;
+      })();
+      // A failed open (server unreachable, count refused) is tried again by the next call.
+      opening.catch(() => {
+        if (this.opened === opening) this.opened = null;
+      });
+      this.opened = opening;
+    }
+    return this.opened;
   }
 
   private row(data: Data, opts: JobOptions | undefined, what: string): AddRow & { partitionKey: string } {
@@ -313,7 +317,8 @@ export class Queue<Data = unknown, Result = unknown> {
     checkJobId(id);
     const layout = await this.open();
     const client = this.conn.client;
-    const found = await locate(client, layout, id);
+    // One partition: the script itself answers NOT_FOUND, no lookup needed.
+    const found = layout.partitioned ? await locate(client, layout, id) : 0;
     const k = layout.parts[found < 0 ? layout.home(id) : found]!;
     const reply = (await runScript(client, spec, k, {
       now: '',
@@ -383,22 +388,17 @@ export class Queue<Data = unknown, Result = unknown> {
     return { removed, more: false };
   }
 
-  private async setPaused(paused: '0' | '1'): Promise<void> {
-    const layout = await this.open();
-    await Promise.all(
-      layout.parts.map((k) =>
-        runScript(this.conn.client, scripts.setPaused, k, { paused, wakeChannel: k.wakeChannel }),
-      ),
-    );
+  private async setPaused(paused: boolean): Promise<void> {
+    await setPausedAll(this.conn.client, (await this.open()).parts, paused);
   }
 
   /** Stops every worker of this queue from claiming jobs (active ones finish). */
   pause(): Promise<void> {
-    return this.setPaused('1');
+    return this.setPaused(true);
   }
 
   resume(): Promise<void> {
-    return this.setPaused('0');
+    return this.setPaused(false);
   }
 
   /**

@@ -18,7 +18,8 @@ import { DEFAULT_PREFIX } from '../defaults.js';
 import { SuretyError, ValidationError } from '../errors.js';
 import { annexFields } from '../job-record.js';
 import { type QueueKeys, queueKeys } from '../keys.js';
-import { Layout } from '../partitions.js';
+import { Layout, setPausedAll } from '../partitions.js';
+import { countJobs } from '../queue-reads.js';
 import { occurrenceId } from '../schedules.js';
 import { type RedisClient, runScript, scripts } from '../scripts.js';
 import { checkInt, checkPartitions, checkPrefix, checkQueueName } from '../validate.js';
@@ -87,11 +88,7 @@ export async function repartition(
   const wasPaused = (await Promise.all(old.parts.map((k) => client.hget(k.meta, 'paused')))).some(
     (v) => v !== null,
   );
-  await Promise.all(
-    old.parts.map((k) =>
-      runScript(client, scripts.setPaused, k, { paused: '1', wakeChannel: k.wakeChannel }),
-    ),
-  );
+  await setPausedAll(client, old.parts, true);
   await waitIdle(client, old, waitMs, say);
 
   // Switch. The mark `movedFrom` says a move is under way, so a cut-off run can be resumed.
@@ -102,11 +99,7 @@ export async function repartition(
   } else {
     await client.hset(base.meta, 'moved', to, 'partitions', to, 'movedFrom', from);
   }
-  await Promise.all(
-    target.parts.map((k) =>
-      runScript(client, scripts.setPaused, k, { paused: wasPaused ? '1' : '0', wakeChannel: k.wakeChannel }),
-    ),
-  );
+  await setPausedAll(client, target.parts, wasPaused);
   say(`recorded ${to} partition(s); producers and workers on ${from} are now refused`);
 
   let count = 0;
@@ -126,14 +119,7 @@ async function waitIdle(
 ): Promise<void> {
   const deadline = Date.now() + waitMs;
   for (let said = false; ; ) {
-    const counts = await Promise.all(
-      old.parts.map(async (k) => ({
-        active: (await client.zcard(k.active)) - 1,
-        blocked: await client.hlen(k.deps),
-      })),
-    );
-    const active = counts.reduce((s, c) => s + Math.max(c.active, 0), 0);
-    const blocked = counts.reduce((s, c) => s + c.blocked, 0);
+    const { active, blocked } = await countJobs(client, old);
     if (blocked > 0) {
       throw new RepartitionError(
         `${blocked} job(s) are blocked on parents: let them run (or cancel them) before repartitioning; the old partitions stay paused`,
