@@ -158,21 +158,17 @@ export async function readMetrics(
   return out;
 }
 
-/** Workers whose heartbeat has not expired (a worker of a partitioned queue is listed once). */
+/** Workers whose heartbeat has not expired (every worker beats in partition 0, see worker.ts). */
 export async function listWorkers(client: RedisClient, layout: Layout): Promise<WorkerDescription[]> {
+  const k = layout.parts[0]!;
   const now = await serverNow(client);
-  const seen = new Set<string>();
+  const ids = await client.zrangebyscore(k.workers, now, '+inf');
+  if (ids.length === 0) return [];
+  const infos = await client.hmget(k.workerInfo, ...ids);
   const out: WorkerDescription[] = [];
-  for (const k of layout.parts) {
-    const ids = (await client.zrangebyscore(k.workers, now, '+inf')).filter((id) => !seen.has(id));
-    if (ids.length === 0) continue;
-    const infos = await client.hmget(k.workerInfo, ...ids);
-    ids.forEach((id, i) => {
-      const info = infos[i];
-      if (!info) return;
-      seen.add(id);
-      out.push({ id, ...(JSON.parse(info) as Omit<WorkerDescription, 'id'>) });
-    });
-  }
+  ids.forEach((id, i) => {
+    const info = infos[i];
+    if (info) out.push({ id, ...(JSON.parse(info) as Omit<WorkerDescription, 'id'>) });
+  });
   return out;
 }

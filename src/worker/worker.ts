@@ -120,9 +120,10 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     });
     this.heartbeat = new Heartbeat({
       intervalMs: this.options.heartbeatMs,
+      // Workers are listed in partition 0 only: the list is for people (queue.workers()), and
+      // recovery never needs it, so one entry per worker is enough however many partitions it claims.
       beat: async (ttl) => {
-        const info = this.beatInfo();
-        await Promise.all(this.lanes.map((l) => l.calls.beat(this.id, ttl, info)));
+        await this.lanes[0]?.calls.beat(this.id, ttl, this.beatInfo());
       },
       onError,
     });
@@ -472,9 +473,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     this.recoverer.stop();
     this.heartbeat.stop();
     if (wasStarted) {
-      await Promise.all(this.lanes.map((l) => l.calls.beat(this.id, 0, ''))).catch((err) =>
-        this.reportError(err),
-      );
+      await this.lanes[0]?.calls.beat(this.id, 0, '').catch((err) => this.reportError(err));
     }
     await closeConnection({ client: this.subscriber, owned: true });
     await closeConnection(this.conn);
