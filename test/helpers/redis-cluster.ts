@@ -121,23 +121,29 @@ export class RedisCluster {
     }
   }
 
-  /** The node serving `slot` as master now. */
-  async masterOf(slot: number): Promise<EmbeddedRedis> {
+  /** CLUSTER SLOTS as the first running node that answers sees it: [first slot, last slot, master port]. */
+  private async slotMap(): Promise<[number, number, number][]> {
     for (const n of this.nodes.filter((x) => x.running)) {
       const c = new Redis({ port: n.port, host: n.host, lazyConnect: true, maxRetriesPerRequest: 0 });
       try {
         await c.connect();
         const slots = (await c.cluster('SLOTS')) as unknown as [number, number, [string, number]][];
-        for (const [from, to, [, port]] of slots) {
-          if (slot >= from && slot <= to) return this.nodes.find((x) => x.port === port)!;
-        }
+        return slots.map(([from, to, [, port]]) => [from, to, port]);
       } catch {
         // node unreachable: ask the next one
       } finally {
         c.disconnect();
       }
     }
-    throw new Error(`no node serves slot ${slot}`);
+    throw new Error('no running node answers CLUSTER SLOTS');
+  }
+
+  /** The node serving `slot` as master now. */
+  async masterOf(slot: number): Promise<EmbeddedRedis> {
+    const row = (await this.slotMap()).find(([from, to]) => slot >= from && slot <= to);
+    const node = row && this.nodes.find((x) => x.port === row[2]);
+    if (!node) throw new Error(`no node serves slot ${slot}`);
+    return node;
   }
 
   /** Waits until a node other than `dead` serves every slot as master (its replica took over). */
@@ -156,15 +162,8 @@ export class RedisCluster {
 
   /** The nodes that are masters of at least one slot, as seen by a running node. */
   async masters(): Promise<EmbeddedRedis[]> {
-    const n = this.nodes.find((x) => x.running)!;
-    const c = new Redis({ port: n.port, host: n.host, maxRetriesPerRequest: 0 });
-    try {
-      const slots = (await c.cluster('SLOTS')) as unknown as [number, number, [string, number]][];
-      const ports = new Set(slots.map(([, , [, port]]) => port));
-      return this.nodes.filter((x) => ports.has(x.port));
-    } finally {
-      c.disconnect();
-    }
+    const ports = new Set((await this.slotMap()).map(([, , port]) => port));
+    return this.nodes.filter((x) => ports.has(x.port));
   }
 
   async stop(): Promise<void> {
