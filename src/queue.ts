@@ -140,13 +140,12 @@ export class Queue<Data = unknown, Result = unknown> {
     return p;
   }
 
-  private async runAdd(rows: (AddRow & { partitionKey: string })[]): Promise<AddedJob[]> {
-    const layout = await this.open();
+  /** Sends routed rows (`parts[i]` is row i's partition). */
+  private async runAdd(layout: Layout, rows: AddRow[], parts: number[]): Promise<AddedJob[]> {
     const client = this.conn.client;
     // Group by partition (one atomic call per partition), keeping each job's place in the answer.
     const groups = new Map<number, number[]>();
-    rows.forEach((row, i) => {
-      const p = this.route(layout, row);
+    parts.forEach((p, i) => {
       const g = groups.get(p);
       if (g) g.push(i);
       else groups.set(p, [i]);
@@ -223,7 +222,9 @@ export class Queue<Data = unknown, Result = unknown> {
 
   /** Adds one job. With an `id` that exists, returns that job (`isNew: false`) and enqueues nothing. */
   async add(data: Data, opts?: JobOptions): Promise<AddedJob> {
-    const [added] = await this.runAdd([this.row(data, opts, 'job data')]);
+    const row = this.row(data, opts, 'job data');
+    const layout = await this.open();
+    const [added] = await this.runAdd(layout, [row], [this.route(layout, row)]);
     return added!;
   }
 
@@ -234,8 +235,13 @@ export class Queue<Data = unknown, Result = unknown> {
   async addBulk(items: readonly { data: Data; opts?: JobOptions }[]): Promise<AddedJob[]> {
     if (!Array.isArray(items)) throw new ValidationError('addBulk expects an array of { data, opts }');
     const rows = items.map((item, i) => this.row(item.data, item.opts, `item ${i} data`));
+    const layout = await this.open();
+    // Route every item before sending any chunk: one refused (CrossPartitionError) writes nothing.
+    const parts = rows.map((row) => this.route(layout, row));
     const chunks: Promise<AddedJob[]>[] = [];
-    for (let i = 0; i < rows.length; i += BULK_CHUNK) chunks.push(this.runAdd(rows.slice(i, i + BULK_CHUNK)));
+    for (let i = 0; i < rows.length; i += BULK_CHUNK) {
+      chunks.push(this.runAdd(layout, rows.slice(i, i + BULK_CHUNK), parts.slice(i, i + BULK_CHUNK)));
+    }
     return (await Promise.all(chunks)).flat();
   }
 

@@ -167,6 +167,16 @@ describe('partitioned queues', () => {
     await expect(q.add({ step: 'child' }, { dependsOn: [a.id, b.id] })).rejects.toBeInstanceOf(
       CrossPartitionError,
     );
+    // In a bulk add the refusal comes before any chunk is sent: the 1 500 good items are not written.
+    // (Jobs of this test may change state meanwhile: count them all, whatever their state.)
+    const total = async () => Object.values(await q.counts()).reduce((s, n) => s + n, 0);
+    const before = await total();
+    const bulk = [
+      ...Array.from({ length: 1_500 }, () => ({ data: { step: 'filler' } })),
+      { data: { step: 'child' }, opts: { dependsOn: [a.id, b.id] } },
+    ];
+    await expect(q.addBulk(bulk)).rejects.toBeInstanceOf(CrossPartitionError);
+    expect(await total()).toBe(before);
   });
 
   it('the admin API sees one queue: retry, remove, cancel, promote, pause, clean, workers and events', async () => {
