@@ -67,24 +67,32 @@ export function connect(option: ConnectionOption | undefined, role: 'queue' | 'w
 }
 
 function fromUrl(url: string, options: RedisOptions, extra: RedisOptions): RedisClient {
-  if (/^redis\+cluster:\/\//.test(url)) return newCluster(parseClusterUrl(url), options, extra);
+  if (/^redis\+cluster:\/\//.test(url)) {
+    const { seeds, credentials } = parseClusterUrl(url);
+    // Credentials in the URL apply to every node; explicit options win.
+    return newCluster(seeds, { ...credentials, ...options }, extra);
+  }
   if (!/^rediss?:\/\//.test(url))
     throw new ValidationError(`connection must be ${URL_FORMS}, got ${show(url)}`);
   return new Redis(url, { ...options, ...extra });
 }
 
-/** `redis+cluster://[user:pass@]h1:p1,h2:p2` -> seeds (and credentials, applied to every node). */
-export function parseClusterUrl(url: string): ClusterSeed[] & { username?: string; password?: string } {
+/** `redis+cluster://[user:pass@]h1:p1,h2:p2` -> its seed nodes, and credentials if it has any. */
+export function parseClusterUrl(url: string): {
+  seeds: ClusterSeed[];
+  credentials: { username?: string; password?: string };
+} {
   const m = /^redis\+cluster:\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?#]+)\/?$/.exec(url);
   if (!m) throw new ValidationError(`connection: cannot parse cluster URL ${show(url)}`);
   const seeds = (m[3] as string).split(',').map((hp) => {
     const hostPort = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(hp.trim());
     if (!hostPort) throw new ValidationError(`connection: bad seed node ${show(hp)} in ${show(url)}`);
     return { host: (hostPort[1] as string).replace(/^\[|\]$/g, ''), port: Number(hostPort[2] ?? 6379) };
-  }) as ClusterSeed[] & { username?: string; password?: string };
-  if (m[1]) seeds.username = decodeURIComponent(m[1]);
-  if (m[2]) seeds.password = decodeURIComponent(m[2]);
-  return seeds;
+  });
+  const credentials: { username?: string; password?: string } = {};
+  if (m[1]) credentials.username = decodeURIComponent(m[1]);
+  if (m[2]) credentials.password = decodeURIComponent(m[2]);
+  return { seeds, credentials };
 }
 
 function checkSeeds(cluster: unknown): ClusterSeed[] {
@@ -108,14 +116,12 @@ function checkSeeds(cluster: unknown): ClusterSeed[] {
  * Node options (credentials, TLS, the worker's retry policy) apply to every node connection.
  */
 function newCluster(
-  seeds: ClusterSeed[] & { username?: string; password?: string },
+  seeds: ClusterSeed[],
   options: RedisOptions & { clusterOptions?: ClusterOptions },
   extra: RedisOptions,
 ): Cluster {
   const { clusterOptions, ...nodeOptions } = options;
   const redisOptions: RedisOptions = { ...nodeOptions, ...extra };
-  if (seeds.username && redisOptions.username === undefined) redisOptions.username = seeds.username;
-  if (seeds.password && redisOptions.password === undefined) redisOptions.password = seeds.password;
   return new Cluster(
     seeds.map((s) => ({ host: s.host, port: s.port })),
     {

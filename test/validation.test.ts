@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
+import { parseClusterUrl } from '../src/connection.js';
 import {
   NotSerializableError,
   PayloadTooLargeError,
@@ -156,6 +157,14 @@ describe('bad input is refused with a typed error before anything is written', (
       /either url or cluster/,
     );
     expect(() => new Queue('ok', { connection: 'redis+cluster://' })).toThrow(/cannot parse cluster URL/);
+    expect(parseClusterUrl('redis+cluster://ops:p%40ss@127.0.0.1:7000,[::1]:7001,localhost')).toEqual({
+      seeds: [
+        { host: '127.0.0.1', port: 7000 },
+        { host: '::1', port: 7001 },
+        { host: 'localhost', port: 6379 },
+      ],
+      credentials: { username: 'ops', password: 'p@ss' },
+    });
   });
 
   it('a partition count that is not an integer from 1 to 1024 or auto', () => {
