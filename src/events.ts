@@ -4,7 +4,7 @@
  * Usable from any process: the stream lives in Redis, capped near `events.maxLen` entries.
  */
 import { EventEmitter } from 'node:events';
-import { closeConnection, connect, duplicate } from './connection.js';
+import { connect, duplicate } from './connection.js';
 import { DEFAULT_PREFIX } from './defaults.js';
 import { queueKeys } from './keys.js';
 import type { ConnectionOption } from './options.js';
@@ -23,7 +23,9 @@ export type QueueEventName =
   | 'retried'
   | 'promoted'
   | 'cancelled'
-  | 'removed';
+  | 'removed'
+  /** A closing worker handed back a job it had claimed but not started (back to waiting, attempt not spent). */
+  | 'released';
 
 export interface QueueEvent {
   event: QueueEventName;
@@ -127,10 +129,13 @@ export class QueueEvents extends EventEmitter {
     }
   }
 
+  /** Stops reading and closes the connection; resolves once the read loop has ended. */
   async close(): Promise<void> {
     this.controller.abort();
-    this.client.disconnect();
+    // One disconnect only: ioredis arms a 2 s timer per disconnect() that only the socket's `close`
+    // clears, so a second call on a socket that already closed kept the process alive for 2 s.
+    // disconnect() also ends the blocked XREAD at once (QUIT would wait up to its BLOCK time).
+    if (this.client.status !== 'end') this.client.disconnect();
     await this.done;
-    await closeConnection({ client: this.client, owned: true });
   }
 }

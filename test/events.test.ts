@@ -1,9 +1,12 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { Queue, type QueueEvent, QueueEvents, UnrecoverableError, Worker } from '../src/index.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
 const open = closeAfterEach();
+const EVENTS_MODULE = fileURLToPath(new URL('../src/events.ts', import.meta.url));
 
 describe('lifecycle events', () => {
   it('every transition is appended to the stream and read back per job, from another connection', async () => {
@@ -75,5 +78,32 @@ describe('lifecycle events', () => {
     expect(got[0]).toMatch(/^added:after-/);
     expect(got.some((g) => g.includes('before') || g.includes('silent'))).toBe(false);
     controller.abort();
+  });
+});
+
+describe('QueueEvents.close', () => {
+  it('leaves nothing that keeps the process alive: a script that closes it exits by itself at once', async () => {
+    // The child closes a QueueEvents, then arms an unref'd 1.5 s timer: it only fires (exit 3) if
+    // something else (ioredis's 2 s disconnect timer, before the fix) still holds the event loop.
+    const script = `
+      const { QueueEvents } = await import(${JSON.stringify(EVENTS_MODULE)});
+      const ev = new QueueEvents('events-close', { connection: process.env.REDIS_URL });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await ev.close();
+      await ev.close();
+      process.stdout.write('closed\\n');
+      setTimeout(() => { process.stdout.write('still alive\\n'); process.exit(3); }, 1_500).unref();
+    `;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      env: { ...process.env, REDIS_URL: fx.url },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(stderr).toBe('');
+    expect(stdout).toBe('closed\n');
+    expect(code).toBe(0);
   });
 });
