@@ -3,6 +3,7 @@
  * `{prefix:queue}` (or `{prefix:queue:partition}`), so all keys a script touches live in one
  * Redis Cluster slot and a queue can be spread over a cluster by partition.
  */
+import { checkQueueAddress } from './validate.js';
 
 export interface QueueKeys {
   /** The `{prefix:queue}` hash tag shared by every key below. */
@@ -59,7 +60,14 @@ export interface QueueKeys {
   readonly doneChannel: string;
 }
 
+/**
+ * Keys of queue `queue` under `prefix` (of one partition when `partition` is given). The mapping
+ * (prefix, queue, partition) -> tag is one-to-one: queue names have no ':' (checkQueueName), and the
+ * one pair that could still read two ways, an all-digit name under a prefix with ':', is refused
+ * here (checkQueueAddress), so no two queues ever share a key.
+ */
 export function queueKeys(prefix: string, queue: string, partition?: number): QueueKeys {
+  checkQueueAddress(prefix, queue);
   const tag = partition === undefined ? `{${prefix}:${queue}}` : `{${prefix}:${queue}:${partition}}`;
   return Object.freeze({
     tag,

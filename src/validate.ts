@@ -3,6 +3,7 @@
  * Nothing is written to Redis before these pass.
  */
 import { NotSerializableError, PayloadTooLargeError, ValidationError } from './errors.js';
+import { MAX_TIMER_MS } from './timers.js';
 
 export function show(value: unknown): string {
   if (typeof value === 'string')
@@ -25,6 +26,14 @@ export function checkInt(name: string, value: unknown, min: number, max = Number
     throw new ValidationError(`${name} must be an integer ${range}, got ${show(value)}`);
   }
   return value;
+}
+
+/**
+ * A duration that reaches a timer (setTimeout): an integer from `min` to 2^31-1 ms, the most Node's
+ * timers hold (a larger delay would fire after 1 ms: a busy loop, or a wait that ends at once).
+ */
+export function checkTimerMs(name: string, value: unknown, min: number): number {
+  return checkInt(name, value, min, MAX_TIMER_MS);
 }
 
 export function checkString(name: string, value: unknown, minLength: number, maxLength: number): string {
@@ -98,14 +107,48 @@ export function checkPrefix(value: unknown): string {
   return value;
 }
 
+/**
+ * Keeps (prefix, queue, partition) -> hash tag one-to-one. Queue names have no ':', so a tag
+ * `{prefix:queue}` or `{prefix:queue:p}` can be read back, except in one case: an all-digit queue
+ * name under a prefix with a ':' (`surety:orders` + `0`) gives `{surety:orders:0}`, the tag of
+ * partition 0 of queue `orders` under prefix `surety`. That pair is refused.
+ */
+export function checkQueueAddress(prefix: string, name: string): void {
+  const cut = prefix.lastIndexOf(':');
+  if (cut >= 0 && /^\d+$/.test(name)) {
+    throw new ValidationError(
+      `queue name ${show(name)} is all digits and prefix ${show(prefix)} contains ':', so its keys would be those of partition ${name} of queue ${show(prefix.slice(cut + 1))} under prefix ${show(prefix.slice(0, cut))}; give the queue a name with a letter, or use a prefix without ':'`,
+      'ERR_INVALID_QUEUE_NAME',
+    );
+  }
+}
+
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
 const CONTROL_CHARS = /[\x00-\x1f\x7f]/;
 
+/**
+ * An unpaired UTF-16 surrogate: Redis stores strings as UTF-8, where each becomes U+FFFD, so
+ * 'a\uD800' and 'a\uDC00' would name the same key or field.
+ */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** True when `s` survives UTF-8 unchanged (no unpaired surrogate): what a Redis key or field needs. */
+export function isWellFormed(s: string): boolean {
+  return !LONE_SURROGATE.test(s);
+}
+
 export function checkJobId(value: unknown): string {
-  // Control characters are refused: newlines separate ids in pub/sub messages.
-  if (typeof value !== 'string' || value.length === 0 || value.length > 256 || CONTROL_CHARS.test(value)) {
+  // Control characters are refused: newlines separate ids in pub/sub messages. Unpaired surrogates
+  // are refused: two different ids would become one in Redis (see LONE_SURROGATE).
+  if (
+    typeof value !== 'string' ||
+    value.length === 0 ||
+    value.length > 256 ||
+    CONTROL_CHARS.test(value) ||
+    !isWellFormed(value)
+  ) {
     throw new ValidationError(
-      `job id must be a string of 1-256 characters without control characters, got ${show(value)}`,
+      `job id must be a string of 1-256 characters without control characters or unpaired UTF-16 surrogates, got ${show(value)}`,
       'ERR_INVALID_JOB_ID',
     );
   }

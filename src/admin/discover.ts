@@ -8,13 +8,14 @@ import { Cluster } from 'ioredis';
 import { DEFAULT_PREFIX } from '../defaults.js';
 import { queueKeys } from '../keys.js';
 import type { RedisClient } from '../scripts.js';
-import { checkPrefix, checkQueueName } from '../validate.js';
+import { checkPrefix, checkQueueAddress, checkQueueName } from '../validate.js';
 
 const NAME_MARK = '\u0000';
 
-function isQueueName(name: string): boolean {
+function isQueueName(prefix: string, name: string): boolean {
   try {
     checkQueueName(name);
+    checkQueueAddress(prefix, name);
     return true;
   } catch {
     return false;
@@ -42,7 +43,7 @@ export async function discoverQueues(client: RedisClient, prefix = DEFAULT_PREFI
         const end = key.indexOf(after, before.length);
         if (end < 0) continue;
         const name = key.slice(before.length, end);
-        if (names.has(name) || !isQueueName(name)) continue;
+        if (names.has(name) || !isQueueName(prefix, name)) continue;
         const own = queueKeys(prefix, name) as unknown as Record<string, string>;
         if (Object.values(own).includes(key)) names.add(name);
       }

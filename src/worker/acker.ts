@@ -4,6 +4,7 @@
  * busy worker spends one round trip per batch). A call that fails (connection lost) is re-sent later:
  * outcomes are fenced by token and idempotent, so a re-send can never apply twice.
  */
+import { safeTimeout } from '../timers.js';
 import type { Job } from './job.js';
 
 /** `id`, `token`, `result` go to complete.lua; `job` and `value` are kept for the `completed` event. */
@@ -82,7 +83,7 @@ export class Acker {
         this.deps.onError(err);
         this.failures++;
         if (!this.retryTimer) {
-          this.retryTimer = setTimeout(
+          this.retryTimer = safeTimeout(
             () => {
               this.retryTimer = undefined;
               this.flush();
@@ -104,7 +105,7 @@ export class Acker {
     this.flush();
     if (this.pending === 0) return Promise.resolve(true);
     return new Promise((resolve) => {
-      const timer = setTimeout(() => resolve(false), timeoutMs);
+      const timer = safeTimeout(() => resolve(false), timeoutMs);
       this.idleWaiters.push(() => {
         clearTimeout(timer);
         resolve(true);

@@ -11,6 +11,7 @@
  */
 import { untilClosed } from '../in-flight.js';
 import type { RedisClient } from '../scripts.js';
+import { safeTimeout } from '../timers.js';
 
 export interface ClaimReply {
   now: number;
@@ -137,7 +138,7 @@ export class Fetcher {
     this.deps.onReleased?.();
     this.failures++;
     clearTimeout(this.retryTimer);
-    this.retryTimer = setTimeout(() => this.pump(), Math.min(50 * 2 ** this.failures, 2_000));
+    this.retryTimer = safeTimeout(() => this.pump(), Math.min(50 * 2 ** this.failures, 2_000));
   }
 
   private armDueTimer(reply: ClaimReply): void {
@@ -147,12 +148,13 @@ export class Fetcher {
     let wait = reply.limitedMs > 0 ? reply.limitedMs : Number.POSITIVE_INFINITY;
     if (reply.nextDue !== null) wait = Math.min(wait, Math.max(0, reply.nextDue - reply.now));
     if (wait === Number.POSITIVE_INFINITY) return;
-    this.dueTimer = setTimeout(() => this.wake(), Math.min(wait, 2 ** 31 - 1));
+    // A job due in a month wakes this timer after ~24.8 days (safeTimeout's clamp); it then re-arms.
+    this.dueTimer = safeTimeout(() => this.wake(), wait);
   }
 
   private armPoll(): void {
     clearTimeout(this.pollTimer);
-    this.pollTimer = setTimeout(() => this.wake(), this.deps.pollIntervalMs);
+    this.pollTimer = safeTimeout(() => this.wake(), this.deps.pollIntervalMs);
   }
 
   async stop(): Promise<void> {

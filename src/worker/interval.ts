@@ -1,3 +1,5 @@
+import { safeTimeout } from '../timers.js';
+
 /** A self-rescheduling timer for the worker's background loops: one run at a time, never overlapping. */
 export class Interval {
   private timer: NodeJS.Timeout | undefined;
@@ -25,7 +27,7 @@ export class Interval {
 
   private schedule(ms: number): void {
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.tick(), ms);
+    this.timer = safeTimeout(() => this.tick(), ms);
   }
 
   private async tick(): Promise<void> {

@@ -2,6 +2,7 @@
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import { type CommonOptions, type Logger, resolveCommon, resolveRetention } from '../options.js';
+import { MAX_TIMER_MS } from '../timers.js';
 import type { Retention } from '../types.js';
 import { checkBool, checkInt, checkKnownKeys, checkObject } from '../validate.js';
 import type { BackoffStrategy } from './backoff.js';
@@ -103,10 +104,11 @@ export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions
     ...resolveCommon('Worker options', opts),
     concurrency: int('concurrency', 1, 1, 10_000),
     retention: resolveRetention('retention', opts.retention),
-    recoverIntervalMs: int('recoverIntervalMs', 5_000, 10),
-    heartbeatMs: int('heartbeatMs', 5_000, 10),
-    pollIntervalMs: int('pollIntervalMs', 5_000, 10),
-    closeTimeoutMs: int('closeTimeoutMs', 30_000, 0),
+    // Durations that reach a timer stop at 2^31-1 ms (MAX_TIMER_MS), the most setTimeout holds.
+    recoverIntervalMs: int('recoverIntervalMs', 5_000, 10, MAX_TIMER_MS),
+    heartbeatMs: int('heartbeatMs', 5_000, 10, MAX_TIMER_MS),
+    pollIntervalMs: int('pollIntervalMs', 5_000, 10, MAX_TIMER_MS),
+    closeTimeoutMs: int('closeTimeoutMs', 30_000, 0, MAX_TIMER_MS),
     backoffStrategies: Object.freeze({ ...strategies }),
     maxPayloadBytes: int('maxPayloadBytes', DEFAULT_MAX_PAYLOAD_BYTES, 1),
     prefetch:

@@ -33,7 +33,8 @@ import { type QueueKeys, queueKeys } from '../keys.js';
 import { Layout, resolveLayout } from '../partitions.js';
 import { advanceSchedule, parseOccurrenceId } from '../schedules.js';
 import type { RedisClient } from '../scripts.js';
-import { checkQueueName, toJson } from '../validate.js';
+import { safeTimeout } from '../timers.js';
+import { checkQueueAddress, checkQueueName, checkTimerMs, toJson } from '../validate.js';
 import type { CompleteRow, FailRow } from './acker.js';
 import { retryDelayMs } from './backoff.js';
 import { serializeError } from './calls.js';
@@ -92,6 +93,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     if (typeof processor !== 'function')
       throw new SuretyError('ERR_INVALID_OPTION', 'processor must be a function');
     this.options = resolveWorkerOptions(opts);
+    checkQueueAddress(this.options.prefix, name);
     this.id = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.conn = connect(opts.connection, 'worker');
     this.subscriber = duplicate(this.conn.client);
@@ -309,7 +311,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
 
   private runJob(lane: Lane, job: Job<Data>): void {
     if (job.timeoutMs > 0) {
-      const timer = setTimeout(() => {
+      const timer = safeTimeout(() => {
         if (job.decided) return;
         const err = new TimeoutError(job.id, job.timeoutMs);
         job.abort(err);
@@ -445,16 +447,19 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
    * aborted (job.signal) and left to lease expiry and recovery.
    */
   async close(opts: { timeoutMs?: number } = {}): Promise<void> {
+    const timeoutMs =
+      opts.timeoutMs === undefined
+        ? this.options.closeTimeoutMs
+        : checkTimerMs('timeoutMs', opts.timeoutMs, 0);
     if (this.state === 'closing' || this.state === 'closed') return;
     const wasStarted = this.state === 'running';
     this.state = 'closing';
-    const timeoutMs = opts.timeoutMs ?? this.options.closeTimeoutMs;
     const deadline = Date.now() + timeoutMs;
     if (wasStarted) await this.startPromise?.catch(() => {});
     for (const lane of this.lanes) await lane.fetcher.stop();
     if (this.runningCount > 0 || this.buffer.length > 0) {
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, timeoutMs);
+        const timer = safeTimeout(resolve, timeoutMs);
         this.idleWaiters.push(() => {
           clearTimeout(timer);
           resolve();
