@@ -51,7 +51,7 @@ import type {
   RetentionRule,
   WorkerDescription,
 } from './types.js';
-import { checkInt, checkJobId, checkQueueName, toJson } from './validate.js';
+import { checkInt, checkJobId, checkQueueAddress, checkQueueName, checkTimerMs, toJson } from './validate.js';
 
 type AddRow = Record<
   'id' | 'priority' | 'delayMs' | 'runAt' | 'optionTail' | 'data' | 'dependsOn' | 'depMode',
@@ -73,6 +73,7 @@ export class Queue<Data = unknown, Result = unknown> {
     this.name = checkQueueName(name);
     this.options = resolveQueueOptions(opts);
     const { prefix, partitions } = this.options;
+    checkQueueAddress(prefix, name);
     this.layout = partitions === 0 ? null : new Layout(prefix, name, partitions);
     this.conn = connect(opts.connection, 'queue');
   }
@@ -272,7 +273,7 @@ export class Queue<Data = unknown, Result = unknown> {
    */
   async waitFor(id: string, opts: { timeoutMs?: number } = {}): Promise<Result> {
     checkJobId(id);
-    const timeoutMs = checkInt('timeoutMs', opts.timeoutMs ?? 60_000, 1);
+    const timeoutMs = checkTimerMs('timeoutMs', opts.timeoutMs ?? 60_000, 1);
     const layout = await this.open();
     if (!this.doneListener) {
       this.subscriber = duplicate(this.conn.client);
