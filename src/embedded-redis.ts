@@ -10,6 +10,7 @@ import { createServer } from 'node:net';
 import { delimiter, isAbsolute, join } from 'node:path';
 import { Redis, type RedisOptions } from 'ioredis';
 import { SuretyError } from './errors.js';
+import { safeTimeout } from './timers.js';
 
 export interface EmbeddedRedisOptions {
   /** Data directory (created if missing): the AOF lives here. */
@@ -232,7 +233,7 @@ export class EmbeddedRedis {
       return true;
     }
     const exited = new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => resolve(false), timeoutMs);
+      const timer = safeTimeout(() => resolve(false), timeoutMs);
       p.once('exit', () => {
         clearTimeout(timer);
         resolve(true);

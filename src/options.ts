@@ -100,7 +100,8 @@ const JOB_OPTION_KEYS = [
 ] as const;
 const DEFAULTS_KEYS = ['priority', 'maxAttempts', 'leaseMs', 'backoff', 'timeoutMs'] as const;
 const BACKOFF_KEYS = ['type', 'delayMs', 'maxDelayMs', 'jitter', 'name'] as const;
-const MAX_DELAY_MS = 10 * 365 * 24 * 3_600_000;
+/** The longest delay a job can be given (delayMs, backoff delays): 10 years. Stored in Redis, never a timer. */
+export const MAX_DELAY_MS = 10 * 365 * 24 * 3_600_000;
 
 export function checkBackoff(name: string, value: unknown): BackoffOptions {
   const b = checkObject(name, value);

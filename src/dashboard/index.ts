@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import type { Registry } from 'prom-client';
 import { ValidationError } from '../errors.js';
 import type { ConnectionOption } from '../options.js';
+import { checkTimerMs } from '../validate.js';
 import { handleApi, isMutation } from './api.js';
 import { errorResponse, HttpError, json, withSecurityHeaders } from './http.js';
 import { queueMetrics } from './metrics.js';
@@ -69,11 +70,7 @@ function checkOptions(
     );
   if (opts.auth !== undefined && (typeof opts.auth.token !== 'string' || opts.auth.token.length < 8))
     throw new ValidationError('auth.token must be a string of at least 8 characters');
-  const eventsIntervalMs = opts.eventsIntervalMs ?? 1_500;
-  if (!Number.isInteger(eventsIntervalMs) || eventsIntervalMs < 100)
-    throw new ValidationError(
-      `eventsIntervalMs must be an integer >= 100, got ${String(opts.eventsIntervalMs)}`,
-    );
+  const eventsIntervalMs = checkTimerMs('eventsIntervalMs', opts.eventsIntervalMs ?? 1_500, 100);
   return { basePath, eventsIntervalMs };
 }
 

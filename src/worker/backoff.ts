@@ -2,6 +2,7 @@
 
 import { ValidationError } from '../errors.js';
 import { decodeBackoff } from '../job-record.js';
+import { MAX_DELAY_MS } from '../options.js';
 import type { Job } from './job.js';
 
 export type BackoffStrategy = (attempt: number, error: Error, job: Job) => number;
@@ -33,5 +34,6 @@ export function retryDelayMs(
     delay = Math.min((b.delayMs ?? 0) * 2 ** (attempt - 1), b.maxDelayMs ?? Number.POSITIVE_INFINITY);
   }
   if (b.jitter) delay = delay * (0.5 + Math.random() * 0.5);
-  return Math.round(delay);
+  // A custom strategy may return any finite number: hold it to the longest delay a job can have.
+  return Math.round(Math.min(delay, MAX_DELAY_MS));
 }

@@ -1,6 +1,7 @@
 /** `surety stats [queue...] [--watch]`: counts per queue and state, once or refreshed. */
 import type { Command } from 'commander';
 import type { Queue } from '../../queue.js';
+import { delay } from '../../timers.js';
 import type { JobCounts } from '../../types.js';
 import { examples, globals, out, queueLister } from '../command-kit.js';
 import { checkNames, type GlobalOptions, openQueue, openRedis, type RedisHandle } from '../connection.js';
@@ -106,7 +107,7 @@ export function registerStats(program: Command): void {
       });
       try {
         while (!stop) {
-          const wait = new Promise((r) => setTimeout(r, intervalMs));
+          const wait = delay(intervalMs);
           await Promise.race([wait, signal]);
           if (!stop) await render();
         }
