@@ -21,8 +21,11 @@ export const DEFAULT_RETENTION = Object.freeze({
 });
 /** Entries kept (approximately) in a queue's lifecycle event stream; each entry covers a batch. */
 export const DEFAULT_EVENTS_MAX_LEN = 10_000;
-/** addBulk sends this many jobs per script call (one round trip each). */
-export const BULK_CHUNK = 1_000;
+/**
+ * The most jobs one addBulk call takes. Each partition's share goes in one script call (atomic), which
+ * works through it in chunks of at most 1 000 values per Redis command.
+ */
+export const MAX_BULK = 10_000;
 /** Upper bound of jobs moved per call by promotion, recovery and retention trimming, to keep scripts short. */
 export const SCRIPT_BATCH_LIMIT = 1_000;
 /** Longest error stack kept per attempt. */

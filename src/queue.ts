@@ -3,7 +3,7 @@
  * the dashboard are built on. Holds no state besides its connections.
  */
 import { type Connection, checkServer, closeConnection, connect, duplicate } from './connection.js';
-import { BULK_CHUNK, SCRIPT_BATCH_LIMIT } from './defaults.js';
+import { MAX_BULK, SCRIPT_BATCH_LIMIT } from './defaults.js';
 import { DoneListener } from './done-listener.js';
 import {
   ClosedError,
@@ -141,7 +141,7 @@ export class Queue<Data = unknown, Result = unknown> {
     return p;
   }
 
-  /** Sends routed rows (`parts[i]` is row i's partition). */
+  /** Sends routed rows (`parts[i]` is row i's partition): one atomic script call per partition. */
   private async runAdd(layout: Layout, rows: AddRow[], parts: number[]): Promise<AddedJob[]> {
     const client = this.conn.client;
     // Group by partition (one atomic call per partition), keeping each job's place in the answer.
@@ -151,6 +151,19 @@ export class Queue<Data = unknown, Result = unknown> {
       if (g) g.push(i);
       else groups.set(p, [i]);
     });
+    if (groups.size > 1) {
+      // Check every partition (layout, parents) before writing to any, so that a refusal writes
+      // nothing anywhere. Only the rows the check reads go, without their data.
+      await Promise.all(
+        [...groups].map(([p, indexes]) => {
+          const checked = indexes
+            .map((i) => rows[i]!)
+            .filter((r) => r.id !== '' || r.dependsOn !== '')
+            .map((r) => ({ ...r, data: '' }));
+          return this.addScript(client, layout.parts[p]!, p, layout, checked, true);
+        }),
+      );
+    }
     const out: AddedJob[] = new Array(rows.length);
     await Promise.all(
       [...groups].map(async ([p, indexes]) => {
@@ -181,6 +194,7 @@ export class Queue<Data = unknown, Result = unknown> {
     p: number,
     layout: Layout,
     rows: AddRow[],
+    checkOnly = false,
   ): Promise<(string | number)[]> {
     const args = {
       now: '',
@@ -188,6 +202,7 @@ export class Queue<Data = unknown, Result = unknown> {
       eventsMaxLen: this.options.eventsMaxLen,
       partitions: layout.count,
       idSuffix: layout.idSuffix(p),
+      checkOnly: checkOnly ? '1' : '',
     };
     try {
       return (await runScript(client, scripts.add, k, args, rows)) as (string | number)[];
@@ -230,20 +245,27 @@ export class Queue<Data = unknown, Result = unknown> {
   }
 
   /**
-   * Adds many jobs, BULK_CHUNK per round trip; each chunk is atomic per partition. Every item is
-   * validated before anything is sent, so one bad item rejects the whole call and writes nothing.
+   * Adds up to MAX_BULK (10 000) jobs, in order; an id given twice (or one that exists) is reported with
+   * `isNew: false` and written once. Each partition's share is written by one atomic script call.
+   *
+   * A refused call writes nothing: every item is validated (options, data, routing) before anything is
+   * sent, and each partition's script checks every parent and the queue's layout before its first
+   * write. In a partitioned queue with jobs in more than one partition, every partition is checked
+   * first and written only when all passed. What remains in that case: a parent removed (or trimmed by
+   * retention), or a repartition started, between the check and the writes makes that partition's
+   * write fail after the others succeeded; as after an `ERR_CONNECTION`, calling again with the same
+   * explicit ids is safe (ids that exist are not written twice).
    */
   async addBulk(items: readonly { data: Data; opts?: JobOptions }[]): Promise<AddedJob[]> {
     if (!Array.isArray(items)) throw new ValidationError('addBulk expects an array of { data, opts }');
+    if (items.length > MAX_BULK) {
+      throw new ValidationError(`addBulk takes at most ${MAX_BULK} jobs per call, got ${items.length}`);
+    }
     const rows = items.map((item, i) => this.row(item.data, item.opts, `item ${i} data`));
     const layout = await this.open();
-    // Route every item before sending any chunk: one refused (CrossPartitionError) writes nothing.
+    // Route every item before sending anything: one refused (CrossPartitionError) writes nothing.
     const parts = rows.map((row) => this.route(layout, row));
-    const chunks: Promise<AddedJob[]>[] = [];
-    for (let i = 0; i < rows.length; i += BULK_CHUNK) {
-      chunks.push(this.runAdd(layout, rows.slice(i, i + BULK_CHUNK), parts.slice(i, i + BULK_CHUNK)));
-    }
-    return (await Promise.all(chunks)).flat();
+    return this.runAdd(layout, rows, parts);
   }
 
   async getJob(id: string): Promise<JobInfo<Data, Result> | null> {

@@ -69,7 +69,7 @@ export const scripts = {
       'dependents',
       'meta',
     ],
-    ['now', 'wakeChannel', 'eventsMaxLen', 'partitions', 'idSuffix'],
+    ['now', 'wakeChannel', 'eventsMaxLen', 'partitions', 'idSuffix', 'checkOnly'],
     ['id', 'priority', 'delayMs', 'runAt', 'optionTail', 'data', 'dependsOn', 'depMode'],
   ),
   claim: define(

@@ -269,6 +269,7 @@ class Harness {
       eventsMaxLen: 100, // events on, so their cost in the scripts is exercised
       partitions: 1,
       idSuffix: '',
+      checkOnly: '',
       ...extra,
     };
     const args = {} as Record<A, ArgValue>;

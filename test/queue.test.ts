@@ -1,13 +1,16 @@
 import { describe, expect, it } from 'vitest';
+import { MAX_BULK } from '../src/defaults.js';
 import {
   InvalidStateError,
   JobFailedError,
   JobNotFoundError,
   Queue,
   UnrecoverableError,
+  ValidationError,
   WaitTimeoutError,
   Worker,
 } from '../src/index.js';
+import { hashPartition } from '../src/partitions.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
@@ -293,5 +296,115 @@ describe('Queue', () => {
     release();
     await w.close();
     expect(await q.workers()).toEqual([]);
+  });
+});
+
+describe('addBulk', () => {
+  /** Every key of the queue, in every partition (the tags all start with `{surety:<name>`). */
+  const keysOf = (name: string) => fx.redis.keys(`{surety:${name}*`);
+
+  it('a generated id never takes an id given explicitly earlier in the same call', async () => {
+    const q = queue<string>();
+    const added = await q.addBulk([{ data: 'X', opts: { id: '2' } }, { data: 'A' }, { data: 'B' }]);
+    expect(added).toEqual([
+      { id: '2', isNew: true, state: 'waiting' },
+      { id: '1', isNew: true, state: 'waiting' },
+      { id: '3', isNew: true, state: 'waiting' },
+    ]);
+    expect((await q.getJob('3'))?.data).toBe('B');
+    expect((await q.counts()).waiting).toBe(3);
+  });
+
+  it('a generated id never takes an id given explicitly later in the same call', async () => {
+    const q = queue<string>();
+    const added = await q.addBulk([{ data: 'A' }, { data: 'X', opts: { id: '1' } }, { data: 'B' }]);
+    expect(added.map((a) => [a.id, a.isNew])).toEqual([
+      ['2', true],
+      ['1', true],
+      ['3', true],
+    ]);
+    expect((await q.getJob('1'))?.data).toBe('X');
+    expect((await q.getJob('2'))?.data).toBe('A');
+    // The counter continues after the numbers it skipped; an explicit id that merely looks numeric is another id.
+    expect((await q.add('C')).id).toBe('4');
+    expect((await q.add('D', { id: '05' })).id).toBe('05');
+    expect((await q.add('E')).id).toBe('5');
+  });
+
+  it('in a partitioned queue a generated id never takes an explicit id of the call that has its form', async () => {
+    const q = queue<string>(uniqueName(), { partitions: 2 });
+    // '1@0' routes to partition 0, like the generated ids of partition 0.
+    const added = await q.addBulk([
+      { data: 'X', opts: { id: '1@0' } },
+      { data: 'A' },
+      { data: 'B' },
+      { data: 'C' },
+    ]);
+    expect(added.every((a) => a.isNew)).toBe(true);
+    expect(new Set(added.map((a) => a.id)).size).toBe(4);
+    for (const [i, a] of added.entries()) expect((await q.getJob(a.id))?.data).toBe(['X', 'A', 'B', 'C'][i]);
+  });
+
+  it('an unknown parent at item 1 001 refuses the whole call and writes nothing', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    const items = Array.from({ length: 1_001 }, (_, i) => ({ data: { i } }));
+    items.push({ data: { i: -1 }, opts: { dependsOn: ['missing'] } } as never);
+    await expect(q.addBulk(items)).rejects.toBeInstanceOf(JobNotFoundError);
+    expect(await keysOf(name)).toEqual([]);
+  });
+
+  it('an unknown parent in one partition refuses the whole call: no partition is written', async () => {
+    const name = uniqueName();
+    const q = queue(name, { partitions: 4 });
+    // Two partition keys that land in different partitions.
+    const keys = ['k0', 'k1', 'k2', 'k3', 'k4', 'k5'];
+    const a = keys[0]!;
+    const b = keys.find((k) => hashPartition(k, 4) !== hashPartition(a, 4))!;
+    const items = [
+      ...Array.from({ length: 1_500 }, (_, i) => ({ data: { i }, opts: { partitionKey: a } })),
+      { data: {}, opts: { id: 'p', partitionKey: b } },
+      { data: {}, opts: { dependsOn: ['p'], partitionKey: b } }, // added earlier in the call: fine
+      { data: {}, opts: { dependsOn: ['missing'], partitionKey: b } },
+    ];
+    await expect(q.addBulk(items)).rejects.toBeInstanceOf(JobNotFoundError);
+    // Only the partition count recorded when the queue was opened.
+    const left = await keysOf(name);
+    for (const k of left) expect(await fx.redis.type(k)).toBe('hash');
+    expect(await Promise.all(left.map((k) => fx.redis.hkeys(k)))).toEqual(left.map(() => ['partitions']));
+    expect((await q.counts()).waiting).toBe(0);
+  });
+
+  it(`takes ${MAX_BULK} jobs of every kind in one call (chunked inside the script) and refuses one more`, async () => {
+    const name = uniqueName();
+    const q = queue<{ i: number }>(name);
+    await q.add({ i: -1 }, { id: '5' }); // a generated number already taken
+    const items = Array.from({ length: MAX_BULK }, (_, i) => {
+      const kind = i % 5;
+      if (kind === 0) return { data: { i }, opts: { id: `e${i}` } };
+      if (kind === 1) return { data: { i }, opts: { delayMs: 60_000 } };
+      if (kind === 2) return { data: { i }, opts: { priority: (i % 3) - 1 } };
+      if (kind === 3) return { data: { i }, opts: { dependsOn: [`e${i - 3}`] } };
+      return { data: { i } };
+    });
+    const added = await q.addBulk(items);
+    expect(added).toHaveLength(MAX_BULK);
+    expect(added.every((a) => a.isNew)).toBe(true);
+    expect(new Set(added.map((a) => a.id)).size).toBe(MAX_BULK);
+    expect(added.some((a) => a.id === '5')).toBe(false);
+    expect(await q.counts()).toMatchObject({ waiting: 6_000 + 1, delayed: 2_000, blocked: 2_000 });
+    expect((await q.getJob(added[MAX_BULK - 1]!.id))?.data).toEqual({ i: MAX_BULK - 1 });
+    // FIFO at priority 0 across the script's chunks: explicit and plain jobs in the order given.
+    const order = (await q.getJobs('waiting', { limit: 10_000 }))
+      .map((j) => j.data.i)
+      .filter((i) => i % 5 !== 2);
+    expect(order.slice(1)).toEqual(items.map((_, i) => i).filter((i) => i % 5 === 0 || i % 5 === 4));
+
+    const other = uniqueName();
+    const tooMany = Array.from({ length: MAX_BULK + 1 }, () => ({ data: { i: 0 } }));
+    await expect(queue(other).addBulk(tooMany)).rejects.toThrow(
+      new ValidationError(`addBulk takes at most ${MAX_BULK} jobs per call, got ${MAX_BULK + 1}`),
+    );
+    expect(await keysOf(other)).toEqual([]);
   });
 });

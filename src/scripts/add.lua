@@ -1,8 +1,11 @@
 -- add.lua: add one or many jobs (-> waiting, or -> delayed when due later, or -> blocked while it
 -- waits for parent jobs to complete). Idempotent by id: an id that exists (or repeats within the call)
--- is reported with its state and nothing is written for it. Generated ids come from a counter,
--- skipping any id a caller already used. A job whose parent is already dead is added dead (unless it
--- ignores dependency failures). An unknown parent fails the whole call before anything is written.
+-- is reported with its state and nothing is written for it. Generated ids are the counter's next
+-- numbers, in order, skipping every number that is already a job's id or that this call names as an
+-- explicit id (before or after the item). A job whose parent is already dead is added dead (unless it
+-- ignores dependency failures). Every refusal (unknown parent, stale layout) comes before any write,
+-- so a refused call writes nothing. Any number of jobs per call: multi-value commands go in chunks of
+-- at most 1000 values (Lua's unpack limit is near 8000).
 -- KEYS[1] jobs          HASH id -> record
 -- KEYS[2] waiting       LIST
 -- KEYS[3] prio          ZSET
@@ -20,11 +23,12 @@
 -- ARGV[3] eventsMaxLen  event stream cap (0 = no events)
 -- ARGV[4] partitions    the caller's partition count (refused if the queue records another)
 -- ARGV[5] idSuffix      appended to generated ids ('@<partition>' in a partitioned queue, else '')
--- ARGV[6..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode
+-- ARGV[6] checkOnly     '1' = only run the checks (parents, layout) and write nothing, else ''
+-- ARGV[7..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode
 --   id ('' = generate), priority (integer), delayMs ('' = none), runAt (epoch ms, '' = none),
 --   optionTail (header fields 9.. in Lua numbering, see job-record.ts), data (JSON),
 --   dependsOn (parent ids, newline-separated, '' = none), depMode ('i' = run even if a parent dies, else 's')
--- Returns: { id, isNew (1|0), state letter, ... } per job, in order;
+-- Returns: { id, isNew (1|0), state letter, ... } per job, in order ({} with checkOnly);
 --   error `SURETY_UNKNOWN_PARENT <id>` when a parent neither exists nor is added earlier in the call;
 --   error `SURETY_PARTITIONS <n>` when this tag belongs to a queue of n partitions (or was moved to n
 --   by a migration): the caller's layout is stale, and nothing is written
@@ -38,8 +42,19 @@
 local jobs, waiting, prio, seq, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local annex, dead, deps, dependents = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local now = current_time(ARGV[1])
-local FIXED, R = 5, 8
+local FIXED, R, CHUNK = 6, 8, 1000
 local suffix = ARGV[5]
+
+-- Runs `cmd key values...` in chunks of at most CHUNK values (`step` keeps pairs together); returns
+-- the reply of each chunk.
+local function chunked(cmd, key, values, step)
+  local replies = {}
+  local size = CHUNK - CHUNK % (step or 1)
+  for from = 1, #values, size do
+    replies[#replies + 1] = redis.call(cmd, key, unpack(values, from, math.min(from + size - 1, #values)))
+  end
+  return replies
+end
 
 -- A client configured with another partition count would add jobs no worker ever claims.
 local layout = redis.call('HMGET', KEYS[12], 'partitions', 'moved')
@@ -47,9 +62,9 @@ if layout[2] then return redis.error_reply('SURETY_PARTITIONS ' .. layout[2]) en
 if layout[1] and layout[1] ~= ARGV[4] then return redis.error_reply('SURETY_PARTITIONS ' .. layout[1]) end
 local n = (#ARGV - FIXED) / R
 
--- Parents must exist already or be added (by id) earlier in this call: check before any write.
+-- Checks, before any write: parents must exist already or be added (by id) earlier in this call.
 local parent_state = {}
-local own_ids = {}
+local explicit = {}
 for i = 0, n - 1 do
   local list = ARGV[FIXED + 7 + i * R]
   if list ~= '' then
@@ -58,45 +73,52 @@ for i = 0, n - 1 do
         local rec = redis.call('HGET', jobs, parent)
         parent_state[parent] = rec and string.sub(rec, 1, 1) or false
       end
-      if not parent_state[parent] and not own_ids[parent] then
+      if not parent_state[parent] and not explicit[parent] then
         return redis.error_reply('SURETY_UNKNOWN_PARENT ' .. parent)
       end
     end
   end
-  own_ids[ARGV[FIXED + 1 + i * R]] = true
-end
-
--- Assign generated ids in one INCRBY.
-local generated = 0
-for i = 0, n - 1 do
-  if ARGV[FIXED + 1 + i * R] == '' then generated = generated + 1 end
-end
-local next_id = 0
-if generated > 0 then next_id = redis.call('INCRBY', ids_key, generated) - generated + 1 end
-
-local ids = {}
-for i = 0, n - 1 do
   local id = ARGV[FIXED + 1 + i * R]
-  if id == '' then
-    id = next_id .. suffix
-    next_id = next_id + 1
+  if id ~= '' then explicit[id] = true end
+end
+if ARGV[6] == '1' then return {} end
+
+-- Generated ids: the counter's next numbers in order, skipping numbers already used as ids (in Redis,
+-- or explicitly anywhere in this call), checked CHUNK candidates per HMGET.
+local ids, gen = {}, {}
+for i = 1, n do
+  local id = ARGV[FIXED + 1 + (i - 1) * R]
+  ids[i] = id
+  if id == '' then gen[#gen + 1] = i end
+end
+if #gen > 0 then
+  local start = tonumber(redis.call('GET', ids_key) or '0')
+  local counter, g = start, 1
+  while g <= #gen do
+    local candidates = {}
+    for j = 1, math.min(#gen - g + 1, CHUNK) do candidates[j] = string.format('%.0f', counter + j) .. suffix end
+    local taken = redis.call('HMGET', jobs, unpack(candidates))
+    for j = 1, #candidates do
+      counter = counter + 1
+      if not taken[j] and not explicit[candidates[j]] then
+        ids[gen[g]] = candidates[j]
+        g = g + 1
+      end
+    end
   end
-  ids[i + 1] = id
+  redis.call('INCRBY', ids_key, string.format('%.0f', counter - start))
 end
 
-local existing = redis.call('HMGET', jobs, unpack(ids))
+local existing = {}
+for from = 1, n, CHUNK do
+  local part = redis.call('HMGET', jobs, unpack(ids, from, math.min(from + CHUNK - 1, n)))
+  for j = 1, #part do existing[from + j - 1] = part[j] end
+end
 local out, records, to_list, delayed_args = {}, {}, {}, {}
 local seen, woken, min_due = {}, false, nil
 for i = 1, n do
   local base = FIXED + 1 + (i - 1) * R
   local id = ids[i]
-  if existing[i] and ARGV[base] == '' then
-    -- A caller used this number as its own id: draw fresh numbers until one is free.
-    repeat
-      id = redis.call('INCR', ids_key) .. suffix
-    until redis.call('HEXISTS', jobs, id) == 0
-    existing[i] = false
-  end
   if existing[i] then
     out[#out + 1] = id
     out[#out + 1] = 0
@@ -172,10 +194,11 @@ for i = 1, n do
   end
 end
 
-if #records > 0 then redis.call('HSET', jobs, unpack(records)) end
-if #to_list > 0 and redis.call('RPUSH', waiting, unpack(to_list)) == #to_list then woken = true end
+chunked('HSET', jobs, records, 2)
+-- The list was empty before (idle workers must be woken) when the first RPUSH left only its own ids.
+if #to_list > 0 and chunked('RPUSH', waiting, to_list)[1] == math.min(#to_list, CHUNK) then woken = true end
 if #delayed_args > 0 then
-  redis.call('ZADD', delayed, unpack(delayed_args))
+  chunked('ZADD', delayed, delayed_args, 2)
   announce_delayed(delayed, ARGV[2], min_due)
 end
 if woken then redis.call('SPUBLISH', ARGV[2], 'w') end
