@@ -1,14 +1,20 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { parseClusterUrl } from '../src/connection.js';
+import { createDashboard } from '../src/dashboard/index.js';
 import {
   NotSerializableError,
   PayloadTooLargeError,
   Queue,
+  QueueEvents,
+  queueKeys,
   SuretyError,
   ValidationError,
   Worker,
 } from '../src/index.js';
-import { uniqueName, useRedis } from './helpers/setup.js';
+import { MAX_DELAY_MS } from '../src/options.js';
+import { MAX_TIMER_MS, safeTimeout, timerMs } from '../src/timers.js';
+import { Interval } from '../src/worker/interval.js';
+import { nextEvent, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
 const queues: Queue[] = [];
@@ -177,5 +183,240 @@ describe('bad input is refused with a typed error before anything is written', (
     expect(() => new Queue('ok', { durability: { waitReplicas: 1, timeoutMs: 0 } })).toThrow(
       /durability.timeoutMs/,
     );
+  });
+});
+
+describe('durations that reach a timer fit setTimeout (2^31-1 ms); longer computed waits are clamped', () => {
+  const TOO_LONG = 3_000_000_000;
+
+  it.each([
+    ['pollIntervalMs', 10],
+    ['recoverIntervalMs', 10],
+    ['heartbeatMs', 10],
+    ['closeTimeoutMs', 0],
+  ])(
+    'Worker %s above 2^31-1 is refused with the allowed range, and 2^31-1 itself is accepted',
+    async (option, min) => {
+      const name = uniqueName();
+      expect(
+        () => new Worker(name, () => {}, { connection: fx.url, autostart: false, [option]: TOO_LONG }),
+      ).toThrow(`${option} must be an integer from ${min} to 2147483647, got 3000000000`);
+      const w = new Worker(name, () => {}, { connection: fx.url, autostart: false, [option]: MAX_TIMER_MS });
+      expect((w.options as unknown as Record<string, number>)[option]).toBe(MAX_TIMER_MS);
+      await w.close();
+    },
+  );
+
+  it('worker.close({ timeoutMs }) refuses a value setTimeout would turn into 1 ms, before closing anything', async () => {
+    const w = new Worker(uniqueName(), () => {}, { connection: fx.url, autostart: false });
+    for (const timeoutMs of [TOO_LONG, Number.NaN, -1, 1.5]) {
+      await expect(w.close({ timeoutMs })).rejects.toMatchObject({ code: 'ERR_INVALID_OPTION' });
+    }
+    await w.close({ timeoutMs: MAX_TIMER_MS });
+  });
+
+  it('close() with closeTimeoutMs at its maximum waits for the running job instead of returning at once', async () => {
+    const q = queue();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const w = new Worker(q.name, () => gate.then(() => 'done'), {
+      connection: fx.url,
+      closeTimeoutMs: MAX_TIMER_MS,
+    });
+    const { id } = await q.add({});
+    await waitUntil(async () => (await q.getJob(id))?.state === 'active', 'the job to start');
+    let closed = false;
+    const closing = w.close().then(() => {
+      closed = true;
+    });
+    await q.getJob(id); // a round trip: with a 1 ms timer close() would have returned by now
+    expect(closed).toBe(false);
+    expect((await q.getJob(id))!.state).toBe('active');
+    release();
+    await closing;
+    expect((await q.getJob(id))!.state).toBe('completed');
+  });
+
+  it('queue.waitFor refuses a timeoutMs above 2^31-1 (it used to time out after 1 ms)', async () => {
+    const q = queue();
+    const { id } = await q.add({});
+    await expect(q.waitFor(id, { timeoutMs: TOO_LONG })).rejects.toThrow(
+      'timeoutMs must be an integer from 1 to 2147483647, got 3000000000',
+    );
+  });
+
+  it('the dashboard refuses an eventsIntervalMs above 2^31-1', () => {
+    expect(() => createDashboard({ eventsIntervalMs: TOO_LONG })).toThrow(
+      'eventsIntervalMs must be an integer from 100 to 2147483647, got 3000000000',
+    );
+  });
+
+  it('safeTimeout clamps what setTimeout cannot hold: longer waits to 2^31-1, NaN and negatives to 0', () => {
+    expect([2 ** 31, 1e308, Number.POSITIVE_INFINITY].map(timerMs)).toEqual([
+      MAX_TIMER_MS,
+      MAX_TIMER_MS,
+      MAX_TIMER_MS,
+    ]);
+    expect([Number.NaN, -5, -0, 0].map(timerMs)).toEqual([0, 0, 0, 0]);
+    expect(timerMs(1234)).toBe(1234);
+    const spy = vi.spyOn(globalThis, 'setTimeout');
+    try {
+      clearTimeout(safeTimeout(() => {}, 2 ** 40));
+      expect(spy.mock.calls.at(-1)?.[1]).toBe(MAX_TIMER_MS);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it('a worker loop whose next delay exceeds 2^31-1 ms (a jittered recoverIntervalMs) waits 2^31-1 ms, not 1 ms', () => {
+    const spy = vi.spyOn(globalThis, 'setTimeout');
+    const runs: number[] = [];
+    const loop = new Interval(
+      async () => {
+        runs.push(1);
+      },
+      () => 2 ** 31 + 5,
+      () => {},
+    );
+    try {
+      loop.start();
+      expect(spy.mock.calls.map((c) => c[1])).toEqual([MAX_TIMER_MS]);
+    } finally {
+      loop.stop();
+      spy.mockRestore();
+    }
+    expect(runs).toEqual([]);
+  });
+
+  it('a worker with every timer option at its maximum and a job due in a month sets no timer above 2^31-1 ms', async () => {
+    const q = queue();
+    await q.add({}, { delayMs: 30 * 24 * 3_600_000 });
+    const spy = vi.spyOn(globalThis, 'setTimeout');
+    const w = new Worker(q.name, () => {}, {
+      connection: fx.url,
+      autostart: false,
+      pollIntervalMs: MAX_TIMER_MS,
+      recoverIntervalMs: MAX_TIMER_MS,
+      heartbeatMs: MAX_TIMER_MS,
+      closeTimeoutMs: MAX_TIMER_MS,
+    });
+    try {
+      await w.start();
+      // The claim reply (nothing waiting, next due in 30 days) arms the fetcher's timers.
+      await waitUntil(() => spy.mock.calls.some((c) => c[1] === MAX_TIMER_MS), 'a clamped timer');
+      const delays = spy.mock.calls.map((c) => c[1] as number);
+      expect(delays.every((d) => Number.isInteger(d) && d >= 0 && d <= MAX_TIMER_MS)).toBe(true);
+    } finally {
+      spy.mockRestore();
+      await w.close();
+    }
+  });
+
+  it('a custom backoff that returns a huge delay schedules the retry at most 10 years ahead', async () => {
+    const q = queue();
+    const w = new Worker(
+      q.name,
+      () => {
+        throw new Error('boom');
+      },
+      { connection: fx.url, backoffStrategies: { huge: () => 1e308 } },
+    );
+    try {
+      const failed = nextEvent<[unknown, unknown, string]>(w, 'failed');
+      const { id } = await q.add({}, { maxAttempts: 2, backoff: { type: 'custom', name: 'huge' } });
+      expect((await failed)[2]).toBe('delayed');
+      const job = (await q.getJob(id))!;
+      expect(job.state).toBe('delayed');
+      expect(job.runAt).toBeLessThanOrEqual(Date.now() + MAX_DELAY_MS + 60_000);
+      expect(job.runAt).toBeGreaterThan(Date.now() + MAX_DELAY_MS - 60_000);
+    } finally {
+      await w.close();
+    }
+  });
+});
+
+describe('no two (prefix, queue, partition) share a hash tag', () => {
+  it('an all-digit queue name under a prefix with a colon is refused: it would be a partition of another queue', async () => {
+    const base = uniqueName('p');
+    const orders = new Queue('orders', { connection: fx.url, prefix: base, partitions: 2 });
+    queues.push(orders);
+    expect(orders.keys.tag).toBe(`{${base}:orders:0}`);
+    const code = { code: 'ERR_INVALID_QUEUE_NAME' };
+    const colliding = { connection: fx.url, prefix: `${base}:orders` };
+    expect(() => new Queue('0', colliding)).toThrow(expect.objectContaining(code));
+    expect(() => new Queue('1', { ...colliding, partitions: 'auto' })).toThrow(expect.objectContaining(code));
+    expect(() => new Worker('0', () => {}, { ...colliding, autostart: false })).toThrow(
+      expect.objectContaining(code),
+    );
+    expect(() => new QueueEvents('0', colliding)).toThrow(expect.objectContaining(code));
+    expect(() => queueKeys(`${base}:orders`, '0')).toThrow(
+      `queue name "0" is all digits and prefix "${base}:orders" contains ':'`,
+    );
+    await orders.add({ n: 1 });
+    expect(await orders.counts()).toMatchObject({ waiting: 1 });
+  });
+
+  it('all-digit names without a colon in the prefix, and colon prefixes with other names, stay allowed', async () => {
+    for (const [name, prefix] of [
+      ['0', undefined],
+      ['2024', 'app'],
+      ['orders', 'app:eu'],
+      ['v2', 'a:b:c'],
+    ] as const) {
+      const q = new Queue(name, { connection: fx.url, ...(prefix ? { prefix } : {}) });
+      queues.push(q);
+      expect(q.keys.tag).toBe(`{${prefix ?? 'surety'}:${name}}`);
+    }
+  });
+});
+
+describe('strings that UTF-8 cannot hold unchanged never name a key or a field', () => {
+  it.each(['a\uD800', 'a\uDC00', '\uDC00\uD83D', 'x\uD83Dy', '\uDBFF'])(
+    'a job id with an unpaired surrogate (%j) is refused and nothing is written',
+    async (id) => {
+      const q = queue();
+      await expect(q.add({}, { id })).rejects.toMatchObject({ code: 'ERR_INVALID_JOB_ID' });
+      await expect(q.addBulk([{ data: {}, opts: { id } }])).rejects.toMatchObject({
+        code: 'ERR_INVALID_JOB_ID',
+      });
+      await expect(q.add({}, { dependsOn: [id] })).rejects.toMatchObject({ code: 'ERR_INVALID_JOB_ID' });
+      await expect(q.getJob(id)).rejects.toMatchObject({ code: 'ERR_INVALID_JOB_ID' });
+      await nothingWritten(q);
+    },
+  );
+
+  it("'a\\uD800' and 'a\\uDC00' no longer both become 'a\\uFFFD'; paired surrogates are kept as they are", async () => {
+    const q = queue();
+    await expect(q.add({ n: 1 }, { id: 'a\uD800' })).rejects.toBeInstanceOf(ValidationError);
+    await expect(q.add({ n: 2 }, { id: 'a\uDC00' })).rejects.toBeInstanceOf(ValidationError);
+    expect(await q.add({ n: 3 }, { id: 'a\uFFFD' })).toMatchObject({ id: 'a\uFFFD', isNew: true });
+    expect(await q.add({ n: 4 }, { id: 'a\u{1F600}' })).toMatchObject({ id: 'a\u{1F600}', isNew: true });
+    expect((await q.getJob('a\uFFFD'))!.data).toEqual({ n: 3 });
+    expect((await q.getJob('a\u{1F600}'))!.data).toEqual({ n: 4 });
+  });
+
+  it('data, results and progress holding unpaired surrogates round-trip exactly (JSON escapes them)', async () => {
+    const q = queue();
+    const odd = { 'k\uD800': 'a\uD800', s: '\uDC00b', both: 'x\uDBFF\uDFFFy\uDFFF', arr: ['\uD83D'] };
+    const { id } = await q.add(odd);
+    expect((await q.getJob(id))!.data).toEqual(odd);
+    const w = new Worker(
+      q.name,
+      async (job) => {
+        await job.progress({ p: '\uDC00' });
+        return { echo: job.data, r: 'r\uD800' };
+      },
+      { connection: fx.url },
+    );
+    try {
+      await q.waitFor(id, { timeoutMs: 10_000 });
+      const job = (await q.getJob(id))!;
+      expect(job.result).toEqual({ echo: odd, r: 'r\uD800' });
+      expect(job.progress).toEqual({ p: '\uDC00' });
+    } finally {
+      await w.close();
+    }
   });
 });
