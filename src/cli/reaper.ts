@@ -1,14 +1,14 @@
 /**
  * Reaper: a Worker-like loop that only recovers expired leases (jobs of crashed or stalled workers go
  * back to waiting, or to dead when their attempts are spent). Every Worker already does this; the
- * reaper covers queues whose workers are all gone. It runs the same recovery pass (src/recovery.ts) as
- * every Worker, so it needs no locking: the scripts are atomic.
+ * reaper covers queues whose workers are all gone. Each pass calls the Queue admin API
+ * (`queue.recoverExpired()`, the same recovery pass every Worker runs, over every partition of the
+ * queue), so it builds no key of its own and needs no locking: the scripts are atomic.
  */
 import { EventEmitter } from 'node:events';
-import { DEFAULT_PREFIX, DEFAULT_RETENTION, SCRIPT_BATCH_LIMIT } from '../defaults.js';
+import { SCRIPT_BATCH_LIMIT } from '../defaults.js';
 import { ConnectionError, SuretyError } from '../errors.js';
-import { queueKeys } from '../keys.js';
-import { recoverExpired } from '../recovery.js';
+import { Queue } from '../queue.js';
 import type { RedisClient } from '../scripts.js';
 import { Interval, jittered } from '../worker/interval.js';
 
@@ -83,10 +83,25 @@ export class Reaper extends EventEmitter<ReaperEvents> {
     return found;
   }
 
-  private async recover(queue: string): Promise<RecoveredJobs> {
-    const keys = queueKeys(this.opts.prefix ?? DEFAULT_PREFIX, queue);
-    const r = await recoverExpired(this.client, keys, this.opts.deadRetention ?? DEFAULT_RETENTION.dead);
-    return { queue, requeued: r.requeued, dead: r.dead };
+  /**
+   * One recovery pass over every partition of `name`. A Queue per pass (no Redis connection of its
+   * own: it shares the reaper's client) reads the partition count afresh, so a queue partitioned or
+   * repartitioned while the reaper runs is covered from its next pass.
+   */
+  private async recover(name: string): Promise<RecoveredJobs> {
+    const queue = new Queue(name, {
+      connection: this.client,
+      partitions: 'auto',
+      ...(this.opts.prefix === undefined ? {} : { prefix: this.opts.prefix }),
+    });
+    try {
+      const r = await queue.recoverExpired(
+        this.opts.deadRetention === undefined ? {} : { deadRetention: this.opts.deadRetention },
+      );
+      return { queue: name, requeued: r.requeued, dead: r.dead };
+    } finally {
+      await queue.close();
+    }
   }
 
   private report(err: unknown): void {
