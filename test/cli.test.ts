@@ -570,6 +570,41 @@ describe('surety worker and reaper', () => {
   });
 });
 
+describe('surety output closed early (piped into head)', () => {
+  /** Starts `args`, closes its stdout after the first chunk, and returns how it ended. */
+  async function closeStdoutEarly(args: string[]): Promise<Run & { firstChunk: string }> {
+    const s = start(args);
+    const firstChunk = await new Promise<string>((resolve) =>
+      s.proc.stdout!.once('data', (d) => resolve(String(d))),
+    );
+    s.proc.stdout!.destroy();
+    return { ...(await s.exited), firstChunk };
+  }
+
+  it('a command waiting for Ctrl-C (stats --watch) stops quietly with exit 0, no EPIPE stack', async () => {
+    const name = uniqueName('epipe-watch');
+    await queue(name).add({});
+    const r = await closeStdoutEarly(['stats', name, '--watch', '--interval', '100ms', '--json']);
+    expect(r.firstChunk).toContain(name);
+    expect(r.stderr).not.toContain('EPIPE');
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    expect(r.code).toBe(0);
+  });
+
+  it('a one-shot command whose output outgrows the pipe finishes quietly with exit 0', async () => {
+    const name = uniqueName('epipe-jobs');
+    const q = queue(name);
+    // About 2 MB of output: far more than a pipe buffers, so writes go on after the reader left.
+    const big = 'x'.repeat(2_000);
+    await q.addBulk(Array.from({ length: 1_000 }, (_, i) => ({ data: { i, big } })));
+    const r = await closeStdoutEarly(['jobs', name, '--limit', '1000', '--json']);
+    expect(r.firstChunk.length).toBeGreaterThan(0);
+    expect(r.stderr).not.toContain('EPIPE');
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    expect(r.code).toBe(0);
+  });
+});
+
 describe('embedded Redis and the demo', () => {
   it('--redis embedded starts a private redis-server in ./.surety/redis when none is reachable, and stops it', async () => {
     const cwd = mkdtempSync(join(tmp, 'embedded-'));

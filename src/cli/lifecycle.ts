@@ -10,6 +10,7 @@ const cleanups: Cleanup[] = [];
 let interruptHandler: ((signal: NodeJS.Signals) => void) | null = null;
 let signalsSeen = 0;
 let installed = false;
+let outputClosed = false;
 
 /** Registers `fn` to run before the process exits; returns a function that unregisters it. */
 export function addCleanup(fn: Cleanup): () => void {
@@ -38,6 +39,8 @@ export async function runCleanups(): Promise<void> {
  */
 export function onInterrupt(fn: (signal: NodeJS.Signals) => void): () => void {
   interruptHandler = fn;
+  // Output already closed (see installPipeHandlers): a command starting to wait now stops at once.
+  if (outputClosed) queueMicrotask(() => interruptHandler === fn && interruptForClosedOutput());
   return () => {
     if (interruptHandler === fn) interruptHandler = null;
   };
@@ -66,6 +69,36 @@ export function installSignalHandlers(): void {
       void runCleanups().finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
     });
   }
+}
+
+/** True once stdout or stderr was closed by its reader (EPIPE): output is dropped from then on. */
+export function isOutputClosed(): boolean {
+  return outputClosed;
+}
+
+/**
+ * A closed stdout or stderr (`surety jobs emails | head -1`) is not a failure: Node reports the
+ * broken pipe as an `error` event that, unhandled, killed the CLI with an EPIPE stack. Now output
+ * is dropped from then on; a command waiting for Ctrl-C (stats --watch, worker, reaper, dashboard)
+ * is asked to stop as on an interrupt (signal 'SIGPIPE'), any other command finishes its work
+ * silently, and the exit code is the command's. Other stream errors are not hidden.
+ */
+export function installPipeHandlers(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EPIPE' && err.code !== 'ERR_STREAM_DESTROYED') throw err;
+      if (outputClosed) return;
+      outputClosed = true;
+      interruptForClosedOutput();
+    });
+  }
+}
+
+/** The closed output counts as the first interrupt: a later Ctrl-C stops at once. */
+function interruptForClosedOutput(): void {
+  if (!interruptHandler || signalsSeen > 0) return;
+  signalsSeen++;
+  interruptHandler('SIGPIPE');
 }
 
 /** Resolves once everything written to stdout and stderr has been handed to the OS. */

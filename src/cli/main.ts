@@ -16,7 +16,7 @@ import { registerStats } from './commands/stats.js';
 import { registerWorker } from './commands/worker.js';
 import { registerWorkers } from './commands/workers.js';
 import { EXIT_OK, reportError } from './errors.js';
-import { flushOutput, installSignalHandlers, runCleanups } from './lifecycle.js';
+import { flushOutput, installPipeHandlers, installSignalHandlers, runCleanups } from './lifecycle.js';
 
 function version(): string {
   try {
@@ -72,6 +72,7 @@ Exit codes: 0 ok, 1 failure, 2 usage error. Set DEBUG=surety for stack traces.
 
 export async function main(argv: string[] = process.argv): Promise<number> {
   installSignalHandlers();
+  installPipeHandlers();
   let code = EXIT_OK;
   try {
     await buildProgram().parseAsync(argv);
