@@ -9,14 +9,21 @@ import { hash01 } from './rng.js';
  * n normal (fails at random, retried), f always fails (plain Error, ends dead after maxAttempts),
  * u throws UnrecoverableError (dead at once), d added with delayMs, r added with runAt,
  * i added with an explicit id that other adds reuse (duplicate-id adds),
- * s slow: runs longer than its lease (1.8-3 s), like n otherwise.
+ * s slow: runs longer than its lease (1.8-3 s), like n otherwise,
+ * o odd throw: throws something that is not a well-formed Error (a null-prototype object, an Error whose
+ *   stack is not a string, a message getter returning an object, undefined, a BigInt, a circular object),
+ * h hang: added with a timeoutMs; the attempt ignores its abort signal and runs on past its lease,
+ * b big result: returns a result above maxPayloadBytes (refused: the attempt fails), then a huge one
+ *   just under it,
+ * 1 single attempt: maxAttempts 1, never fails by plan (a lost lease kills it: it must have run first).
+ * Every kind but f and u succeeds on its last attempt.
  *
  * Why slow jobs, when the workload is 0-50 ms jobs: an attempt shorter than its lease never needs a
  * renewal, and its stale outcome always arrives after the newer attempt has finished, when any fence
  * refuses it. Without attempts that outlive the lease, a complete.lua that ignored the fencing token
  * while the job is active passed every check (mutation-tested); with them it fails "wrong outcome".
  */
-export type Kind = 'n' | 'f' | 'u' | 'd' | 'r' | 'i' | 's';
+export type Kind = 'n' | 'f' | 'u' | 'd' | 'r' | 'i' | 's' | 'o' | 'h' | 'b' | '1';
 
 export const KIND_NAMES: Record<Kind, string> = {
   n: 'normal',
@@ -26,15 +33,42 @@ export const KIND_NAMES: Record<Kind, string> = {
   r: 'scheduled (runAt)',
   i: 'duplicate-id',
   s: 'slow',
+  o: 'odd throw',
+  h: 'hang past timeout and lease',
+  b: 'huge result',
+  1: 'single attempt',
 };
 
-/** Share of each kind among the adds. */
-export const KIND_WEIGHTS: Record<Kind, number> = { n: 63, f: 4, u: 2, d: 8, r: 8, i: 14, s: 1 };
+/** Share of each kind among the adds (percent). */
+export const KIND_WEIGHTS: Record<Kind, number> = {
+  n: 57.8,
+  f: 4,
+  u: 2,
+  d: 8,
+  r: 8,
+  i: 14,
+  s: 1,
+  o: 2,
+  h: 1,
+  b: 0.2,
+  1: 2,
+};
 
-/** The job payload: the producer's sequence number of the add, and the kind. */
+/** The kinds a processor misbehaves in (left out by `--workload plain`). */
+export const MISBEHAVING: readonly Kind[] = ['o', 'h', 'b', '1'];
+
+/** The weights of a workload: 'all' kinds, or 'plain' (every kind but the misbehaving ones). */
+export function workloadWeights(workload: 'all' | 'plain'): Record<Kind, number> {
+  const w = { ...KIND_WEIGHTS };
+  if (workload === 'plain') for (const k of MISBEHAVING) w[k] = 0;
+  return w;
+}
+
+/** The job payload: the producer's sequence number of the add, the kind, and for hangs how long (ms). */
 export interface JobData {
   s: number;
   k: Kind;
+  h?: number;
 }
 
 /** What a completed attempt returns; the verdict checks it against the job's final attempt count. */
@@ -43,39 +77,110 @@ export interface ChaosResult {
   a: number;
   /** Worker process id. */
   p: number;
+  /** Padding of the huge results. */
+  pad?: string;
 }
 
 export const RANDOM_FAILURE_RATE = 0.1;
 export const MAX_JOB_MS = 50;
 export const SLOW_JOB_MS = [1_800, 3_000] as const;
+/** The library's default maxPayloadBytes (the chaos workers keep the default). */
+export const MAX_RESULT_BYTES = 512 * 1024;
 
 /** maxAttempts per kind (the rest comes from the Queue defaults: leaseMs and a fixed backoff). */
 export function maxAttemptsOf(kind: Kind): number {
-  return kind === 'f' || kind === 'u' ? 3 : 5;
+  if (kind === '1') return 1;
+  return kind === 'f' || kind === 'u' || kind === 'o' || kind === 'h' || kind === 'b' ? 3 : 5;
 }
 
-export type PlannedOutcome = 'ok' | 'fail' | 'unrec';
+/**
+ * ok: returns a result; fail: throws a plain Error; unrec: throws UnrecoverableError; odd: throws an
+ * odd value; hang: runs past its timeout and its lease, ignoring the abort signal; big: returns a
+ * result larger than maxPayloadBytes.
+ */
+export type PlannedOutcome = 'ok' | 'fail' | 'unrec' | 'odd' | 'hang' | 'big';
 
 export const PLANNED_FAILURE_MESSAGE = 'planned failure';
 
+/** The error each planned failure must be recorded with (null: any name; odd values have no name). */
+export function expectedErrorName(outcome: PlannedOutcome): string | null | undefined {
+  if (outcome === 'fail') return 'Error';
+  if (outcome === 'unrec') return 'UnrecoverableError';
+  if (outcome === 'hang') return 'TimeoutError';
+  if (outcome === 'big') return 'PayloadTooLargeError';
+  if (outcome === 'odd') return null;
+  return undefined; // ok: no error may be recorded
+}
+
+export interface AttemptPlan {
+  durationMs: number;
+  outcome: PlannedOutcome;
+  /** For odd: which odd value (index into ODD_THROWS). For ok of kind b: the result's padding length. */
+  variant: number;
+}
+
 /**
- * The attempt's duration (0..50 ms; slow jobs 1.8..3 s) and outcome. Kinds that should succeed fail at random 10 % of the
- * time, but never on their last attempt, so such a job can only end dead if lost leases spent its
- * attempts (which the verdict then requires to be visible in its error history).
+ * The attempt's duration (0..50 ms; slow jobs 1.8..3 s; hangs data.h) and outcome. Kinds that should
+ * succeed fail at random 10 % of the time, but never on their last attempt, so such a job can only end
+ * dead if lost leases spent its attempts (which the verdict then requires to be visible in its error
+ * history).
  */
-export function planAttempt(
-  seed: number,
-  data: JobData,
-  attempt: number,
-  maxAttempts: number,
-): { durationMs: number; outcome: PlannedOutcome } {
+export function planAttempt(seed: number, data: JobData, attempt: number, maxAttempts: number): AttemptPlan {
   const r = hash01(seed, data.s, attempt, 1);
+  const r2 = hash01(seed, data.s, attempt, 2);
+  const last = attempt >= maxAttempts;
   const [slowMin, slowMax] = SLOW_JOB_MS;
-  const durationMs =
+  let durationMs =
     data.k === 's' ? slowMin + Math.floor(r * (slowMax - slowMin)) : Math.floor(r * (MAX_JOB_MS + 1));
   let outcome: PlannedOutcome = 'ok';
+  let variant = 0;
   if (data.k === 'f') outcome = 'fail';
   else if (data.k === 'u') outcome = 'unrec';
-  else if (attempt < maxAttempts && hash01(seed, data.s, attempt, 2) < RANDOM_FAILURE_RATE) outcome = 'fail';
-  return { durationMs, outcome };
+  else if (data.k === 'o' && !last && (attempt === 1 || r2 < 0.7)) {
+    outcome = 'odd';
+    variant = Math.floor(hash01(seed, data.s, attempt, 3) * ODD_THROW_NAMES.length);
+  } else if (data.k === 'h' && !last && (attempt === 1 || r2 < 0.3)) {
+    outcome = 'hang';
+    durationMs = data.h ?? 5_000;
+  } else if (data.k === 'b' && !last && attempt === 1) outcome = 'big';
+  else if (data.k === 'b') variant = Math.floor(MAX_RESULT_BYTES * (0.5 + 0.4 * r2));
+  else if (data.k !== '1' && !last && r2 < RANDOM_FAILURE_RATE) outcome = 'fail';
+  return { durationMs, outcome, variant };
+}
+
+/** What each odd throw is (named in logs and reports). */
+export const ODD_THROW_NAMES = [
+  'Object.create(null)',
+  'Error with a non-string stack',
+  'Error whose message getter returns an object',
+  'undefined',
+  'a BigInt',
+  'a circular object',
+] as const;
+
+/** The odd value to throw for `variant` (built fresh each time: some are mutable). */
+export function oddThrow(variant: number): unknown {
+  switch (variant) {
+    case 0:
+      return Object.create(null);
+    case 1: {
+      const e = new Error('odd: stack is not a string');
+      Object.defineProperty(e, 'stack', { value: { not: 'a string' }, configurable: true });
+      return e;
+    }
+    case 2: {
+      const e = new Error('odd');
+      Object.defineProperty(e, 'message', { get: () => ({ an: 'object' }), configurable: true });
+      return e;
+    }
+    case 3:
+      return undefined;
+    case 4:
+      return 10n ** 30n;
+    default: {
+      const o: Record<string, unknown> = { name: 'Circular' };
+      o.self = o;
+      return o;
+    }
+  }
 }

@@ -74,6 +74,9 @@ export async function lookupUnlisted(
 
 export interface LogEvidence {
   executions: Execution[];
+  /** Jobs with at least one attempt begun on a processor ('b' lines), and `${id}#${attempt}` begun. */
+  begunJobs: Set<string>;
+  begunAttempts: Set<string>;
   /** `${id}#${attempt}` of completions/dead failures Redis acknowledged to a worker. */
   ackedComplete: Map<string, number>;
   ackedDead: Map<string, number>;
@@ -86,6 +89,8 @@ export interface LogEvidence {
 export function readLogs(paths: readonly string[]): LogEvidence {
   const ev: LogEvidence = {
     executions: [],
+    begunJobs: new Set(),
+    begunAttempts: new Set(),
     ackedComplete: new Map(),
     ackedDead: new Map(),
     staleRefusals: 0,
@@ -103,6 +108,10 @@ export function readLogs(paths: readonly string[]): LogEvidence {
 
 function absorb(ev: LogEvidence, line: LogLine): void {
   switch (line.t) {
+    case 'b':
+      ev.begunJobs.add(line.id);
+      ev.begunAttempts.add(`${line.id}#${line.a}`);
+      break;
     case 'x':
       ev.executions.push(line);
       break;
@@ -121,5 +130,27 @@ function absorb(ev: LogEvidence, line: LogLine): void {
     case 'e':
       ev.errorCodes[line.code] = (ev.errorCodes[line.code] ?? 0) + 1;
       break;
+  }
+}
+
+/**
+ * Ids of every job the queue's events stream says completed: with retention 0 the completed record is
+ * deleted in the same script that writes this event, so the event is Redis's own record of the outcome.
+ * (Read page by page with XRANGE on the key keys.ts derives: the public events() reader blocks for new
+ * entries and has no "up to now".)
+ */
+export async function completedFromEvents(queue: Queue<JobData, ChaosResult>): Promise<Set<string>> {
+  const done = new Set<string>();
+  const stream = queue.keys.events;
+  let from = '-';
+  for (;;) {
+    const page = (await queue.client.xrange(stream, from, '+', 'COUNT', 5_000)) as [string, string[]][];
+    for (const [, fields] of page) {
+      const f = new Map<string, string>();
+      for (let i = 0; i + 1 < fields.length; i += 2) f.set(fields[i]!, fields[i + 1]!);
+      if (f.get('event') === 'completed') for (const id of (f.get('ids') ?? '').split('\n')) done.add(id);
+    }
+    if (page.length < 5_000) return done;
+    from = `(${page[page.length - 1]![0]}`;
   }
 }

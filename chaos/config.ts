@@ -1,25 +1,57 @@
 /**
  * Command line of `npm run chaos`:
  *
- *   npm run chaos                      50 000 jobs, 6 workers, 75 s of chaos (about 85 s in all)
- *   npm run chaos -- --ci              15 000 jobs, 40 s of chaos: the run the tests use (about 45-50 s)
+ *   npm run chaos                      50 000 jobs, 6 workers, 75 s of chaos (about 90 s in all)
+ *   npm run chaos -- --ci              15 000 jobs, 40 s of chaos: the run the tests use (about 60 s)
  *   npm run chaos -- --jobs 20000 --workers 4 --duration 40 --seed 1234 --keep-logs
+ *   npm run chaos -- --ci --faults netBlackhole,oom --redis-kills 0    only these fault kinds
+ *   npm run chaos -- --ci --faults none                                 no faults: processor misbehaviour only
+ *   npm run chaos -- --ci --workload plain                             no misbehaving processors
+ *
+ * The worker and queue options (concurrency, prefetch, lease, recovery and poll periods, retention of
+ * completed jobs) are drawn from the seed, within what the library documents as valid, unless
+ * --fixed-options asks for the historical fixed set (concurrency 10, prefetch auto, lease 1.5 s).
  */
 import { parseArgs } from 'node:util';
-import { freshSeed } from './rng.js';
+import { FAULT_KINDS, type FaultKind } from './faults.js';
+import { freshSeed, Rng } from './rng.js';
 
-export interface ChaosConfig {
+/**
+ * The documented bound on a worker's concurrency (src/worker/options.ts). The harness checks it
+ * against the library at startup (chaos/run.ts), so the two cannot drift silently.
+ */
+export const MAX_CONCURRENCY = 10_000;
+/** The documented bound on an explicit prefetch (src/worker/options.ts). */
+export const MAX_PREFETCH = 10_000;
+
+/** Options drawn per run from the seed (or fixed with --fixed-options). */
+export interface RunOptions {
+  concurrency: number;
+  /** 'auto' or an explicit count of jobs claimed ahead of free slots. */
+  prefetch: number | 'auto';
+  leaseMs: number;
+  recoverIntervalMs: number;
+  pollIntervalMs: number;
+  /** Completed jobs kept by retention: 'all', or 0 (deleted as they complete). Dead jobs are always kept. */
+  keepCompleted: 'all' | 0;
+  /** Jobs added in one burst at the start of the chaos phase (large claims; 0 = none). */
+  initialBurst: number;
+}
+
+export interface ChaosConfig extends RunOptions {
   jobs: number;
   workers: number;
-  concurrency: number;
   /** Length of the chaos phase (adds and faults), ms. */
   durationMs: number;
   seed: number;
   ci: boolean;
-  leaseMs: number;
-  recoverIntervalMs: number;
+  /** True when --fixed-options was given (else the RunOptions were drawn from the seed). */
+  fixedOptions: boolean;
+  /** Fault kinds the plan may use (all by default). */
+  faultKinds: readonly FaultKind[];
+  /** 'all' job kinds, or 'plain': without the misbehaving processors (odd throws, hangs, huge results). */
+  workload: 'all' | 'plain';
   heartbeatMs: number;
-  pollIntervalMs: number;
   backoffMs: number;
   /** Kills of redis-server planned over the phase (more may happen at random). */
   redisKills: number;
@@ -33,7 +65,60 @@ export interface ChaosConfig {
 }
 
 const USAGE = `usage: npm run chaos -- [--ci] [--jobs N] [--workers N] [--concurrency N] [--duration SECONDS]
-                        [--seed N] [--redis-kills N] [--keep-logs]`;
+                        [--seed N] [--redis-kills N] [--faults KIND,...|none] [--workload all|plain]
+                        [--fixed-options] [--keep-logs]
+fault kinds: ${FAULT_KINDS.join(', ')}`;
+
+/**
+ * Worker and queue options for one run, from the seed. Every value is valid by the library's documented
+ * bounds; the spread favours the everyday settings but reaches the extremes (concurrency at its maximum,
+ * prefetch 0, retention 0) often enough that a few runs cover each.
+ */
+export function drawRunOptions(seed: number, jobs: number): RunOptions {
+  const rng = new Rng(seed).fork(3);
+  const c = rng.weighted({ everyday: 45, wide: 35, max: 20 });
+  const concurrency =
+    c === 'everyday'
+      ? 10
+      : c === 'max'
+        ? MAX_CONCURRENCY
+        : Math.max(1, Math.round(Math.exp(rng.next() * Math.log(2_000))));
+  const p = rng.weighted({ auto: 50, zero: 20, some: 30 });
+  const prefetch =
+    p === 'auto' ? 'auto' : p === 'zero' ? 0 : rng.int(1, Math.min(MAX_PREFETCH, Math.max(1, concurrency)));
+  return {
+    concurrency,
+    prefetch,
+    // At least 1 s: on 2 shared cores a renewal can be late by a few hundred ms without any fault, and
+    // a lease lost that way would be an unexplained duplicate (a false alarm, not a finding).
+    leaseMs: rng.pick([1_000, 1_500, 2_500, 4_000]),
+    recoverIntervalMs: rng.pick([100, 300, 1_000]),
+    pollIntervalMs: rng.pick([500, 2_000, 5_000]),
+    keepCompleted: rng.chance(0.25) ? 0 : 'all',
+    // Large claims need a backlog: a high-concurrency run starts with one (up to 2 x concurrency).
+    initialBurst: concurrency >= 1_000 ? Math.min(Math.floor(jobs / 3), 2 * concurrency) : 0,
+  };
+}
+
+const FIXED: RunOptions = {
+  concurrency: 10,
+  prefetch: 'auto',
+  leaseMs: 1_500,
+  recoverIntervalMs: 300,
+  pollIntervalMs: 2_000,
+  keepCompleted: 'all',
+  initialBurst: 0,
+};
+
+function parseFaults(raw: string | undefined): FaultKind[] {
+  if (raw === undefined || raw === 'all') return [...FAULT_KINDS];
+  if (raw === 'none') return [];
+  const kinds = raw.split(',').map((s) => s.trim());
+  for (const k of kinds)
+    if (!(FAULT_KINDS as readonly string[]).includes(k))
+      throw new Error(`--faults: unknown fault kind ${k}\n${USAGE}`);
+  return kinds as FaultKind[];
+}
 
 export function parseConfig(argv: readonly string[]): ChaosConfig {
   const { values } = parseArgs({
@@ -46,6 +131,9 @@ export function parseConfig(argv: readonly string[]): ChaosConfig {
       duration: { type: 'string' },
       seed: { type: 'string' },
       'redis-kills': { type: 'string' },
+      faults: { type: 'string' },
+      workload: { type: 'string' },
+      'fixed-options': { type: 'boolean', default: false },
       'keep-logs': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -64,20 +152,30 @@ export function parseConfig(argv: readonly string[]): ChaosConfig {
   };
   const durationMs = int('duration', values.duration, ci ? 40 : 75, 20, 3_600) * 1_000;
   const jobs = int('jobs', values.jobs, ci ? 15_000 : 50_000, 100, 5_000_000);
+  const seed = int('seed', values.seed, freshSeed(), 0, 2 ** 31 - 1);
+  const faultKinds = parseFaults(values.faults);
+  const fixedOptions = values['fixed-options'] === true;
+  const workload = values.workload ?? 'all';
+  if (workload !== 'all' && workload !== 'plain')
+    throw new Error(`--workload must be all or plain, got ${workload}\n${USAGE}`);
+  const drawn = fixedOptions ? FIXED : drawRunOptions(seed, jobs);
+  const concurrency = int('concurrency', values.concurrency, drawn.concurrency, 1, MAX_CONCURRENCY);
   const drainMs = 20_000;
   return {
+    ...drawn,
+    concurrency,
+    initialBurst: values.concurrency === undefined ? drawn.initialBurst : 0,
     jobs,
     workers: int('workers', values.workers, 6, 1, 64),
-    concurrency: int('concurrency', values.concurrency, 10, 1, 1_000),
     durationMs,
-    seed: int('seed', values.seed, freshSeed(), 0, 2 ** 31 - 1),
+    seed,
     ci,
-    leaseMs: 1_500,
-    recoverIntervalMs: 300,
+    fixedOptions,
+    faultKinds,
+    workload,
     heartbeatMs: 1_000,
-    pollIntervalMs: 2_000,
     backoffMs: 50,
-    redisKills: int('redis-kills', values['redis-kills'], 2, 0, 100),
+    redisKills: faultKinds.includes('redisKill') ? int('redis-kills', values['redis-kills'], 2, 0, 100) : 0,
     meanFaultGapMs: ci ? 2_200 : 2_500,
     drainMs,
     // startup (workers compile through tsx) + phase + drain + verdict, with room to spare.

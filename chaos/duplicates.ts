@@ -2,8 +2,10 @@
  * Duplicate executions: at-least-once delivery runs a job again when an attempt's outcome could not be
  * recorded (its lease was lost). Each such "wasted" execution must be explained by a fault near it in
  * time (of its own process, or of everything: Redis or all connections), and no fault may explain more
- * executions than it could have touched: per process hit, 4 x concurrency (up to `concurrency` running,
- * as many prefetched, and the outcomes of as many again finished but not yet acknowledged, with slack).
+ * executions than it could have touched: per process hit, 2 x (concurrency + prefetch) (up to
+ * `concurrency` running, `prefetch` held ahead, and the outcomes of as many again finished but not yet
+ * acknowledged). prefetch 'auto' counts as 2 x concurrency: it holds about 20 ms of work, and the chaos
+ * jobs average 25 ms.
  */
 
 import type { Info } from './collect.js';
@@ -51,15 +53,17 @@ export function analyseDuplicates(
   executions: readonly Execution[],
   jobs: ReadonlyMap<string, Info>,
   faults: readonly FaultRecord[],
-  o: { leaseMs: number; concurrency: number; workers: number },
+  o: { leaseMs: number; concurrency: number; prefetch: number | 'auto'; workers: number },
 ): DuplicateReport {
+  const prefetch = o.prefetch === 'auto' ? 2 * o.concurrency : o.prefetch;
+  const perProcess = 2 * (o.concurrency + prefetch);
   const windowMs = o.leaseMs + 3_000;
   const perFault: FaultAttribution[] = faults.map((f) => ({
     kind: f.kind,
     at: f.at,
     ...(f.pid === undefined ? {} : { pid: f.pid }),
     wasted: 0,
-    cap: (f.pid === undefined ? o.workers : 1) * o.concurrency * 4,
+    cap: (f.pid === undefined ? o.workers : 1) * perProcess,
   }));
   const unexplained: Execution[] = [];
   const okCount = new Map<string, number>();

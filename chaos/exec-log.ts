@@ -7,6 +7,8 @@ import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import type { PlannedOutcome } from './behaviour.js';
 
 export type LogLine =
+  /** An attempt began: the processor was called for attempt `a` of job `id` (written first thing). */
+  | { t: 'b'; id: string; a: number; pid: number; at: number }
   /** An execution: the processor ran attempt `a` of job `id`; `o` is the outcome it then returned/threw. */
   | {
       t: 'x';

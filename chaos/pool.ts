@@ -36,7 +36,9 @@ export class WorkerPool {
   constructor(
     size: number,
     private readonly runDir: string,
-    private readonly base: Omit<ChildConfig, 'logPath'>,
+    private readonly base: Omit<ChildConfig, 'logPath' | 'port'>,
+    /** The port a slot's worker reaches Redis on (its proxy's). */
+    private readonly portOf: (slot: number) => number,
   ) {
     this.slots = new Array<WorkerProc | null>(size).fill(null);
   }
@@ -63,10 +65,14 @@ export class WorkerPool {
     const logPath = join(this.runDir, `w${n}.log`);
     const errPath = join(this.runDir, `w${n}.stderr`);
     const fd = openSync(errPath, 'a');
-    const proc = fork(CHILD_FILE, [JSON.stringify({ ...this.base, logPath })], {
-      execArgv: ['--import', 'tsx'],
-      stdio: ['ignore', fd, fd, 'ipc'],
-    });
+    const proc = fork(
+      CHILD_FILE,
+      [JSON.stringify({ ...this.base, port: this.portOf(slot), logPath } satisfies ChildConfig)],
+      {
+        execArgv: ['--import', 'tsx'],
+        stdio: ['ignore', fd, fd, 'ipc'],
+      },
+    );
     closeSync(fd);
     const w: WorkerProc = {
       n,

@@ -4,7 +4,7 @@
  * that rejected, or had not settled when production ended, is "unknown" (it may or may not exist).
  */
 import type { AddedJob, JobOptions, Queue } from '../src/index.js';
-import { type JobData, KIND_WEIGHTS, type Kind, maxAttemptsOf } from './behaviour.js';
+import { type JobData, type Kind, maxAttemptsOf } from './behaviour.js';
 import type { Rng } from './rng.js';
 
 export interface AddRecord {
@@ -16,8 +16,9 @@ export interface AddRecord {
   isNew?: boolean;
   /** Earliest time the job may start (epoch ms): call time + delayMs, or runAt. 0 = at once. */
   notBefore: number;
-  /** Unknown adds: why. */
+  /** Unknown adds: why, and the error's code if it had one. */
   reason?: string;
+  code?: string;
 }
 
 interface Item {
@@ -45,6 +46,10 @@ export class Producer {
   constructor(
     private readonly queue: Queue<JobData>,
     private readonly rng: Rng,
+    /** The queue's default lease: hang jobs get a timeout below it and hang well past it. */
+    private readonly leaseMs: number,
+    /** Share of each job kind (behaviour.ts workloadWeights). */
+    private readonly weights: Readonly<Record<Kind, number>>,
   ) {}
 
   get added(): number {
@@ -52,7 +57,12 @@ export class Producer {
   }
 
   /** Adds `total` jobs between `t0` and `t0 + durationMs`; resolves when all adds are sent and settled (or given up). */
-  async run(total: number, t0: number, durationMs: number, settleMs: number): Promise<void> {
+  async run(total: number, t0: number, durationMs: number, settleMs: number, burst = 0): Promise<void> {
+    // A backlog at once (for runs at high concurrency: claims as large as the options allow).
+    for (let left = Math.min(burst, total); left > 0; left -= 1_000) {
+      const items = Array.from({ length: Math.min(1_000, left) }, () => this.item(durationMs));
+      this.send(items, true);
+    }
     while (this.seq < total) {
       const elapsed = Date.now() - t0;
       const target = Math.min(total, Math.ceil((total * (elapsed + 200)) / durationMs));
@@ -84,7 +94,7 @@ export class Producer {
   }
 
   private item(remainingMs: number): Item {
-    const kind = this.rng.weighted(KIND_WEIGHTS);
+    const kind = this.rng.weighted(this.weights);
     const data: JobData = { s: ++this.seq, k: kind };
     const opts: JobOptions = { maxAttempts: maxAttemptsOf(kind) };
     const rec: AddRecord = { seq: data.s, kind, notBefore: 0 };
@@ -96,6 +106,9 @@ export class Producer {
     } else if (kind === 'r') {
       opts.runAt = now + this.rng.int(1, horizon);
       rec.notBefore = opts.runAt as number;
+    } else if (kind === 'h') {
+      opts.timeoutMs = this.rng.int(Math.round(this.leaseMs / 4), this.leaseMs);
+      data.h = 2 * this.leaseMs + this.rng.int(0, 1_000);
     } else if (kind === 'i') {
       const reuse = this.dupIds.length > 0 && this.rng.chance(0.5);
       const id = reuse ? this.rng.pick(this.dupIds) : `dup-${this.dupIds.length + 1}`;
@@ -115,7 +128,12 @@ export class Producer {
     for (const [group, call] of groups) {
       call.then(
         (added) => this.accept(group, added),
-        (err: unknown) => this.reject(group, String((err as Error)?.message ?? err).slice(0, 120)),
+        (err: unknown) =>
+          this.reject(
+            group,
+            String((err as Error)?.message ?? err).slice(0, 120),
+            (err as { code?: unknown })?.code,
+          ),
       );
     }
   }
@@ -125,10 +143,10 @@ export class Producer {
     for (const b of this.bursts) if (b.items.every((i) => i.state === 'settled')) this.bursts.delete(b);
   }
 
-  private reject(items: Item[], reason: string): void {
+  private reject(items: Item[], reason: string, code: unknown): void {
     if (this.closed) return;
     for (const it of items) {
-      this.unknown.push({ ...it.rec, reason });
+      this.unknown.push({ ...it.rec, reason, ...(typeof code === 'string' ? { code } : {}) });
       it.state = 'settled';
     }
     this.prune();

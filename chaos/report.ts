@@ -1,6 +1,7 @@
 /**
  * The run's report: printed for a human, and written to chaos/results/latest.json (small, commit-worthy:
- * figures and at most a few examples per check, never the raw logs).
+ * figures and at most a few examples per check, never the raw logs); a --ci run writes
+ * chaos/results/ci/latest.json instead (untracked: `npm test` never modifies tracked files).
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -21,10 +22,32 @@ export interface ChaosReport {
   command: string;
   config: Pick<
     ChaosConfig,
-    'jobs' | 'workers' | 'concurrency' | 'durationMs' | 'leaseMs' | 'recoverIntervalMs' | 'backoffMs' | 'ci'
+    | 'jobs'
+    | 'workers'
+    | 'concurrency'
+    | 'prefetch'
+    | 'durationMs'
+    | 'leaseMs'
+    | 'recoverIntervalMs'
+    | 'pollIntervalMs'
+    | 'keepCompleted'
+    | 'initialBurst'
+    | 'backoffMs'
+    | 'ci'
+    | 'fixedOptions'
+    | 'faultKinds'
+    | 'workload'
   >;
   timing: { startupMs: number; chaosMs: number; drainMs: number; totalMs: number; drained: boolean };
-  adds: { made: number; accepted: number; distinctJobs: number; unknown: number; neverSettled: number };
+  adds: {
+    made: number;
+    accepted: number;
+    distinctJobs: number;
+    unknown: number;
+    neverSettled: number;
+    /** Refused adds per error code ('none': an error without a code). */
+    unknownByCode: Record<string, number>;
+  };
   outcome: Record<string, number>;
   deadByLeaseLoss: string[];
   throughput: {
@@ -38,7 +61,12 @@ export interface ChaosReport {
    * different code, and a violation may come from that skew rather than from Surety.
    */
   tree: { commit: string; srcChanges: string[]; changedDuringRun: boolean };
-  faults: { counts: Record<string, number>; timeline: string[] };
+  faults: {
+    counts: Record<string, number>;
+    /** Per fault kind: wasted executions attributed to it, and their bound. */
+    perKind: Record<string, { applied: number; wasted: number; cap: number }>;
+    timeline: string[];
+  };
   executions: Omit<DuplicateReport, 'unexplained' | 'perFault' | 'overCap' | 'leaseLossesWithoutFault'> & {
     unexplained: number;
     leaseLossesWithoutFaultCount: number;
@@ -96,11 +124,18 @@ export function buildReport(i: ReportInput): ChaosReport {
       jobs: c.jobs,
       workers: c.workers,
       concurrency: c.concurrency,
+      prefetch: c.prefetch,
       durationMs: c.durationMs,
       leaseMs: c.leaseMs,
       recoverIntervalMs: c.recoverIntervalMs,
+      pollIntervalMs: c.pollIntervalMs,
+      keepCompleted: c.keepCompleted,
+      initialBurst: c.initialBurst,
       backoffMs: c.backoffMs,
       ci: c.ci,
+      fixedOptions: c.fixedOptions,
+      faultKinds: c.faultKinds,
+      workload: c.workload,
     },
     timing: {
       startupMs: i.startupMs,
@@ -115,6 +150,7 @@ export function buildReport(i: ReportInput): ChaosReport {
       distinctJobs: new Set(producer.accepted.map((a) => a.id)).size,
       unknown: producer.unknown.length,
       neverSettled: producer.neverSettled,
+      unknownByCode: countBy(producer.unknown.map((u) => u.code ?? 'none')),
     },
     outcome: {
       ...snapshot.byState,
@@ -128,7 +164,11 @@ export function buildReport(i: ReportInput): ChaosReport {
       maxWaitingDuringChaos: i.maxBacklog,
     },
     tree: { ...treeState(), changedDuringRun: srcFingerprint() !== i.srcAtStart },
-    faults: { counts: faultCounts(i.faults), timeline: faultTimeline(i.faults, dup, t0) },
+    faults: {
+      counts: faultCounts(i.faults),
+      perKind: perKind(dup),
+      timeline: faultTimeline(i.faults, dup, t0),
+    },
     executions: {
       ...dupFigures,
       unexplained: unexplained.length,
@@ -183,6 +223,24 @@ export function faultCounts(records: readonly { kind: string }[]): Record<string
   return counts;
 }
 
+function countBy(keys: readonly string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const k of keys) out[k] = (out[k] ?? 0) + 1;
+  return out;
+}
+
+function perKind(dup: DuplicateReport): Record<string, { applied: number; wasted: number; cap: number }> {
+  const out: Record<string, { applied: number; wasted: number; cap: number }> = {};
+  for (const f of dup.perFault) {
+    const k = out[f.kind] ?? { applied: 0, wasted: 0, cap: 0 };
+    out[f.kind] = k;
+    k.applied++;
+    k.wasted += f.wasted;
+    k.cap += f.cap;
+  }
+  return out;
+}
+
 function faultTimeline(records: readonly FaultRecord[], dup: DuplicateReport, t0: number): string[] {
   return records.map((r, i) => {
     const w = dup.perFault[i];
@@ -204,8 +262,15 @@ export function printReport(r: ChaosReport): void {
     `tree       ${r.tree.commit}${r.tree.srcChanges.length ? ` + ${r.tree.srcChanges.length} uncommitted files under src/ (${r.tree.srcChanges.slice(0, 4).join(', ')}${r.tree.srcChanges.length > 4 ? ', ...' : ''})` : ''}`,
   );
   out.push(
-    `setup      ${r.config.jobs} jobs, ${r.config.workers} workers x ${r.config.concurrency}, lease ${r.config.leaseMs} ms, ` +
-      `recover every ${r.config.recoverIntervalMs} ms, backoff ${r.config.backoffMs} ms`,
+    `setup      ${r.config.jobs} jobs, ${r.config.workers} workers x concurrency ${r.config.concurrency} ` +
+      `(prefetch ${r.config.prefetch}), lease ${r.config.leaseMs} ms, recover every ${r.config.recoverIntervalMs} ms, ` +
+      `poll every ${r.config.pollIntervalMs} ms, backoff ${r.config.backoffMs} ms, completed kept: ${r.config.keepCompleted}` +
+      `${r.config.initialBurst ? `, initial burst ${r.config.initialBurst} jobs` : ''}` +
+      `${r.config.fixedOptions ? ' (fixed options)' : ' (options drawn from the seed)'}`,
+  );
+  out.push(
+    `kinds      faults: ${r.config.faultKinds.length ? r.config.faultKinds.join(', ') : 'none'}; ` +
+      `workload: ${r.config.workload === 'all' ? 'all job kinds' : 'plain (no misbehaving processors)'}`,
   );
   out.push(
     `timing     startup ${sec(r.timing.startupMs)}, chaos ${sec(r.timing.chaosMs)}, drain ${sec(r.timing.drainMs)}` +
@@ -213,7 +278,7 @@ export function printReport(r: ChaosReport): void {
   );
   out.push(
     `adds       ${r.adds.made} made, ${r.adds.accepted} accepted (${r.adds.distinctJobs} distinct jobs), ` +
-      `${r.adds.unknown} unknown (${r.adds.neverSettled} never settled)`,
+      `${r.adds.unknown} unknown (${r.adds.neverSettled} never settled; by code ${JSON.stringify(r.adds.unknownByCode)})`,
   );
   out.push(
     `outcome    ${Object.entries(r.outcome)
@@ -228,6 +293,11 @@ export function printReport(r: ChaosReport): void {
   out.push(
     `faults     ${Object.entries(r.faults.counts)
       .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
+  );
+  out.push(
+    `per kind   ${Object.entries(r.faults.perKind)
+      .map(([k, v]) => `${k}: ${v.wasted} wasted (bound ${v.cap})`)
       .join(', ')}`,
   );
   for (const line of r.faults.timeline) out.push(`             ${line}`);

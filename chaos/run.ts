@@ -3,7 +3,10 @@
  * while faults are injected, then a verdict on every invariant. Exit code 0 only when all hold;
  * 1 when one is violated; 2 when the run itself failed (startup error, global deadline, interrupt).
  *
- * Phases: startup (Redis, worker processes) -> chaos (producer + fault schedule for --duration) ->
+ * Workers reach Redis through loopback TCP proxies (one per worker slot, chaos/network.ts), so network
+ * partitions can be injected; the producer and the harness connect directly.
+ *
+ * Phases: startup (Redis, proxies, worker processes) -> chaos (producer + fault schedule for --duration) ->
  * drain (wait until nothing is waiting, delayed or active, up to a deadline) -> verdict (Redis through
  * the admin API + the workers' execution logs) -> report. Every child process and the redis-server are
  * killed on any exit path; a global deadline turns any hang into a failure with a clear message.
@@ -11,14 +14,15 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { Queue } from '../src/index.js';
+import { Queue, ValidationError, Worker } from '../src/index.js';
 import { type RedisServer, startRedis } from '../test/helpers/redis-server.js';
-import type { ChaosResult, JobData } from './behaviour.js';
-import { lookupUnlisted, readLogs, snapshotRedis, unfinished } from './collect.js';
-import { type ChaosConfig, parseConfig } from './config.js';
+import { type ChaosResult, type JobData, workloadWeights } from './behaviour.js';
+import { completedFromEvents, lookupUnlisted, readLogs, snapshotRedis, unfinished } from './collect.js';
+import { type ChaosConfig, MAX_CONCURRENCY, parseConfig } from './config.js';
 import { analyseDuplicates } from './duplicates.js';
 import { readExecLog } from './exec-log.js';
 import { FaultRunner, planFaults } from './faults.js';
+import { Network } from './network.js';
 import { WorkerPool } from './pool.js';
 import { Producer } from './producer.js';
 import { buildReport, faultCounts, printReport, srcFingerprint, writeReport } from './report.js';
@@ -39,14 +43,16 @@ let phase = 'startup';
 let redis: RedisServer | null = null;
 let pool: WorkerPool | null = null;
 let faults: FaultRunner | null = null;
+let network: Network | null = null;
 
 const say = (line: string) =>
   console.log(`[chaos +${((Date.now() - startedAt) / 1_000).toFixed(1)}s] ${line}`);
 
 /** Synchronous, idempotent: safe from signal and exit handlers. */
 function killEverything(): void {
-  faults?.releaseAll();
+  void faults?.releaseAll();
   pool?.killAll();
+  void network?.close();
   const pid = redis?.pid;
   if (pid !== undefined) {
     try {
@@ -93,13 +99,38 @@ async function waitDrained(
   return { drained: false, last };
 }
 
+/**
+ * The drawn options must be valid by the library's own bounds: the maximum concurrency the harness
+ * draws is accepted, one more is refused (else MAX_CONCURRENCY in config.ts has drifted from
+ * src/worker/options.ts). Neither Worker starts (autostart: false).
+ */
+async function checkBounds(url: string): Promise<void> {
+  const make = (concurrency: number) =>
+    new Worker('chaos-bounds', async () => {}, { connection: url, concurrency, autostart: false });
+  const atMax = make(MAX_CONCURRENCY);
+  await atMax.close();
+  let refused = false;
+  try {
+    await make(MAX_CONCURRENCY + 1).close();
+  } catch (err) {
+    refused = err instanceof ValidationError;
+  }
+  if (!refused)
+    throw new Error(
+      `Worker accepts concurrency ${MAX_CONCURRENCY + 1}: update MAX_CONCURRENCY in chaos/config.ts to the documented bound`,
+    );
+}
+
 async function main(c: ChaosConfig): Promise<number> {
   mkdirSync(runDir, { recursive: true });
   const srcAtStart = srcFingerprint();
   say(
-    `seed ${c.seed}: ${c.jobs} jobs, ${c.workers} workers, ${c.durationMs / 1_000} s of chaos; logs in ${runDir}`,
+    `seed ${c.seed}: ${c.jobs} jobs, ${c.workers} workers x concurrency ${c.concurrency} (prefetch ${c.prefetch}), ` +
+      `lease ${c.leaseMs} ms, completed kept: ${c.keepCompleted}, ${c.durationMs / 1_000} s of chaos; logs in ${runDir}`,
   );
   redis = await startRedis({ aof: true });
+  await checkBounds(redis.url);
+  network = await Network.start(c.workers, redis.port);
   const admin = new Redis(redis.url, { maxRetriesPerRequest: null });
   admin.on('error', () => {});
   const queueName = `chaos-${c.seed}`;
@@ -108,15 +139,22 @@ async function main(c: ChaosConfig): Promise<number> {
     defaults: { leaseMs: c.leaseMs, backoff: { type: 'fixed', delayMs: c.backoffMs } },
   });
   queue.client.on('error', () => {}); // connection drops are part of the test; adds report them
-  pool = new WorkerPool(c.workers, runDir, {
-    port: redis.port,
-    queue: queueName,
-    seed: c.seed,
-    concurrency: c.concurrency,
-    recoverIntervalMs: c.recoverIntervalMs,
-    heartbeatMs: c.heartbeatMs,
-    pollIntervalMs: c.pollIntervalMs,
-  });
+  const net = network;
+  pool = new WorkerPool(
+    c.workers,
+    runDir,
+    {
+      queue: queueName,
+      seed: c.seed,
+      concurrency: c.concurrency,
+      prefetch: c.prefetch,
+      keepCompleted: c.keepCompleted,
+      recoverIntervalMs: c.recoverIntervalMs,
+      heartbeatMs: c.heartbeatMs,
+      pollIntervalMs: c.pollIntervalMs,
+    },
+    (slot) => net.port(slot),
+  );
   await pool.start();
   const startupMs = Date.now() - startedAt;
   say(`redis on port ${redis.port} (pid ${redis.pid}), ${c.workers} workers ready`);
@@ -129,9 +167,10 @@ async function main(c: ChaosConfig): Promise<number> {
     leaseMs: c.leaseMs,
     redisKills: c.redisKills,
     meanGapMs: c.meanFaultGapMs,
+    kinds: c.faultKinds,
   });
-  faults = new FaultRunner(pool, redis, admin, say);
-  const producer = new Producer(queue, rng.fork(2));
+  faults = new FaultRunner(pool, redis, admin, network, say);
+  const producer = new Producer(queue, rng.fork(2), c.leaseMs, workloadWeights(c.workload));
   const t0 = Date.now();
   let maxBacklog = 0;
   let sampling = false;
@@ -154,12 +193,12 @@ async function main(c: ChaosConfig): Promise<number> {
     10_000,
   );
   await Promise.all([
-    producer.run(c.jobs, t0, c.durationMs, 5_000),
+    producer.run(c.jobs, t0, c.durationMs, 5_000, c.initialBurst),
     faults.run(plan, t0, () => Date.now() > t0 + c.durationMs),
   ]);
   clearInterval(progress);
   clearInterval(sampler);
-  faults.releaseAll();
+  await within(faults.releaseAll(), 60_000, 'ending the faults in force');
   const chaosEnd = Date.now();
 
   phase = 'drain';
@@ -174,7 +213,16 @@ async function main(c: ChaosConfig): Promise<number> {
   const missing = [...new Set(producer.accepted.map((a) => a.id!))].filter((id) => !snapshot.jobs.has(id));
   const unlisted = await within(lookupUnlisted(queue, missing), 30_000, 'looking up unlisted jobs');
   await pool.close(5_000);
+  await network.close();
   const logs = readLogs(pool.all.map((w) => w.logPath));
+  // Retention 0: a completed job's record is gone; the events stream and the workers' acks say it completed.
+  const completedDeleted =
+    c.keepCompleted === 0
+      ? new Set([
+          ...(await within(completedFromEvents(queue), 60_000, 'reading the events stream')),
+          ...logs.ackedComplete.keys(),
+        ])
+      : null;
   const dup = analyseDuplicates(logs.executions, snapshot.jobs, faults.records, c);
   const crashes = pool.all
     .filter((w) => w.crash)
@@ -197,6 +245,8 @@ async function main(c: ChaosConfig): Promise<number> {
     faultsPlanned: faultCounts(plan),
     faultsApplied: faultCounts(faults.records),
     minRedisKills: c.redisKills,
+    faults: faults.records,
+    completedDeleted,
   });
   const report = buildReport({
     c,
@@ -221,7 +271,8 @@ async function main(c: ChaosConfig): Promise<number> {
   });
   const passed = report.passed;
   printReport(report);
-  writeReport(join(RESULTS, 'latest.json'), report);
+  // --ci (npm test) writes an untracked file, so the tests never modify the tree.
+  writeReport(join(RESULTS, c.ci ? 'ci/latest.json' : 'latest.json'), report);
   await Promise.allSettled([queue.close(), admin.quit()]);
   await redis.stop();
   redis = null;

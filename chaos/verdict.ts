@@ -4,10 +4,11 @@
  * what the workers logged (executions, acknowledged outcomes), never with Redis alone.
  */
 import type { JobAttemptError } from '../src/index.js';
-import { KIND_NAMES, PLANNED_FAILURE_MESSAGE, planAttempt } from './behaviour.js';
+import { expectedErrorName, KIND_NAMES, PLANNED_FAILURE_MESSAGE, planAttempt } from './behaviour.js';
 import { FINISHED, type Info, type LogEvidence, type RedisSnapshot } from './collect.js';
 import type { DuplicateReport } from './duplicates.js';
 import type { Execution } from './exec-log.js';
+import type { FaultRecord } from './faults.js';
 import type { AddRecord } from './producer.js';
 
 export interface Check {
@@ -36,7 +37,20 @@ export interface VerdictInput {
   faultsPlanned: Readonly<Record<string, number>>;
   faultsApplied: Readonly<Record<string, number>>;
   minRedisKills: number;
+  /** The faults as applied, to name the ones near a violation in its example. */
+  faults: readonly FaultRecord[];
+  /**
+   * Retention 0 of completed jobs: ids the events stream (or a worker's acknowledged completion) says
+   * completed, whose records retention deleted. null when completed jobs are kept.
+   */
+  completedDeleted: ReadonlySet<string> | null;
 }
+
+/**
+ * Codes of refused adds that may still have been applied (documented in docs/errors.md): any other
+ * coded refusal means nothing was written, which the verdict checks.
+ */
+const MAYBE_APPLIED_CODES: readonly string[] = ['ERR_CONNECTION', 'ERR_DURABILITY', 'ERR_CLOSED'];
 
 /** Redis's TIME and Date.now() read the same clock, each floored to the ms. */
 export const EARLY_TOLERANCE_MS = 1;
@@ -106,6 +120,18 @@ export function judge(v: VerdictInput): Judgement {
     'duplicates',
     'every wasted execution explained by a fault, within its bound: 0 unexplained',
   );
+  const unrun = new Tally(
+    'killed unrun',
+    'no job ends dead without a processor ever having begun one of its attempts: 0',
+  );
+  const staleApplied = new Tally(
+    'stale acks applied',
+    'no outcome of an attempt whose lease was lost is applied (result, error or ack of a recovered attempt): 0',
+  );
+  const refusedWrote = new Tally(
+    'refused adds wrote',
+    `an add refused with a typed error (other than ${MAYBE_APPLIED_CODES.join(', ')}) wrote nothing: 0`,
+  );
 
   const { jobs } = v.snapshot;
   const bySeq = new Map<number, AddRecord>();
@@ -114,6 +140,7 @@ export function judge(v: VerdictInput): Judgement {
   // lost: every accepted id must be finished.
   for (const id of new Set(v.accepted.map((a) => a.id!))) {
     const job = jobs.get(id) ?? v.unlisted.get(id) ?? null;
+    if (!job && v.completedDeleted?.has(id)) continue; // completed, then deleted by retention 0
     if (!job) lost.add(`${id}: ${v.unlisted.has(id) ? 'no record in Redis' : 'listed under no state'}`);
     else if (job.state !== 'completed' && job.state !== 'dead')
       lost.add(
@@ -137,15 +164,22 @@ export function judge(v: VerdictInput): Judgement {
   for (const job of jobs.values()) {
     const origin = bySeq.get(job.data.s);
     if (!origin) idents.add(`${job.id}: data seq ${job.data.s} matches no add`);
-    else if (origin.isNew === undefined) fromUnknownAdds++;
-    else if (origin.id !== job.id || !origin.isNew)
+    else if (origin.isNew === undefined) {
+      fromUnknownAdds++;
+      if (origin.code !== undefined && !MAYBE_APPLIED_CODES.includes(origin.code))
+        refusedWrote.add(
+          `${job.id}: written by add #${origin.seq}, which was refused with ${origin.code}: ${origin.reason}`,
+        );
+    } else if (origin.id !== job.id || !origin.isNew)
       idents.add(
         `${job.id}: written by add #${origin.seq}, which reported id ${origin.id} isNew ${origin.isNew}`,
       );
   }
   const creators = new Map<string, number>();
   for (const a of v.accepted) if (a.isNew) creators.set(a.id!, (creators.get(a.id!) ?? 0) + 1);
-  for (const [id, n] of creators) if (n > 1) idents.add(`${id}: ${n} adds reported isNew: true`);
+  // With retention 0 a completed job is deleted at once, and its id can be created again (documented).
+  for (const [id, n] of creators)
+    if (n > 1 && !v.completedDeleted) idents.add(`${id}: ${n} adds reported isNew: true`);
 
   // outcome, result and error history of every finished job.
   let deadByLeaseLoss = 0;
@@ -153,6 +187,14 @@ export function judge(v: VerdictInput): Judgement {
   for (const job of jobs.values()) {
     if (job.state !== 'completed' && job.state !== 'dead') continue;
     const problem = outcomeProblem(v.seed, job);
+    if (job.state === 'dead' && !v.logs.begunJobs.has(job.id)) {
+      unrun.add(`${history(job, v.logs.executions, v.t0)}${nearFaults(v.faults, job, v.t0)}`);
+      continue;
+    }
+    if (problem.startsWith('stale:')) {
+      staleApplied.add(`${job.id} (${KIND_NAMES[job.data.k]}): ${problem.slice(6)}`);
+      continue;
+    }
     if (problem === 'dead-by-lease-loss') {
       if (deadByLeaseLoss++ < MAX_EXAMPLES)
         deadByLeaseLossExamples.push(history(job, v.logs.executions, v.t0));
@@ -186,16 +228,25 @@ export function judge(v: VerdictInput): Judgement {
       );
   }
 
+  const recoveredAttempt = (id: string, a: number) =>
+    jobs.get(id)?.errors.some((e) => e.attempt === a && e.name === LEASE_EXPIRED) === true;
   for (const [id, a] of v.logs.ackedComplete) {
     const job = jobs.get(id);
-    if (job?.state !== 'completed' || job.attempts !== a)
+    if (!job && v.completedDeleted) continue; // deleted by retention 0 (the id may even be reused)
+    if (recoveredAttempt(id, a))
+      staleApplied.add(
+        `${id}: completion of attempt ${a} acknowledged, but that attempt's lease was recovered`,
+      );
+    else if (job?.state !== 'completed' || job.attempts !== a)
       acked.add(
         `${id}: completion of attempt ${a} acknowledged, now ${job ? `${job.state} at attempt ${job.attempts}` : 'missing'}`,
       );
   }
   for (const [id, a] of v.logs.ackedDead) {
     const job = jobs.get(id);
-    if (job?.state !== 'dead' || job.attempts !== a)
+    if (recoveredAttempt(id, a))
+      staleApplied.add(`${id}: dead at attempt ${a} acknowledged, but that attempt's lease was recovered`);
+    else if (job?.state !== 'dead' || job.attempts !== a)
       acked.add(
         `${id}: dead at attempt ${a} acknowledged, now ${job ? `${job.state} at attempt ${job.attempts}` : 'missing'}`,
       );
@@ -217,9 +268,33 @@ export function judge(v: VerdictInput): Judgement {
       `redisKill: ${v.faultsApplied.redisKill ?? 0} applied, at least ${v.minRedisKills} required`,
     );
 
-  const all = [lost, stuck, wrong, fencing, dups, early, acked, idents, integrity, crashed, coverage];
+  const all = [
+    lost,
+    stuck,
+    unrun,
+    staleApplied,
+    wrong,
+    fencing,
+    dups,
+    early,
+    acked,
+    idents,
+    refusedWrote,
+    integrity,
+    crashed,
+    coverage,
+  ];
   const checks = all.map((t) => t.check());
   return { checks, deadByLeaseLoss, deadByLeaseLossExamples, fromUnknownAdds };
+}
+
+/** ` (faults near: netBlackhole at +12.3s, ...)`: faults in force within 5 s before the job's last error. */
+function nearFaults(faults: readonly FaultRecord[], job: Info, t0: number): string {
+  const at = job.errors[job.errors.length - 1]?.at ?? job.finishedAt ?? 0;
+  const near = faults
+    .filter((f) => f.at <= at && f.until >= at - 5_000 - job.leaseMs)
+    .map((f) => `${f.kind} at +${((f.at - t0) / 1_000).toFixed(1)}s${f.pid ? ` (pid ${f.pid})` : ''}`);
+  return near.length ? ` (faults near: ${near.join(', ')})` : ' (no fault near)';
 }
 
 /** `id (kind): 1 Error ran in pid 123 at +4.1s, 2 LeaseExpiredError never ran, recovered at +9.0s, ...` */
@@ -240,7 +315,10 @@ const LEASE_EXPIRED = 'LeaseExpiredError';
 /** What is wrong with a finished job, '' if nothing, or 'dead-by-lease-loss' when lost leases spent its attempts. */
 function outcomeProblem(seed: number, job: Info): string {
   const { attempts, maxAttempts, errors } = job;
-  const seen = errors.map((e) => e.attempt).join(',');
+  const attemptsSeen = errors.map((e) => e.attempt);
+  if (new Set(attemptsSeen).size !== attemptsSeen.length)
+    return `stale: two outcomes recorded for one attempt: ${errors.map((e) => `${e.attempt} ${e.name}`).join(', ')}`;
+  const seen = attemptsSeen.join(',');
   const expected = Array.from(
     { length: job.state === 'dead' ? attempts : attempts - 1 },
     (_, i) => i + 1,
@@ -256,7 +334,7 @@ function outcomeProblem(seed: number, job: Info): string {
   if (job.state === 'completed') {
     if (kind === 'f' || kind === 'u') return 'completed, but every attempt of this kind fails';
     if (!job.result || job.result.a !== attempts)
-      return `completed at attempt ${attempts} with the result of attempt ${job.result?.a} (a stale attempt's result)`;
+      return `stale: completed at attempt ${attempts} with the result of attempt ${job.result?.a}`;
     return '';
   }
   if (kind === 'f')
@@ -270,7 +348,10 @@ function outcomeProblem(seed: number, job: Info): string {
 function errorProblem(seed: number, job: Info, e: JobAttemptError): string {
   if (e.name === LEASE_EXPIRED) return '';
   const planned = planAttempt(seed, job.data, e.attempt, job.maxAttempts).outcome;
-  const want = planned === 'fail' ? 'Error' : planned === 'unrec' ? 'UnrecoverableError' : null;
-  if (want === e.name && e.message.startsWith(PLANNED_FAILURE_MESSAGE)) return '';
+  const want = expectedErrorName(planned);
+  // An odd throw may be recorded under any name: what matters is that the attempt failed and says so.
+  if (want === null) return '';
+  const planMessage = planned === 'fail' || planned === 'unrec';
+  if (want === e.name && (!planMessage || e.message.startsWith(PLANNED_FAILURE_MESSAGE))) return '';
   return `attempt ${e.attempt} recorded ${e.name}: ${e.message}, but its planned outcome was ${planned}`;
 }

@@ -8,15 +8,26 @@
  * It exits at once when the parent goes away (IPC disconnect), so a dead harness leaves no workers.
  */
 import { StaleJobError, UnrecoverableError, Worker } from '../src/index.js';
-import { type ChaosResult, type JobData, PLANNED_FAILURE_MESSAGE, planAttempt } from './behaviour.js';
+import {
+  type ChaosResult,
+  type JobData,
+  MAX_RESULT_BYTES,
+  oddThrow,
+  PLANNED_FAILURE_MESSAGE,
+  planAttempt,
+} from './behaviour.js';
 import { ExecLogWriter } from './exec-log.js';
 
 export interface ChildConfig {
+  /** Where Redis is reached: the port of this slot's loopback proxy (chaos/network.ts). */
   port: number;
   queue: string;
   logPath: string;
   seed: number;
   concurrency: number;
+  prefetch: number | 'auto';
+  /** Retention of completed jobs: keep all, or 0 (deleted as they complete; the events stream then tells). */
+  keepCompleted: 'all' | 0;
   recoverIntervalMs: number;
   heartbeatMs: number;
   pollIntervalMs: number;
@@ -35,6 +46,8 @@ export interface WorkerDiag {
 }
 
 const KEEP_ALL = { maxCount: 1_000_000, maxAgeMs: 86_400_000 };
+/** With retention 0 the verdict reads completions from the events stream: keep all of it. */
+const EVENTS_KEEP_ALL = { maxLen: 10_000_000 };
 const MAX_ERROR_LINES = 2_000;
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as ChildConfig;
@@ -46,7 +59,10 @@ const worker = new Worker<JobData, ChaosResult>(
   cfg.queue,
   async (job) => {
     const start = Date.now();
+    // Logged before anything else: a job that ends dead with no 'b' line for any attempt never ran.
+    log.write({ t: 'b', id: job.id, a: job.attempt, pid: process.pid, at: start });
     const plan = planAttempt(cfg.seed, job.data, job.attempt, job.maxAttempts);
+    // Every attempt ignores job.signal on purpose: a hang runs on past its timeout and its lease.
     await new Promise((r) => setTimeout(r, plan.durationMs));
     lastExecutionAt = Date.now();
     log.write({
@@ -61,17 +77,23 @@ const worker = new Worker<JobData, ChaosResult>(
     });
     if (plan.outcome === 'unrec') throw new UnrecoverableError(`${PLANNED_FAILURE_MESSAGE} (unrecoverable)`);
     if (plan.outcome === 'fail') throw new Error(PLANNED_FAILURE_MESSAGE);
+    if (plan.outcome === 'odd') throw oddThrow(plan.variant);
+    if (plan.outcome === 'big') return { a: job.attempt, p: process.pid, pad: 'x'.repeat(MAX_RESULT_BYTES) };
+    // A hang's late return is ignored by the worker (the attempt already failed with TimeoutError).
+    if (plan.variant > 0) return { a: job.attempt, p: process.pid, pad: 'x'.repeat(plan.variant) };
     return { a: job.attempt, p: process.pid };
   },
   {
     // An options object (not a client), so Surety applies its own connection settings under test.
     connection: { host: '127.0.0.1', port: cfg.port, connectionName: `chaos-w-${process.pid}` },
     concurrency: cfg.concurrency,
+    prefetch: cfg.prefetch,
     recoverIntervalMs: cfg.recoverIntervalMs,
     heartbeatMs: cfg.heartbeatMs,
     pollIntervalMs: cfg.pollIntervalMs,
     closeTimeoutMs: 2_000,
-    retention: { completed: KEEP_ALL, dead: KEEP_ALL },
+    retention: { completed: cfg.keepCompleted === 0 ? { maxCount: 0 } : KEEP_ALL, dead: KEEP_ALL },
+    ...(cfg.keepCompleted === 0 ? { events: EVENTS_KEEP_ALL } : {}),
   },
 );
 
