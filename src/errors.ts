@@ -190,6 +190,21 @@ export class ConnectionError extends SuretyError {
   }
 }
 
+/**
+ * A Worker event listener (`completed`, `failed`, `leaseLost`, `recovered`) threw or, when async,
+ * rejected. The engine is not disturbed (the outcome was recorded once); this is emitted as an `error`
+ * event, with the listener's exception as `cause`.
+ */
+export class ListenerError extends SuretyError {
+  constructor(
+    readonly event: string,
+    message: string,
+    cause: unknown,
+  ) {
+    super('ERR_LISTENER', `a '${event}' listener threw: ${message}`, { cause });
+  }
+}
+
 export interface JobAttemptError {
   attempt: number;
   name: string;

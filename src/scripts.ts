@@ -128,6 +128,12 @@ export const scripts = {
     ['id', 'token', 'retryDelayMs', 'error'],
   ),
   extend: define('extend', ['jobs', 'active'], ['now', 'defaultLeaseMs'], ['id', 'token']),
+  release: define(
+    'release',
+    ['jobs', 'active', 'waiting', 'prio', 'seq', 'meta', 'events'],
+    ['wakeChannel', 'eventsMaxLen'],
+    ['id', 'token'],
+  ),
   recover: define(
     'recover',
     [

@@ -235,7 +235,7 @@ describe('Worker', () => {
     expect((await q.getJob(more.id))!.state).toBe('waiting');
   });
 
-  it('close with a timeout aborts the signal of jobs still running and leaves them to lease recovery', async () => {
+  it('close with a timeout aborts the signal of jobs still running and fails their attempt with ERR_CLOSED at once', async () => {
     const name = uniqueName();
     const q = queue(name);
     let signal!: AbortSignal;
@@ -251,7 +251,11 @@ describe('Worker', () => {
     await waitUntil(() => signal, 'job running');
     await w.close({ timeoutMs: 50 });
     expect(signal.aborted).toBe(true);
-    expect((await q.getJob(job.id))!.state).toBe('active');
+    expect(signal.reason).toMatchObject({ code: 'ERR_CLOSED' });
+    // Recorded and retried like any failure (not left active until the lease expires).
+    const info = await q.getJob(job.id);
+    expect(info).toMatchObject({ state: 'delayed', attempts: 1 });
+    expect(info!.errors.map((e) => e.code)).toEqual(['ERR_CLOSED']);
   });
 
   it('starts a delayed job no earlier than its due time', async () => {

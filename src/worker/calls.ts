@@ -2,13 +2,7 @@
  * The worker's Redis calls: each builds one script's arguments from the worker's options and parses
  * the reply. No state and no decisions: the Worker decides what the replies mean for its jobs.
  */
-import {
-  DEFAULT_LEASE_MS,
-  DEFAULT_MAX_ATTEMPTS,
-  MAX_MESSAGE_CHARS,
-  MAX_STACK_CHARS,
-  SCRIPT_BATCH_LIMIT,
-} from '../defaults.js';
+import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, SCRIPT_BATCH_LIMIT } from '../defaults.js';
 import { annexFields, resultOf } from '../job-record.js';
 import type { QueueKeys } from '../keys.js';
 import { recoverExpired } from '../recovery.js';
@@ -104,6 +98,27 @@ export class WorkerCalls {
     });
   }
 
+  /**
+   * Hands back jobs claimed but never started (front of waiting, attempt given back), in chunks of
+   * SCRIPT_BATCH_LIMIT; returns the ids handed back (the others' lease was no longer held).
+   */
+  async release(rows: { id: string; token: string }[]): Promise<string[]> {
+    const out: string[] = [];
+    // Last chunk first: each call puts its jobs at the front, so earlier chunks must go in last.
+    for (let end = rows.length; end > 0; end -= SCRIPT_BATCH_LIMIT) {
+      const chunk = rows.slice(Math.max(0, end - SCRIPT_BATCH_LIMIT), end);
+      const released = (await runScript(
+        this.client,
+        scripts.release,
+        this.keys,
+        { wakeChannel: this.keys.wakeChannel, eventsMaxLen: this.options.eventsMaxLen },
+        chunk,
+      )) as string[];
+      out.push(...released);
+    }
+    return out;
+  }
+
   /** Renews leases; returns the ids whose lease is no longer held. */
   async extend(rows: { id: string; token: string }[]): Promise<string[]> {
     return (await runScript(
@@ -169,15 +184,4 @@ function describeRefusal(reason: string): string {
   if (reason === 'NOT_FOUND') return 'the job no longer exists (removed or trimmed)';
   const [, state = '', attempts] = reason.split(':');
   return `its lease was lost; the job is now ${stateName(state) ?? state} at attempt ${attempts}`;
-}
-
-/** An attempt's error as stored in its error line: name, message, stack (bounded) and code. */
-export function serializeError(error: Error): string {
-  const e = error as Error & { code?: unknown };
-  return JSON.stringify({
-    name: e.name,
-    message: String(e.message).slice(0, MAX_MESSAGE_CHARS),
-    stack: e.stack?.slice(0, MAX_STACK_CHARS),
-    code: typeof e.code === 'string' ? e.code : undefined,
-  });
 }

@@ -43,6 +43,8 @@ export class Lane {
   readonly fetcher: Fetcher;
   readonly acker: Acker;
   readonly renewer: LeaseRenewer;
+  /** Claims sent and not answered yet (close waits for them, so their jobs can be handed back). */
+  private readonly claims = new Set<Promise<unknown>>();
 
   constructor(
     readonly partition: number,
@@ -57,7 +59,7 @@ export class Lane {
       wakeChannel: keys.wakeChannel,
       pollIntervalMs: options.pollIntervalMs,
       freeSlots: () => host.claimable(this) + this.fetcher.requestedCount,
-      claim: (count) => this.calls.claim(count),
+      claim: (count) => this.track(this.calls.claim(count)),
       onJobs: (jobs) => host.onJobs(this, jobs),
       onCancelled: (id) => host.onCancelled(this, id),
       onError: host.onError,
@@ -74,6 +76,21 @@ export class Lane {
       onLost: (ids) => host.onLeaseLost(this, ids),
       onError: host.onError,
     });
+  }
+
+  private track<T>(claim: Promise<T>): Promise<T> {
+    const settled = claim.then(
+      () => {},
+      () => {},
+    );
+    this.claims.add(settled);
+    settled.then(() => this.claims.delete(settled));
+    return claim;
+  }
+
+  /** Resolves once every claim in flight has been answered (or failed). */
+  async claimsSettled(): Promise<void> {
+    while (this.claims.size > 0) await Promise.all(this.claims);
   }
 
   /** Forgets a lease once its outcome is written (unless the job was claimed again meanwhile). */

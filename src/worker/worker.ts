@@ -13,7 +13,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { EventEmitter } from 'node:events';
+import { captureRejectionSymbol, EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { type Connection, checkServer, closeConnection, connect, duplicate } from '../connection.js';
 import {
@@ -21,12 +21,12 @@ import {
   ClosedError,
   ConnectionError,
   LeaseExpiredError,
+  ListenerError,
   PartitionMismatchError,
   RedisConfigError,
   StaleJobError,
   SuretyError,
   TimeoutError,
-  UnrecoverableError,
 } from '../errors.js';
 import { decodeClaimed } from '../job-record.js';
 import { type QueueKeys, queueKeys } from '../keys.js';
@@ -37,14 +37,23 @@ import { safeTimeout } from '../timers.js';
 import { checkQueueAddress, checkQueueName, checkTimerMs, toJson } from '../validate.js';
 import type { CompleteRow, FailRow } from './acker.js';
 import { retryDelayMs } from './backoff.js';
-import { serializeError } from './calls.js';
+import {
+  type AttemptError,
+  isA,
+  normaliseThrown,
+  resultError,
+  serializeAttemptError,
+} from './error-normaliser.js';
 import { Heartbeat } from './heartbeat.js';
 import { Job } from './job.js';
 import { Lane, type LaneHost, type Running } from './lane.js';
 import { type ResolvedWorkerOptions, resolveWorkerOptions, type WorkerOptions } from './options.js';
 import { Recoverer } from './recoverer.js';
+import { handBack, settledWithin } from './shutdown.js';
 
 const PREFETCH_HORIZON_MS = 20;
+/** After closeTimeoutMs, how long close() still gives the outcomes of finished jobs to be written. */
+const OUTCOME_GRACE_MS = 1_000;
 
 export type Processor<Data, Result> = (job: Job<Data>) => Promise<Result> | Result;
 
@@ -82,13 +91,17 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   private state: 'new' | 'running' | 'closing' | 'closed' = 'new';
   private idleWaiters: (() => void)[] = [];
   private startPromise: Promise<void> | null = null;
+  /** Release calls in flight: jobs claimed but never started, handed back by a closing worker. */
+  private readonly handingBack = new Set<Promise<void>>();
 
   constructor(
     name: string,
     private readonly processor: Processor<Data, Result>,
     opts: WorkerOptions = {},
   ) {
-    super();
+    // Async listeners that reject are reported like listeners that throw (see notify), not left as
+    // unhandled rejections.
+    super({ captureRejections: true });
     this.name = checkQueueName(name);
     if (typeof processor !== 'function')
       throw new SuretyError('ERR_INVALID_OPTION', 'processor must be a function');
@@ -117,7 +130,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     this.recoverer = new Recoverer({
       intervalMs: this.options.recoverIntervalMs,
       recover: (limit) => this.recover(limit),
-      onRecovered: (r) => this.emit('recovered', r),
+      onRecovered: (r) => this.notify('recovered', r),
       onError,
     });
     this.heartbeat = new Heartbeat({
@@ -223,7 +236,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       lane.release(row.id, row.token);
       const refusal = refusals[i];
       if (refusal) this.reportError(new StaleJobError(row.id, row.job.attempt, refusal));
-      else this.emit('completed', row.job as Job<Data>, row.value as Result);
+      else this.notify('completed', row.job as Job<Data>, row.value as Result);
     });
   }
 
@@ -233,7 +246,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       const r = results[i]!;
       lane.release(row.id, row.token);
       if ('refused' in r) this.reportError(new StaleJobError(row.id, row.job.attempt, r.refused));
-      else this.emit('failed', row.job as Job<Data>, row.cause, r.outcome);
+      else this.notify('failed', row.job as Job<Data>, row.cause, r.outcome);
     });
   }
 
@@ -282,29 +295,45 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       const job = new Job<Data>(this.name, id, record, data, lane.partition);
       job.writer = (j, progress, lines) => lane.calls.writeAnnex(j, progress, lines);
       job.parentReader = (j) => lane.calls.parentResults(j.id);
-      const occurrence = parseOccurrenceId(id);
-      if (occurrence) {
-        // The next tick's job is created as this one starts (the recovery loop repairs it if we die first).
-        advanceSchedule(this.conn.client, lane.keys, occurrence.key, occurrence.tick).catch((err) =>
-          this.reportError(err),
-        );
-      }
       lane.held.set(id, { token: job.token, leaseMs: job.leaseMs });
       lane.renewer.noteLease(job.leaseMs);
       this.buffer.push(job);
     }
-    this.runBuffered();
+    // A claim answered while closing: its jobs must not start; they go back at once.
+    if (this.state === 'running') this.runBuffered();
+    else this.handBackBuffered();
+  }
+
+  /** Hands every buffered (claimed, never started) job back to waiting; close() awaits these calls. */
+  private handBackBuffered(): void {
+    const jobs = this.buffer.splice(0) as Job<unknown>[];
+    if (jobs.length === 0) return;
+    const call = handBack(this.lanes, jobs, (err) => this.reportError(err));
+    this.handingBack.add(call);
+    void call.then(() => this.handingBack.delete(call));
   }
 
   /** Starts buffered jobs while slots are free (skipping any whose lease was lost meanwhile). */
   private runBuffered(): void {
-    while (this.runningCount < this.options.concurrency && this.buffer.length > 0) {
+    // A closing worker starts nothing: close() hands its buffered jobs back instead.
+    while (
+      this.state === 'running' &&
+      this.runningCount < this.options.concurrency &&
+      this.buffer.length > 0
+    ) {
       const job = this.buffer.shift()!;
       const lane = this.lanes[job.partition]!;
       if (lane.held.get(job.id)?.token !== job.token) continue;
       lane.running.set(job.id, { job: job as Job<unknown>, startedAt: performance.now() });
       this.runningCount++;
       job.startedAt = Date.now();
+      const occurrence = parseOccurrenceId(job.id);
+      if (occurrence) {
+        // The next tick's job is created as this one starts (the recovery loop repairs it if we die first).
+        advanceSchedule(this.conn.client, lane.keys, occurrence.key, occurrence.tick).catch((err) =>
+          this.reportError(err),
+        );
+      }
       this.runJob(lane, job);
     }
   }
@@ -315,7 +344,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         if (job.decided) return;
         const err = new TimeoutError(job.id, job.timeoutMs);
         job.abort(err);
-        this.onSettled(job, undefined, err);
+        this.onSettled(job, undefined, normaliseThrown(err));
       }, job.timeoutMs);
       lane.running.get(job.id)!.timer = timer;
     }
@@ -325,9 +354,11 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     } catch (err) {
       promise = Promise.reject(err);
     }
+    // Whatever the processor threw or rejected with is read once, defensively (normaliseThrown never
+    // throws), so every attempt ends with a recorded outcome and its slot freed.
     promise.then(
       (result) => this.onSettled(job, result, undefined),
-      (err: unknown) => this.onSettled(job, undefined, err instanceof Error ? err : new Error(String(err))),
+      (err: unknown) => this.onSettled(job, undefined, normaliseThrown(err)),
     );
   }
 
@@ -341,7 +372,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     return run;
   }
 
-  private onSettled(job: Job<Data>, result: Result | undefined, error: Error | undefined): void {
+  private onSettled(job: Job<Data>, result: Result | undefined, failure: AttemptError | undefined): void {
     if (job.decided) return; // timed out or cancelled earlier: this late outcome is not the attempt's
     job.decided = true;
     const lane = this.lanes[job.partition]!;
@@ -351,23 +382,24 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       // The lease was lost while running: the outcome is still sent, and will be refused or accepted by the fence.
       lane.held.set(job.id, { token: job.token, leaseMs: job.leaseMs });
     }
-    if (error === undefined) {
-      let json = '';
+    if (failure === undefined) {
+      let json: string | undefined;
       try {
         json =
           result === undefined ? '' : toJson(`result of job ${job.id}`, result, this.options.maxPayloadBytes);
       } catch (err) {
-        error = err as Error;
+        // Not JSON, too large, or a getter / Proxy trap that throws: a typed error fails the attempt.
+        failure = normaliseThrown(resultError(job.id, err));
       }
-      if (error === undefined) {
+      if (json !== undefined) {
         lane.acker.pushComplete({ id: job.id, token: job.token, result: json, job, value: result });
       }
     }
-    if (error !== undefined) {
+    if (failure !== undefined) {
       let delay = -1;
-      if (!(error instanceof UnrecoverableError) && !job.isLastAttempt) {
+      if (!failure.unrecoverable && !job.isLastAttempt) {
         try {
-          delay = retryDelayMs(job as Job, error, this.options.backoffStrategies);
+          delay = retryDelayMs(job as Job, failure.error, this.options.backoffStrategies);
         } catch (err) {
           this.reportError(err);
           delay = 0;
@@ -377,9 +409,9 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         id: job.id,
         token: job.token,
         retryDelayMs: delay,
-        error: serializeError(error),
+        error: serializeAttemptError(failure),
         job,
-        cause: error,
+        cause: failure.error,
       });
     }
     this.afterSlotFreed();
@@ -427,24 +459,78 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         new LeaseExpiredError(`lease of job ${id} attempt ${r.job.attempt} was lost; it may run elsewhere`),
       );
     }
-    this.emit('leaseLost', ids);
+    this.notify('leaseLost', ids);
   }
 
   private reportError(err: unknown): void {
-    const error =
-      err instanceof SuretyError
-        ? err
-        : new ConnectionError(`worker ${this.id}: ${err instanceof Error ? err.message : String(err)}`, err);
-    if (this.listenerCount('error') > 0) this.emit('error', error);
-    else this.options.logger.warn(`surety worker ${this.name}: ${error.code} ${error.message}`);
+    const error = isA(err, SuretyError)
+      ? (err as SuretyError)
+      : new ConnectionError(`worker ${this.id}: ${normaliseThrown(err).message}`, err);
+    try {
+      if (this.listenerCount('error') > 0) this.emit('error', error);
+      else this.options.logger.warn(`surety worker ${this.name}: ${error.code} ${error.message}`);
+    } catch (thrown) {
+      this.listenerFailed('error', thrown);
+    }
+  }
+
+  /**
+   * Emits an event to user listeners. A listener that throws (or, async, rejects: see
+   * captureRejections) never disturbs the engine: the outcome it was told about stays recorded once,
+   * and the exception is reported as an `error` event (ListenerError).
+   */
+  private notify<E extends 'completed' | 'failed' | 'leaseLost' | 'recovered'>(
+    event: E,
+    ...args: WorkerEvents<Data, Result>[E]
+  ): void {
+    try {
+      (this.emit as (e: E, ...a: WorkerEvents<Data, Result>[E]) => boolean)(event, ...args);
+    } catch (err) {
+      this.listenerFailed(event, err);
+    }
+  }
+
+  private listenerFailed(event: string | symbol, err: unknown): void {
+    if (event === 'error') {
+      // An 'error' listener (or the logger) that throws has no caller in the engine to throw to: it
+      // is re-thrown outside, as Node does for an exception in an 'error' handler (uncaughtException).
+      process.nextTick(() => {
+        throw err;
+      });
+      return;
+    }
+    this.reportError(new ListenerError(String(event), normaliseThrown(err).message, err));
+  }
+
+  /** @internal An async listener rejected (EventEmitter captureRejections). */
+  override [captureRejectionSymbol](err: unknown, event: unknown, ..._args: unknown[]): void {
+    this.listenerFailed(typeof event === 'symbol' ? event : String(event), err);
   }
 
   // ---- shutdown ----------------------------------------------------------------------------
 
   /**
-   * Graceful close: stop claiming, let running jobs finish (up to `timeoutMs`, default
-   * closeTimeoutMs), write their outcomes, then stop. Jobs still running after the timeout are
-   * aborted (job.signal) and left to lease expiry and recovery.
+   * close() timed out: each attempt still running ends now, failed with ClosedError (recorded, and
+   * retried like any failure), instead of holding its job until the lease expires. Its signal aborts;
+   * whatever the processor does later is ignored, like a late result after a timeout.
+   */
+  private failStillRunning(): void {
+    for (const lane of this.lanes) {
+      for (const r of [...lane.running.values()]) {
+        const err = new ClosedError(`Worker ${this.name} (close timeout)`);
+        r.job.abort(err);
+        this.onSettled(r.job as Job<Data>, undefined, normaliseThrown(err));
+      }
+    }
+  }
+
+  /**
+   * Graceful close, in this order: stop claiming -> hand back at once the jobs claimed but not started
+   * (prefetched, or in claim replies still arriving: front of waiting, attempt not spent) -> let
+   * running jobs finish (up to `timeoutMs`, default closeTimeoutMs) -> fail those still running with
+   * ClosedError (their signal aborts; the attempt counts, they are retried like any failure) -> write
+   * the outcomes (given at least OUTCOME_GRACE_MS) -> stop renewing, recovering and beating ->
+   * unregister -> close connections. No job starts once close() was called.
    */
   async close(opts: { timeoutMs?: number } = {}): Promise<void> {
     const timeoutMs =
@@ -457,20 +543,24 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     const deadline = Date.now() + timeoutMs;
     if (wasStarted) await this.startPromise?.catch(() => {});
     for (const lane of this.lanes) await lane.fetcher.stop();
-    if (this.runningCount > 0 || this.buffer.length > 0) {
+    this.handBackBuffered();
+    // Replies of claims still in flight hand their jobs back as they arrive (startJobs).
+    await settledWithin(Promise.all(this.lanes.map((l) => l.claimsSettled())), deadline - Date.now());
+    if (this.runningCount > 0) {
       await new Promise<void>((resolve) => {
-        const timer = safeTimeout(resolve, timeoutMs);
+        const timer = safeTimeout(resolve, deadline - Date.now());
         this.idleWaiters.push(() => {
           clearTimeout(timer);
           resolve();
         });
       });
-      for (const lane of this.lanes) {
-        for (const r of lane.running.values())
-          r.job.abort(new ClosedError(`Worker ${this.name} (close timeout)`));
-      }
+      this.failStillRunning();
     }
-    await Promise.all(this.lanes.map((l) => l.acker.drain(Math.max(0, deadline - Date.now()))));
+    const grace = Math.max(deadline - Date.now(), OUTCOME_GRACE_MS);
+    await Promise.all([
+      ...this.lanes.map((l) => l.acker.drain(grace)),
+      settledWithin(Promise.all(this.handingBack), grace),
+    ]);
     for (const lane of this.lanes) {
       lane.acker.stop();
       lane.renewer.stop();

@@ -1,0 +1,66 @@
+#!lua flags=allow-oom
+-- release.lua: a closing worker hands back jobs it claimed but never started (prefetched, or claimed
+-- while it was closing): active -> waiting, at the FRONT of their priority (they were next in line),
+-- with the attempt the claim counted given back (attempts - 1) and the lease revoked (token cleared).
+-- Only while the job is active under the caller's token: a lease already lost (recovered, cancelled)
+-- is left alone. No attempt error is recorded: the processor never ran. (The claim's count in the rate
+-- limiter window is not given back.)
+-- KEYS[1] jobs            HASH id -> record
+-- KEYS[2] active          ZSET
+-- KEYS[3] waiting         LIST
+-- KEYS[4] prio            ZSET
+-- KEYS[5] seq             STRING
+-- KEYS[6] meta            HASH (field `starved`)
+-- KEYS[7] events          STREAM lifecycle events
+-- ARGV[1] wakeChannel     shard channel for idle workers
+-- ARGV[2] eventsMaxLen    event stream cap (0 = no events)
+-- ARGV[3..] repeated: id, token
+--   token: the fencing token the worker got with the job from claim
+-- Returns: { id, ... } of the jobs handed back (the others' lease was no longer held)
+-- @include parse_record
+-- @include with_header
+-- @include enqueue
+-- @include wake_starved
+-- @include emit_event
+
+local jobs, active, waiting, prio, seq = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local CHUNK = 500 -- jobs per HMGET / HSET / ZREM (HSET takes 2 values per job: 1 000 values)
+local n = (#ARGV - 2) / 2
+local released = {}
+local woken = false
+-- Chunks (and the jobs in each) are walked backwards, so that the front inserts leave the jobs in the
+-- order the caller listed them (the order the claim returned them).
+for first = math.floor((n - 1) / CHUNK) * CHUNK + 1, 1, -CHUNK do
+  local last = math.min(first + CHUNK - 1, n)
+  local ids = {}
+  for i = first, last do ids[#ids + 1] = ARGV[3 + (i - 1) * 2] end
+  local recs = redis.call('HMGET', jobs, unpack(ids))
+  local updated, gone = {}, {}
+  for j = #ids, 1, -1 do
+    local rec = recs[j]
+    if rec then
+      local f, nl = parse_record(rec)
+      local token = ARGV[4 + (first + j - 2) * 2]
+      if f[F_STATE] == 'a' and f[F_TOKEN] == token then
+        f[F_STATE] = 'w'
+        f[F_TOKEN] = ''
+        f[F_ATTEMPTS] = math.max((tonumber(f[F_ATTEMPTS]) or 1) - 1, 0)
+        updated[#updated + 1] = ids[j]
+        updated[#updated + 1] = with_header(f, rec, nl)
+        gone[#gone + 1] = ids[j]
+        if enqueue(waiting, prio, seq, ids[j], tonumber(f[F_PRIORITY]) or 0, true) then woken = true end
+      end
+    end
+  end
+  if #gone > 0 then
+    redis.call('HSET', jobs, unpack(updated))
+    redis.call('ZREM', active, unpack(gone))
+    for k = 1, #gone do released[#released + 1] = gone[k] end
+  end
+end
+if #released > 0 then
+  wake_starved(KEYS[6], ARGV[1])
+  emit_event(KEYS[7], tonumber(ARGV[2]), 'released', released)
+end
+if woken then redis.call('SPUBLISH', ARGV[1], 'w') end
+return released
