@@ -46,11 +46,20 @@ async function idsOf(
   n: number,
 ): Promise<[string, number][]> {
   if (state === 'waiting') {
-    const urgent = await client.zrangebyscore(k.prio, '-inf', '(0');
-    const listed = await client.lrange(k.waiting, 0, offset + n);
-    const rest = await client.zrangebyscore(k.prio, 0, '+inf', 'LIMIT', 0, offset + n);
-    // Claim order: the position is the score, so partitions interleave.
-    return [...urgent, ...listed, ...rest].slice(offset, offset + n).map((id, i) => [id, offset + i]);
+    // Claim order: priorities < 0 (prio scores < 0), then the list, then priorities > 0. Each part is
+    // read from its own offset, so a page replies n ids whatever the offset (never the ids before it).
+    const [urgent, listed] = await Promise.all([client.zcount(k.prio, '-inf', '(0'), client.llen(k.waiting)]);
+    const ids: string[] = [];
+    let skip = offset;
+    if (skip < urgent) ids.push(...(await client.zrangebyscore(k.prio, '-inf', '(0', 'LIMIT', skip, n)));
+    skip = Math.max(0, skip - urgent);
+    if (ids.length < n && skip < listed)
+      ids.push(...(await client.lrange(k.waiting, skip, skip + n - ids.length - 1)));
+    skip = Math.max(0, skip - listed);
+    if (ids.length < n)
+      ids.push(...(await client.zrangebyscore(k.prio, 0, '+inf', 'LIMIT', skip, n - ids.length)));
+    // The position is the score, so partitions interleave.
+    return ids.slice(0, n).map((id, i) => [id, offset + i]);
   }
   if (state === 'blocked') {
     // A hash has no order: blocked jobs are listed in id order.

@@ -3,18 +3,19 @@
  *
  *   GET  /api/queues                              name, counts, paused, workers of every queue
  *   GET  /api/queues/:q                           the same for one queue
- *   GET  /api/queues/:q/jobs?state=&offset=&limit=
+ *   GET  /api/queues/:q/jobs?state=&offset=&limit=   offset <= 10 000, limit 1 to 500 (default 50)
  *   GET  /api/queues/:q/jobs/:id
  *   GET  /api/queues/:q/workers | /schedules
  *   POST /api/queues/:q/jobs/:id/retry|remove|promote|cancel
  *   GET  /api/queues/:q/metrics?windowMs=          completed/failed/dead per minute (queue.metrics)
- *   POST /api/queues/:q/pause|resume|retry-dead
+ *   POST /api/queues/:q/pause|resume|retry-dead    retry-dead retries 10 000 at most per call
  *   POST /api/queues/:q/clean?state=completed|dead&olderThanMs=   removes old finished jobs (10 000 max)
  *
  * Errors are `{ error: { code, message } }`: 404 ERR_JOB_NOT_FOUND, 409 ERR_INVALID_STATE, 400 for
  * validation (ERR_INVALID_OPTION...), 405 for a known path with the wrong method.
  */
 import { ValidationError } from '../errors.js';
+import type { Queue } from '../queue.js';
 import type { JobState } from '../types.js';
 import { HttpError, json } from './http.js';
 import type { QueueRegistry } from './queues.js';
@@ -35,12 +36,23 @@ function method(req: Request, expected: 'GET' | 'POST'): void {
     });
 }
 
-function intParam(params: URLSearchParams, name: string): number | undefined {
+/** Deepest offset the job list serves: a partitioned queue's page reads offset + limit ids per partition. */
+export const MAX_OFFSET = 10_000;
+/** Most jobs on one page. */
+export const MAX_LIMIT = 500;
+
+/** An integer query parameter within [min, max], or undefined when absent: else a ValidationError (400). */
+function intParam(params: URLSearchParams, name: string, min: number, max: number): number | undefined {
   const raw = params.get(name);
   if (raw === null || raw === '') return undefined;
-  if (!/^\d+$/.test(raw))
-    throw new ValidationError(`${name} must be an integer >= 0, got ${JSON.stringify(raw)}`);
-  return Number(raw);
+  const n = /^\d{1,16}$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!(n >= min && n <= max)) {
+    const shown = raw.length > 40 ? `${raw.slice(0, 40)}...` : raw;
+    throw new ValidationError(
+      `${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(shown)}`,
+    );
+  }
+  return n;
 }
 
 function stateParam(params: URLSearchParams): JobState {
@@ -66,17 +78,29 @@ export async function handleApi(req: Request, path: string, queues: QueueRegistr
     method(req, 'GET');
     return json({ queues: await queues.overviews() });
   }
-  const queue = queues.get(name);
+  return queues.use(name, (queue) => queueApi(req, path, queues, queue, name, [sub, id, action]));
+}
+
+/** The endpoints of one queue, `/api/queues/:q/...`. */
+async function queueApi(
+  req: Request,
+  path: string,
+  queues: QueueRegistry,
+  queue: Queue,
+  name: string,
+  [sub, id, action]: (string | undefined)[],
+): Promise<Response> {
   if (sub === undefined) {
     method(req, 'GET');
     return json(await queues.overview(name));
   }
+  const params = new URL(req.url).searchParams;
   if (sub === 'jobs' && id === undefined) {
     method(req, 'GET');
-    const params = new URL(req.url).searchParams;
     const state = stateParam(params);
-    const offset = intParam(params, 'offset') ?? 0;
-    const limit = intParam(params, 'limit') ?? 50;
+    // Bounded: a page costs O(limit) in Redis for one partition, O(offset + limit) per partition else.
+    const offset = intParam(params, 'offset', 0, MAX_OFFSET) ?? 0;
+    const limit = intParam(params, 'limit', 1, MAX_LIMIT) ?? 50;
     const jobs = await queue.getJobs(state, { offset, limit });
     const counts = await queue.counts();
     return json({ queue: name, state, offset, limit, total: counts[state], jobs });
@@ -105,16 +129,15 @@ export async function handleApi(req: Request, path: string, queues: QueueRegistr
   if (sub === 'metrics') {
     method(req, 'GET');
     // queue.metrics validates the window (60 000 to 3 600 000 ms): a bad one answers 400.
-    const windowMs = intParam(new URL(req.url).searchParams, 'windowMs');
+    const windowMs = intParam(params, 'windowMs', 0, Number.MAX_SAFE_INTEGER);
     return json({ queue: name, ...(await queue.metrics(windowMs === undefined ? {} : { windowMs })) });
   }
   if (sub === 'clean') {
     method(req, 'POST');
-    const params = new URL(req.url).searchParams;
     const state = params.get('state');
     if (state !== 'completed' && state !== 'dead')
       throw new ValidationError(`state must be completed or dead, got ${JSON.stringify(state)}`);
-    const olderThanMs = intParam(params, 'olderThanMs') ?? 0;
+    const olderThanMs = intParam(params, 'olderThanMs', 0, Number.MAX_SAFE_INTEGER) ?? 0;
     return json({ queue: name, state, olderThanMs, ...(await queues.clean(name, state, olderThanMs)) });
   }
   if ((QUEUE_ACTIONS as readonly string[]).includes(sub)) {

@@ -59,47 +59,114 @@ export function errorResponse(err: unknown): Response {
   return json({ error: { code: 'ERR_INTERNAL', message: 'internal error (see the server log)' } }, 500);
 }
 
-/** Adapts a fetch-style handler to node:http's `(req, res)`; a closed connection aborts `req.signal`. */
+/** A Host header: a name or IPv4 address, or a bracketed IPv6 address, and an optional port. */
+const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~!$&'()*+,;=-]+)(?::[0-9]{1,5})?$/;
+/** Methods the fetch API refuses to build a Request for. */
+const FORBIDDEN_METHODS = new Set(['CONNECT', 'TRACE', 'TRACK']);
+
+/**
+ * The URL of a node:http request, or an HttpError for a request no fetch handler can be given: a
+ * malformed Host header, a request target that is neither a path (`/...`) nor an absolute http(s) URL
+ * (`*`, garbage). A path is appended to the authority, never resolved against it, so `//other/x`
+ * stays a path on this host instead of switching hosts.
+ */
+function requestUrl(req: IncomingMessage): URL {
+  const target = req.url ?? '/';
+  const bad = (what: string) =>
+    new HttpError(400, 'ERR_BAD_REQUEST', `malformed request: ${what}`, { connection: 'close' });
+  let authority = req.headers.host ?? '';
+  let path = target;
+  if (!target.startsWith('/')) {
+    // Absolute form (`GET http://host/path`): its authority replaces the Host header (RFC 9112 3.2.2).
+    if (!/^https?:\/\//i.test(target)) throw bad('the request target must be a path');
+    let absolute: URL;
+    try {
+      absolute = new URL(target);
+    } catch {
+      throw bad('the request target is not a valid URL');
+    }
+    authority = absolute.host;
+    path = `${absolute.pathname}${absolute.search}`;
+  }
+  if (authority === '') authority = 'localhost';
+  if (!HOST.test(authority)) throw bad('invalid Host header');
+  try {
+    return new URL(`http://${authority}${path}`);
+  } catch {
+    throw bad('invalid Host header or path');
+  }
+}
+
+function headersOf(req: IncomingMessage): Headers {
+  const headers = new Headers();
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (Array.isArray(v)) for (const item of v) headers.append(k, item);
+    else if (v !== undefined) headers.set(k, v);
+  }
+  return headers;
+}
+
+/** Answers `err` (as errorResponse maps it) unless the response has started; then drops the connection. */
+function answerError(res: ServerResponse, err: unknown): void {
+  if (res.headersSent) return void res.destroy();
+  const response = errorResponse(err);
+  if (response.status === 500)
+    process.emitWarning(
+      `surety dashboard: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`,
+    );
+  res.statusCode = response.status;
+  response.headers.forEach((value, key) => {
+    res.setHeader(key, value);
+  });
+  void response.text().then(
+    (text) => res.end(text),
+    () => res.destroy(),
+  );
+}
+
+/**
+ * Adapts a fetch-style handler to node:http's `(req, res)`; a closed connection aborts `req.signal`.
+ * The listener never throws: a request that cannot become a fetch `Request` (TRACE, a malformed Host
+ * header or request target) is answered 405 or 400, and anything unexpected, here or in the handler,
+ * 500 `ERR_INTERNAL` (reported as a process warning). A listener that threw would take down the server.
+ */
 export function toNodeListener(
   handler: FetchHandler | { fetch: FetchHandler },
 ): (req: IncomingMessage, res: ServerResponse) => void {
   const fetch = typeof handler === 'function' ? handler : handler.fetch.bind(handler);
   return (req, res) => {
-    const controller = new AbortController();
-    res.on('close', () => controller.abort());
-    const host = req.headers.host ?? 'localhost';
-    const url = new URL(req.url ?? '/', `http://${host}`);
-    const headers = new Headers();
-    for (const [k, v] of Object.entries(req.headers)) {
-      if (Array.isArray(v)) for (const item of v) headers.append(k, item);
-      else if (v !== undefined) headers.set(k, v);
-    }
-    const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
-    const request = new Request(url, {
-      method: req.method ?? 'GET',
-      headers,
-      signal: controller.signal,
-      ...(hasBody ? { body: Readable.toWeb(req) as unknown as ReadableStream, duplex: 'half' } : {}),
-    } as RequestInit);
-    fetch(request)
-      .then(async (response) => {
-        res.statusCode = response.status;
-        response.headers.forEach((value, key) => {
-          res.setHeader(key, value);
+    try {
+      const method = req.method ?? 'GET';
+      if (FORBIDDEN_METHODS.has(method.toUpperCase()))
+        throw new HttpError(405, 'ERR_METHOD_NOT_ALLOWED', `${method} is not supported`, {
+          allow: 'GET, HEAD, POST',
         });
-        if (!response.body || req.method === 'HEAD') return void res.end();
-        res.flushHeaders();
-        const body = Readable.fromWeb(response.body as unknown as NodeWebStream);
-        body.on('error', () => res.destroy());
-        res.on('close', () => body.destroy());
-        body.pipe(res);
-      })
-      .catch((err: unknown) => {
-        if (res.headersSent) return void res.destroy();
-        const response = errorResponse(err);
-        res.statusCode = response.status;
-        res.setHeader('content-type', 'application/json; charset=utf-8');
-        void response.text().then((text) => res.end(text));
-      });
+      const controller = new AbortController();
+      res.on('close', () => controller.abort());
+      const hasBody = method !== 'GET' && method !== 'HEAD';
+      const request = new Request(requestUrl(req), {
+        method,
+        headers: headersOf(req),
+        signal: controller.signal,
+        ...(hasBody ? { body: Readable.toWeb(req) as unknown as ReadableStream, duplex: 'half' } : {}),
+      } as RequestInit);
+      Promise.resolve()
+        .then(() => fetch(request))
+        .then((response) => {
+          res.statusCode = response.status;
+          response.headers.forEach((value, key) => {
+            res.setHeader(key, value);
+          });
+          if (!response.body || method === 'HEAD') return void res.end();
+          res.flushHeaders();
+          const body = Readable.fromWeb(response.body as unknown as NodeWebStream);
+          body.on('error', () => res.destroy());
+          res.on('close', () => body.destroy());
+          body.pipe(res);
+        })
+        .catch((err: unknown) => answerError(res, err));
+    } catch (err) {
+      answerError(res, err);
+    }
   };
 }

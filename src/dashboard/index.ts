@@ -60,6 +60,39 @@ export interface Dashboard {
   close(): Promise<void>;
 }
 
+/** Methods the dashboard answers; any other gets 405 before any other check. */
+const METHODS = new Set(['GET', 'HEAD', 'POST']);
+/** Longest request URL accepted (414 beyond): no route needs more than a job id and a few params. */
+export const MAX_URL_LENGTH = 8_192;
+/** Most `/api/events` streams open at once (503 beyond): each one reads every queue's counts. */
+export const MAX_EVENT_STREAMS = 64;
+
+/**
+ * Refuses, before any other work, what no route answers: another method than GET, HEAD or POST
+ * (405), an absurdly long URL (414), a request body (413: no endpoint reads one, so a body is never
+ * buffered; `connection: close` keeps the server from reading it to find the next request).
+ */
+function checkRequest(req: Request): void {
+  if (!METHODS.has(req.method))
+    throw new HttpError(405, 'ERR_METHOD_NOT_ALLOWED', `${req.method} not allowed, use GET, HEAD or POST`, {
+      allow: 'GET, HEAD, POST',
+    });
+  if (req.url.length > MAX_URL_LENGTH)
+    throw new HttpError(414, 'ERR_URI_TOO_LONG', `the URL is longer than ${MAX_URL_LENGTH} characters`, {
+      connection: 'close',
+    });
+  const length = req.headers.get('content-length');
+  if ((length !== null && length.trim() !== '0') || req.headers.has('transfer-encoding'))
+    throw new HttpError(
+      413,
+      'ERR_BODY_NOT_ALLOWED',
+      'dashboard requests take no body (parameters go in the URL)',
+      {
+        connection: 'close',
+      },
+    );
+}
+
 function checkOptions(
   opts: DashboardOptions,
 ): Required<Pick<DashboardOptions, 'basePath' | 'eventsIntervalMs'>> {
@@ -82,7 +115,10 @@ export function createDashboard(opts: DashboardOptions = {}): Dashboard {
   const closing = new AbortController();
   const readOnly = opts.readOnly === true;
 
+  let streams = 0;
+
   async function route(req: Request): Promise<Response> {
+    checkRequest(req);
     checkHost(req, opts.allowedHosts);
     checkAuth(req, opts.auth);
     const pathname = new URL(req.url).pathname;
@@ -93,7 +129,8 @@ export function createDashboard(opts: DashboardOptions = {}): Dashboard {
       if (readOnly) throw new HttpError(403, 'ERR_READ_ONLY', 'this dashboard is read-only');
       csrf.check(req);
     }
-    if (path === '/' && req.method === 'GET') {
+    const read = req.method === 'GET' || req.method === 'HEAD';
+    if (path === '/' && read) {
       const nonce = randomBytes(16).toString('base64');
       return new Response(renderPage({ csrf: csrf.token, nonce, readOnly }), {
         headers: withSecurityHeaders({
@@ -103,12 +140,21 @@ export function createDashboard(opts: DashboardOptions = {}): Dashboard {
         }),
       });
     }
-    if (path === '/metrics' && req.method === 'GET')
+    if (path === '/metrics' && read)
       return new Response(await registry.metrics(), {
         headers: withSecurityHeaders({ 'content-type': registry.contentType }),
       });
-    if (path === '/api/events' && req.method === 'GET')
-      return eventStream(req, queues, eventsIntervalMs, closing.signal);
+    if (path === '/api/events' && req.method === 'GET') {
+      if (streams >= MAX_EVENT_STREAMS)
+        throw new HttpError(
+          503,
+          'ERR_TOO_MANY_STREAMS',
+          `${MAX_EVENT_STREAMS} event streams are open already: close one (another tab?) and retry`,
+          { 'retry-after': '5' },
+        );
+      streams++;
+      return eventStream(req, queues, eventsIntervalMs, closing.signal, () => streams--);
+    }
     if (path.startsWith('/api/')) return handleApi(req, path, queues);
     return json({ error: { code: 'ERR_NOT_FOUND', message: `no such path: ${pathname}` } }, 404);
   }

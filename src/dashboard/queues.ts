@@ -1,10 +1,11 @@
 /**
- * The dashboard's view of Redis: one shared connection, one Queue per name (created on first use),
- * and queue discovery. Everything goes through the Queue admin API; no Redis key is read here.
+ * The dashboard's view of Redis: one shared connection, one Queue per name (created on first use,
+ * the most recently used ones kept), and queue discovery. Everything goes through the Queue admin
+ * API; no Redis key is read here.
  */
 import { discoverQueues } from '../admin/discover.js';
 import { type Connection, closeConnection, connect } from '../connection.js';
-import { SuretyError } from '../errors.js';
+import { SuretyError, ValidationError } from '../errors.js';
 import type { ConnectionOption } from '../options.js';
 import { Queue } from '../queue.js';
 import type { JobCounts } from '../types.js';
@@ -18,38 +19,89 @@ export interface QueueOverview {
 
 /** Most jobs one clean call removes. */
 export const CLEAN_MAX = 10_000;
+/** Most dead jobs one retry-dead call retries (`more: true` when some are left). */
+export const RETRY_DEAD_MAX = 10_000;
+/**
+ * Most Queue objects kept at once. Queue names come from request URLs, so without a bound every new
+ * name would add one for good; the least recently used are dropped (and closed once no request uses
+ * them). A Queue costs no connection of its own here: all share the registry's.
+ */
+export const MAX_QUEUES = 1_000;
 
 export interface BulkOutcome {
   done: string[];
   failed: { id: string; code?: string; message: string }[];
 }
 
+interface Entry {
+  queue: Queue;
+  /** Requests using it now: an evicted Queue is closed only once this is 0. */
+  users: number;
+  evicted: boolean;
+}
+
 export class QueueRegistry {
   private readonly conn: Connection;
-  private readonly queues = new Map<string, Queue>();
+  /** In use order: the first entry is the least recently used. */
+  private readonly queues = new Map<string, Entry>();
   private discovered: { at: number; names: Promise<string[]> } | null = null;
 
   constructor(
     connection: ConnectionOption | undefined,
     readonly prefix: string | undefined,
     private readonly discoverTtlMs = 2_000,
+    private readonly maxQueues = MAX_QUEUES,
   ) {
+    if (!Number.isInteger(maxQueues) || maxQueues < 1)
+      throw new ValidationError(`maxQueues must be an integer >= 1, got ${String(maxQueues)}`);
     this.conn = connect(connection, 'queue');
   }
 
-  /** The Queue named `name` (validates the name: a bad one throws a ValidationError). */
-  get(name: string): Queue {
-    let queue = this.queues.get(name);
-    if (!queue) {
-      queue = new Queue(name, {
+  /** Queue objects held now (at most `maxQueues`, plus evicted ones still in use). */
+  get size(): number {
+    return this.queues.size;
+  }
+
+  /**
+   * Runs `fn` with the Queue named `name` (a bad name throws a ValidationError), created on first use
+   * and kept among the `maxQueues` most recently used.
+   */
+  async use<T>(name: string, fn: (queue: Queue) => Promise<T>): Promise<T> {
+    const entry = this.entry(name);
+    entry.users++;
+    try {
+      return await fn(entry.queue);
+    } finally {
+      entry.users--;
+      if (entry.evicted && entry.users === 0) void entry.queue.close().catch(() => {});
+    }
+  }
+
+  private entry(name: string): Entry {
+    const found = this.queues.get(name);
+    if (found) {
+      this.queues.delete(name);
+      this.queues.set(name, found);
+      return found;
+    }
+    const entry: Entry = {
+      queue: new Queue(name, {
         connection: this.conn.client,
         // The dashboard shows queues as they are: with the partition count recorded in Redis.
         partitions: 'auto',
         ...(this.prefix === undefined ? {} : { prefix: this.prefix }),
-      });
-      this.queues.set(name, queue);
+      }),
+      users: 0,
+      evicted: false,
+    };
+    this.queues.set(name, entry);
+    for (const [oldest, old] of this.queues) {
+      if (this.queues.size <= this.maxQueues) break;
+      this.queues.delete(oldest);
+      old.evicted = true;
+      if (old.users === 0) void old.queue.close().catch(() => {});
     }
-    return queue;
+    return entry;
   }
 
   /** Names of every queue under the prefix, rediscovered at most every `discoverTtlMs`. */
@@ -65,10 +117,15 @@ export class QueueRegistry {
     return this.discovered.names;
   }
 
-  async overview(name: string): Promise<QueueOverview> {
-    const queue = this.get(name);
-    const [counts, paused, workers] = await Promise.all([queue.counts(), queue.isPaused(), queue.workers()]);
-    return { name, counts, paused, workers: workers.length };
+  overview(name: string): Promise<QueueOverview> {
+    return this.use(name, async (queue) => {
+      const [counts, paused, workers] = await Promise.all([
+        queue.counts(),
+        queue.isPaused(),
+        queue.workers(),
+      ]);
+      return { name, counts, paused, workers: workers.length };
+    });
   }
 
   async overviews(): Promise<QueueOverview[]> {
@@ -90,33 +147,42 @@ export class QueueRegistry {
     return this.shared.overviews;
   }
 
-  /** Retries every job dead at the time of the call (a snapshot: jobs dying again are not looped on). */
-  async retryDead(name: string): Promise<BulkOutcome> {
-    const queue = this.get(name);
-    const ids: string[] = [];
-    for (let offset = 0; ; offset += 1_000) {
-      const page = await queue.getJobs('dead', { offset, limit: 1_000 });
-      ids.push(...page.map((j) => j.id));
-      if (page.length < 1_000) break;
-    }
-    const outcome: BulkOutcome = { done: [], failed: [] };
-    for (let i = 0; i < ids.length; i += 50) {
-      const batch = ids.slice(i, i + 50);
-      const settled = await Promise.allSettled(batch.map((id) => queue.retry(id)));
-      settled.forEach((s, j) => {
-        const id = batch[j]!;
-        if (s.status === 'fulfilled') outcome.done.push(id);
-        else {
-          const e = s.reason as Error;
-          outcome.failed.push({
-            id,
-            ...(e instanceof SuretyError ? { code: e.code } : {}),
-            message: e.message,
-          });
+  /**
+   * Retries the jobs dead at the time of the call, oldest first, at most `max` (a snapshot: jobs dying
+   * again are not looped on); `more` says dead jobs were left (call again).
+   */
+  retryDead(name: string, max = RETRY_DEAD_MAX): Promise<BulkOutcome & { more: boolean }> {
+    return this.use(name, async (queue) => {
+      const ids: string[] = [];
+      let more = false;
+      for (let offset = 0; ; offset += 1_000) {
+        const page = await queue.getJobs('dead', { offset, limit: 1_000 });
+        ids.push(...page.map((j) => j.id));
+        if (ids.length > max) {
+          ids.length = max;
+          more = true;
         }
-      });
-    }
-    return outcome;
+        if (more || page.length < 1_000) break;
+      }
+      const outcome: BulkOutcome = { done: [], failed: [] };
+      for (let i = 0; i < ids.length; i += 50) {
+        const batch = ids.slice(i, i + 50);
+        const settled = await Promise.allSettled(batch.map((id) => queue.retry(id)));
+        settled.forEach((s, j) => {
+          const id = batch[j]!;
+          if (s.status === 'fulfilled') outcome.done.push(id);
+          else {
+            const e = s.reason as Error;
+            outcome.failed.push({
+              id,
+              ...(e instanceof SuretyError ? { code: e.code } : {}),
+              message: e.message,
+            });
+          }
+        });
+      }
+      return { ...outcome, more };
+    });
   }
 
   /** Removes jobs of `state` that finished more than `olderThanMs` ago: queue.clean (atomic per batch). */
@@ -126,11 +192,11 @@ export class QueueRegistry {
     olderThanMs: number,
     max = CLEAN_MAX,
   ): Promise<{ removed: number; more: boolean }> {
-    return this.get(name).clean(state, { olderThanMs, limit: max });
+    return this.use(name, (queue) => queue.clean(state, { olderThanMs, limit: max }));
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.queues.values()].map((q) => q.close()));
+    await Promise.all([...this.queues.values()].map((e) => e.queue.close()));
     this.queues.clear();
     await closeConnection(this.conn);
   }

@@ -1,7 +1,7 @@
 /**
  * `GET /api/events`: a Server-Sent Events stream of every queue's overview (counts, paused, workers),
  * sent at once and then every `intervalMs`. It stops when the client goes away (request aborted or
- * stream cancelled) or the dashboard closes.
+ * stream cancelled) or the dashboard closes; `onStop` is called then, once.
  */
 import type { QueueRegistry } from './queues.js';
 
@@ -10,13 +10,16 @@ export function eventStream(
   queues: QueueRegistry,
   intervalMs: number,
   closing: AbortSignal,
+  onStop: () => void = () => {},
 ): Response {
   const encoder = new TextEncoder();
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   const stop = () => {
+    if (stopped) return;
     stopped = true;
     clearTimeout(timer);
+    onStop();
   };
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
@@ -31,6 +34,7 @@ export function eventStream(
       };
       req.signal.addEventListener('abort', end, { once: true });
       closing.addEventListener('abort', end, { once: true });
+      if (req.signal.aborted || closing.aborted) return end();
       const tick = async () => {
         if (stopped) return;
         try {
