@@ -33,12 +33,18 @@ export interface ScriptSpec<A extends string = string, R extends string = string
 
 const SCRIPT_DIR = new URL('./scripts/', import.meta.url);
 
-/** The Lua source with every `-- @include name` line replaced by includes/name.lua. */
-export function loadLua(name: string): string {
+/**
+ * The Lua source with every `-- @include name` line replaced by includes/name.lua. An include may
+ * include the helpers it needs the same way; each include is inlined once, at its first mention, so a
+ * helper is always defined before the function that calls it.
+ */
+export function loadLua(name: string, inlined = new Set<string>()): string {
   const raw = readFileSync(new URL(`${name}.lua`, SCRIPT_DIR), 'utf8');
-  return raw.replace(/^-- @include (\w+)$/gm, (_, inc: string) =>
-    readFileSync(new URL(`includes/${inc}.lua`, SCRIPT_DIR), 'utf8').trimEnd(),
-  );
+  return raw.replace(/^-- @include (\w+)$/gm, (_, inc: string) => {
+    if (inlined.has(inc)) return `-- (${inc}: inlined above)`;
+    inlined.add(inc);
+    return loadLua(`includes/${inc}`, inlined).trimEnd();
+  });
 }
 
 function define<const A extends string, const R extends string = never>(

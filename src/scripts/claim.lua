@@ -3,7 +3,7 @@
 -- priorities. Each claimed job gets a fencing token unique in the queue's history (`<lease id>.<now>`:
 -- a lease id drawn from the seq counter, plus the claim time, because a failover that loses the last
 -- writes rolls the counter back and would hand out a lease id again) and its attempts is incremented. Its lease deadline (now + leaseMs) is its
--- score in `active`.
+-- score in `active`. Any count works: multi-value commands go in slices of at most 1000 values.
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] waiting         LIST
 -- KEYS[3] prio            ZSET
@@ -34,6 +34,8 @@
 -- @include active_sentinel
 -- @include emit_event
 -- @include body_marker
+-- @include chunked_call
+-- @include chunked_hmget
 
 -- state|token|(attempts)(|base|createdAt|runAt|)startedAt(|finishedAt|priority|maxAttempts|(leaseMs)|...)
 local CLAIM_PATTERN = '^[^|]*|[^|]*|([^|]*)(|[^|]*|[^|]*|[^|]*|)[^|]*(|[^|]*|[^|]*|[^|]*|([^|]*)|.*)$'
@@ -48,8 +50,8 @@ local count = wanted
 -- promoting the same due jobs can never duplicate one.
 local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
 if #due > 0 then
-  redis.call('ZREM', delayed, unpack(due))
-  local recs = redis.call('HMGET', jobs, unpack(due))
+  chunked_call('ZREM', delayed, due)
+  local recs = chunked_hmget(jobs, due)
   local updated, to_list = {}, {}
   for i = 1, #due do
     if recs[i] then
@@ -65,8 +67,8 @@ if #due > 0 then
       end
     end
   end
-  if #updated > 0 then redis.call('HSET', jobs, unpack(updated)) end
-  if #to_list > 0 then redis.call('RPUSH', waiting, unpack(to_list)) end
+  chunked_call('HSET', jobs, updated)
+  chunked_call('RPUSH', waiting, to_list)
 end
 
 local flags = redis.call('HMGET', meta, 'paused', 'concurrency')
@@ -113,7 +115,7 @@ if has_prio then
   local taken = {}
   for _, id in ipairs(ids) do taken[#taken + 1] = id end
   -- List ids are not in prio; ZREM ignores them.
-  if #taken > 0 then redis.call('ZREM', prio, unpack(taken)) end
+  chunked_call('ZREM', prio, taken)
 end
 
 if rate_max > 0 and #ids > 0 and redis.call('INCRBY', limiter, #ids) == #ids then
@@ -128,7 +130,7 @@ end
 local out = { now, next_due, 0, 0 }
 if #ids == 0 then return out end
 
-local recs = redis.call('HMGET', jobs, unpack(ids))
+local recs = chunked_hmget(jobs, ids)
 local updated, leases = {}, {}
 local default_lease = tonumber(ARGV[3])
 local token = redis.call('INCRBY', seq, #ids) - #ids
@@ -162,16 +164,16 @@ end
 if #marked > 0 then
   local fields = {}
   for n = 1, #marked do fields[n] = out[marked[n] - 1] .. '\1b' end
-  local bodies = redis.call('HMGET', KEYS[10], unpack(fields))
+  local bodies = chunked_hmget(KEYS[10], fields)
   for n = 1, #marked do
     local j = marked[n]
     out[j] = string.sub(out[j], 1, -2) .. (bodies[n] or 'null')
   end
 end
 if #updated > 0 then
-  redis.call('HSET', jobs, unpack(updated))
+  chunked_call('HSET', jobs, updated)
   redis.call('ZADD', active, 'NX', 'inf', ACTIVE_SENTINEL)
-  redis.call('ZADD', active, unpack(leases))
+  chunked_call('ZADD', active, leases)
   emit_event(KEYS[9], tonumber(ARGV[7]), 'active', ids)
 end
 return out

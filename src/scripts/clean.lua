@@ -7,13 +7,14 @@
 -- ARGV[2] limit           most jobs deleted per call
 -- Returns: { deleted count, 1 when more old jobs remain else 0 }
 -- @include annex_fields
+-- @include chunked_call
 
 local jobs, annex, finished = KEYS[1], KEYS[2], KEYS[3]
 local limit = tonumber(ARGV[2])
 local victims = redis.call('ZRANGEBYSCORE', finished, '-inf', ARGV[1], 'LIMIT', 0, limit)
 if #victims == 0 then return { 0, 0 } end
-redis.call('ZREM', finished, unpack(victims))
-redis.call('HDEL', jobs, unpack(victims))
-if redis.call('EXISTS', annex) == 1 then redis.call('HDEL', annex, unpack(annex_fields(victims))) end
+chunked_call('ZREM', finished, victims)
+chunked_call('HDEL', jobs, victims)
+if redis.call('EXISTS', annex) == 1 then chunked_call('HDEL', annex, annex_fields(victims)) end
 local more = #victims == limit and #redis.call('ZRANGEBYSCORE', finished, '-inf', ARGV[1], 'LIMIT', 0, 1) or 0
 return { #victims, more }

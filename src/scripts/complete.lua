@@ -27,6 +27,8 @@
 --   token (fencing token from claim), result (JSON, '' = undefined)
 -- Returns: { id, reason, ... } for each refused outcome; reason is `STALE:<state>:<attempts>` or `NOT_FOUND`
 -- @include current_time
+-- @include chunked_call
+-- @include chunked_hmget
 -- @include parse_record
 -- @include with_header
 -- @include enqueue
@@ -49,7 +51,7 @@ local n = (#ARGV - FIXED) / 3
 
 local ids = {}
 for i = 1, n do ids[i] = ARGV[FIXED + 1 + (i - 1) * 3] end
-local recs = redis.call('HMGET', jobs, unpack(ids))
+local recs = chunked_hmget(jobs, ids)
 
 local refused, done, updated, scores = {}, {}, {}, {}
 -- Formatting a number in Lua is a sprintf (~0.3 us): do it once per call, not per job.
@@ -78,13 +80,13 @@ for i = 1, n do
 end
 
 if #done > 0 then
-  redis.call('ZREM', active, unpack(done))
+  chunked_call('ZREM', active, done)
   if keep_count == 0 then
-    redis.call('HDEL', jobs, unpack(done))
-    redis.call('HDEL', errors, unpack(annex_fields(done)))
+    chunked_call('HDEL', jobs, done)
+    chunked_call('HDEL', errors, annex_fields(done))
   else
-    redis.call('HSET', jobs, unpack(updated))
-    redis.call('ZADD', completed, unpack(scores))
+    chunked_call('HSET', jobs, updated)
+    chunked_call('ZADD', completed, scores)
     trim_finished(completed, jobs, errors, now, keep_count, tonumber(ARGV[3]), tonumber(ARGV[4]))
   end
   redis.call('SPUBLISH', ARGV[5], 'c\n' .. table.concat(done, '\n'))

@@ -1,5 +1,6 @@
 -- extend.lua: renew the leases of a worker's active jobs (new deadline: now + the job's leaseMs), in one
--- call per renewal interval. Only while the job is active under the same fencing token.
+-- call per renewal interval. Only while the job is active under the same fencing token. Any number
+-- of jobs per call: multi-value commands go in slices of at most 1000 values.
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] active          ZSET
 -- ARGV[1] now             epoch ms, '' = Redis TIME
@@ -9,6 +10,8 @@
 -- Returns: { id, ... } of jobs whose lease this worker no longer holds
 -- @include current_time
 -- @include parse_record
+-- @include chunked_call
+-- @include chunked_hmget
 
 local jobs, active = KEYS[1], KEYS[2]
 local now = current_time(ARGV[1])
@@ -16,7 +19,7 @@ local default_lease = tonumber(ARGV[2])
 local n = (#ARGV - 2) / 2
 local ids = {}
 for i = 1, n do ids[i] = ARGV[3 + (i - 1) * 2] end
-local recs = redis.call('HMGET', jobs, unpack(ids))
+local recs = chunked_hmget(jobs, ids)
 local lost, leases = {}, {}
 for i = 1, n do
   local rec = recs[i]
@@ -31,5 +34,5 @@ for i = 1, n do
   end
   if not held then lost[#lost + 1] = ids[i] end
 end
-if #leases > 0 then redis.call('ZADD', active, 'XX', unpack(leases)) end
+chunked_call('ZADD', active, leases, 'XX')
 return lost

@@ -26,6 +26,8 @@
 --   token (fencing token from claim), retryDelayMs (>= 0, or -1 for no retry), error (JSON: name, message, stack, code)
 -- Returns: { id, outcome, ... } per job; outcome is `waiting`, `delayed`, `dead`, `STALE:<state>:<attempts>` or `NOT_FOUND`
 -- @include current_time
+-- @include chunked_call
+-- @include chunked_hmget
 -- @include parse_record
 -- @include with_header
 -- @include attempts_left
@@ -48,7 +50,7 @@ local n = (#ARGV - FIXED) / 4
 
 local ids = {}
 for i = 1, n do ids[i] = ARGV[FIXED + 1 + (i - 1) * 4] end
-local recs = redis.call('HMGET', jobs, unpack(ids))
+local recs = chunked_hmget(jobs, ids)
 
 local out, accepted, lines, updated, dead_scores, dead_ids = {}, {}, {}, {}, {}, {}
 local woken, min_due, retrying = false, nil, {}
@@ -95,13 +97,13 @@ for i = 1, n do
 end
 
 if #accepted > 0 then
-  redis.call('ZREM', active, unpack(accepted))
+  chunked_call('ZREM', active, accepted)
   wake_starved(KEYS[9], ARGV[6])
-  redis.call('HSET', jobs, unpack(updated))
+  chunked_call('HSET', jobs, updated)
   append_errors(errors, accepted, lines)
 end
 if #dead_ids > 0 then
-  redis.call('ZADD', dead, unpack(dead_scores))
+  chunked_call('ZADD', dead, dead_scores)
   trim_finished(dead, jobs, errors, now, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
   redis.call('SPUBLISH', ARGV[7], 'x\n' .. table.concat(dead_ids, '\n'))
 end

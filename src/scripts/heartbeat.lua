@@ -8,6 +8,7 @@
 -- ARGV[4] info            JSON description with `lastBeat` left for this script to fill, '' = unregister
 -- Returns: the Redis time of this beat
 -- @include current_time
+-- @include chunked_call
 
 local workers, info = KEYS[1], KEYS[2]
 local now = current_time(ARGV[1])
@@ -20,7 +21,7 @@ else
 end
 local gone = redis.call('ZRANGEBYSCORE', workers, '-inf', '(' .. now, 'LIMIT', 0, 100)
 if #gone > 0 then
-  redis.call('ZREM', workers, unpack(gone))
-  redis.call('HDEL', info, unpack(gone))
+  chunked_call('ZREM', workers, gone)
+  chunked_call('HDEL', info, gone)
 end
 return now

@@ -24,6 +24,8 @@
 -- ARGV[8] eventsMaxLen    event stream cap (0 = no events)
 -- Returns: { requeued ids (table), dead ids (table) }
 -- @include current_time
+-- @include chunked_call
+-- @include chunked_hmget
 -- @include parse_record
 -- @include with_header
 -- @include attempts_left
@@ -40,10 +42,10 @@ local jobs, errors, active, waiting, prio, seq, dead = KEYS[1], KEYS[2], KEYS[3]
 local now = current_time(ARGV[1])
 local expired = redis.call('ZRANGEBYSCORE', active, '-inf', '(' .. now, 'LIMIT', 0, tonumber(ARGV[2]))
 if #expired == 0 then return { {}, {} } end
-redis.call('ZREM', active, unpack(expired))
+chunked_call('ZREM', active, expired)
 wake_starved(KEYS[8], ARGV[6])
 
-local recs = redis.call('HMGET', jobs, unpack(expired))
+local recs = chunked_hmget(jobs, expired)
 local requeued, dead_ids, dead_scores, updated, err_ids, lines = {}, {}, {}, {}, {}, {}
 local woken = false
 for i = #expired, 1, -1 do
@@ -70,10 +72,10 @@ for i = #expired, 1, -1 do
     updated[#updated + 1] = with_header(f, rec, nl)
   end
 end
-if #updated > 0 then redis.call('HSET', jobs, unpack(updated)) end
+chunked_call('HSET', jobs, updated)
 append_errors(errors, err_ids, lines)
 if #dead_ids > 0 then
-  redis.call('ZADD', dead, unpack(dead_scores))
+  chunked_call('ZADD', dead, dead_scores)
   trim_finished(dead, jobs, errors, now, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[2]))
   redis.call('SPUBLISH', ARGV[7], 'x\n' .. table.concat(dead_ids, '\n'))
 end

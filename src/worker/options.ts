@@ -7,8 +7,18 @@ import type { Retention } from '../types.js';
 import { checkBool, checkInt, checkKnownKeys, checkObject } from '../validate.js';
 import type { BackoffStrategy } from './backoff.js';
 
+/**
+ * Largest `concurrency` and numeric `prefetch`. A claim asks for at most concurrency + prefetch jobs
+ * ('auto' prefetches at most max(concurrency, 100)), and an extend call renews every job held, so
+ * one script call handles up to 20 000 jobs: the scripts work on any count in slices of 1 000 values,
+ * and test/at-maximum.test.ts runs a worker at these maxima. The bound keeps one claim's Redis time
+ * (a few microseconds per job) near 100 ms; beyond it, run more workers.
+ */
+export const MAX_CONCURRENCY = 10_000;
+export const MAX_PREFETCH = 10_000;
+
 export interface WorkerOptions extends CommonOptions {
-  /** Jobs run at once by this worker. Default 1. */
+  /** Jobs run at once by this worker. Default 1, at most MAX_CONCURRENCY (10 000). */
   concurrency?: number;
   /** How many finished jobs to keep (applied by workers as jobs finish). Default completed 1 000 / 1 day, dead 10 000 / 30 days. */
   retention?: {
@@ -30,7 +40,8 @@ export interface WorkerOptions extends CommonOptions {
   /**
    * Jobs claimed ahead of free slots (held under lease) so the next batch is ready when slots free.
    * 'auto' (default): about as many as this worker finishes in 20 ms (none for long jobs, at most
-   * max(concurrency, 100)), from a moving average of attempt durations.
+   * max(concurrency, 100)), from a moving average of attempt durations. A number: at most
+   * MAX_PREFETCH (10 000).
    */
   prefetch?: number | 'auto';
   /**
@@ -102,7 +113,7 @@ export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions
     o[name] === undefined ? dflt : checkInt(name, o[name], min, max);
   return Object.freeze({
     ...resolveCommon('Worker options', opts),
-    concurrency: int('concurrency', 1, 1, 10_000),
+    concurrency: int('concurrency', 1, 1, MAX_CONCURRENCY),
     retention: resolveRetention('retention', opts.retention),
     // Durations that reach a timer stop at 2^31-1 ms (MAX_TIMER_MS), the most setTimeout holds.
     recoverIntervalMs: int('recoverIntervalMs', 5_000, 10, MAX_TIMER_MS),
@@ -114,7 +125,7 @@ export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions
     prefetch:
       o.prefetch === undefined || o.prefetch === 'auto'
         ? 'auto'
-        : checkInt('prefetch', o.prefetch, 0, 10_000),
+        : checkInt('prefetch', o.prefetch, 0, MAX_PREFETCH),
     limiter: resolveLimiter(o.limiter),
     autostart: o.autostart === undefined ? true : checkBool('autostart', o.autostart),
   });
