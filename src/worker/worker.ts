@@ -5,11 +5,15 @@
  * outcomes in batches, the LeaseRenewer keeps leases alive, the Recoverer puts back jobs of dead
  * workers, the Heartbeat keeps this worker listed. The first three work per partition, in a Lane
  * (lane.ts): a worker of a partitioned queue has one lane per partition, sharing its slots fairly. A processor decides a job's fate by what it
- * returns (completed) or throws (retried with backoff; UnrecoverableError: dead at once).
+ * returns (completed) or throws (retried with backoff; UnrecoverableError: dead at once). Whatever it
+ * throws or returns, the attempt ends with a recorded outcome (error-normaliser.ts), and user
+ * listeners that throw are reported as `error` events (ListenerError), never into the engine.
  *
- * Shutdown order (close): stop fetching -> wait for running jobs (up to closeTimeoutMs) -> write their
- * outcomes -> stop renewing, recovering and beating -> unregister -> close connections. Jobs still
- * running after the timeout keep their lease until it expires, then another worker recovers them.
+ * Shutdown order (close): stop fetching -> hand back jobs claimed but not started (release.lua: front
+ * of waiting, attempt not spent; also those of claim replies arriving during close) -> wait for running
+ * jobs (up to closeTimeoutMs) -> fail those still running with ClosedError (recorded, retried like any
+ * failure) -> write the outcomes -> stop renewing, recovering and beating -> unregister -> close
+ * connections. No job starts once close() was called.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -543,9 +547,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     const deadline = Date.now() + timeoutMs;
     if (wasStarted) await this.startPromise?.catch(() => {});
     for (const lane of this.lanes) await lane.fetcher.stop();
-    this.handBackBuffered();
     // Replies of claims still in flight hand their jobs back as they arrive (startJobs).
-    await settledWithin(Promise.all(this.lanes.map((l) => l.claimsSettled())), deadline - Date.now());
+    this.handBackBuffered();
     if (this.runningCount > 0) {
       await new Promise<void>((resolve) => {
         const timer = safeTimeout(resolve, deadline - Date.now());
@@ -557,10 +560,11 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       this.failStillRunning();
     }
     const grace = Math.max(deadline - Date.now(), OUTCOME_GRACE_MS);
-    await Promise.all([
-      ...this.lanes.map((l) => l.acker.drain(grace)),
-      settledWithin(Promise.all(this.handingBack), grace),
-    ]);
+    const handedBack = (async () => {
+      await Promise.all(this.lanes.map((l) => l.claimsSettled()));
+      await Promise.all(this.handingBack);
+    })();
+    await Promise.all([...this.lanes.map((l) => l.acker.drain(grace)), settledWithin(handedBack, grace)]);
     for (const lane of this.lanes) {
       lane.acker.stop();
       lane.renewer.stop();
