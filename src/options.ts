@@ -98,10 +98,17 @@ const JOB_OPTION_KEYS = [
   'ignoreDependencyFailure',
   'partitionKey',
 ] as const;
-const DEFAULTS_KEYS = ['priority', 'maxAttempts', 'leaseMs', 'backoff', 'timeoutMs'] as const;
+/** The job options a Queue's `defaults` and a schedule's occurrence `opts` may set. */
+export const DEFAULTS_KEYS = ['priority', 'maxAttempts', 'leaseMs', 'backoff', 'timeoutMs'] as const;
 const BACKOFF_KEYS = ['type', 'delayMs', 'maxDelayMs', 'jitter', 'name'] as const;
 /** The longest delay a job can be given (delayMs, backoff delays): 10 years. Stored in Redis, never a timer. */
 export const MAX_DELAY_MS = 10 * 365 * 24 * 3_600_000;
+/**
+ * The latest runAt (epoch ms, in the year 5138). Lua writes numbers into the job record with 14
+ * significant digits, so a later time would be stored rounded (runAt 100590780964621 read back as
+ * ...620); every time up to here has at most 14 digits and is stored exactly.
+ */
+export const MAX_RUN_AT = 99_999_999_999_999;
 
 export function checkBackoff(name: string, value: unknown): BackoffOptions {
   const b = checkObject(name, value);
@@ -188,8 +195,20 @@ export function resolveCommon(
     eventsMaxLen: resolveEvents(o.events),
     prefix: o.prefix === undefined ? DEFAULT_PREFIX : checkPrefix(o.prefix),
     strict: o.strict === undefined ? false : checkBool(`${name}.strict`, o.strict),
-    logger: o.logger ?? console,
+    logger: o.logger === undefined ? console : checkLogger(`${name}.logger`, o.logger),
   };
+}
+
+/** A logger is used only when something goes wrong: check it now, not when the warning comes. */
+function checkLogger(name: string, value: unknown): Logger {
+  if (
+    value === null ||
+    typeof value !== 'object' ||
+    typeof (value as { warn?: unknown }).warn !== 'function'
+  ) {
+    throw new ValidationError(`${name} must be an object with a warn(message) method, got ${show(value)}`);
+  }
+  return value as Logger;
 }
 
 function resolveEvents(value: unknown): number {
@@ -265,7 +284,7 @@ export function resolveAddOptions(opts: JobOptions | undefined, defaults: Resolv
   let runAt = '';
   if (o.runAt !== undefined) {
     const t = o.runAt instanceof Date ? o.runAt.getTime() : o.runAt;
-    runAt = String(checkInt('runAt', t, 0, 8_640_000_000_000_000));
+    runAt = String(checkInt('runAt', t, 0, MAX_RUN_AT));
   }
   const id = o.id === undefined ? '' : checkOwnJobId(o.id);
   let dependsOn = '';

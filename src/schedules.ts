@@ -10,7 +10,7 @@ import { CronExpressionParser } from 'cron-parser';
 import { ValidationError } from './errors.js';
 import { encodeOptionTail } from './job-record.js';
 import type { QueueKeys } from './keys.js';
-import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from './options.js';
+import { DEFAULTS_KEYS, LIBRARY_JOB_DEFAULTS, resolveAddOptions } from './options.js';
 import { type RedisClient, runScript, scripts } from './scripts.js';
 import type { JobOptions } from './types.js';
 import { checkInt, checkKnownKeys, checkObject, show, toJson } from './validate.js';
@@ -19,8 +19,11 @@ export type ScheduleTiming = { cron: string; tz?: string } | { everyMs: number }
 
 export interface ScheduleOptions<Data> {
   data: Data;
-  /** Options of each occurrence job (no id, delayMs or runAt: the schedule sets those). */
-  opts?: Omit<JobOptions, 'id' | 'delayMs' | 'runAt'>;
+  /**
+   * Options of each occurrence job: priority, maxAttempts, leaseMs, backoff, timeoutMs (the schedule
+   * sets its id and due time; other job options are refused).
+   */
+  opts?: Pick<JobOptions, (typeof DEFAULTS_KEYS)[number]>;
   /** After downtime, also run up to this many missed ticks (default 0: one run for all missed ticks). */
   catchUp?: number;
 }
@@ -100,7 +103,9 @@ export function validateSchedule<Data>(
     opts: options.opts ?? {},
     catchUp: o.catchUp === undefined ? 0 : checkInt('catchUp', o.catchUp, 0, 1_000),
   };
-  // Validates the occurrence options the same way add() does.
+  // Validates the occurrence options the same way add() does. Options an occurrence cannot honour
+  // (id, delayMs, runAt, dependsOn, partitionKey...) are refused, not stored and ignored.
+  checkKnownKeys('schedule opts', checkObject('schedule opts', spec.opts), DEFAULTS_KEYS);
   resolveAddOptions(spec.opts, LIBRARY_JOB_DEFAULTS);
   if ('cron' in t) {
     checkKnownKeys('schedule timing', t, ['cron', 'tz']);

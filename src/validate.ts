@@ -5,18 +5,25 @@
 import { NotSerializableError, PayloadTooLargeError, ValidationError } from './errors.js';
 import { MAX_TIMER_MS } from './timers.js';
 
+/** The value received, for an error message. Never throws, whatever it is given. */
 export function show(value: unknown): string {
   if (typeof value === 'string')
     return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}...` : value);
   if (typeof value === 'bigint') return `${value}n`;
   if (typeof value === 'function') return 'a function';
-  if (value instanceof Date) return `Date(${value.toISOString?.() ?? 'invalid'})`;
+  if (typeof value === 'symbol') return value.toString();
+  if (value instanceof Date)
+    return Number.isNaN(value.getTime()) ? 'Date(invalid)' : `Date(${value.toISOString()})`;
   if (value === undefined) return 'undefined';
   try {
     const s = JSON.stringify(value);
     return s === undefined ? String(value) : s.length > 60 ? `${s.slice(0, 60)}...` : s;
   } catch {
-    return String(value);
+    try {
+      return String(value);
+    } catch {
+      return `a ${typeof value}`;
+    }
   }
 }
 

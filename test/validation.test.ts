@@ -420,3 +420,49 @@ describe('strings that UTF-8 cannot hold unchanged never name a key or a field',
     }
   });
 });
+
+describe('defects the boundary property test found', () => {
+  it('a message about an invalid Date is a ValidationError, not a RangeError from toISOString', async () => {
+    expect(
+      () => new Worker(uniqueName(), () => {}, { connection: fx.url, strict: new Date(Number.NaN) as never }),
+    ).toThrow('Worker options.strict must be true or false, got Date(invalid)');
+    const q = queue();
+    await expect(q.getJob(new Date(Number.NaN) as never)).rejects.toBeInstanceOf(ValidationError);
+  });
+
+  it('a logger without a warn method is refused at construction, not when the first warning comes', () => {
+    for (const logger of [5, {}, null, 'console']) {
+      expect(() => new Queue('ok', { connection: fx.url, logger: logger as never })).toThrow(
+        /Queue options.logger must be an object with a warn\(message\) method/,
+      );
+      expect(
+        () => new Worker('ok', () => {}, { connection: fx.url, autostart: false, logger: logger as never }),
+      ).toThrow(ValidationError);
+    }
+  });
+
+  it('runAt stops at 99 999 999 999 999 (year 5138): later times were stored rounded to 14 digits', async () => {
+    const q = queue();
+    await expect(q.add({}, { runAt: 100_590_780_964_621 })).rejects.toThrow(
+      'runAt must be an integer from 0 to 99999999999999, got 100590780964621',
+    );
+    await expect(q.add({}, { runAt: 8_640_000_000_000_000 })).rejects.toBeInstanceOf(ValidationError);
+    await nothingWritten(q);
+    const { id } = await q.add({}, { runAt: 99_999_999_999_999 });
+    expect((await q.getJob(id))!.runAt).toBe(99_999_999_999_999);
+    const { id: id2 } = await q.add({}, { runAt: 99_999_999_999_997 });
+    expect((await q.getJob(id2))!.runAt).toBe(99_999_999_999_997);
+  });
+
+  it('schedule occurrence options an occurrence cannot honour (id, dependsOn, delayMs...) are refused, not ignored', async () => {
+    const q = queue();
+    for (const opts of [{ id: 'x' }, { dependsOn: ['a'] }, { delayMs: 5 }, { partitionKey: 'k' }]) {
+      await expect(
+        q.schedule('every', { everyMs: 60_000 }, { data: {}, opts: opts as never }),
+      ).rejects.toThrow(/schedule opts has an unknown option/);
+    }
+    await nothingWritten(q);
+    await q.schedule('every', { everyMs: 60_000 }, { data: {}, opts: { priority: 3, maxAttempts: 2 } });
+    expect((await q.schedules())[0]!.opts).toEqual({ priority: 3, maxAttempts: 2 });
+  });
+});
