@@ -55,7 +55,7 @@ export const KIND_WEIGHTS: Record<Kind, number> = {
 };
 
 /** The kinds a processor misbehaves in (left out by `--workload plain`). */
-export const MISBEHAVING: readonly Kind[] = ['o', 'h', 'b', '1'];
+export const MISBEHAVING: readonly Kind[] = ['o', 'h', 'b'];
 
 /** The weights of a workload: 'all' kinds, or 'plain' (every kind but the misbehaving ones). */
 export function workloadWeights(workload: 'all' | 'plain'): Record<Kind, number> {

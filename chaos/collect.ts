@@ -80,9 +80,14 @@ export interface LogEvidence {
   /** `${id}#${attempt}` of completions/dead failures Redis acknowledged to a worker. */
   ackedComplete: Map<string, number>;
   ackedDead: Map<string, number>;
+  /** When each acknowledged outcome arrived (epoch ms, worker clock), to see progress during a fault. */
+  ackTimes: number[];
   staleRefusals: number;
   leaseLostEvents: number;
   errorCodes: Record<string, number>;
+  /** Worker `error` events that were Redis refusing a call at maxmemory (OOM), a few kept. */
+  oomRefusals: number;
+  oomExamples: string[];
   tornLines: number;
 }
 
@@ -93,9 +98,12 @@ export function readLogs(paths: readonly string[]): LogEvidence {
     begunAttempts: new Set(),
     ackedComplete: new Map(),
     ackedDead: new Map(),
+    ackTimes: [],
     staleRefusals: 0,
     leaseLostEvents: 0,
     errorCodes: {},
+    oomRefusals: 0,
+    oomExamples: [],
     tornLines: 0,
   };
   for (const path of paths) {
@@ -117,9 +125,11 @@ function absorb(ev: LogEvidence, line: LogLine): void {
       break;
     case 'c':
       ev.ackedComplete.set(line.id, Math.max(line.a, ev.ackedComplete.get(line.id) ?? 0));
+      ev.ackTimes.push(line.at);
       break;
     case 'd':
       ev.ackedDead.set(line.id, Math.max(line.a, ev.ackedDead.get(line.id) ?? 0));
+      ev.ackTimes.push(line.at);
       break;
     case 's':
       ev.staleRefusals++;
@@ -129,6 +139,10 @@ function absorb(ev: LogEvidence, line: LogLine): void {
       break;
     case 'e':
       ev.errorCodes[line.code] = (ev.errorCodes[line.code] ?? 0) + 1;
+      if (line.msg.includes('OOM')) {
+        ev.oomRefusals++;
+        if (ev.oomExamples.length < 8) ev.oomExamples.push(`${line.code}: ${line.msg}`);
+      }
       break;
   }
 }

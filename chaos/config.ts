@@ -34,7 +34,7 @@ export interface RunOptions {
   pollIntervalMs: number;
   /** Completed jobs kept by retention: 'all', or 0 (deleted as they complete). Dead jobs are always kept. */
   keepCompleted: 'all' | 0;
-  /** Jobs added in one burst at the start of the chaos phase (large claims; 0 = none). */
+  /** Jobs added before the workers start, so the first claims are as large as the options allow (0 = none). */
   initialBurst: number;
 }
 
@@ -95,7 +95,8 @@ export function drawRunOptions(seed: number, jobs: number): RunOptions {
     recoverIntervalMs: rng.pick([100, 300, 1_000]),
     pollIntervalMs: rng.pick([500, 2_000, 5_000]),
     keepCompleted: rng.chance(0.25) ? 0 : 'all',
-    // Large claims need a backlog: a high-concurrency run starts with one (up to 2 x concurrency).
+    // Large claims need a backlog: a high-concurrency run starts with one (up to 2 x concurrency) that
+    // the first claims meet whole.
     initialBurst: concurrency >= 1_000 ? Math.min(Math.floor(jobs / 3), 2 * concurrency) : 0,
   };
 }

@@ -37,6 +37,8 @@ export interface DuplicateReport {
   /** Attempts that ended by lease expiry (LeaseExpiredError lines), and those never logged as run. */
   leaseLosses: number;
   leaseLossesNeverRan: number;
+  /** Of those, attempts no processor even began (claimed, prefetched or lost in flight, then recovered). */
+  leaseLossesNeverBegun: number;
   /** Lease expiries with no fault at all in the lease + 3 s before them (suspicious: look at these). */
   leaseLossesWithoutFault: string[];
 }
@@ -54,6 +56,7 @@ export function analyseDuplicates(
   jobs: ReadonlyMap<string, Info>,
   faults: readonly FaultRecord[],
   o: { leaseMs: number; concurrency: number; prefetch: number | 'auto'; workers: number },
+  begun: ReadonlySet<string>,
 ): DuplicateReport {
   const prefetch = o.prefetch === 'auto' ? 2 * o.concurrency : o.prefetch;
   const perProcess = 2 * (o.concurrency + prefetch);
@@ -95,12 +98,14 @@ export function analyseDuplicates(
   const ran = new Set(executions.map((e) => `${e.id}#${e.a}`));
   let leaseLosses = 0;
   let leaseLossesNeverRan = 0;
+  let leaseLossesNeverBegun = 0;
   const leaseLossesWithoutFault: string[] = [];
   for (const job of jobs.values()) {
     for (const err of job.errors) {
       if (err.name !== LEASE_EXPIRED) continue;
       leaseLosses++;
       if (!ran.has(`${job.id}#${err.attempt}`)) leaseLossesNeverRan++;
+      if (!begun.has(`${job.id}#${err.attempt}`)) leaseLossesNeverBegun++;
       const near = faults.some((f) => f.at <= err.at && f.until >= err.at - windowMs);
       if (!near) leaseLossesWithoutFault.push(`${job.id} attempt ${err.attempt} expired at ${err.at}`);
     }
@@ -117,6 +122,7 @@ export function analyseDuplicates(
     bound: perFault.reduce((sum, f) => sum + f.cap, 0),
     leaseLosses,
     leaseLossesNeverRan,
+    leaseLossesNeverBegun,
     leaseLossesWithoutFault,
   };
 }

@@ -20,10 +20,10 @@ export type LogLine =
       runAt: number;
       o: PlannedOutcome;
     }
-  /** Redis accepted this completion (the worker's `completed` event). */
-  | { t: 'c'; id: string; a: number }
-  /** Redis accepted this failure and the job is now dead (`failed` event with outcome dead). */
-  | { t: 'd'; id: string; a: number }
+  /** Redis accepted this completion (the worker's `completed` event), at `at`. */
+  | { t: 'c'; id: string; a: number; at: number }
+  /** Redis accepted this failure and the job is now dead (`failed` event with outcome dead), at `at`. */
+  | { t: 'd'; id: string; a: number; at: number }
   /** Redis refused this outcome as stale (ERR_STALE_JOB). */
   | { t: 's'; id: string; a: number }
   /** Leases this worker found lost (`leaseLost` event). */

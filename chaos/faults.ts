@@ -77,6 +77,8 @@ export interface FaultRecord {
   /** The worker process hit, for per-process faults. */
   pid?: number;
   detail: string;
+  /** oom: jobs waiting or active when it began (work that should go on moving). */
+  backlog?: number;
 }
 
 const EXTRA_WEIGHTS: Record<FaultKind, number> = {
@@ -175,6 +177,8 @@ export class FaultRunner {
     private readonly admin: Redis,
     private readonly network: Network,
     private readonly log: (line: string) => void,
+    /** Jobs waiting + active now (the admin API's counts), or null if unknown. */
+    private readonly backlog: () => Promise<number | null>,
   ) {}
 
   /** Plays the plan relative to `t0`; stops early when `shouldStop()` turns true. */
@@ -239,6 +243,7 @@ export class FaultRunner {
             admin: this.admin,
             inForce: this.inForce,
             pidOf: (slot) => this.pool.current(slot)?.pid,
+            backlog: this.backlog,
             timeoutMs: FAULT_TIMEOUT_MS,
           });
     if (!started) return;
@@ -247,6 +252,7 @@ export class FaultRunner {
       at,
       until: at + f.holdMs,
       ...(started.pid === undefined ? {} : { pid: started.pid }),
+      ...(started.backlog === undefined ? {} : { backlog: started.backlog }),
       detail: started.detail,
     };
     this.records.push(rec);

@@ -57,12 +57,22 @@ export class Producer {
   }
 
   /** Adds `total` jobs between `t0` and `t0 + durationMs`; resolves when all adds are sent and settled (or given up). */
-  async run(total: number, t0: number, durationMs: number, settleMs: number, burst = 0): Promise<void> {
-    // A backlog at once (for runs at high concurrency: claims as large as the options allow).
-    for (let left = Math.min(burst, total); left > 0; left -= 1_000) {
-      const items = Array.from({ length: Math.min(1_000, left) }, () => this.item(durationMs));
-      this.send(items, true);
+  /**
+   * Adds `n` jobs before the workers start, in addBulk calls of 1 000, and waits for them: a backlog the
+   * first claims meet whole (for runs at high concurrency: claims as large as the options allow).
+   */
+  async preload(n: number, horizonMs: number, settleMs: number): Promise<void> {
+    for (let left = n; left > 0; left -= 1_000) {
+      this.send(
+        Array.from({ length: Math.min(1_000, left) }, () => this.item(horizonMs)),
+        true,
+      );
     }
+    const deadline = Date.now() + settleMs;
+    while (this.bursts.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  async run(total: number, t0: number, durationMs: number, settleMs: number): Promise<void> {
     while (this.seq < total) {
       const elapsed = Date.now() - t0;
       const target = Math.min(total, Math.ceil((total * (elapsed + 200)) / durationMs));

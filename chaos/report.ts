@@ -308,7 +308,8 @@ export function printReport(r: ChaosReport): void {
   );
   out.push(
     `leases     ${e.leaseLosses} attempts lost their lease (${e.leaseLossesNeverRan} never logged as run: ` +
-      `killed mid-run, prefetched or claimed when the fault hit); ${e.leaseLossesWithoutFaultCount} with no fault in the lease + 3 s before`,
+      `killed mid-run, prefetched or claimed when the fault hit; ${e.leaseLossesNeverBegun} never begun at all); ` +
+      `${e.leaseLossesWithoutFaultCount} with no fault in the lease + 3 s before`,
   );
   for (const l of e.leaseLossesWithoutFault) out.push(`             no fault near: ${l}`);
   out.push(

@@ -155,12 +155,17 @@ async function main(c: ChaosConfig): Promise<number> {
     },
     (slot) => net.port(slot),
   );
+  const rng = new Rng(c.seed);
+  const producer = new Producer(queue, rng.fork(2), c.leaseMs, workloadWeights(c.workload));
+  if (c.initialBurst > 0) {
+    await producer.preload(c.initialBurst, c.durationMs, 30_000);
+    say(`${producer.accepted.length} jobs waiting before the workers start (initial burst)`);
+  }
   await pool.start();
   const startupMs = Date.now() - startedAt;
   say(`redis on port ${redis.port} (pid ${redis.pid}), ${c.workers} workers ready`);
 
   phase = 'chaos';
-  const rng = new Rng(c.seed);
   const plan = planFaults(rng.fork(1), {
     durationMs: c.durationMs,
     workers: c.workers,
@@ -169,8 +174,12 @@ async function main(c: ChaosConfig): Promise<number> {
     meanGapMs: c.meanFaultGapMs,
     kinds: c.faultKinds,
   });
-  faults = new FaultRunner(pool, redis, admin, network, say);
-  const producer = new Producer(queue, rng.fork(2), c.leaseMs, workloadWeights(c.workload));
+  const backlog = () =>
+    within(queue.counts(), 2_000, 'counts()').then(
+      (n) => n.waiting + n.active,
+      () => null,
+    );
+  faults = new FaultRunner(pool, redis, admin, network, say, backlog);
   const t0 = Date.now();
   let maxBacklog = 0;
   let sampling = false;
@@ -193,7 +202,7 @@ async function main(c: ChaosConfig): Promise<number> {
     10_000,
   );
   await Promise.all([
-    producer.run(c.jobs, t0, c.durationMs, 5_000, c.initialBurst),
+    producer.run(c.jobs, t0, c.durationMs, 5_000),
     faults.run(plan, t0, () => Date.now() > t0 + c.durationMs),
   ]);
   clearInterval(progress);
@@ -223,7 +232,7 @@ async function main(c: ChaosConfig): Promise<number> {
           ...logs.ackedComplete.keys(),
         ])
       : null;
-  const dup = analyseDuplicates(logs.executions, snapshot.jobs, faults.records, c);
+  const dup = analyseDuplicates(logs.executions, snapshot.jobs, faults.records, c, logs.begunAttempts);
   const crashes = pool.all
     .filter((w) => w.crash)
     .map((w) => {

@@ -15,6 +15,8 @@ export interface Started {
   /** The worker process hit (faults of one slot), for attributing wasted executions. */
   pid?: number;
   detail: string;
+  /** oom: jobs waiting or active when it began. */
+  backlog?: number;
   end: () => Promise<void>;
 }
 
@@ -24,6 +26,7 @@ export interface TimedContext {
   /** Shared with faults.ts: what is in force now, so two faults of a kind never undo each other. */
   inForce: { heldSlots: Set<number>; oom: boolean };
   pidOf: (slot: number) => number | undefined;
+  backlog: () => Promise<number | null>;
   timeoutMs: number;
 }
 
@@ -87,12 +90,14 @@ async function startOom(ctx: TimedContext): Promise<Started | null> {
   const info = (await call('INFO', 'memory')) as string;
   const used = Number(/used_memory:(\d+)/.exec(info)?.[1]);
   if (!Number.isFinite(used) || used <= 0) throw new Error('INFO memory: no used_memory');
+  const backlog = await ctx.backlog();
   const limit = used + OOM_HEADROOM_BYTES;
   await call('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
   await call('CONFIG', 'SET', 'maxmemory', String(limit));
   ctx.inForce.oom = true;
   return {
-    detail: `maxmemory ${limit} (used ${used} + ${OOM_HEADROOM_BYTES / 1024} KiB)`,
+    ...(backlog === null ? {} : { backlog }),
+    detail: `maxmemory ${limit} (used ${used} + ${OOM_HEADROOM_BYTES / 1024} KiB, ${backlog ?? '?'} jobs waiting or active)`,
     end: async () => {
       // A Redis restart meanwhile already dropped the limit; setting 0 again is harmless. Retried: a
       // limit left in force would stall the drain and read as stuck jobs.

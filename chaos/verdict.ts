@@ -128,6 +128,18 @@ export function judge(v: VerdictInput): Judgement {
     'stale acks applied',
     'no outcome of an attempt whose lease was lost is applied (result, error or ack of a recovered attempt): 0',
   );
+  const untyped = new Tally(
+    'untyped refusals',
+    'every add that rejects does so with a typed SuretyError (a stable `code`): 0',
+  );
+  const stalled = new Tally(
+    'stalled at maxmemory',
+    'work goes on at maxmemory: every oom fault of 1 s or more, begun with jobs waiting or active, sees outcomes recorded: 0',
+  );
+  const oomRefused = new Tally(
+    'worker calls refused at maxmemory',
+    'at maxmemory a worker still claims, completes, fails, renews and recovers (no OOM error event): 0',
+  );
   const refusedWrote = new Tally(
     'refused adds wrote',
     `an add refused with a typed error (other than ${MAYBE_APPLIED_CODES.join(', ')}) wrote nothing: 0`,
@@ -158,6 +170,22 @@ export function judge(v: VerdictInput): Judgement {
     stuck.add(
       `the queue never drained: counts() at the deadline ${v.notDrained} (listed unfinished: ${stuck.count})`,
     );
+
+  const untypedCount = v.unknown.filter(
+    (u) => u.code === undefined && u.reason && !u.reason.startsWith('never settled'),
+  );
+  for (const u of untypedCount)
+    untyped.add(`add #${u.seq} (${KIND_NAMES[u.kind]}) rejected without a code: ${u.reason}`);
+  for (const f of v.faults) {
+    if (f.kind !== 'oom' || !f.backlog || f.until - f.at < 1_000) continue;
+    const acks = v.logs.ackTimes.filter((t) => t >= f.at + 200 && t <= f.until).length;
+    if (acks === 0)
+      stalled.add(
+        `oom at +${((f.at - v.t0) / 1_000).toFixed(1)}s for ${f.until - f.at} ms with ${f.backlog} jobs waiting or active: no outcome recorded meanwhile`,
+      );
+  }
+
+  for (let i = 0; i < v.logs.oomRefusals; i++) oomRefused.add(v.logs.oomExamples[i] ?? '(more of the same)');
 
   // identity: which add wrote each job, and duplicate-id semantics.
   let fromUnknownAdds = 0;
@@ -280,6 +308,9 @@ export function judge(v: VerdictInput): Judgement {
     acked,
     idents,
     refusedWrote,
+    untyped,
+    stalled,
+    oomRefused,
     integrity,
     crashed,
     coverage,

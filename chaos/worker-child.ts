@@ -97,9 +97,9 @@ const worker = new Worker<JobData, ChaosResult>(
   },
 );
 
-worker.on('completed', (job) => log.write({ t: 'c', id: job.id, a: job.attempt }));
+worker.on('completed', (job) => log.write({ t: 'c', id: job.id, a: job.attempt, at: Date.now() }));
 worker.on('failed', (job, _err, outcome) => {
-  if (outcome === 'dead') log.write({ t: 'd', id: job.id, a: job.attempt });
+  if (outcome === 'dead') log.write({ t: 'd', id: job.id, a: job.attempt, at: Date.now() });
 });
 worker.on('leaseLost', (ids) => log.write({ t: 'l', ids, at: Date.now() }));
 worker.on('error', (err) => {
