@@ -4,20 +4,23 @@
  */
 import { spawn } from 'node:child_process';
 import { createServer, get as httpGet, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect as tcpConnect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_LIMIT, MAX_OFFSET } from '../src/dashboard/api.js';
 import {
   createDashboard,
   type Dashboard,
   type DashboardOptions,
   isLoopbackHost,
+  MAX_EVENT_STREAMS,
+  MAX_URL_LENGTH,
   toNodeListener,
   workerMetrics,
 } from '../src/dashboard/index.js';
 import { QueueRegistry } from '../src/dashboard/queues.js';
-import { Queue, UnrecoverableError, Worker } from '../src/index.js';
+import { ClosedError, Queue, UnrecoverableError, Worker } from '../src/index.js';
 import { runScript, scripts } from '../src/scripts.js';
 import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
@@ -499,6 +502,8 @@ describe('dashboard metrics', () => {
       rateMax: 0,
       rateWindowMs: 0,
       eventsMaxLen: 0,
+      claimer: '',
+      nonce: '',
     });
     const worker = new Worker(q.name, () => 'ok', { connection: fx.url, recoverIntervalMs: 20 });
     closers.unshift(() => worker.close());
@@ -513,5 +518,225 @@ describe('dashboard metrics', () => {
       'one recovered job in the metrics',
     );
     m.stop();
+  });
+});
+
+/** Sends `request` as is over TCP and resolves with the status line's code (0: no answer at all). */
+function rawRequest(s: Served, request: string): Promise<{ status: number; text: string }> {
+  const { port } = new URL(s.url);
+  return new Promise((resolve, reject) => {
+    const socket = tcpConnect(Number(port), '127.0.0.1');
+    let text = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (d: string) => {
+      text += d;
+    });
+    socket.on('error', reject);
+    socket.on('close', () => resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0), text }));
+    // Not end(): a half-closed client makes node:http drop the request before it is answered. Every
+    // request says `Connection: close`, so the server closes once it has answered.
+    socket.write(request, 'latin1');
+  });
+}
+
+describe('dashboard under hostile requests', () => {
+  const alive = async (s: Served) => expect((await get('/api/queues', s)).res.status).toBe(200);
+
+  it('answers every malformed or unsupported request with a 4xx and keeps serving', async () => {
+    const local = await serve({ allowedHosts: 'loopback' });
+    const req = (line: string, headers: string[] = ['Host: 127.0.0.1']) =>
+      `${line}\r\n${[...headers, 'Connection: close'].join('\r\n')}\r\n\r\n`;
+    const cases: [string, number, Served?][] = [
+      [req('TRACE / HTTP/1.1'), 405],
+      [req('DELETE /api/queues HTTP/1.1'), 405],
+      [req('OPTIONS /api/queues HTTP/1.1'), 405],
+      [req('PUT /api/queues/q/pause HTTP/1.1', ['Host: 127.0.0.1', 'Content-Length: 0']), 405],
+      [req('GET / HTTP/1.1', ['Host: a b']), 400],
+      [req('GET / HTTP/1.1', ['Host: [']), 400],
+      [req('GET /api/queues HTTP/1.1', ['Host: a@evil.example']), 400],
+      [req('GET /api/queues HTTP/1.1', ['Host: a%zz']), 400],
+      [req('GET /api/queues HTTP/1.1', ['Host: 127.0.0.1:99999']), 400],
+      [req('GET /api/queues HTTP/1.1', ['Host: a/b']), 400],
+      [req('GET * HTTP/1.1'), 400],
+      [req('OPTIONS * HTTP/1.1'), 400],
+      [req('GET //api/queues HTTP/1.1'), 404],
+      [req('GET /api/queues/%E0%A4%A/jobs HTTP/1.1'), 400],
+      [req('GET /api/queues/q/jobs?state=%ZZ&offset=%FF HTTP/1.1'), 400],
+      [req(`GET /api/queues/q/jobs?x=${'a'.repeat(MAX_URL_LENGTH)} HTTP/1.1`), 414],
+      [req('POST /api/queues/q/pause HTTP/1.1', ['Host: 127.0.0.1', 'Content-Length: 5']), 413],
+      [req('POST /api/queues/q/pause HTTP/1.1', ['Host: 127.0.0.1', 'Transfer-Encoding: chunked']), 413],
+      // Absolute form: its authority is the host, so the Host allow-list still applies.
+      [req('GET http://evil.example/api/queues HTTP/1.1'), 403, local],
+      [req('GET //evil.example/api/queues HTTP/1.1'), 404, local],
+      [req('GET /api/queues HTTP/1.1', ['Host: evil.example']), 403, local],
+      [req('GET http://x/api/queues HTTP/1.1'), 200],
+      [req('GET /api/queues HTTP/1.0', []), 200],
+    ];
+    for (const [request, status, s = main] of cases) {
+      const answer = await rawRequest(s, request);
+      expect({ request: request.split('\r\n')[0]!.slice(0, 80), status: answer.status }).toEqual({
+        request: request.split('\r\n')[0]!.slice(0, 80),
+        status,
+      });
+      if (status === 405) expect(answer.text.toLowerCase()).toContain('allow: get, head, post');
+      if (status >= 400) expect(answer.text).toMatch(/"code":"ERR_[A-Z_]+"/);
+      await alive(s);
+    }
+  });
+
+  it('a handler that throws, even synchronously, answers 500 ERR_INTERNAL and is reported, never crashes', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.message);
+    process.on('warning', onWarning);
+    const server = createServer(
+      toNodeListener((() => {
+        throw new Error('handler bug');
+      }) as unknown as (req: Request) => Promise<Response>),
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+      for (let i = 0; i < 2; i++) {
+        const res = await fetch(url);
+        expect(res.status).toBe(500);
+        expect((await res.json()).error.code).toBe('ERR_INTERNAL');
+      }
+      await waitUntil(() => warnings.some((w) => w.includes('handler bug')), 'the warning');
+    } finally {
+      process.off('warning', onWarning);
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
+  it('serves a page at the deepest offset with a read of one page, and refuses offsets and limits out of range', async () => {
+    const q = queue();
+    const n = MAX_OFFSET + 10;
+    const id = (i: number) => `bounded-read-job-${String(i).padStart(6, '0')}`;
+    for (let from = 0; from < n; from += 5_000)
+      await q.addBulk(
+        Array.from({ length: Math.min(5_000, n - from) }, (_, i) => ({
+          data: {},
+          opts: { id: id(from + i) },
+        })),
+      );
+    const outBytes = async () =>
+      Number(/total_net_output_bytes:(\d+)/.exec(await fx.redis.info('stats'))?.[1] ?? Number.NaN);
+    const before = await outBytes();
+    const page = await get(`/api/queues/${q.name}/jobs?state=waiting&offset=${MAX_OFFSET}&limit=5`);
+    const sent = (await outBytes()) - before;
+    expect(page.res.status).toBe(200);
+    expect(page.body.total).toBe(n);
+    expect(page.body.jobs.map((j: { id: string }) => j.id)).toEqual(
+      Array.from({ length: 5 }, (_, i) => id(MAX_OFFSET + i)),
+    );
+    // Reading every id before the offset would be more than 250 kB; one page is a few kB.
+    expect(sent).toBeLessThan(50_000);
+    for (const bad of [
+      `offset=${MAX_OFFSET + 1}`,
+      'offset=99999999999999999999999',
+      'offset=1e9',
+      'offset=-1',
+      `limit=${MAX_LIMIT + 1}`,
+      'limit=0',
+    ]) {
+      const r = await get(`/api/queues/${q.name}/jobs?state=waiting&${bad}`);
+      expect(r.res.status).toBe(400);
+      expect(r.body.error.code).toBe('ERR_INVALID_OPTION');
+    }
+  });
+
+  it('pages the waiting jobs in claim order across priorities < 0, the list and priorities > 0', async () => {
+    const q = queue();
+    await q.add({}, { id: 'p0-a' });
+    await q.add({}, { id: 'p5-a', priority: 5 });
+    await q.add({}, { id: 'neg-a', priority: -3 });
+    await q.add({}, { id: 'p0-b' });
+    await q.add({}, { id: 'p5-b', priority: 5 });
+    await q.add({}, { id: 'p1', priority: 1 });
+    await q.add({}, { id: 'neg-b', priority: -3 });
+    await q.add({}, { id: 'p0-c' });
+    const all = ['neg-a', 'neg-b', 'p0-a', 'p0-b', 'p0-c', 'p1', 'p5-a', 'p5-b'];
+    expect((await q.getJobs('waiting')).map((j) => j.id)).toEqual(all);
+    for (let offset = 0; offset <= all.length; offset++)
+      for (let limit = 1; limit <= all.length; limit++)
+        expect((await q.getJobs('waiting', { offset, limit })).map((j) => j.id)).toEqual(
+          all.slice(offset, offset + limit),
+        );
+  });
+
+  it('keeps a bounded number of Queues, closing evicted ones once no request uses them', async () => {
+    const registry = new QueueRegistry(fx.url, undefined, 2_000, 3);
+    closers.push(() => registry.close());
+    const seen: Queue[] = [];
+    let release: () => void = () => {};
+    const held = registry.use('held-0', async (q) => {
+      seen.push(q);
+      await new Promise<void>((r) => {
+        release = r;
+      });
+      return q.counts(); // still usable: it was evicted while in use, not closed
+    });
+    for (let i = 1; i <= 10; i++) await registry.use(`name-${i}`, async (q) => void seen.push(q));
+    expect(registry.size).toBe(3);
+    await expect(seen[1]!.counts()).rejects.toBeInstanceOf(ClosedError);
+    release();
+    expect((await held).waiting).toBe(0);
+    await waitUntil(async () => {
+      try {
+        await seen[0]!.counts();
+        return false;
+      } catch (err) {
+        return err instanceof ClosedError;
+      }
+    }, 'the evicted queue to close once released');
+    expect(await registry.use('name-10', async (q) => q === seen[10])).toBe(true);
+    const many = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => get(`/api/queues/${encodeURIComponent(`many-${i}`)}`)),
+    );
+    expect(many.every((r) => r.res.status === 200)).toBe(true);
+  });
+
+  it('retry-dead retries at most its cap per call and says more are left', async () => {
+    const q = queue();
+    const ids = [await deadJob(q), await deadJob(q), await deadJob(q)];
+    const registry = new QueueRegistry(fx.url, undefined);
+    closers.push(() => registry.close());
+    const first = await registry.retryDead(q.name, 2);
+    expect(first).toEqual({ done: ids.slice(0, 2), failed: [], more: true });
+    expect(await registry.retryDead(q.name, 2)).toEqual({ done: [ids[2]], failed: [], more: false });
+    expect((await post(`/api/queues/${q.name}/retry-dead`)).body).toEqual({
+      queue: q.name,
+      done: [],
+      failed: [],
+      more: false,
+    });
+  });
+
+  it(`refuses more than ${MAX_EVENT_STREAMS} open event streams (503) and accepts one again when one closes`, async () => {
+    const sse = await serve({ eventsIntervalMs: 60_000 });
+    const open: AbortController[] = [];
+    const responses: Response[] = []; // kept: an unreferenced fetch body may be collected and closed
+    for (let i = 0; i < MAX_EVENT_STREAMS; i++) {
+      const c = new AbortController();
+      const res = await fetch(`${sse.url}/api/events`, { signal: c.signal });
+      expect(res.status).toBe(200);
+      open.push(c);
+      responses.push(res);
+    }
+    const refused = await fetch(`${sse.url}/api/events`);
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('5');
+    expect((await refused.json()).error.code).toBe('ERR_TOO_MANY_STREAMS');
+    open.pop()!.abort();
+    const again = await waitUntil(async () => {
+      const c = new AbortController();
+      const res = await fetch(`${sse.url}/api/events`, { signal: c.signal });
+      if (res.status === 200) return c;
+      await res.body?.cancel();
+      return null;
+    }, 'a stream slot to be free again');
+    for (const c of [...open, again]) c.abort();
+    expect(responses).toHaveLength(MAX_EVENT_STREAMS);
   });
 });

@@ -10,6 +10,7 @@
  *                      whatever else is in `options.registry`, e.g. workerMetrics' counters)
  */
 import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import type { Registry } from 'prom-client';
 import { ValidationError } from '../errors.js';
 import type { ConnectionOption } from '../options.js';
@@ -113,6 +114,8 @@ export function createDashboard(opts: DashboardOptions = {}): Dashboard {
   const registry = queueMetrics(queues, opts.registry);
   const csrf = new Csrf();
   const closing = new AbortController();
+  // One abort listener per open event stream (removed when it stops): up to MAX_EVENT_STREAMS.
+  setMaxListeners(MAX_EVENT_STREAMS + 1, closing.signal);
   const readOnly = opts.readOnly === true;
 
   let streams = 0;

@@ -15,15 +15,19 @@ export function eventStream(
   const encoder = new TextEncoder();
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
+  let end: () => void = () => {};
   const stop = () => {
     if (stopped) return;
     stopped = true;
     clearTimeout(timer);
+    // `closing` lives as long as the dashboard: a listener left on it would pile up per stream.
+    req.signal.removeEventListener('abort', end);
+    closing.removeEventListener('abort', end);
     onStop();
   };
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
-      const end = () => {
+      end = () => {
         if (stopped) return;
         stop();
         try {
