@@ -387,6 +387,36 @@ describe('close() and jobs claimed but not started', () => {
     expect(started).toEqual([]);
   });
 
+  it('2 500 prefetched jobs are handed back in claim order, across the release chunks', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    let finish!: () => void;
+    const finished = new Promise<void>((r) => {
+      finish = r;
+    });
+    let running = 0;
+    const w = new Worker(
+      name,
+      async () => {
+        running++;
+        await finished;
+      },
+      { connection: fx.url, concurrency: 1, prefetch: 2_500, autostart: false },
+    );
+    const added = await q.addBulk(Array.from({ length: 2_501 }, () => ({ data: {} })));
+    await w.start();
+    await waitUntil(async () => running === 1 && (await q.counts()).active === 2_501, 'all leased', 20_000);
+    const closing = w.close();
+    await waitUntil(async () => (await q.counts()).waiting === 2_500, 'handed back', 20_000);
+    finish();
+    await closing;
+    const rest = added.slice(1).map((a) => a.id);
+    expect(await fx.redis.lrange(q.keys.waiting, 0, -1)).toEqual(rest);
+    const infos = await q.getJobs('waiting', { limit: 3_000 });
+    expect(infos.every((j) => j.attempts === 0)).toBe(true);
+    expect((await q.counts()).active).toBe(0);
+  });
+
   it('a prioritised job handed back goes to the front of its priority', async () => {
     const name = uniqueName();
     const q = queue(name);
@@ -394,16 +424,18 @@ describe('close() and jobs claimed but not started', () => {
     const finished = new Promise<void>((r) => {
       finish = r;
     });
+    let running = 0;
     const w = new Worker(
       name,
       async () => {
+        running++;
         await finished;
       },
       { connection: fx.url, concurrency: 1, prefetch: 2, autostart: false },
     );
     const held = await q.addBulk(Array.from({ length: 3 }, () => ({ data: {}, opts: { priority: 5 } })));
     await w.start();
-    await waitUntil(async () => (await q.counts()).active === 3, 'three leased');
+    await waitUntil(async () => running === 1 && (await q.counts()).active === 3, 'three leased');
     const later = await q.add({}, { priority: 5 });
     const closing = w.close();
     await waitUntil(async () => (await q.counts()).waiting === 3, 'handed back');
