@@ -29,6 +29,7 @@ const WORKER_COMMANDS = {
   hset: 'setGlobalConcurrency; scripts (job records, meta, heartbeats, metrics)',
   hdel: 'setGlobalConcurrency(null); scripts (removal, retention, heartbeats)',
   hsetnx: 'scripts: add (a job record is created once)',
+  hrandfield: "scripts: claim (a few random fields of `claims`, to prune stopped workers' records)",
   hincrby: 'scripts: per-minute metrics counters',
   llen: 'counts (waiting)',
   lrange: "getJobs('waiting')",

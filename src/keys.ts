@@ -42,6 +42,12 @@ export interface QueueKeys {
   readonly meta: string;
   /** STRING job starts in the current rate-limit window; expires with the window. */
   readonly limiter: string;
+  /**
+   * HASH claimer (a worker's fetcher and claim slot) -> `nonce|expiry|claim ms|ids`: its last claim
+   * that leased jobs, so a claim whose reply was lost can be retried without leasing jobs to nobody
+   * (includes/record_claim.lua, replay_claim.lua).
+   */
+  readonly claims: string;
   /** ZSET of worker ids; score = heartbeat expiry (epoch ms). */
   readonly workers: string;
   /** HASH worker id -> JSON worker description (host, pid, active job ids...). */
@@ -85,6 +91,7 @@ export function queueKeys(prefix: string, queue: string, partition?: number): Qu
     schedulePending: `${tag}:schedpending`,
     meta: `${tag}:meta`,
     limiter: `${tag}:limiter`,
+    claims: `${tag}:claims`,
     workers: `${tag}:workers`,
     workerInfo: `${tag}:workerinfo`,
     deps: `${tag}:deps`,

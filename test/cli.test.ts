@@ -546,6 +546,8 @@ describe('surety worker and reaper', () => {
           rateMax: 0,
           rateWindowMs: 0,
           eventsMaxLen: 0,
+          claimer: '',
+          nonce: '',
         });
       expect((await q.counts()).active).toBe(ids.length);
     };

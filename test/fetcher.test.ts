@@ -5,23 +5,30 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import type { RedisClient } from '../src/scripts.js';
-import { type ClaimReply, Fetcher } from '../src/worker/fetcher.js';
+import { type ClaimReply, type ClaimTicket, Fetcher } from '../src/worker/fetcher.js';
 
-function harness(freeSlots = () => 10) {
+function harness(freeSlots = () => 10, errors?: unknown[]) {
   const subscriber = Object.assign(new EventEmitter(), {
     ssubscribe: async () => 1,
   }) as unknown as RedisClient;
-  const claims: { count: number; resolve: (r: ClaimReply) => void }[] = [];
+  const claims: {
+    count: number;
+    ticket: ClaimTicket;
+    resolve: (r: ClaimReply) => void;
+    reject: (e: Error) => void;
+  }[] = [];
   const fetcher = new Fetcher({
     subscriber,
     wakeChannel: 'wake',
     pollIntervalMs: 60_000,
     freeSlots,
-    claim: (count) => new Promise((resolve) => claims.push({ count, resolve })),
+    claim: (count, ticket) =>
+      new Promise((resolve, reject) => claims.push({ count, ticket, resolve, reject })),
     onJobs: () => {},
     onCancelled: () => {},
     onError: (err) => {
-      throw err;
+      if (!errors) throw err;
+      errors.push(err);
     },
   });
   const reply = (jobs: number): ClaimReply => ({
@@ -85,4 +92,70 @@ describe('Fetcher', () => {
     expect(h.claims[2]!.count).toBe(20);
     await h.fetcher.stop();
   });
+
+  it('a failed claim is sent again with the same ticket before any new claim, however many wake-ups come', async () => {
+    const errors: unknown[] = [];
+    const h = harness(() => 10, errors);
+    await h.fetcher.start();
+    const first = h.claims[0]!;
+    first.reject(new Error('connection lost after the claim was sent'));
+    await tick();
+    expect(errors).toHaveLength(1);
+    h.message('w');
+    h.fetcher.pump();
+    expect(h.claims).toHaveLength(1); // nothing new while the failed claim waits for its retry
+    await waitFor(() => h.claims.length === 2);
+    expect(h.claims[1]!.ticket).toEqual(first.ticket);
+    h.message('w');
+    expect(h.claims).toHaveLength(2); // nothing new while the retry is in flight either
+    // The retry's reply (a replay of the lost claim's jobs) is delivered; then claiming goes on.
+    h.claims[1]!.resolve(h.reply(2));
+    await tick();
+    expect(h.claims).toHaveLength(3);
+    expect(h.claims[2]!.ticket.nonce).not.toBe(first.ticket.nonce);
+    await h.fetcher.stop();
+  });
+
+  it('two claims in flight have tickets of their own slots, and both are retried after both fail', async () => {
+    const errors: unknown[] = [];
+    let free = 10;
+    const h = harness(() => free, errors);
+    await h.fetcher.start();
+    free = 0;
+    h.claims[0]!.resolve(h.reply(10));
+    await tick();
+    free = 20;
+    h.fetcher.pump();
+    free = 40;
+    h.fetcher.pump();
+    expect(h.claims).toHaveLength(3);
+    const [a, b] = [h.claims[1]!, h.claims[2]!];
+    expect(a.ticket.claimer).not.toBe(b.ticket.claimer);
+    a.reject(new Error('lost'));
+    b.reject(new Error('lost'));
+    await waitFor(() => h.claims.length === 5);
+    expect(h.claims.slice(3).map((c) => c.ticket)).toEqual([a.ticket, b.ticket]);
+    await h.fetcher.stop();
+  });
+
+  it('a retry that fails again keeps its ticket', async () => {
+    const h = harness(() => 10, []);
+    await h.fetcher.start();
+    const ticket = h.claims[0]!.ticket;
+    h.claims[0]!.reject(new Error('lost'));
+    await waitFor(() => h.claims.length === 2);
+    h.claims[1]!.reject(new Error('lost again'));
+    await waitFor(() => h.claims.length === 3);
+    expect(h.claims[2]!.ticket).toEqual(ticket);
+    await h.fetcher.stop();
+  });
 });
+
+/** Polls until `cond` holds (retries come after a short backoff timer). */
+async function waitFor(cond: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

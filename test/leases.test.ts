@@ -26,6 +26,8 @@ function harness() {
       rateMax: 0,
       rateWindowMs: 0,
       eventsMaxLen: 0,
+      claimer: '',
+      nonce: '',
     })) as (string | number)[];
     const ids: string[] = [];
     for (let i = 4; i < r.length; i += 2) {
@@ -225,6 +227,8 @@ describe('leases and fencing tokens', () => {
       rateMax: 0,
       rateWindowMs: 0,
       eventsMaxLen: 0,
+      claimer: '',
+      nonce: '',
     })) as unknown[];
     expect(r).toEqual([now, String(now + 60_000), 0, 0]);
     await h.queue.close();

@@ -270,6 +270,8 @@ class Harness {
       partitions: 1,
       idSuffix: '',
       checkOnly: '',
+      claimer: '', // claims keep no record here (test/network-blip.test.ts covers claim retries)
+      nonce: '',
       ...extra,
     };
     const args = {} as Record<A, ArgValue>;

@@ -14,6 +14,7 @@
 -- KEYS[8] limiter         STRING job starts in the current rate-limit window (expires with it)
 -- KEYS[9] events          STREAM lifecycle events
 -- KEYS[10] errors         HASH annex: large payloads (field id .. "\1b") among others
+-- KEYS[11] claims         HASH claimer -> its last claim that leased jobs (includes/record_claim.lua)
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] count           jobs wanted (0 = only promote)
 -- ARGV[3] defaultLeaseMs
@@ -21,7 +22,11 @@
 -- ARGV[5] rateMax         job starts allowed per window across all workers (0 = no rate limit)
 -- ARGV[6] rateWindowMs
 -- ARGV[7] eventsMaxLen    event stream cap (0 = no events)
+-- ARGV[8] claimer         '' or the claiming worker's fetcher and claim slot: its field in `claims`
+-- ARGV[9] nonce           this claim's number for `claimer`; the same nonce again is a retry of it
 -- Returns: { now, nextDue, paused, limitedMs, id1, record1, id2, record2, ... }
+--   A retry (same claimer and nonce as the claim recorded for claimer, whose reply the worker lost)
+--   claims nothing new: it returns that claim's jobs still under its leases (includes/replay_claim.lua).
 --   nextDue: due time of the first delayed job when fewer than `count` were claimed, else ''
 --   paused: 1 when the queue is paused (nothing is claimed)
 --   limitedMs: > 0 when the rate limit is reached: the window reopens in that many ms
@@ -36,6 +41,8 @@
 -- @include body_marker
 -- @include chunked_call
 -- @include chunked_hmget
+-- @include replay_claim
+-- @include record_claim
 
 -- state|token|(attempts)(|base|createdAt|runAt|)startedAt(|finishedAt|priority|maxAttempts|(leaseMs)|...)
 local CLAIM_PATTERN = '^[^|]*|[^|]*|([^|]*)(|[^|]*|[^|]*|[^|]*|)[^|]*(|[^|]*|[^|]*|[^|]*|([^|]*)|.*)$'
@@ -45,6 +52,11 @@ local jobs, waiting, prio, seq, delayed, active, meta, limiter =
 local now = current_time(ARGV[1])
 local wanted = tonumber(ARGV[2])
 local count = wanted
+
+if ARGV[8] ~= '' then
+  local replay = replay_claim(jobs, KEYS[10], KEYS[11], ARGV[8], ARGV[9], now)
+  if replay then return replay end
+end
 
 -- Promotion happens here, atomically with claiming, so no dispatcher is needed and many workers
 -- promoting the same due jobs can never duplicate one.
@@ -176,4 +188,5 @@ if #updated > 0 then
   chunked_call('ZADD', active, leases)
   emit_event(KEYS[9], tonumber(ARGV[7]), 'active', ids)
 end
+record_claim(KEYS[11], ARGV[8], ARGV[9], now, out, leases)
 return out

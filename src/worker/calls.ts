@@ -10,7 +10,7 @@ import { type RedisClient, runScript, scripts } from '../scripts.js';
 import { stateName } from '../states.js';
 import { toJson } from '../validate.js';
 import type { CompleteRow, FailRow } from './acker.js';
-import type { ClaimReply } from './fetcher.js';
+import type { ClaimReply, ClaimTicket } from './fetcher.js';
 import type { Job } from './job.js';
 import type { ResolvedWorkerOptions } from './options.js';
 
@@ -22,7 +22,12 @@ export class WorkerCalls {
     private readonly options: ResolvedWorkerOptions,
   ) {}
 
-  async claim(count: number): Promise<ClaimReply> {
+  /**
+   * Claims up to `count` jobs. `ticket` names the claim (the fetcher's claim slot and a nonce): sent
+   * again after a failure, the same ticket returns the jobs that claim leased if it ran, instead of
+   * claiming again (claim.lua, includes/replay_claim.lua).
+   */
+  async claim(count: number, ticket: ClaimTicket): Promise<ClaimReply> {
     const r = (await runScript(this.client, scripts.claim, this.keys, {
       now: '',
       count,
@@ -31,6 +36,8 @@ export class WorkerCalls {
       rateMax: this.options.limiter?.max ?? 0,
       rateWindowMs: this.options.limiter?.durationMs ?? 0,
       eventsMaxLen: this.options.eventsMaxLen,
+      claimer: ticket.claimer,
+      nonce: ticket.nonce,
     })) as (string | number)[];
     return {
       now: Number(r[0]),

@@ -8,7 +8,13 @@
  *    claim returned (computed on Redis's clock, so skew cannot start a job early),
  *  - a reconnect of the subscriber (messages may have been missed), or a slow safety poll.
  * No fixed short poll: idle workers cost Redis nothing, and a due job starts within a few ms.
+ *
+ * A claim that fails (connection lost after it was sent, so it may have run and leased jobs whose reply
+ * is gone) is sent again with the same ticket before any new claim: claim.lua recognises the ticket and
+ * returns the jobs that claim leased, still under their leases, instead of claiming again. Each claim in
+ * flight has a slot of its own (a field in the queue's `claims` hash), so two lost claims both come back.
  */
+import { randomBytes } from 'node:crypto';
 import { untilClosed } from '../in-flight.js';
 import type { RedisClient } from '../scripts.js';
 import { safeTimeout } from '../timers.js';
@@ -23,12 +29,30 @@ export interface ClaimReply {
   jobs: string[];
 }
 
+/** Names a claim: sent again after a failure, the same ticket returns that claim's jobs if it ran. */
+export interface ClaimTicket {
+  /** The claim slot's field in the queue's `claims` hash: `<fetcher id>.<slot>`. */
+  claimer: string;
+  /** Counts this fetcher's claims; a retry carries the nonce of the claim it repeats. */
+  nonce: string;
+}
+
+/** A claim in flight, or failed and waiting to be sent again. */
+interface Claim {
+  slot: number;
+  nonce: number;
+  count: number;
+  /** The wake-up count when it was sent (see `wakes`). */
+  epoch: number;
+  retry: boolean;
+}
+
 export interface FetcherDeps {
   subscriber: RedisClient;
   wakeChannel: string;
   pollIntervalMs: number;
   freeSlots(): number;
-  claim(count: number): Promise<ClaimReply>;
+  claim(count: number, ticket: ClaimTicket): Promise<ClaimReply>;
   onJobs(jobs: string[]): void;
   /** An active job was cancelled (queue.cancel): its worker must abort it. */
   onCancelled(id: string): void;
@@ -43,8 +67,16 @@ export interface FetcherDeps {
 const MAX_IN_FLIGHT = 2;
 
 export class Fetcher {
-  /** Claims sent and not answered, and the number of jobs they asked for. */
-  private inFlight = 0;
+  /** Random, so that claimer fields of two fetchers (workers, lanes) never meet in `claims`. */
+  private readonly id = randomBytes(6).toString('hex');
+  /** Per claim slot: the claim using it (in flight, or failed and waiting for its retry). */
+  private readonly slots: (Claim | undefined)[] = new Array(MAX_IN_FLIGHT).fill(undefined);
+  /** Failed claims, to be sent again with their ticket (by the retry timer) before any new claim. */
+  private readonly failed: Claim[] = [];
+  /** Retries sent and not answered. */
+  private retrying = 0;
+  private nonces = 0;
+  /** The number of jobs asked for by claims in flight. */
   private requested = 0;
   /**
    * Counts wake-ups. A claim remembers the count when it is sent; if it comes back short but a wake-up
@@ -97,48 +129,78 @@ export class Fetcher {
     this.pump();
   }
 
-  /** Claims for the free slots unless the queue is known to be drained or two claims are in flight. */
+  /**
+   * Claims for the free slots unless the queue is known to be drained or two claims are in flight.
+   * Nothing new while a failed claim waits for its retry or the retry is in flight.
+   */
   pump(): void {
+    if (this.failed.length > 0 || this.retrying > 0) return;
     while (!this.stopped && !this.drained) {
-      if (this.inFlight >= MAX_IN_FLIGHT) return;
+      const slot = this.slots.indexOf(undefined);
+      if (slot < 0) return;
       const count = this.deps.freeSlots() - this.requested;
       if (count <= 0) return;
-      this.inFlight++;
-      this.requested += count;
-      const epoch = this.wakes;
-      this.deps.claim(count).then(
-        (reply) => this.onReply(reply, count, epoch),
-        (err) => this.onFailure(err, count),
-      );
+      this.send({ slot, nonce: ++this.nonces, count, epoch: this.wakes, retry: false });
     }
   }
 
-  private onReply(reply: ClaimReply, asked: number, epoch: number): void {
-    this.inFlight--;
-    this.requested -= asked;
+  private send(claim: Claim): void {
+    this.slots[claim.slot] = claim;
+    this.requested += claim.count;
+    if (claim.retry) this.retrying++;
+    const ticket = { claimer: `${this.id}.${claim.slot}`, nonce: String(claim.nonce) };
+    this.deps.claim(claim.count, ticket).then(
+      (reply) => this.onReply(reply, claim),
+      (err) => this.onFailure(err, claim),
+    );
+  }
+
+  /** Sends the failed claims again, same tickets; the count is what is free now (0 still replays). */
+  private retryFailed(): void {
+    this.retryTimer = undefined;
+    if (this.stopped) return;
+    for (const claim of this.failed.splice(0)) {
+      claim.retry = true;
+      claim.count = Math.max(0, this.deps.freeSlots() - this.requested);
+      this.send(claim);
+    }
+  }
+
+  private onReply(reply: ClaimReply, claim: Claim): void {
+    this.slots[claim.slot] = undefined;
+    this.requested -= claim.count;
+    if (claim.retry) this.retrying--;
     this.failures = 0;
     const got = reply.jobs.length / 2;
     if (got > 0) this.deps.onJobs(reply.jobs);
-    if (got < asked) {
-      this.drained = this.wakes === epoch;
+    if (got < claim.count && !claim.retry) {
+      this.drained = this.wakes === claim.epoch;
       this.armDueTimer(reply);
       this.armPoll();
     } else {
+      // A retry's reply may be a replay, which says nothing about the queue: claim again.
       this.drained = false;
     }
     this.pump();
-    if (got < asked) this.deps.onReleased?.();
+    if (got < claim.count) this.deps.onReleased?.();
   }
 
-  private onFailure(err: unknown, asked: number): void {
-    this.inFlight--;
-    this.requested -= asked;
-    if (this.stopped) return;
+  private onFailure(err: unknown, claim: Claim): void {
+    this.requested -= claim.count;
+    if (claim.retry) this.retrying--;
+    if (this.stopped) {
+      this.slots[claim.slot] = undefined;
+      return;
+    }
+    // The slot stays taken: its next claim must be this one again, or the record of the lost claim
+    // would be overwritten before it was replayed.
+    this.failed.push(claim);
     this.deps.onError(err);
     this.deps.onReleased?.();
     this.failures++;
-    clearTimeout(this.retryTimer);
-    this.retryTimer = safeTimeout(() => this.pump(), Math.min(50 * 2 ** this.failures, 2_000));
+    if (!this.retryTimer) {
+      this.retryTimer = safeTimeout(() => this.retryFailed(), Math.min(50 * 2 ** this.failures, 2_000));
+    }
   }
 
   private armDueTimer(reply: ClaimReply): void {
@@ -162,6 +224,9 @@ export class Fetcher {
     clearTimeout(this.dueTimer);
     clearTimeout(this.pollTimer);
     clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    // A claim that failed and is not retried now leaves any job it leased to lease expiry and recovery.
+    for (const claim of this.failed.splice(0)) this.slots[claim.slot] = undefined;
     this.deps.subscriber.off('smessage', this.onMessage);
     this.deps.subscriber.off('ready', this.onReady);
     this.listening = false;

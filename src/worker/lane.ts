@@ -59,7 +59,7 @@ export class Lane {
       wakeChannel: keys.wakeChannel,
       pollIntervalMs: options.pollIntervalMs,
       freeSlots: () => host.claimable(this) + this.fetcher.requestedCount,
-      claim: (count) => this.track(this.calls.claim(count)),
+      claim: (count, ticket) => this.track(this.calls.claim(count, ticket)),
       onJobs: (jobs) => host.onJobs(this, jobs),
       onCancelled: (id) => host.onCancelled(this, id),
       onError: host.onError,

@@ -1,0 +1,43 @@
+-- A worker that lost the reply of a claim (the connection dropped after the claim ran) sends it again
+-- with the same claimer and nonce. If that claim is the one recorded for the claimer (record_claim),
+-- this returns its jobs that are still active under the leases it gave them, with their payloads, in
+-- claim.lua's reply shape, and claims nothing new. Returns nil when the recorded claim is another one:
+-- the claim being retried never ran, so the caller claims afresh.
+-- A job is still under its claim's lease when its record is active (`a|`) with a token ending in the
+-- claim's time: a later lease of the same job needs the first one to expire, so it has a later time.
+local function replay_claim(jobs, annex, claims, claimer, nonce, now)
+  local rec = redis.call('HGET', claims, claimer)
+  if not rec then return nil end
+  local n, _, at, list = string.match(rec, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  if n ~= nonce then return nil end
+  local ids = {}
+  for id in string.gmatch(list, '[^\n]+') do ids[#ids + 1] = id end
+  local out, marked = { now, '', 0, 0 }, {}
+  local suffix = '.' .. at
+  -- HMGET in chunks: unpack has a limit near 8 000 values.
+  for c = 1, #ids, 1000 do
+    local chunk = {}
+    for i = c, math.min(c + 999, #ids) do chunk[#chunk + 1] = ids[i] end
+    local recs = redis.call('HMGET', jobs, unpack(chunk))
+    for i = 1, #chunk do
+      local r = recs[i]
+      local token = r and string.match(r, '^a|([^|]*)|')
+      if token and string.sub(token, -#suffix) == suffix then
+        out[#out + 1] = chunk[i]
+        out[#out + 1] = r
+        if string.byte(r, -1) == string.byte(BODY_MARKER) and string.byte(r, -2) == 10 then marked[#marked + 1] = #out end
+      end
+    end
+  end
+  -- Payloads that live in the annex, put in place as claim.lua does.
+  for c = 1, #marked, 1000 do
+    local fields = {}
+    for m = c, math.min(c + 999, #marked) do fields[#fields + 1] = out[marked[m] - 1] .. '\1b' end
+    local bodies = redis.call('HMGET', annex, unpack(fields))
+    for k = 1, #fields do
+      local j = marked[c + k - 1]
+      out[j] = string.sub(out[j], 1, -2) .. (bodies[k] or 'null')
+    end
+  end
+  return out
+end

@@ -1,0 +1,248 @@
+/**
+ * Network faults between a worker (or a producer) and Redis, made real by a loopback TCP proxy
+ * (chaos/tcp-proxy.ts): resets (connections destroyed, new ones refused for a while) and black holes
+ * (connections open, no byte moves, then everything delivered). Jobs are added directly, not through
+ * the proxy. The promise under test: a claim (or an add) either reaches its caller or never runs, so
+ * no job is leased to nobody and none ends dead without having run (issue 12, defect 3).
+ */
+import { Redis } from 'ioredis';
+import { afterEach, describe, expect, it } from 'vitest';
+import { TcpProxy } from '../chaos/tcp-proxy.js';
+import { SCRIPT_BATCH_LIMIT } from '../src/defaults.js';
+import { offlineQueues } from '../src/in-flight.js';
+import { ConnectionError, Queue, Worker, type WorkerOptions } from '../src/index.js';
+import { runScript, scripts } from '../src/scripts.js';
+import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+
+const fx = useRedis();
+const open = closeAfterEach();
+const proxies: TcpProxy[] = [];
+afterEach(async () => {
+  await Promise.all(proxies.splice(0).map((p) => p.close()));
+});
+
+async function proxy(): Promise<{ proxy: TcpProxy; url: string }> {
+  const target = new URL(fx.url);
+  const p = await TcpProxy.start({ host: '127.0.0.1', port: Number(target.port) });
+  proxies.push(p);
+  target.port = String(p.port);
+  return { proxy: p, url: target.toString() };
+}
+
+/** Jobs end dead quickly if they are leased to nobody: 1 attempt, a 1 s lease, a fast recovery loop. */
+const JOB = { maxAttempts: 1, leaseMs: 1_000 } as const;
+const WORKER: WorkerOptions = { pollIntervalMs: 20, recoverIntervalMs: 100 };
+
+/** A worker behind `url` that counts the runs of each job. */
+function countingWorker(name: string, url: string, opts: WorkerOptions = {}) {
+  const runs = new Map<string, number>();
+  const worker = new Worker(
+    name,
+    (job) => {
+      runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
+      return job.id;
+    },
+    { ...WORKER, ...opts, connection: url },
+  );
+  worker.on('error', () => {}); // connection errors are expected here; outcomes are checked below
+  open.push(worker);
+  return { worker, runs };
+}
+
+/** Waits until every id has finished, then checks each completed after exactly one run. */
+async function expectAllRanOnce(queue: Queue, ids: string[], runs: Map<string, number>) {
+  await waitUntil(
+    async () => {
+      const jobs = await Promise.all(ids.map((id) => queue.getJob(id)));
+      return jobs.every((j) => j && (j.state === 'completed' || j.state === 'dead'));
+    },
+    'every job finished',
+    20_000,
+  );
+  const jobs = await Promise.all(ids.map((id) => queue.getJob(id)));
+  const dead = jobs.filter((j) => j?.state === 'dead').map((j) => `${j!.id}: ${j!.errors[0]?.name}`);
+  expect(dead).toEqual([]);
+  for (const j of jobs) {
+    expect(j!.attempts, j!.id).toBe(1);
+    expect(runs.get(j!.id), j!.id).toBe(1);
+  }
+}
+
+describe('a worker behind a network that fails', () => {
+  it('jobs added while its connections are reset and refused for 3 s all run once, none ends dead unrun', async () => {
+    const { proxy: p, url } = await proxy();
+    const name = uniqueName();
+    const queue = new Queue(name, { connection: fx.url });
+    open.push(queue);
+    const { worker, runs } = countingWorker(name, url, { concurrency: 4 });
+    await worker.start();
+    await queue.add({}, { ...JOB, id: 'before' });
+    // Completed before the cut: an outage longer than its lease would otherwise rightly end it dead.
+    await waitUntil(async () => (await queue.getJob('before'))?.state === 'completed', 'the first job done');
+
+    p.reset(3_000);
+    const ids: string[] = ['before'];
+    const until = Date.now() + 3_000;
+    for (let i = 0; Date.now() < until; i++) {
+      ids.push(`blip-${i}`);
+      await queue.add({}, { ...JOB, id: `blip-${i}` });
+      await new Promise((r) => setTimeout(r, 25)); // spreads the adds over the outage (pacing only)
+    }
+    expect(ids.length).toBeGreaterThan(20);
+    await expectAllRanOnce(queue, ids, runs);
+  });
+
+  it('jobs added while its connections are black-holed for longer than a lease all run once when healed', async () => {
+    const { proxy: p, url } = await proxy();
+    const name = uniqueName();
+    const queue = new Queue(name, { connection: fx.url });
+    open.push(queue);
+    const { worker, runs } = countingWorker(name, url);
+    await worker.start();
+    p.blackhole();
+    const ids = Array.from({ length: 20 }, (_, i) => `hole-${i}`);
+    for (const id of ids) await queue.add({}, { ...JOB, id });
+    // Held for 2.5 leases: nothing may be claimed meanwhile (the claims are held in the proxy).
+    const until = Date.now() + 2_500;
+    await waitUntil(() => Date.now() > until, 'the black hole to last 2.5 s', 5_000);
+    expect((await queue.counts()).waiting).toBe(20);
+    p.heal();
+    await expectAllRanOnce(queue, ids, runs);
+  });
+
+  it('a claim that ran but whose reply was lost hands its jobs to the worker on retry, no attempt lost', async () => {
+    const { proxy: p, url } = await proxy();
+    const name = uniqueName();
+    const queue = new Queue(name, { connection: fx.url });
+    open.push(queue);
+    let releaseFirst = () => {};
+    const firstDone = new Promise<void>((r) => {
+      releaseFirst = r;
+    });
+    const runs = new Map<string, number>();
+    const worker = new Worker(
+      name,
+      async (job) => {
+        runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
+        if (job.id === 'first') await firstDone;
+        return job.id;
+      },
+      { ...WORKER, concurrency: 1, prefetch: 0, connection: url },
+    );
+    worker.on('error', () => {});
+    open.push(worker);
+    await queue.add({}, { ...JOB, leaseMs: 30_000, id: 'first' });
+    await waitUntil(() => runs.get('first') === 1, 'the first job running');
+    // The worker's only slot is busy, so these wait; the next claim comes when `first` finishes.
+    const ids = ['second', 'third'];
+    for (const id of ids) await queue.add({}, { ...JOB, id });
+    // From now on requests reach Redis but replies do not come back.
+    p.blackhole('toClient');
+    releaseFirst();
+    // `first`'s completion and the next claim run in Redis: `second` is leased, its reply held.
+    await waitUntil(async () => (await queue.getJob('second'))?.state === 'active', 'second leased');
+    p.reset(); // the held reply is lost with the connection
+    p.heal(); // new connections work both ways
+    await expectAllRanOnce(queue, ['first', ...ids], runs);
+  });
+});
+
+describe('a producer behind a network that fails', () => {
+  it('an add made while the connection is down is refused and never runs, not even once it is back', async () => {
+    const { proxy: p, url } = await proxy();
+    const queue = new Queue(uniqueName(), { connection: url });
+    open.push(queue);
+    await queue.add({}, { id: 'warm-up' });
+    p.reset(1_500);
+    const client = (queue as unknown as { conn: { client: Redis } }).conn.client;
+    await waitUntil(() => client.status !== 'ready', 'the producer noticed the reset');
+    // Made while reconnecting: ioredis holds it in its offline queue; the next refused attempt closes.
+    const err = await queue.add({ n: 1 }, { id: 'during' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConnectionError);
+    expect((err as Error).message).toMatch(/never ran/);
+    // Once the connection is back, the refused add must not have been sent after all.
+    await waitUntil(
+      () =>
+        queue.add({}, { id: 'after' }).then(
+          () => true,
+          () => false,
+        ),
+      'the connection back',
+    );
+    expect(await queue.getJob('during')).toBeNull();
+  });
+
+  it('ioredis keeps unsent calls in an offline queue of the shape untilClosed withdraws them from', async () => {
+    const client = new Redis(fx.url, { lazyConnect: true });
+    const queues = offlineQueues(client);
+    expect(queues).toHaveLength(1);
+    const sent = client.ping();
+    expect(queues![0]!.toArray().map((item) => item.command?.promise)).toContain(sent);
+    await sent;
+    client.disconnect();
+  });
+});
+
+describe('claim.lua with a ticket (claimer, nonce)', () => {
+  const claim = (queue: Queue, now: number, count: number, claimer: string, nonce: string) =>
+    runScript(fx.redis, scripts.claim, queue.keys, {
+      now,
+      count,
+      defaultLeaseMs: 1_000,
+      limit: SCRIPT_BATCH_LIMIT,
+      rateMax: 0,
+      rateWindowMs: 0,
+      eventsMaxLen: 0,
+      claimer,
+      nonce,
+    }) as Promise<string[]>;
+  const ids = (reply: string[]) => reply.filter((_, i) => i >= 4 && i % 2 === 0);
+
+  it('the same ticket again returns the jobs of that claim still under its leases, and claims nothing new', async () => {
+    const queue = new Queue(uniqueName(), { connection: fx.url });
+    open.push(queue);
+    for (const id of ['a', 'b', 'c', 'd']) await queue.add({ big: 'x'.repeat(600) }, { id });
+    const now = Date.now();
+    const first = await claim(queue, now, 2, 'w1.0', '7');
+    expect(ids(first)).toEqual(['a', 'b']);
+    const again = await claim(queue, now + 5, 2, 'w1.0', '7');
+    expect(again.slice(4)).toEqual(first.slice(4)); // same ids, same records (payloads put in place)
+    expect((await queue.counts()).waiting).toBe(2);
+    // `a` is no longer active under that lease (here: marked completed): it is not handed out again.
+    await fx.redis.hset(
+      queue.keys.jobs,
+      'a',
+      (await fx.redis.hget(queue.keys.jobs, 'a'))!.replace(/^a\|/, 'c|'),
+    );
+    expect(ids(await claim(queue, now + 6, 2, 'w1.0', '7'))).toEqual(['b']);
+    // A new nonce (or another claimer) is a new claim.
+    expect(ids(await claim(queue, now + 7, 1, 'w1.0', '8'))).toEqual(['c']);
+    expect(ids(await claim(queue, now + 8, 1, 'w1.1', '7'))).toEqual(['d']);
+  });
+
+  it('a ticket whose claim never ran claims afresh; a claim without a claimer records nothing', async () => {
+    const queue = new Queue(uniqueName(), { connection: fx.url });
+    open.push(queue);
+    for (const id of ['a', 'b']) await queue.add({}, { id });
+    expect(ids(await claim(queue, Date.now(), 1, '', ''))).toEqual(['a']);
+    expect(await fx.redis.hlen(queue.keys.claims)).toBe(0);
+    expect(ids(await claim(queue, Date.now(), 1, 'w2.0', '1'))).toEqual(['b']);
+    expect(await fx.redis.hlen(queue.keys.claims)).toBe(1);
+  });
+
+  it('a claim that creates a field prunes expired fields of stopped workers, keeping live ones', async () => {
+    const queue = new Queue(uniqueName(), { connection: fx.url });
+    open.push(queue);
+    const now = Date.now();
+    await fx.redis.hset(
+      queue.keys.claims,
+      'gone.0',
+      `1|${now - 1}|${now - 1_001}|x`,
+      'live.0',
+      `1|${now + 60_000}|${now}|y`,
+    );
+    await queue.add({}, { id: 'a' });
+    await claim(queue, now, 1, 'w3.0', '1');
+    expect((await fx.redis.hkeys(queue.keys.claims)).sort()).toEqual(['live.0', 'w3.0']);
+  });
+});
