@@ -86,8 +86,8 @@ export function isOutputClosed(): boolean {
 export function installPipeHandlers(): void {
   for (const stream of [process.stdout, process.stderr]) {
     stream.on('error', (err: NodeJS.ErrnoException) => {
-      if (err.code !== 'EPIPE' && err.code !== 'ERR_STREAM_DESTROYED') throw err;
-      if (outputClosed) return;
+      if (outputClosed) return; // a later write to the stream the broken pipe destroyed
+      if (err.code !== 'EPIPE') throw err;
       outputClosed = true;
       interruptForClosedOutput();
     });
