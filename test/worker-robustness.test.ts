@@ -417,6 +417,38 @@ describe('close() and jobs claimed but not started', () => {
     expect((await q.counts()).active).toBe(0);
   });
 
+  it('in a partitioned queue, close hands back the unstarted jobs of every partition', async () => {
+    const name = uniqueName();
+    const q = new Queue(name, { connection: fx.url, partitions: 3 });
+    open.push(q);
+    let running = 0;
+    let finish!: () => void;
+    const finished = new Promise<void>((r) => {
+      finish = r;
+    });
+    const w = new Worker(
+      name,
+      async () => {
+        running++;
+        await finished;
+      },
+      { connection: fx.url, partitions: 3, concurrency: 1, prefetch: 8, autostart: false },
+    );
+    const added = await q.addBulk(Array.from({ length: 9 }, () => ({ data: {}, opts: { maxAttempts: 1 } })));
+    await w.start();
+    await waitUntil(async () => running === 1 && (await q.counts()).active === 9, 'nine leased');
+    const closing = w.close();
+    await waitUntil(async () => (await q.counts()).waiting === 8, 'eight handed back');
+    finish();
+    await closing;
+    expect(running).toBe(1);
+    const infos = await Promise.all(added.map((a) => q.getJob(a.id)));
+    expect(infos.filter((i) => i!.state === 'waiting' && i!.attempts === 0)).toHaveLength(8);
+    // Generated ids carry their partition (`<n>@<p>`): the jobs handed back span all three.
+    const parts = infos.filter((i) => i!.state === 'waiting').map((i) => i!.id.split('@')[1]);
+    expect(new Set(parts).size).toBe(3);
+  });
+
   it('a prioritised job handed back goes to the front of its priority', async () => {
     const name = uniqueName();
     const q = queue(name);
