@@ -74,7 +74,7 @@ export async function lookupUnlisted(
 
 export interface LogEvidence {
   executions: Execution[];
-  /** Jobs with at least one attempt begun on a processor ('b' lines), and `${id}#${attempt}` begun. */
+  /** `${id}#${seq}` of jobs with an attempt begun on a processor ('b' lines), `${id}#${seq}#${attempt}` begun. */
   begunJobs: Set<string>;
   begunAttempts: Set<string>;
   /** `${id}#${attempt}` of completions/dead failures Redis acknowledged to a worker. */
@@ -117,8 +117,8 @@ export function readLogs(paths: readonly string[]): LogEvidence {
 function absorb(ev: LogEvidence, line: LogLine): void {
   switch (line.t) {
     case 'b':
-      ev.begunJobs.add(line.id);
-      ev.begunAttempts.add(`${line.id}#${line.a}`);
+      ev.begunJobs.add(`${line.id}#${line.s}`);
+      ev.begunAttempts.add(`${line.id}#${line.s}#${line.a}`);
       break;
     case 'x':
       ev.executions.push(line);

@@ -75,6 +75,7 @@ export function analyseDuplicates(
   for (const e of executions) {
     const job = jobs.get(e.id);
     if (!job || (job.state !== 'completed' && job.state !== 'dead')) continue; // lost/stuck: judged elsewhere
+    if (job.data.s !== e.s) continue; // an earlier job under this id, deleted by retention 0
     if (e.o === 'ok' && job.state === 'completed') okCount.set(e.id, (okCount.get(e.id) ?? 0) + 1);
     if (outcomeRecorded(e, job)) continue;
     wasted++;
@@ -95,7 +96,7 @@ export function analyseDuplicates(
   }
   let okDuplicates = 0;
   for (const n of okCount.values()) okDuplicates += n - 1;
-  const ran = new Set(executions.map((e) => `${e.id}#${e.a}`));
+  const ran = new Set(executions.map((e) => `${e.id}#${e.s}#${e.a}`));
   let leaseLosses = 0;
   let leaseLossesNeverRan = 0;
   let leaseLossesNeverBegun = 0;
@@ -104,8 +105,8 @@ export function analyseDuplicates(
     for (const err of job.errors) {
       if (err.name !== LEASE_EXPIRED) continue;
       leaseLosses++;
-      if (!ran.has(`${job.id}#${err.attempt}`)) leaseLossesNeverRan++;
-      if (!begun.has(`${job.id}#${err.attempt}`)) leaseLossesNeverBegun++;
+      if (!ran.has(`${job.id}#${job.data.s}#${err.attempt}`)) leaseLossesNeverRan++;
+      if (!begun.has(`${job.id}#${job.data.s}#${err.attempt}`)) leaseLossesNeverBegun++;
       const near = faults.some((f) => f.at <= err.at && f.until >= err.at - windowMs);
       if (!near) leaseLossesWithoutFault.push(`${job.id} attempt ${err.attempt} expired at ${err.at}`);
     }

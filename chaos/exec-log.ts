@@ -7,12 +7,17 @@ import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import type { PlannedOutcome } from './behaviour.js';
 
 export type LogLine =
-  /** An attempt began: the processor was called for attempt `a` of job `id` (written first thing). */
-  | { t: 'b'; id: string; a: number; pid: number; at: number }
+  /**
+   * An attempt began: the processor was called for attempt `a` of job `id` (written first thing).
+   * `s` is the job's data sequence number: with retention 0 an id can be created again (a new job,
+   * attempts from 1), and (id, s) names the job.
+   */
+  | { t: 'b'; id: string; s: number; a: number; pid: number; at: number }
   /** An execution: the processor ran attempt `a` of job `id`; `o` is the outcome it then returned/threw. */
   | {
       t: 'x';
       id: string;
+      s: number;
       a: number;
       pid: number;
       start: number;

@@ -215,7 +215,7 @@ export function judge(v: VerdictInput): Judgement {
   for (const job of jobs.values()) {
     if (job.state !== 'completed' && job.state !== 'dead') continue;
     const problem = outcomeProblem(v.seed, job);
-    if (job.state === 'dead' && !v.logs.begunJobs.has(job.id)) {
+    if (job.state === 'dead' && !v.logs.begunJobs.has(`${job.id}#${job.data.s}`)) {
       unrun.add(`${history(job, v.logs.executions, v.t0)}${nearFaults(v.faults, job, v.t0)}`);
       continue;
     }
@@ -231,7 +231,8 @@ export function judge(v: VerdictInput): Judgement {
   const okExecs = new Set<string>();
   const perToken = new Map<string, Execution>();
   for (const e of v.logs.executions) {
-    const key = `${e.id}#${e.a}`;
+    // (id, seq, attempt): with retention 0 a reused id is a new job whose attempts start at 1 again.
+    const key = `${e.id}#${e.s}#${e.a}`;
     const prev = perToken.get(key);
     if (prev)
       fencing.add(
@@ -241,8 +242,7 @@ export function judge(v: VerdictInput): Judgement {
     if (e.o === 'ok') okExecs.add(`${key}@${e.pid}`);
     if (e.start < e.runAt - EARLY_TOLERANCE_MS)
       early.add(`${e.id} attempt ${e.a}: started ${e.runAt - e.start} ms before its runAt ${e.runAt}`);
-    const job = jobs.get(e.id);
-    const origin = job ? bySeq.get(job.data.s) : undefined;
+    const origin = bySeq.get(e.s);
     if (origin && origin.notBefore > 0 && e.start < origin.notBefore - EARLY_TOLERANCE_MS)
       early.add(
         `${e.id} attempt ${e.a}: started ${origin.notBefore - e.start} ms before it was due (${origin.notBefore})`,
@@ -250,7 +250,7 @@ export function judge(v: VerdictInput): Judgement {
   }
   for (const job of jobs.values()) {
     if (job.state !== 'completed' || !job.result) continue;
-    if (!okExecs.has(`${job.id}#${job.result.a}@${job.result.p}`))
+    if (!okExecs.has(`${job.id}#${job.data.s}#${job.result.a}@${job.result.p}`))
       wrong.add(
         `${job.id}: its result (attempt ${job.result.a}, pid ${job.result.p}) matches no logged execution`,
       );
@@ -331,7 +331,7 @@ function nearFaults(faults: readonly FaultRecord[], job: Info, t0: number): stri
 /** `id (kind): 1 Error ran in pid 123 at +4.1s, 2 LeaseExpiredError never ran, recovered at +9.0s, ...` */
 function history(job: Info, executions: readonly Execution[], t0: number): string {
   const ran = new Map<number, Execution>();
-  for (const e of executions) if (e.id === job.id) ran.set(e.a, e);
+  for (const e of executions) if (e.id === job.id && e.s === job.data.s) ran.set(e.a, e);
   const t = (ms: number) => `+${((ms - t0) / 1_000).toFixed(1)}s`;
   const steps = job.errors.map((err) => {
     const e = ran.get(err.attempt);

@@ -60,7 +60,7 @@ const worker = new Worker<JobData, ChaosResult>(
   async (job) => {
     const start = Date.now();
     // Logged before anything else: a job that ends dead with no 'b' line for any attempt never ran.
-    log.write({ t: 'b', id: job.id, a: job.attempt, pid: process.pid, at: start });
+    log.write({ t: 'b', id: job.id, s: job.data.s, a: job.attempt, pid: process.pid, at: start });
     const plan = planAttempt(cfg.seed, job.data, job.attempt, job.maxAttempts);
     // Every attempt ignores job.signal on purpose: a hang runs on past its timeout and its lease.
     await new Promise((r) => setTimeout(r, plan.durationMs));
@@ -68,6 +68,7 @@ const worker = new Worker<JobData, ChaosResult>(
     log.write({
       t: 'x',
       id: job.id,
+      s: job.data.s,
       a: job.attempt,
       pid: process.pid,
       start,
