@@ -505,17 +505,19 @@ describe('the public boundary refuses with a typed error and writes nothing, or 
         }
         tally.accepted++;
         const w = made.value;
-        const o = w.options;
-        for (const t of [o.recoverIntervalMs, o.heartbeatMs, o.pollIntervalMs, o.closeTimeoutMs]) {
-          expect(Number.isInteger(t) && t >= 0 && t <= MAX_TIMER_MS).toBe(true);
-        }
-        expect(typeof o.logger.warn).toBe('function');
-        const closed = await settle(() => w.close({ timeoutMs: closeTimeout as number }));
-        if (!closed.ok) {
-          expectTypedRefusal(closed.err);
+        try {
+          const o = w.options;
+          for (const t of [o.recoverIntervalMs, o.heartbeatMs, o.pollIntervalMs, o.closeTimeoutMs]) {
+            expect(Number.isInteger(t) && t >= 0 && t <= MAX_TIMER_MS).toBe(true);
+          }
+          expect(typeof o.logger.warn).toBe('function');
+          const closed = await settle(() => w.close({ timeoutMs: closeTimeout as number }));
+          if (!closed.ok) expectTypedRefusal(closed.err);
+        } finally {
           await w.close();
         }
-        expect(await snapshot()).toBe(before);
+        // A worker that was not started (autostart: false) wrote nothing.
+        if (!w.options.autostart) expect(await snapshot()).toBe(before);
       }),
       { numRuns: 120 },
     );
