@@ -142,6 +142,31 @@ export class RedisConfigError extends SuretyError {
 }
 
 /**
+ * Redis is over `maxmemory` (with `noeviction`) and refused a call that would add work (add, addBulk,
+ * schedule, retry, the next occurrence of a schedule). Nothing was written. The scripts that move
+ * accepted jobs forward (claim, complete, fail, extend, recover...) still run, so workers drain the
+ * backlog; retention then frees memory and adds are accepted again.
+ */
+export class RedisFullError extends SuretyError {
+  constructor(message: string) {
+    super('ERR_REDIS_OOM', message);
+  }
+}
+
+/**
+ * The RedisFullError for an `OOM ...` reply of Redis (what over-maxmemory refusals start with), else
+ * null. `what` names the refused call. The reply is not kept as `cause`: an ioredis ReplyError carries
+ * the whole command, job payloads included.
+ */
+export function redisFullError(err: unknown, what: string): RedisFullError | null {
+  const message = err instanceof Error ? err.message : '';
+  if (!/^OOM\b/.test(message)) return null;
+  return new RedisFullError(
+    `Redis refused ${what}: its used memory is over maxmemory, and nothing was written. Workers still claim and complete jobs, which frees memory as retention deletes finished ones; retry later, or raise maxmemory (Redis said: ${message.slice(0, 200)})`,
+  );
+}
+
+/**
  * The queue is recorded in Redis with another partition count than this client's `partitions`
  * option (or was moved to another count by `surety repartition`). Nothing was written.
  */

@@ -6,10 +6,17 @@
  * every description against the KEYS/ARGV header of its Lua file, so the two cannot drift.
  * Scripts are loaded once (includes inlined), called with EVALSHA, and re-sent with EVAL on NOSCRIPT
  * (after a Redis restart or SCRIPT FLUSH).
+ *
+ * Line 1 of every script is its shebang, where Redis 7 reads its flags (only there, so includes and the
+ * header come after it): `#!lua flags=allow-oom` for the transitions that move accepted jobs forward
+ * (they run even over maxmemory, so a full Redis still drains), plain `#!lua` for those that add work
+ * (over maxmemory Redis refuses them before they run, so nothing is half-written). Those refusals
+ * become RedisFullError here. test/oom.test.ts checks every script's flags.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
+import { redisFullError } from './errors.js';
 import { untilClosed } from './in-flight.js';
 import type { QueueKeys } from './keys.js';
 
@@ -293,11 +300,14 @@ export async function runScript<A extends string, R extends string>(
   for (const a of spec.args) flat.push(args[a]);
   for (const row of rows) for (const r of spec.repeated) flat.push(row[r]);
   try {
-    return await untilClosed(redis, redis.evalsha(spec.sha, spec.keys.length, ...flat));
-  } catch (err) {
-    if (err instanceof Error && err.message.startsWith('NOSCRIPT')) {
-      return untilClosed(redis, redis.eval(spec.source, spec.keys.length, ...flat));
+    try {
+      return await untilClosed(redis, redis.evalsha(spec.sha, spec.keys.length, ...flat));
+    } catch (err) {
+      if (!(err instanceof Error && err.message.startsWith('NOSCRIPT'))) throw err;
+      return await untilClosed(redis, redis.eval(spec.source, spec.keys.length, ...flat));
     }
-    throw err;
+  } catch (err) {
+    // Over maxmemory, Redis refuses every script without `allow-oom` before it runs (see the file header).
+    throw redisFullError(err, `${spec.name}.lua`) ?? err;
   }
 }

@@ -1,3 +1,4 @@
+#!lua
 -- add.lua: add one or many jobs (-> waiting, or -> delayed when due later, or -> blocked while it
 -- waits for parent jobs to complete). Idempotent by id: an id that exists (or repeats within the call)
 -- is reported with its state and nothing is written for it. Generated ids are the counter's next

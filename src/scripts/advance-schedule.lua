@@ -1,3 +1,4 @@
+#!lua
 -- advance-schedule.lua: once an occurrence of a schedule has started (or finished), create the next
 -- one(s). Compare-and-set on `version|current occurrence id`, so however many workers try to advance
 -- the same tick, exactly one succeeds and each tick gets exactly one job (ids are per tick, too).

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- cancel.lua: end a job that has not finished, at once, in the dead set with a CancelledError and no
 -- retry (waiting|delayed|blocked|active -> dead). For an active job this also revokes its lease: the worker is
 -- told on the wake channel (`x:<id>`) to abort it, and would in any case learn at its next lease

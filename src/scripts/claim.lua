@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- claim.lua: promote delayed jobs that are due (delayed -> waiting), then claim up to `count` jobs
 -- for one worker (waiting -> active): negative priorities first, then the FIFO list, then positive
 -- priorities. Each claimed job gets a fencing token unique in the queue's history (`<lease id>.<now>`:

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- clean.lua: delete finished jobs (completed or dead) that finished at or before a cutoff, oldest
 -- first, at most `limit` per call, with their records and annex fields: retention on demand.
 -- KEYS[1] jobs            HASH id -> record

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- complete.lua: record the outcome of finished attempts (active -> completed), many per call. An
 -- outcome is accepted only with the attempt's fencing token while the job is still active; a token the
 -- job has moved past (its lease expired and it was recovered) is refused, so the newer attempt stands.

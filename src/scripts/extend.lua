@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- extend.lua: renew the leases of a worker's active jobs (new deadline: now + the job's leaseMs), in one
 -- call per renewal interval. Only while the job is active under the same fencing token. Any number
 -- of jobs per call: multi-value commands go in slices of at most 1000 values.

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- fail.lua: record failed attempts, many per call. Each accepted failure appends its error line, then
 -- the job goes back to waiting (retryDelayMs 0), to delayed (retryDelayMs > 0, due at now + delay), or
 -- to dead when its attempts are spent or retryDelayMs is -1 (UnrecoverableError). Fenced like complete.lua.

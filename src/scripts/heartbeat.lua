@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- heartbeat.lua: register a live worker (or remove it when `info` is ''), and forget workers whose
 -- heartbeat expired.
 -- KEYS[1] workers         ZSET worker id -> heartbeat expiry

@@ -1,3 +1,4 @@
+#!lua
 -- move-in.lua: writes jobs copied from another layout of the same queue (`surety repartition`) into
 -- this partition, in the state they had there: waiting (back of its priority), delayed (same due
 -- time), completed or dead (same finish time). A job whose id exists here already is skipped, so a

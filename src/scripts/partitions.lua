@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- partitions.lua: records how many partitions a queue has, or checks a client's count against the
 -- record, so a client configured with another count is refused instead of writing keys nobody reads.
 -- Called on the queue's unpartitioned tag {prefix:queue}, whatever the partition count.

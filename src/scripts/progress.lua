@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- progress.lua: a running attempt reports progress and/or appends log lines. Fenced: only while the
 -- job is active under the caller's token, so a stale worker cannot overwrite a newer attempt's
 -- progress. Logs keep the last `maxLines` lines.

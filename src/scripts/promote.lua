@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- promote.lua: make one delayed job due now (delayed -> waiting).
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] waiting         LIST

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- recover.lua: the nanny. Jobs whose lease deadline has passed (their worker crashed, stalled or lost its
 -- connection) go back to the front of waiting, or to dead when their attempts are spent. The lost
 -- attempt is recorded as a LeaseExpiredError. Any worker may run this; no PID bookkeeping is needed.

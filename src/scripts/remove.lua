@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- remove.lua: delete a job that is not active, with its record and error lines. An active job is
 -- refused: its worker holds a lease on it (wait for it to finish, then remove it).
 -- KEYS[1] jobs            HASH id -> record

@@ -1,3 +1,4 @@
+#!lua
 -- retry.lua: give a dead (or completed) job a fresh budget of attempts and make it waiting again
 -- (dead|completed -> waiting). Its attempt count (the fencing token) keeps increasing; `base` records
 -- where the new budget starts. Earlier errors are kept; a stored result is dropped.

@@ -1,3 +1,4 @@
+#!lua
 -- schedule.lua: create or replace the repeatable schedule `key`, and materialise its first occurrence
 -- as a delayed job (id `schedule:<key>:<tick>`). Re-sending an identical spec changes nothing, so
 -- applications can upsert their schedules at every start. A changed spec discards the pending

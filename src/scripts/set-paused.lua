@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- set-paused.lua: pause or resume claiming for every worker of the queue. Resuming wakes idle workers.
 -- KEYS[1] meta            HASH (field `paused`)
 -- ARGV[1] paused          '1' to pause, '0' to resume

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- unschedule.lua: delete the schedule `key` and its pending occurrence if that has not started.
 -- KEYS[1] jobs              HASH id -> record
 -- KEYS[2] errors            HASH annex: error lines, progress, logs

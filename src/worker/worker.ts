@@ -28,6 +28,7 @@ import {
   ListenerError,
   PartitionMismatchError,
   RedisConfigError,
+  redisFullError,
   StaleJobError,
   SuretyError,
   TimeoutError,
@@ -469,7 +470,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   private reportError(err: unknown): void {
     const error = isA(err, SuretyError)
       ? (err as SuretyError)
-      : new ConnectionError(`worker ${this.id}: ${normaliseThrown(err).message}`, err);
+      : (redisFullError(err, `a call of worker ${this.id}`) ??
+        new ConnectionError(`worker ${this.id}: ${normaliseThrown(err).message}`, err));
     try {
       if (this.listenerCount('error') > 0) this.emit('error', error);
       else this.options.logger.warn(`surety worker ${this.name}: ${error.code} ${error.message}`);
