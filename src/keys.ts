@@ -17,10 +17,18 @@ export interface QueueKeys {
   readonly errors: string;
   /** LIST of waiting job ids with priority 0, FIFO (RPUSH to add, LPOP to claim). */
   readonly waiting: string;
-  /** ZSET of waiting job ids with a non-zero priority; score = priority * 2^32 + 2^31 +/- sequence. */
+  /**
+   * ZSET of waiting job ids with a non-zero priority; score = priority * 2^32 + 2^31 +/- n, n from
+   * `seq` (see includes/enqueue.lua).
+   */
   readonly prio: string;
-  /** STRING counter giving FIFO order inside a priority. */
+  /**
+   * STRING order counter of `prio`: FIFO inside a priority. Kept below 2^31 (back to 1 when `prio` is
+   * empty, `prio` renumbered when it would pass 2^31 - 1), so scores stay exact and in their band.
+   */
   readonly seq: string;
+  /** STRING counter of lease ids, the first part of fencing tokens (`<lease id>.<claim ms>`); never reset. */
+  readonly tokens: string;
   /** STRING counter for generated job ids. */
   readonly ids: string;
   /** ZSET of delayed job ids; score = due time (epoch ms, Redis clock). */
@@ -82,6 +90,7 @@ export function queueKeys(prefix: string, queue: string, partition?: number): Qu
     waiting: `${tag}:waiting`,
     prio: `${tag}:prio`,
     seq: `${tag}:seq`,
+    tokens: `${tag}:tokens`,
     ids: `${tag}:ids`,
     delayed: `${tag}:delayed`,
     active: `${tag}:active`,

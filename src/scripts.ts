@@ -99,6 +99,7 @@ export const scripts = {
       'events',
       'errors',
       'claims',
+      'tokens',
     ],
     [
       'now',

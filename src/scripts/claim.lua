@@ -2,13 +2,13 @@
 -- claim.lua: promote delayed jobs that are due (delayed -> waiting), then claim up to `count` jobs
 -- for one worker (waiting -> active): negative priorities first, then the FIFO list, then positive
 -- priorities. Each claimed job gets a fencing token unique in the queue's history (`<lease id>.<now>`:
--- a lease id drawn from the seq counter, plus the claim time, because a failover that loses the last
+-- a lease id drawn from the tokens counter, plus the claim time, because a failover that loses the last
 -- writes rolls the counter back and would hand out a lease id again) and its attempts is incremented. Its lease deadline (now + leaseMs) is its
 -- score in `active`. Any count works: multi-value commands go in slices of at most 1000 values.
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] waiting         LIST
 -- KEYS[3] prio            ZSET
--- KEYS[4] seq             STRING
+-- KEYS[4] seq             STRING order counter of the prio zset (see includes/enqueue.lua)
 -- KEYS[5] delayed         ZSET
 -- KEYS[6] active          ZSET
 -- KEYS[7] meta            HASH (fields `paused`, `concurrency`, `starved`)
@@ -16,6 +16,7 @@
 -- KEYS[9] events          STREAM lifecycle events
 -- KEYS[10] errors         HASH annex: large payloads (field id .. "\1b") among others
 -- KEYS[11] claims         HASH claimer -> its last claim that leased jobs (includes/record_claim.lua)
+-- KEYS[12] tokens         STRING counter of lease ids (the first part of fencing tokens); never reset
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] count           jobs wanted (0 = only promote)
 -- ARGV[3] defaultLeaseMs
@@ -146,7 +147,13 @@ if #ids == 0 then return out end
 local recs = chunked_hmget(jobs, ids)
 local updated, leases = {}, {}
 local default_lease = tonumber(ARGV[3])
-local token = redis.call('INCRBY', seq, #ids) - #ids
+local top = redis.call('INCRBY', KEYS[12], #ids)
+if top == #ids then
+  -- A new tokens counter in a queue whose lease ids came from `seq` (earlier versions): continue above them.
+  local old = tonumber(redis.call('GET', seq) or '0')
+  if old > 0 then top = redis.call('INCRBY', KEYS[12], old) end
+end
+local token = top - #ids
 -- Formatting a number in Lua is a sprintf (~0.3 us): do it once per call, not per job.
 local now_s = tostring(now)
 for i = 1, #ids do
@@ -156,7 +163,8 @@ for i = 1, #ids do
     -- fields to rewrite (state, token, attempts, startedAt), instead of splitting the whole header.
     local attempts, mid, rest, lease = string.match(rec, CLAIM_PATTERN)
     token = token + 1
-    rec = 'a|' .. token .. '.' .. now_s .. '|' .. (tonumber(attempts) + 1) .. mid .. now_s .. rest
+    -- %.0f: exact for every integer up to 2^53 (plain concatenation turns 1e14 and above into 1e+14).
+    rec = 'a|' .. string.format('%.0f', token) .. '.' .. now_s .. '|' .. (tonumber(attempts) + 1) .. mid .. now_s .. rest
     lease = tonumber(lease) or default_lease
     updated[#updated + 1] = ids[i]
     updated[#updated + 1] = rec
