@@ -43,7 +43,7 @@ const WORKER_COMMANDS = {
   zadd: 'scripts: delayed, active (leases), completed and dead sets, priorities, heartbeats',
   zrem: 'scripts: every transition out of a sorted set',
   exists: 'scripts: claim (any prioritised job?), clean and retention (any annex?), partitions',
-  get: 'scripts: rate limiter window',
+  get: 'scripts: rate limiter window, the prio order counter (reset), lease ids of older queues',
   incr: 'scripts: generated job ids, FIFO order within a priority',
   incrby: 'scripts: blocks of job ids (addBulk), lease ids (fencing tokens), rate limiter',
   pexpire: 'scripts: rate limiter window',
