@@ -22,10 +22,13 @@ export interface Connection {
 }
 
 /**
- * Worker connections queue commands across reconnects forever (maxRetriesPerRequest: null). A command
- * already sent when the connection dropped is never re-sent blindly (it may have run: re-sending an add
- * would duplicate a job); untilClosed() rejects it instead and the caller decides (acks are fenced and
- * idempotent, so the worker re-sends them; a rejected add may or may not have been applied).
+ * Worker connections retry connecting forever (maxRetriesPerRequest: null). A command already sent when
+ * the connection dropped is never re-sent blindly (it may have run: re-sending an add would duplicate a
+ * job); untilClosed() rejects it instead and the caller decides (acks are fenced and idempotent, so the
+ * worker re-sends them; a claim is retried with its ticket; a rejected add may or may not have been
+ * applied). A command made while the connection is down waits in ioredis's offline queue; when the next
+ * connection attempt fails, untilClosed() withdraws it from that queue and rejects it, so it never runs
+ * after its caller saw it fail (src/in-flight.ts).
  */
 const BASE_OPTIONS: RedisOptions = { autoResendUnfulfilledCommands: false };
 

@@ -105,14 +105,15 @@ describe('Fetcher', () => {
     h.fetcher.pump();
     expect(h.claims).toHaveLength(1); // nothing new while the failed claim waits for its retry
     await waitFor(() => h.claims.length === 2);
-    expect(h.claims[1]!.ticket).toEqual(first.ticket);
+    expect(h.claims[1]!.ticket).toEqual(retryOf(first.ticket));
     h.message('w');
     expect(h.claims).toHaveLength(2); // nothing new while the retry is in flight either
     // The retry's reply (a replay of the lost claim's jobs) is delivered; then claiming goes on.
     h.claims[1]!.resolve(h.reply(2));
     await tick();
     expect(h.claims).toHaveLength(3);
-    expect(h.claims[2]!.ticket.nonce).not.toBe(first.ticket.nonce);
+    expect(h.claims[2]!.ticket.claimer).toBe(first.ticket.claimer); // the slot is free again
+    expect(h.claims[2]!.ticket.nonce).not.toMatch(new RegExp(`^r?${first.ticket.nonce}$`));
     await h.fetcher.stop();
   });
 
@@ -134,7 +135,7 @@ describe('Fetcher', () => {
     a.reject(new Error('lost'));
     b.reject(new Error('lost'));
     await waitFor(() => h.claims.length === 5);
-    expect(h.claims.slice(3).map((c) => c.ticket)).toEqual([a.ticket, b.ticket]);
+    expect(h.claims.slice(3).map((c) => c.ticket)).toEqual([retryOf(a.ticket), retryOf(b.ticket)]);
     await h.fetcher.stop();
   });
 
@@ -146,10 +147,13 @@ describe('Fetcher', () => {
     await waitFor(() => h.claims.length === 2);
     h.claims[1]!.reject(new Error('lost again'));
     await waitFor(() => h.claims.length === 3);
-    expect(h.claims[2]!.ticket).toEqual(ticket);
+    expect(h.claims[2]!.ticket).toEqual(retryOf(ticket));
     await h.fetcher.stop();
   });
 });
+
+/** The ticket a retry of `t` carries: same claim slot, same nonce marked as a retry. */
+const retryOf = (t: ClaimTicket): ClaimTicket => ({ claimer: t.claimer, nonce: `r${t.nonce}` });
 
 /** Polls until `cond` holds (retries come after a short backoff timer). */
 async function waitFor(cond: () => boolean, timeoutMs = 5_000): Promise<void> {

@@ -205,7 +205,7 @@ describe('claim.lua with a ticket (claimer, nonce)', () => {
     const now = Date.now();
     const first = await claim(queue, now, 2, 'w1.0', '7');
     expect(ids(first)).toEqual(['a', 'b']);
-    const again = await claim(queue, now + 5, 2, 'w1.0', '7');
+    const again = await claim(queue, now + 5, 2, 'w1.0', 'r7');
     expect(again.slice(4)).toEqual(first.slice(4)); // same ids, same records (payloads put in place)
     expect((await queue.counts()).waiting).toBe(2);
     // `a` is no longer active under that lease (here: marked completed): it is not handed out again.
@@ -214,10 +214,10 @@ describe('claim.lua with a ticket (claimer, nonce)', () => {
       'a',
       (await fx.redis.hget(queue.keys.jobs, 'a'))!.replace(/^a\|/, 'c|'),
     );
-    expect(ids(await claim(queue, now + 6, 2, 'w1.0', '7'))).toEqual(['b']);
+    expect(ids(await claim(queue, now + 6, 2, 'w1.0', 'r7'))).toEqual(['b']);
     // A new nonce (or another claimer) is a new claim.
     expect(ids(await claim(queue, now + 7, 1, 'w1.0', '8'))).toEqual(['c']);
-    expect(ids(await claim(queue, now + 8, 1, 'w1.1', '7'))).toEqual(['d']);
+    expect(ids(await claim(queue, now + 8, 1, 'w1.1', 'r7'))).toEqual(['d']);
   });
 
   it('a ticket whose claim never ran claims afresh; a claim without a claimer records nothing', async () => {
@@ -226,8 +226,8 @@ describe('claim.lua with a ticket (claimer, nonce)', () => {
     for (const id of ['a', 'b']) await queue.add({}, { id });
     expect(ids(await claim(queue, Date.now(), 1, '', ''))).toEqual(['a']);
     expect(await fx.redis.hlen(queue.keys.claims)).toBe(0);
-    expect(ids(await claim(queue, Date.now(), 1, 'w2.0', '1'))).toEqual(['b']);
-    expect(await fx.redis.hlen(queue.keys.claims)).toBe(1);
+    expect(ids(await claim(queue, Date.now(), 1, 'w2.0', 'r1'))).toEqual(['b']); // never ran: claims afresh
+    expect(await fx.redis.hget(queue.keys.claims, 'w2.0')).toMatch(/^1\|\d+\|\d+\|b$/);
   });
 
   it('a claim that creates a field prunes expired fields of stopped workers, keeping live ones', async () => {

@@ -25,7 +25,7 @@
 -- ARGV[6] rateWindowMs
 -- ARGV[7] eventsMaxLen    event stream cap (0 = no events)
 -- ARGV[8] claimer         '' or the claiming worker's fetcher and claim slot: its field in `claims`
--- ARGV[9] nonce           this claim's number for `claimer`; the same nonce again is a retry of it
+-- ARGV[9] nonce           this claim's number for `claimer`; `r<nonce>`: a retry of that claim
 -- Returns: { now, nextDue, paused, limitedMs, id1, record1, id2, record2, ... }
 --   A retry (same claimer and nonce as the claim recorded for claimer, whose reply the worker lost)
 --   claims nothing new: it returns that claim's jobs still under its leases (includes/replay_claim.lua).

@@ -33,7 +33,10 @@ export interface ClaimReply {
 export interface ClaimTicket {
   /** The claim slot's field in the queue's `claims` hash: `<fetcher id>.<slot>`. */
   claimer: string;
-  /** Counts this fetcher's claims; a retry carries the nonce of the claim it repeats. */
+  /**
+   * Counts this fetcher's claims; a retry carries the nonce of the claim it repeats, prefixed `r` (only
+   * a retry makes claim.lua read the recorded claim).
+   */
   nonce: string;
 }
 
@@ -148,7 +151,8 @@ export class Fetcher {
     this.slots[claim.slot] = claim;
     this.requested += claim.count;
     if (claim.retry) this.retrying++;
-    const ticket = { claimer: `${this.id}.${claim.slot}`, nonce: String(claim.nonce) };
+    const nonce = claim.retry ? `r${claim.nonce}` : String(claim.nonce);
+    const ticket = { claimer: `${this.id}.${claim.slot}`, nonce };
     this.deps.claim(claim.count, ticket).then(
       (reply) => this.onReply(reply, claim),
       (err) => this.onFailure(err, claim),

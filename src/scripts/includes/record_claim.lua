@@ -17,6 +17,7 @@ local function record_claim(claims, claimer, nonce, now, out, leases)
   for j = 5, #out, 2 do ids[#ids + 1] = out[j] end
   -- The claim time exactly as the tokens spell it (`<lease id>.<time>`): replay_claim matches on it.
   local at = string.match(out[6], '^a|[^|]*%.([^|]*)|')
+  if string.byte(nonce, 1) == 114 then nonce = string.sub(nonce, 2) end -- a retry that claimed afresh
   local value = nonce .. '|' .. string.format('%d', expiry) .. '|' .. at .. '|' .. table.concat(ids, '\n')
   if redis.call('HSET', claims, claimer, value) == 1 then
     local sample = redis.call('HRANDFIELD', claims, 4, 'WITHVALUES')

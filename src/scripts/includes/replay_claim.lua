@@ -1,11 +1,14 @@
 -- A worker that lost the reply of a claim (the connection dropped after the claim ran) sends it again
--- with the same claimer and nonce. If that claim is the one recorded for the claimer (record_claim),
+-- with the same claimer and nonce, marked as a retry (`r<nonce>`): a first send never looks, so a claim
+-- costs no read of its record. If that claim is the one recorded for the claimer (record_claim),
 -- this returns its jobs that are still active under the leases it gave them, with their payloads, in
 -- claim.lua's reply shape, and claims nothing new. Returns nil when the recorded claim is another one:
 -- the claim being retried never ran, so the caller claims afresh.
 -- A job is still under its claim's lease when its record is active (`a|`) with a token ending in the
 -- claim's time: a later lease of the same job needs the first one to expire, so it has a later time.
 local function replay_claim(jobs, annex, claims, claimer, nonce, now)
+  if string.byte(nonce, 1) ~= 114 then return nil end -- 'r': only a retry can match a record
+  nonce = string.sub(nonce, 2)
   local rec = redis.call('HGET', claims, claimer)
   if not rec then return nil end
   local n, _, at, list = string.match(rec, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
