@@ -3,7 +3,7 @@
  * the dashboard are built on. Holds no state besides its connections.
  */
 import { type Connection, checkServer, closeConnection, connect, duplicate } from './connection.js';
-import { MAX_BULK, SCRIPT_BATCH_LIMIT } from './defaults.js';
+import { DEFAULT_RETENTION, MAX_BULK, SCRIPT_BATCH_LIMIT } from './defaults.js';
 import { DoneListener } from './done-listener.js';
 import {
   ClosedError,
@@ -25,6 +25,7 @@ import {
   type ResolvedQueueOptions,
   resolveAddOptions,
   resolveQueueOptions,
+  resolveRetentionRule,
 } from './options.js';
 import { Layout, resolveLayout, setPausedAll } from './partitions.js';
 import { countJobs, listJobs, listWorkers, locate, readJob, readMetrics } from './queue-reads.js';
@@ -51,7 +52,16 @@ import type {
   RetentionRule,
   WorkerDescription,
 } from './types.js';
-import { checkInt, checkJobId, checkQueueAddress, checkQueueName, checkTimerMs, toJson } from './validate.js';
+import {
+  checkCallOptions,
+  checkInt,
+  checkJobId,
+  checkQueueAddress,
+  checkQueueName,
+  checkTimerMs,
+  show,
+  toJson,
+} from './validate.js';
 
 type AddRow = Record<
   'id' | 'priority' | 'delayMs' | 'runAt' | 'optionTail' | 'data' | 'dependsOn' | 'depMode',
@@ -279,6 +289,7 @@ export class Queue<Data = unknown, Result = unknown> {
     state: JobState,
     opts: { offset?: number; limit?: number } = {},
   ): Promise<JobInfo<Data, Result>[]> {
+    checkCallOptions('getJobs options', opts, ['offset', 'limit']);
     const offset = checkInt('offset', opts.offset ?? 0, 0);
     const limit = checkInt('limit', opts.limit ?? 100, 1, 10_000);
     const layout = await this.open();
@@ -295,6 +306,7 @@ export class Queue<Data = unknown, Result = unknown> {
    */
   async waitFor(id: string, opts: { timeoutMs?: number } = {}): Promise<Result> {
     checkJobId(id);
+    checkCallOptions('waitFor options', opts, ['timeoutMs']);
     const timeoutMs = checkTimerMs('timeoutMs', opts.timeoutMs ?? 60_000, 1);
     const layout = await this.open();
     if (!this.doneListener) {
@@ -393,8 +405,9 @@ export class Queue<Data = unknown, Result = unknown> {
     opts: { olderThanMs?: number; limit?: number } = {},
   ): Promise<{ removed: number; more: boolean }> {
     if (state !== 'completed' && state !== 'dead') {
-      throw new ValidationError(`clean takes the state 'completed' or 'dead', got ${JSON.stringify(state)}`);
+      throw new ValidationError(`clean takes the state 'completed' or 'dead', got ${show(state)}`);
     }
+    checkCallOptions('clean options', opts, ['olderThanMs', 'limit']);
     const olderThanMs = checkInt('olderThanMs', opts.olderThanMs ?? 0, 0);
     const limit = checkInt('limit', opts.limit ?? 10_000, 1, 1_000_000);
     const layout = await this.open();
@@ -496,10 +509,15 @@ export class Queue<Data = unknown, Result = unknown> {
    * back to waiting, or dead when their attempts are spent. For queues whose workers are all gone.
    */
   async recoverExpired(opts: { deadRetention?: RetentionRule } = {}): Promise<RecoveredJobs> {
+    checkCallOptions('recoverExpired options', opts, ['deadRetention']);
+    const deadRetention =
+      opts.deadRetention === undefined
+        ? undefined
+        : resolveRetentionRule('deadRetention', opts.deadRetention, DEFAULT_RETENTION.dead);
     const layout = await this.open();
     const out: RecoveredJobs = { requeued: [], dead: [], repairedSchedules: 0 };
     for (const k of layout.parts) {
-      const r = await recoverExpired(this.conn.client, k, opts.deadRetention, this.options.eventsMaxLen);
+      const r = await recoverExpired(this.conn.client, k, deadRetention, this.options.eventsMaxLen);
       out.requeued.push(...r.requeued);
       out.dead.push(...r.dead);
       out.repairedSchedules += r.repairedSchedules;
@@ -544,6 +562,7 @@ export class Queue<Data = unknown, Result = unknown> {
    * on Redis's clock: what dashboards chart as throughput and failure rate.
    */
   async metrics(opts: { windowMs?: number } = {}): Promise<QueueMetrics> {
+    checkCallOptions('metrics options', opts, ['windowMs']);
     const windowMs = checkInt('windowMs', opts.windowMs ?? 3_600_000, 60_000, 3_600_000);
     return readMetrics(this.conn.client, await this.open(), windowMs);
   }
