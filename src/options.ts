@@ -330,20 +330,19 @@ export function resolveRetention(name: string, value: unknown): Retention {
   if (value === undefined) return DEFAULT_RETENTION;
   const r = checkObject(name, value);
   checkKnownKeys(name, r, ['completed', 'dead']);
-  const rule = (key: 'completed' | 'dead'): RetentionRule => {
-    if (r[key] === undefined) return DEFAULT_RETENTION[key];
-    const v = checkObject(`${name}.${key}`, r[key]);
-    checkKnownKeys(`${name}.${key}`, v, ['maxCount', 'maxAgeMs']);
-    return Object.freeze({
-      maxCount:
-        v.maxCount === undefined
-          ? DEFAULT_RETENTION[key].maxCount
-          : checkInt(`${name}.${key}.maxCount`, v.maxCount, 0),
-      maxAgeMs:
-        v.maxAgeMs === undefined
-          ? DEFAULT_RETENTION[key].maxAgeMs
-          : checkInt(`${name}.${key}.maxAgeMs`, v.maxAgeMs, 0),
-    });
-  };
-  return Object.freeze({ completed: rule('completed'), dead: rule('dead') });
+  return Object.freeze({
+    completed: resolveRetentionRule(`${name}.completed`, r.completed, DEFAULT_RETENTION.completed),
+    dead: resolveRetentionRule(`${name}.dead`, r.dead, DEFAULT_RETENTION.dead),
+  });
+}
+
+/** One retention rule ({ maxCount?, maxAgeMs? }); absent fields take `dflt`'s. */
+export function resolveRetentionRule(name: string, value: unknown, dflt: RetentionRule): RetentionRule {
+  if (value === undefined) return dflt;
+  const v = checkObject(name, value);
+  checkKnownKeys(name, v, ['maxCount', 'maxAgeMs']);
+  return Object.freeze({
+    maxCount: v.maxCount === undefined ? dflt.maxCount : checkInt(`${name}.maxCount`, v.maxCount, 0),
+    maxAgeMs: v.maxAgeMs === undefined ? dflt.maxAgeMs : checkInt(`${name}.maxAgeMs`, v.maxAgeMs, 0),
+  });
 }

@@ -79,6 +79,15 @@ export function checkObject(name: string, value: unknown): Record<string, unknow
   return value as Record<string, unknown>;
 }
 
+/**
+ * The options object of a method call (`getJobs(state, opts)`, `close(opts)`...): undefined, or an
+ * object with only the `allowed` keys. A null or misspelt option is refused, not read as absent.
+ */
+export function checkCallOptions(name: string, value: unknown, allowed: readonly string[]): void {
+  if (value === undefined) return;
+  checkKnownKeys(name, checkObject(name, value), allowed);
+}
+
 /** Rejects misspelt option names instead of silently ignoring them. */
 export function checkKnownKeys(
   name: string,

@@ -693,4 +693,56 @@ describe('the public boundary refuses with a typed error and writes nothing, or 
       { numRuns: 100 },
     );
   });
+  it('listing, cleaning, metrics and the global concurrency cap with random arguments', async () => {
+    const q = await freshQueue();
+    await q.add({ n: 1 });
+    const stateArb = fc.oneof(
+      {
+        weight: 3,
+        arbitrary: fc.constantFrom('waiting', 'delayed', 'blocked', 'active', 'completed', 'dead'),
+      },
+      { weight: 1, arbitrary: fc.oneof(edgyString, anyValue) },
+    );
+    const pageArb = fc.oneof(
+      fc.record(
+        { offset: optionValue(fc.nat({ max: 10 })), limit: optionValue(fc.integer({ min: 1, max: 10_000 })) },
+        { requiredKeys: [] },
+      ),
+      anyValue,
+    );
+    const tally = new Tally();
+    await fc.assert(
+      fc.asyncProperty(
+        stateArb,
+        pageArb,
+        optionValue(fc.integer({ min: 1, max: 1_000_000 })),
+        async (state, page, cap) => {
+          const before = await snapshot();
+          const listed = await settle(() => q.getJobs(state as never, page as never));
+          if (listed.ok) {
+            tally.accepted++;
+            expect(Array.isArray(listed.value)).toBe(true);
+            for (const job of listed.value) expect(job.state).toBe(state);
+          } else {
+            tally.refused++;
+            expectTypedRefusal(listed.err);
+          }
+          const metrics = await settle(() => q.metrics(page as never));
+          if (!metrics.ok) expectTypedRefusal(metrics.err);
+          const cleaned = await settle(() => q.clean(state as never, page as never));
+          if (!cleaned.ok) expectTypedRefusal(cleaned.err);
+          else expect(cleaned.value.removed).toBe(0); // nothing has finished in this queue
+          expect(await snapshot()).toBe(before);
+          const capped = await settle(() => q.setGlobalConcurrency(cap as number));
+          if (capped.ok) expect(await q.getGlobalConcurrency()).toBe(cap);
+          else {
+            expectTypedRefusal(capped.err);
+            expect(await snapshot()).toBe(before);
+          }
+        },
+      ),
+      { numRuns: 100 },
+    );
+    tally.expectBoth(100);
+  });
 });

@@ -39,7 +39,7 @@ import { Layout, resolveLayout } from '../partitions.js';
 import { advanceSchedule, parseOccurrenceId } from '../schedules.js';
 import type { RedisClient } from '../scripts.js';
 import { safeTimeout } from '../timers.js';
-import { checkQueueAddress, checkQueueName, checkTimerMs, toJson } from '../validate.js';
+import { checkCallOptions, checkQueueAddress, checkQueueName, checkTimerMs, toJson } from '../validate.js';
 import type { CompleteRow, FailRow } from './acker.js';
 import { retryDelayMs } from './backoff.js';
 import {
@@ -539,6 +539,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
    * unregister -> close connections. No job starts once close() was called.
    */
   async close(opts: { timeoutMs?: number } = {}): Promise<void> {
+    checkCallOptions('close options', opts, ['timeoutMs']);
     const timeoutMs =
       opts.timeoutMs === undefined
         ? this.options.closeTimeoutMs
