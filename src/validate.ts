@@ -12,6 +12,8 @@ export function show(value: unknown): string {
   if (typeof value === 'bigint') return `${value}n`;
   if (typeof value === 'function') return 'a function';
   if (typeof value === 'symbol') return value.toString();
+  // JSON would print NaN and Infinity as null.
+  if (typeof value === 'number') return Object.is(value, -0) ? '-0' : String(value);
   if (value instanceof Date)
     return Number.isNaN(value.getTime()) ? 'Date(invalid)' : `Date(${value.toISOString()})`;
   if (value === undefined) return 'undefined';

@@ -466,3 +466,25 @@ describe('defects the boundary property test found', () => {
     expect((await q.schedules())[0]!.opts).toEqual({ priority: 3, maxAttempts: 2 });
   });
 });
+
+describe('method options objects are checked like constructor options', () => {
+  it('a null or misspelt options object is refused with a typed error, not a TypeError or ignored', async () => {
+    const q = queue();
+    const { id } = await q.add({});
+    const code = { code: 'ERR_INVALID_OPTION' };
+    await expect(q.getJobs('waiting', null as never)).rejects.toMatchObject(code);
+    await expect(q.getJobs('waiting', { limt: 5 } as never)).rejects.toThrow(/unknown option "limt"/);
+    await expect(q.waitFor(id, { timeout: 5 } as never)).rejects.toThrow(/unknown option "timeout"/);
+    await expect(q.clean('completed', null as never)).rejects.toMatchObject(code);
+    await expect(q.clean(10n as never)).rejects.toThrow(
+      "clean takes the state 'completed' or 'dead', got 10n",
+    );
+    await expect(q.metrics(null as never)).rejects.toMatchObject(code);
+    await expect(q.recoverExpired({ deadRetention: { maxCount: Number.NaN } } as never)).rejects.toThrow(
+      'deadRetention.maxCount must be an integer >= 0, got NaN',
+    );
+    const w = new Worker(q.name, () => {}, { connection: fx.url, autostart: false });
+    await expect(w.close(null as never)).rejects.toMatchObject(code);
+    await w.close();
+  });
+});
