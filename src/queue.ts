@@ -13,6 +13,7 @@ import {
   JobFailedError,
   JobNotFoundError,
   PartitionMismatchError,
+  redisFullError,
   ValidationError,
   WaitTimeoutError,
 } from './errors.js';
@@ -456,7 +457,9 @@ export class Queue<Data = unknown, Result = unknown> {
       layout.parts.map((k) =>
         checked === null ? client.hdel(k.meta, 'concurrency') : client.hset(k.meta, 'concurrency', checked),
       ),
-    );
+    ).catch((err: unknown) => {
+      throw redisFullError(err, 'setGlobalConcurrency') ?? err;
+    });
   }
 
   async getGlobalConcurrency(): Promise<number | null> {

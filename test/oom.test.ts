@@ -115,6 +115,15 @@ describe('Redis at maxmemory (noeviction)', () => {
       );
     expect(await footprint(q)).toEqual(before);
     expect(await q.getJob('explicit-while-full')).toBeNull();
+    // A plain write outside the scripts is refused with the same typed error; pause/resume still work.
+    await q.setGlobalConcurrency(3).then(
+      () => expect.fail('setGlobalConcurrency was accepted by a full Redis'),
+      (err: unknown) => expectFull(err),
+    );
+    await q.pause();
+    expect(await q.isPaused()).toBe(true);
+    await q.resume();
+    expect(await q.isPaused()).toBe(false);
 
     // Completed jobs are deleted at once (retention 0): each completion frees its 16 KB. Every job
     // writes a log line (progress.lua) and one in ten fails its first attempt (fail.lua, then a
