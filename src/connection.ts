@@ -196,6 +196,9 @@ async function runChecks(client: RedisClient, strict: boolean, logger: Logger): 
   }
 }
 
+/** How long close waits for Redis to answer QUIT before it drops the connection. */
+const QUIT_WAIT_MS = 1_000;
+
 export async function closeConnection(c: Connection): Promise<void> {
   if (!c.owned) return;
   if (c.client.status !== 'ready') {
@@ -204,9 +207,17 @@ export async function closeConnection(c: Connection): Promise<void> {
     c.client.disconnect();
     return;
   }
+  // A connection that looks up but moves no byte (a black-holed network) never answers QUIT: give it
+  // QUIT_WAIT_MS, then drop the socket.
+  let timer: NodeJS.Timeout | undefined;
+  const quiet = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), QUIT_WAIT_MS);
+  });
   try {
-    await c.client.quit();
+    if ((await Promise.race([c.client.quit(), quiet])) === 'timeout') c.client.disconnect();
   } catch {
     c.client.disconnect();
+  } finally {
+    clearTimeout(timer);
   }
 }

@@ -147,6 +147,23 @@ describe('a worker behind a network that fails', () => {
   });
 });
 
+describe('closing behind a network that fails', () => {
+  it('worker.close() returns while its connections are black-holed (no reply ever comes)', async () => {
+    const { proxy: p, url } = await proxy();
+    const { worker } = countingWorker(uniqueName(), url);
+    await worker.start();
+    p.blackhole();
+    const started = Date.now();
+    const closed = await Promise.race([
+      worker.close({ timeoutMs: 200 }).then(() => true),
+      new Promise<false>((r) => setTimeout(() => r(false), 10_000)),
+    ]);
+    expect(closed).toBe(true);
+    // The close timeout, the outcome grace, then each connection's QUIT wait (1 s) before dropping it.
+    expect(Date.now() - started).toBeLessThan(6_000);
+  });
+});
+
 describe('a producer behind a network that fails', () => {
   it('an add made while the connection is down is refused and never runs, not even once it is back', async () => {
     const { proxy: p, url } = await proxy();

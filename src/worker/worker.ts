@@ -575,7 +575,9 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     this.recoverer.stop();
     this.heartbeat.stop();
     if (wasStarted) {
-      await this.lanes[0]?.calls.beat(this.id, 0, '').catch((err) => this.reportError(err));
+      // Bounded: a black-holed connection never answers (the entry then goes with its heartbeat TTL).
+      const unregister = this.lanes[0]?.calls.beat(this.id, 0, '').catch((err) => this.reportError(err));
+      if (unregister) await settledWithin(unregister, OUTCOME_GRACE_MS);
     }
     await closeConnection({ client: this.subscriber, owned: true });
     await closeConnection(this.conn);
