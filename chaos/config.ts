@@ -13,16 +13,13 @@
  * --fixed-options asks for the historical fixed set (concurrency 10, prefetch auto, lease 1.5 s).
  */
 import { parseArgs } from 'node:util';
+// The documented bounds of a worker's concurrency and prefetch (chaos/run.ts also checks, through the
+// public API, that the maximum is accepted and one more refused).
+import { MAX_CONCURRENCY, MAX_PREFETCH } from '../src/worker/options.js';
 import { FAULT_KINDS, type FaultKind } from './faults.js';
 import { freshSeed, Rng } from './rng.js';
 
-/**
- * The documented bound on a worker's concurrency (src/worker/options.ts). The harness checks it
- * against the library at startup (chaos/run.ts), so the two cannot drift silently.
- */
-export const MAX_CONCURRENCY = 10_000;
-/** The documented bound on an explicit prefetch (src/worker/options.ts). */
-export const MAX_PREFETCH = 10_000;
+export { MAX_CONCURRENCY };
 
 /** Options drawn per run from the seed (or fixed with --fixed-options). */
 export interface RunOptions {
