@@ -59,6 +59,7 @@ import {
   checkJobId,
   checkQueueAddress,
   checkQueueName,
+  checkStreamFrom,
   checkTimerMs,
   show,
   toJson,
@@ -536,6 +537,8 @@ export class Queue<Data = unknown, Result = unknown> {
    * `event.partition` says which, and a `from` stream id applies to every partition's stream).
    */
   async *events(opts: ReadEventsOptions = {}): AsyncGenerator<QueueEvent> {
+    checkCallOptions('events options', opts, ['from', 'signal']);
+    const from = checkStreamFrom(opts.from);
     const layout = await this.open();
     const clients = layout.parts.map(() => duplicate(this.conn.client));
     const stop = new AbortController();
@@ -549,7 +552,7 @@ export class Queue<Data = unknown, Result = unknown> {
         readEvents(
           clients[p]!,
           k.events,
-          { ...opts, signal: stop.signal },
+          { ...opts, from, signal: stop.signal },
           layout.partitioned ? p : undefined,
         ),
       );
