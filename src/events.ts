@@ -9,7 +9,7 @@ import { DEFAULT_PREFIX } from './defaults.js';
 import { queueKeys } from './keys.js';
 import type { ConnectionOption } from './options.js';
 import type { RedisClient } from './scripts.js';
-import { checkPrefix, checkQueueName } from './validate.js';
+import { checkCallOptions, checkPrefix, checkQueueName, checkStreamFrom } from './validate.js';
 
 export type QueueEventName =
   | 'added'
@@ -102,11 +102,13 @@ export class QueueEvents extends EventEmitter {
   constructor(name: string, opts: QueueEventsOptions = {}) {
     super();
     checkQueueName(name);
+    checkCallOptions('QueueEvents options', opts, ['connection', 'prefix', 'from']);
+    const from = checkStreamFrom(opts.from);
     const keys = queueKeys(opts.prefix === undefined ? DEFAULT_PREFIX : checkPrefix(opts.prefix), name);
     const base = connect(opts.connection, 'worker');
     // A dedicated connection: XREAD BLOCK holds it. A client you passed is duplicated, not blocked.
     this.client = base.owned ? base.client : duplicate(base.client);
-    this.done = this.loop(keys.events, opts.from ?? '$');
+    this.done = this.loop(keys.events, from);
   }
 
   private async loop(streamKey: string, from: string): Promise<void> {

@@ -90,6 +90,17 @@ export function checkCallOptions(name: string, value: unknown, allowed: readonly
   checkKnownKeys(name, checkObject(name, value), allowed);
 }
 
+const STREAM_ID = /^\d{1,20}(-\d{1,20})?$/;
+
+/** Where an event reader starts: '$' (new events only, the default), '0' (all retained) or a stream id. */
+export function checkStreamFrom(value: unknown): string {
+  if (value === undefined) return '$';
+  if (value === '$' || (typeof value === 'string' && STREAM_ID.test(value))) return value;
+  throw new ValidationError(
+    `from must be '$', '0' or a stream id such as '1700000000000-0', got ${show(value)}`,
+  );
+}
+
 /** Rejects misspelt option names instead of silently ignoring them. */
 export function checkKnownKeys(
   name: string,

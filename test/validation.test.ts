@@ -488,3 +488,20 @@ describe('method options objects are checked like constructor options', () => {
     await w.close();
   });
 });
+
+describe('event readers', () => {
+  it("a `from` that is not '$', '0' or a stream id is refused before XREAD sees it", async () => {
+    for (const from of ['garbage', 5, '', '1-2-3', null]) {
+      expect(() => new QueueEvents(uniqueName(), { connection: fx.url, from: from as never })).toThrow(
+        /from must be '\$', '0' or a stream id/,
+      );
+      const q = queue();
+      await expect(q.events({ from: from as never }).next()).rejects.toMatchObject({
+        code: 'ERR_INVALID_OPTION',
+      });
+    }
+    expect(() => new QueueEvents(uniqueName(), { connection: fx.url, form: '0' } as never)).toThrow(
+      /unknown option "form"/,
+    );
+  });
+});
