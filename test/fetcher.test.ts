@@ -39,7 +39,8 @@ function harness(freeSlots = () => 10, errors?: unknown[]) {
     jobs: Array.from({ length: jobs * 2 }, (_, i) => `x${i}`),
   });
   const message = (m: string) => (subscriber as unknown as EventEmitter).emit('smessage', 'wake', m);
-  return { fetcher, claims, reply, message };
+  const ready = () => (subscriber as unknown as EventEmitter).emit('ready');
+  return { fetcher, claims, reply, message, ready };
 }
 
 const tick = () => new Promise((r) => setImmediate(r));
@@ -148,6 +149,32 @@ describe('Fetcher', () => {
     h.claims[1]!.reject(new Error('lost again'));
     await waitFor(() => h.claims.length === 3);
     expect(h.claims[2]!.ticket).toEqual(retryOf(ticket));
+    await h.fetcher.stop();
+  });
+
+  it('stop() sends each failed claim once more as a replay only (count 0), and nothing else', async () => {
+    const h = harness(() => 10, []);
+    await h.fetcher.start();
+    const ticket = h.claims[0]!.ticket;
+    h.claims[0]!.reject(new Error('lost'));
+    await tick();
+    await h.fetcher.stop();
+    expect(h.claims).toHaveLength(2);
+    expect(h.claims[1]).toMatchObject({ count: 0, ticket: retryOf(ticket) });
+    h.claims[1]!.resolve(h.reply(0));
+    await tick();
+    expect(h.claims).toHaveLength(2);
+  });
+
+  it('a failed claim is retried as soon as the subscriber reconnects, not after the backoff', async () => {
+    const h = harness(() => 10, []);
+    await h.fetcher.start();
+    h.claims[0]!.reject(new Error('lost'));
+    await tick();
+    expect(h.claims).toHaveLength(1);
+    h.ready();
+    expect(h.claims).toHaveLength(2);
+    expect(h.claims[1]!.ticket).toEqual(retryOf(h.claims[0]!.ticket));
     await h.fetcher.stop();
   });
 });

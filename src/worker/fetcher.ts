@@ -99,7 +99,14 @@ export class Fetcher {
     if (message === 'w' || message === 'd') this.wake();
     else if (message.startsWith('x:')) this.deps.onCancelled(message.slice(2));
   };
-  private readonly onReady = () => this.wake();
+  /** The subscriber reconnected: the network is back, so failed claims are retried now, not after the backoff. */
+  private readonly onReady = () => {
+    if (this.failed.length > 0) {
+      clearTimeout(this.retryTimer);
+      this.retryFailed();
+    }
+    this.wake();
+  };
 
   constructor(private readonly deps: FetcherDeps) {}
 
@@ -229,8 +236,13 @@ export class Fetcher {
     clearTimeout(this.pollTimer);
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
-    // A claim that failed and is not retried now leaves any job it leased to lease expiry and recovery.
-    for (const claim of this.failed.splice(0)) this.slots[claim.slot] = undefined;
+    // A failed claim is sent once more, as a replay only (count 0): jobs it leased come back to the
+    // worker, which is closing and hands them back, instead of waiting for their lease to expire.
+    for (const claim of this.failed.splice(0)) {
+      claim.retry = true;
+      claim.count = 0;
+      this.send(claim);
+    }
     this.deps.subscriber.off('smessage', this.onMessage);
     this.deps.subscriber.off('ready', this.onReady);
     this.listening = false;
