@@ -427,9 +427,9 @@ describe('the public boundary refuses with a typed error and writes nothing, or 
           await q.close();
         }
       }),
-      { numRuns: 120 },
+      { numRuns: 80 },
     );
-    tally.expectBoth(120);
+    tally.expectBoth(80);
   });
 
   it('Worker options and close({ timeoutMs })', async () => {
