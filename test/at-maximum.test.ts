@@ -6,7 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Queue, Worker } from '../src/index.js';
-import { queueKeys } from '../src/keys.js';
+import { type QueueKeys, queueKeys } from '../src/keys.js';
+import { type ArgValue, runScript, scripts } from '../src/scripts.js';
 import { MAX_CONCURRENCY, MAX_PREFETCH } from '../src/worker/options.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
@@ -137,5 +138,95 @@ describe('a worker at the maximum concurrency and prefetch', () => {
     expect(recovered).toEqual([]);
     expect([...runs.values()].every((n) => n === 1)).toBe(true);
     expect((await q.counts()).completed).toBe(MAX_CONCURRENCY);
+  }, 60_000);
+});
+
+// Each batch script, called once with the largest batch a worker at the maximum sends (a claim of
+// MAX_CONCURRENCY + MAX_PREFETCH jobs, then outcomes and renewals for all of them), on an injected clock.
+// Arguments are passed by name (names a script version does not take are ignored).
+function call(
+  spec: (typeof scripts)[keyof typeof scripts],
+  keys: QueueKeys & { finished?: string },
+  args: Record<string, ArgValue>,
+  rows: Record<string, ArgValue>[] = [],
+) {
+  return runScript(fx.redis, spec as never, keys, args as never, rows as never);
+}
+
+describe('every batch script at the largest batch a worker sends', () => {
+  it('claims, renews, completes, fails, recovers and cleans 20 000 jobs in single calls', async () => {
+    const T = 1_700_000_000_000;
+    const n = MAX_CONCURRENCY + MAX_PREFETCH;
+    const name = uniqueName();
+    const keys = queueKeys('surety', name);
+    const q = new Queue<{ i: number; pad?: string }>(name, { connection: fx.url, events: false });
+    open.push(q);
+    // Half the payloads are large enough to live in the annex (claim puts them back in its reply).
+    for (let from = 0; from < n; from += 10_000) {
+      await q.addBulk(
+        Array.from({ length: 10_000 }, (_, j) => ({
+          data: (from + j) % 2 ? { i: from + j, pad: 'x'.repeat(600) } : { i: from + j },
+        })),
+      );
+    }
+    const flat = (await call(scripts.claim, keys, {
+      now: T,
+      count: n,
+      defaultLeaseMs: 1_000,
+      limit: 1_000,
+      rateMax: 0,
+      rateWindowMs: 0,
+      eventsMaxLen: 1_000,
+      claimer: '',
+      nonce: '',
+    })) as string[];
+    const claimed: { id: string; token: string }[] = [];
+    for (let i = 4; i < flat.length; i += 2)
+      claimed.push({ id: flat[i]!, token: flat[i + 1]!.split('|')[1]! });
+    expect(flat.filter((r) => typeof r === 'string' && r.includes('x'.repeat(600))).length).toBe(n / 2);
+    expect(claimed.length).toBe(n);
+    expect(await call(scripts.extend, keys, { now: T + 500, defaultLeaseMs: 1_000 }, claimed)).toEqual([]);
+
+    const [done, failed, stalled] = [
+      claimed.slice(0, 10_000),
+      claimed.slice(10_000, 15_000),
+      claimed.slice(15_000),
+    ];
+    const channels = { wakeChannel: keys.wakeChannel, doneChannel: keys.doneChannel, eventsMaxLen: 1_000 };
+    const refused = await call(
+      scripts.complete,
+      keys,
+      { now: T + 600, keepCount: 0, keepAgeMs: 0, limit: 1_000, ...channels },
+      done.map((c) => ({ ...c, result: '"ok"' })),
+    );
+    expect(refused).toEqual([]);
+    const outcomes = (await call(
+      scripts.fail,
+      keys,
+      { now: T + 700, defaultMaxAttempts: 3, keepCount: n, keepAgeMs: 86_400_000, limit: 1_000, ...channels },
+      failed.map((c) => ({ ...c, retryDelayMs: -1, error: '{"name":"Error","message":"no"}' })),
+    )) as string[];
+    expect(outcomes.filter((_, i) => i % 2 === 1)).toEqual(failed.map(() => 'dead'));
+    const [requeued, dead] = (await call(scripts.recover, keys, {
+      now: T + 2_000,
+      limit: n,
+      defaultMaxAttempts: 3,
+      keepCount: n,
+      keepAgeMs: 86_400_000,
+      ...channels,
+    })) as [string[], string[]];
+    expect([requeued.length, dead.length]).toEqual([stalled.length, 0]);
+    const [cleaned] = (await call(
+      scripts.clean,
+      { ...keys, finished: keys.dead },
+      { cutoff: T + 700, limit: n },
+    )) as [number];
+    expect(cleaned).toBe(failed.length);
+    expect(await q.counts()).toMatchObject({ waiting: stalled.length, active: 0, completed: 0, dead: 0 });
+    // Nothing of the deleted jobs is left behind: records and annex fields (errors, payloads) are gone.
+    expect(await fx.redis.hlen(keys.jobs)).toBe(stalled.length);
+    const annex = await fx.redis.hkeys(keys.errors);
+    const live = new Set(stalled.map((c) => c.id));
+    expect(annex.every((f) => live.has(f.split('\u0001')[0]!))).toBe(true);
   }, 60_000);
 });

@@ -10,10 +10,12 @@ local function settle_dependents(k, now, completed_ids, dead_ids)
   local woken, later, failed = false, false, {}
   local pending = {}
   local function collect(ids, parent_failed)
-    if #ids == 0 then return end
-    local lists = redis.call('HMGET', k.dependents, unpack(ids))
-    for i = 1, #ids do
-      if lists[i] then pending[#pending + 1] = { ids[i], parent_failed, lists[i] } end
+    -- In chunks of 1000 ids (Lua's unpack limit is near 8000 values).
+    for from = 1, #ids, 1000 do
+      local lists = redis.call('HMGET', k.dependents, unpack(ids, from, math.min(from + 999, #ids)))
+      for i = 1, #lists do
+        if lists[i] then pending[#pending + 1] = { ids[from + i - 1], parent_failed, lists[i] } end
+      end
     end
   end
   collect(completed_ids, false)
