@@ -524,33 +524,39 @@ describe('the public boundary refuses with a typed error and writes nothing, or 
     tally.expectBoth(120);
   });
 
-  it('add: random data, ids and options', async () => {
-    const q = await freshQueue();
+  it('add: random data, ids and options, in a queue of one partition or three', async () => {
+    const queues = [await freshQueue(), await freshQueue({ partitions: 3 })];
     const tally = new Tally();
     await fc.assert(
-      fc.asyncProperty(dataArb, fc.option(jobOptionsArb, { nil: undefined }), async (data, opts) => {
-        const before = await snapshot();
-        const t0 = Date.now();
-        const added = await settle(() => q.add(data, opts as JobOptions));
-        if (!added.ok) {
-          tally.refused++;
-          expectTypedRefusal(added.err);
-          expect(await snapshot()).toBe(before);
-          return;
-        }
-        tally.accepted++;
-        const { id, isNew } = added.value;
-        if (opts?.id !== undefined) expect(id).toBe(opts.id);
-        if (isNew) await expectStoredAsAdded(q, id, data, opts, t0);
-        else expect(await q.getJob(id)).not.toBeNull();
-      }),
+      fc.asyncProperty(
+        dataArb,
+        fc.option(jobOptionsArb, { nil: undefined }),
+        fc.nat({ max: 1 }),
+        async (data, opts, which) => {
+          const q = queues[which]!;
+          const before = await snapshot();
+          const t0 = Date.now();
+          const added = await settle(() => q.add(data, opts as JobOptions));
+          if (!added.ok) {
+            tally.refused++;
+            expectTypedRefusal(added.err);
+            expect(await snapshot()).toBe(before);
+            return;
+          }
+          tally.accepted++;
+          const { id, isNew } = added.value;
+          if (opts?.id !== undefined) expect(id).toBe(opts.id);
+          if (isNew) await expectStoredAsAdded(q, id, data, opts, t0);
+          else expect(await q.getJob(id)).not.toBeNull();
+        },
+      ),
       { numRuns: 200 },
     );
     tally.expectBoth(200);
   });
 
-  it('addBulk: mixed explicit and generated ids, repeats, one bad item', async () => {
-    const q = await freshQueue();
+  it('addBulk: mixed explicit and generated ids, repeats, one bad item, one partition or three', async () => {
+    const queues = [await freshQueue(), await freshQueue({ partitions: 3 })];
     const itemArb = fc.record({
       data: dataArb,
       opts: fc.oneof(
@@ -561,7 +567,8 @@ describe('the public boundary refuses with a typed error and writes nothing, or 
     });
     const tally = new Tally();
     await fc.assert(
-      fc.asyncProperty(fc.array(itemArb, { maxLength: 6 }), async (items) => {
+      fc.asyncProperty(fc.array(itemArb, { maxLength: 6 }), fc.nat({ max: 1 }), async (items, which) => {
+        const q = queues[which]!;
         const before = await snapshot();
         const t0 = Date.now();
         const added = await settle(() => q.addBulk(items as { data: unknown; opts?: JobOptions }[]));
