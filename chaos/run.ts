@@ -137,6 +137,8 @@ async function main(c: ChaosConfig): Promise<number> {
   const queue = new Queue<JobData, ChaosResult>(queueName, {
     connection: redis.url,
     defaults: { leaseMs: c.leaseMs, backoff: { type: 'fixed', delayMs: c.backoffMs } },
+    // Retention 0: the events stream is the evidence of completions; every writer must keep all of it.
+    ...(c.keepCompleted === 0 ? { events: { maxLen: 10_000_000 } } : {}),
   });
   queue.client.on('error', () => {}); // connection drops are part of the test; adds report them
   const net = network;
@@ -219,19 +221,20 @@ async function main(c: ChaosConfig): Promise<number> {
   phase = 'verdict';
   say(drained ? `drained in ${drainMs} ms; checking` : `NOT drained after ${drainMs} ms; checking`);
   const snapshot = await within(snapshotRedis(queue, drained), 60_000, 'reading the final state');
-  const missing = [...new Set(producer.accepted.map((a) => a.id!))].filter((id) => !snapshot.jobs.has(id));
+  // Retention 0: a completed job's record is gone; the events stream and the workers' acks say it completed.
+  const completedEvents =
+    c.keepCompleted === 0
+      ? await within(completedFromEvents(queue), 60_000, 'reading the events stream')
+      : new Set<string>();
+  const missing = [...new Set(producer.accepted.map((a) => a.id!))].filter(
+    (id) => !snapshot.jobs.has(id) && !completedEvents.has(id),
+  );
   const unlisted = await within(lookupUnlisted(queue, missing), 30_000, 'looking up unlisted jobs');
   await pool.close(5_000);
   await network.close();
   const logs = readLogs(pool.all.map((w) => w.logPath));
-  // Retention 0: a completed job's record is gone; the events stream and the workers' acks say it completed.
   const completedDeleted =
-    c.keepCompleted === 0
-      ? new Set([
-          ...(await within(completedFromEvents(queue), 60_000, 'reading the events stream')),
-          ...logs.ackedComplete.keys(),
-        ])
-      : null;
+    c.keepCompleted === 0 ? new Set([...completedEvents, ...logs.ackedComplete.keys()]) : null;
   const dup = analyseDuplicates(logs.executions, snapshot.jobs, faults.records, c, logs.begunAttempts);
   const crashes = pool.all
     .filter((w) => w.crash)
