@@ -140,6 +140,27 @@ describe('priority order over the life of a queue', () => {
     expect(Number(await fx.redis.get(keys.seq))).toBeLessThan(P31);
   });
 
+  it('a renumbering keeps the order inside and across priorities, negative ones included', async () => {
+    const { name, keys, q } = setup();
+    const byPriority = new Map<number, string[]>([
+      [-7, []],
+      [2, []],
+      [9, []],
+    ]);
+    const addTo = async (priority: number) =>
+      byPriority.get(priority)!.push((await q.add({}, { priority })).id);
+    for (let round = 0; round < 3; round++) for (const p of [9, -7, 2]) await addTo(p);
+    // The next insert would take offset 2^31: it renumbers all three bands first.
+    await fx.redis.set(keys.seq, String(P31 - 1));
+    for (const p of [2, 9, -7]) await addTo(p);
+    expect(await runAll(name, 12)).toEqual([
+      ...byPriority.get(-7)!,
+      ...byPriority.get(2)!,
+      ...byPriority.get(9)!,
+    ]);
+    expect(Number(await fx.redis.get(keys.seq))).toBeLessThan(100);
+  });
+
   it('a prio set scored by an earlier version (counter shared with lease ids, past 2^31) keeps its order', async () => {
     const { name, keys, q } = setup();
     const legacy = (
