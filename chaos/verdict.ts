@@ -220,7 +220,7 @@ export function judge(v: VerdictInput): Judgement {
       continue;
     }
     if (problem.startsWith('stale:')) {
-      staleApplied.add(`${job.id} (${KIND_NAMES[job.data.k]}): ${problem.slice(6)}`);
+      staleApplied.add(`${job.id} (${KIND_NAMES[job.data.k]}): ${problem.slice('stale: '.length)}`);
       continue;
     }
     if (problem === 'dead-by-lease-loss') {
