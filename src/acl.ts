@@ -38,6 +38,7 @@ const WORKER_COMMANDS = {
   lpush: 'scripts: recovered jobs go back to the front of the waiting list',
   lrem: 'scripts: remove, cancel (a waiting job)',
   zcard: 'counts; scripts (retention, enqueue)',
+  zcount: "getJobs('waiting') (how many prioritised jobs come before the list)",
   zrangebyscore: 'getJobs, workers; scripts (claim, recover, retention, clean, heartbeats)',
   zrange: 'scripts: claim by priority, delayed wake-ups, retention',
   zadd: 'scripts: delayed, active (leases), completed and dead sets, priorities, heartbeats',
@@ -78,6 +79,7 @@ const MONITOR_COMMANDS = {
   llen: 'counts (waiting)',
   lrange: "getJobs('waiting')",
   zcard: 'counts',
+  zcount: "getJobs('waiting') (how many prioritised jobs come before the list)",
   zrangebyscore: 'getJobs, workers',
   xread: 'queue.events(), QueueEvents',
 } as const;
