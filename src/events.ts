@@ -6,10 +6,16 @@
 import { EventEmitter } from 'node:events';
 import { connect, duplicate } from './connection.js';
 import { DEFAULT_PREFIX } from './defaults.js';
-import { queueKeys } from './keys.js';
 import type { ConnectionOption } from './options.js';
+import { type Layout, resolveLayout } from './partitions.js';
 import type { RedisClient } from './scripts.js';
-import { checkCallOptions, checkPrefix, checkQueueName, checkStreamFrom } from './validate.js';
+import {
+  checkCallOptions,
+  checkPrefix,
+  checkQueueAddress,
+  checkQueueName,
+  checkStreamFrom,
+} from './validate.js';
 
 export type QueueEventName =
   | 'added'
@@ -93,10 +99,13 @@ export interface QueueEventsOptions {
 /**
  * The EventEmitter form: `new QueueEvents('emails', { connection }).on('completed', (e) => ...)`.
  * Emits each event under its name and as `event`; `error` on a read failure (it keeps reading).
+ * A partitioned queue is read on every partition (the count recorded in Redis, as `partitions:
+ * 'auto'`), one connection each; its events carry `partition` and are ordered per partition.
  */
 export class QueueEvents extends EventEmitter {
   private readonly controller = new AbortController();
-  private readonly client: RedisClient;
+  /** Dedicated connections, one per partition: XREAD BLOCK holds each. */
+  private readonly clients: RedisClient[] = [];
   private readonly done: Promise<void>;
 
   constructor(name: string, opts: QueueEventsOptions = {}) {
@@ -104,31 +113,68 @@ export class QueueEvents extends EventEmitter {
     checkQueueName(name);
     checkCallOptions('QueueEvents options', opts, ['connection', 'prefix', 'from']);
     const from = checkStreamFrom(opts.from);
-    const keys = queueKeys(opts.prefix === undefined ? DEFAULT_PREFIX : checkPrefix(opts.prefix), name);
+    const prefix = opts.prefix === undefined ? DEFAULT_PREFIX : checkPrefix(opts.prefix);
+    checkQueueAddress(prefix, name);
     const base = connect(opts.connection, 'worker');
-    // A dedicated connection: XREAD BLOCK holds it. A client you passed is duplicated, not blocked.
-    this.client = base.owned ? base.client : duplicate(base.client);
-    this.done = this.loop(keys.events, from);
+    // A client you passed is duplicated, not blocked.
+    this.clients.push(base.owned ? base.client : duplicate(base.client));
+    this.done = this.run(prefix, name, from);
   }
 
-  private async loop(streamKey: string, from: string): Promise<void> {
+  /** Reads the partition count (again after a failure), then every partition's stream. */
+  private async run(prefix: string, name: string, from: string): Promise<void> {
+    const first = this.clients[0] as RedisClient;
+    let layout: Layout | undefined;
+    while (!layout) {
+      if (this.controller.signal.aborted) return;
+      try {
+        layout = await resolveLayout(first, prefix, name, 0);
+      } catch (err) {
+        if (!(await this.failed(err))) return;
+      }
+    }
+    // close() disconnects the clients it sees: none may be added once it ran.
+    if (this.controller.signal.aborted) return;
+    while (this.clients.length < layout.count) this.clients.push(duplicate(first));
+    const { partitioned } = layout;
+    await Promise.all(
+      layout.parts.map((k, p) =>
+        this.loop(this.clients[p] as RedisClient, k.events, from, partitioned ? p : undefined),
+      ),
+    );
+  }
+
+  private async loop(
+    client: RedisClient,
+    streamKey: string,
+    from: string,
+    partition?: number,
+  ): Promise<void> {
     let last = from;
     while (!this.controller.signal.aborted) {
       try {
-        for await (const e of readEvents(this.client, streamKey, {
-          from: last,
-          signal: this.controller.signal,
-        })) {
+        for await (const e of readEvents(
+          client,
+          streamKey,
+          { from: last, signal: this.controller.signal },
+          partition,
+        )) {
           last = e.streamId;
           this.emit(e.event, e);
           this.emit('event', e);
         }
       } catch (err) {
-        if (this.controller.signal.aborted) return;
-        if (this.listenerCount('error') > 0) this.emit('error', err);
-        await new Promise((r) => setTimeout(r, 200));
+        if (!(await this.failed(err))) return;
       }
     }
+  }
+
+  /** Reports a read failure and waits before the next try; false once closing. */
+  private async failed(err: unknown): Promise<boolean> {
+    if (this.controller.signal.aborted) return false;
+    if (this.listenerCount('error') > 0) this.emit('error', err);
+    await new Promise((r) => setTimeout(r, 200));
+    return !this.controller.signal.aborted;
   }
 
   /** Stops reading and closes the connection; resolves once the read loop has ended. */
@@ -137,7 +183,7 @@ export class QueueEvents extends EventEmitter {
     // One disconnect only: ioredis arms a 2 s timer per disconnect() that only the socket's `close`
     // clears, so a second call on a socket that already closed kept the process alive for 2 s.
     // disconnect() also ends the blocked XREAD at once (QUIT would wait up to its BLOCK time).
-    if (this.client.status !== 'end') this.client.disconnect();
+    for (const client of this.clients) if (client.status !== 'end') client.disconnect();
     await this.done;
   }
 }

@@ -81,6 +81,26 @@ describe('lifecycle events', () => {
   });
 });
 
+describe('QueueEvents on a partitioned queue', () => {
+  it('reads the events of every partition, each tagged with its partition', async () => {
+    const name = uniqueName();
+    const q = new Queue(name, { connection: fx.url, partitions: 3 });
+    open.push(q);
+    const before = await q.addBulk(Array.from({ length: 6 }, (_, i) => ({ data: { i } })));
+    const ev = new QueueEvents(name, { connection: fx.url, from: '0' });
+    open.push(ev);
+    const added = new Map<string, number | undefined>();
+    ev.on('added', (e: QueueEvent) => added.set(e.jobId, e.partition));
+    await waitUntil(() => before.every((a) => added.has(a.id)), 'the added events of every partition');
+    // Live events too, on whichever partition the job lands.
+    const later = await q.addBulk(Array.from({ length: 3 }, (_, i) => ({ data: { later: i } })));
+    await waitUntil(() => later.every((a) => added.has(a.id)), 'events added after the start');
+    const all = [...before, ...later];
+    expect(new Set(all.map((a) => added.get(a.id))).size).toBe(3);
+    for (const a of all) expect(added.get(a.id)).toBe(Number(a.id.split('@')[1])); // generated ids: n@p
+  });
+});
+
 describe('QueueEvents.close', () => {
   it('leaves nothing that keeps the process alive: a script that closes it exits by itself at once', async () => {
     // The child closes a QueueEvents, then arms an unref'd 1.5 s timer: it only fires (exit 3) if
