@@ -57,6 +57,8 @@ import {
   checkCallOptions,
   checkInt,
   checkJobId,
+  checkKnownKeys,
+  checkObject,
   checkQueueAddress,
   checkQueueName,
   checkStreamFrom,
@@ -273,7 +275,10 @@ export class Queue<Data = unknown, Result = unknown> {
     if (items.length > MAX_BULK) {
       throw new ValidationError(`addBulk takes at most ${MAX_BULK} jobs per call, got ${items.length}`);
     }
-    const rows = items.map((item, i) => this.row(item.data, item.opts, `item ${i} data`));
+    const rows = items.map((item, i) => {
+      checkKnownKeys(`item ${i}`, checkObject(`item ${i}`, item), ['data', 'opts']);
+      return this.row(item.data, item.opts, `item ${i} data`);
+    });
     const layout = await this.open();
     // Route every item before sending anything: one refused (CrossPartitionError) writes nothing.
     const parts = rows.map((row) => this.route(layout, row));
