@@ -557,7 +557,7 @@ describe('the public boundary refuses with a typed error and writes nothing, or 
 
   it('addBulk: mixed explicit and generated ids, repeats, one bad item, one partition or three', async () => {
     const queues = [await freshQueue(), await freshQueue({ partitions: 3 })];
-    const itemArb = fc.record({
+    const goodItem = fc.record({
       data: dataArb,
       opts: fc.oneof(
         fc.constant(undefined),
@@ -565,9 +565,15 @@ describe('the public boundary refuses with a typed error and writes nothing, or 
         jobOptionsArb,
       ),
     });
+    // Now and then an item that is not a { data, opts } object at all.
+    const itemArb = fc.oneof(
+      { weight: 20, arbitrary: goodItem },
+      { weight: 1, arbitrary: fc.oneof(anyValue, fc.record({ data: dataArb, opt: jobOptionsArb })) },
+    );
     const tally = new Tally();
     await fc.assert(
-      fc.asyncProperty(fc.array(itemArb, { maxLength: 6 }), fc.nat({ max: 1 }), async (items, which) => {
+      fc.asyncProperty(fc.array(itemArb, { maxLength: 6 }), fc.nat({ max: 1 }), async (arbItems, which) => {
+        const items = arbItems as { data: unknown; opts?: Record<string, unknown> }[];
         const q = queues[which]!;
         const before = await snapshot();
         const t0 = Date.now();

@@ -487,6 +487,17 @@ describe('method options objects are checked like constructor options', () => {
     await expect(w.close(null as never)).rejects.toMatchObject(code);
     await w.close();
   });
+
+  it('an addBulk item that is not a { data, opts } object is refused and nothing is written', async () => {
+    const q = queue();
+    await expect(q.addBulk([{ data: 1 }, null] as never)).rejects.toThrow(
+      'item 1 must be an object, got null',
+    );
+    await expect(q.addBulk([{ data: 1, opt: { id: 'x' } }] as never)).rejects.toThrow(
+      /item 0 has an unknown option "opt"/,
+    );
+    await nothingWritten(q);
+  });
 });
 
 describe('event readers', () => {
