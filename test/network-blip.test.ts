@@ -15,11 +15,13 @@ import { runScript, scripts } from '../src/scripts.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
-const open = closeAfterEach();
 const proxies: TcpProxy[] = [];
+// Registered before closeAfterEach: after-hooks run in reverse order, so workers and queues close
+// first (a proxy's close waits for its connections, which a live client would keep reopening).
 afterEach(async () => {
   await Promise.all(proxies.splice(0).map((p) => p.close()));
 });
+const open = closeAfterEach();
 
 async function proxy(): Promise<{ proxy: TcpProxy; url: string }> {
   const target = new URL(fx.url);
@@ -144,6 +146,52 @@ describe('a worker behind a network that fails', () => {
     p.reset(); // the held reply is lost with the connection
     p.heal(); // new connections work both ways
     await expectAllRanOnce(queue, ['first', ...ids], runs);
+  });
+});
+
+describe('reads on the worker path behind a network that fails', () => {
+  it('job.parentResults() whose reply is lost fails the attempt instead of hanging it (and its lease) forever', async () => {
+    const { proxy: p, url } = await proxy();
+    const name = uniqueName();
+    const queue = new Queue(name, { connection: fx.url });
+    open.push(queue);
+    await queue.add({}, { id: 'parent' });
+    let started = () => {};
+    const running = new Promise<void>((r) => {
+      started = r;
+    });
+    let go = () => {};
+    const gate = new Promise<void>((r) => {
+      go = r;
+    });
+    const outcomes: string[] = [];
+    const worker = new Worker(
+      name,
+      async (job) => {
+        if (job.id === 'parent') return 'p';
+        started();
+        await gate;
+        return job.parentResults().then(
+          () => 'read',
+          (e: { code?: string }) => {
+            outcomes.push(e.code ?? 'no code');
+            throw e;
+          },
+        );
+      },
+      { ...WORKER, connection: url },
+    );
+    worker.on('error', () => {});
+    open.push(worker);
+    await queue.add({}, { id: 'child', dependsOn: ['parent'] });
+    await running;
+    p.blackhole('toClient');
+    go();
+    await waitUntil(() => p.heldBytes > 0, 'the read sent, its reply held');
+    p.reset();
+    p.heal();
+    await waitUntil(() => outcomes.length > 0, 'parentResults settled', 5_000);
+    expect(outcomes).toEqual(['ERR_CONNECTION']);
   });
 });
 

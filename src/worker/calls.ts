@@ -3,6 +3,7 @@
  * the reply. No state and no decisions: the Worker decides what the replies mean for its jobs.
  */
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, SCRIPT_BATCH_LIMIT } from '../defaults.js';
+import { untilClosed } from '../in-flight.js';
 import { annexFields, resultOf } from '../job-record.js';
 import type { QueueKeys } from '../keys.js';
 import { recoverExpired } from '../recovery.js';
@@ -173,10 +174,11 @@ export class WorkerCalls {
 
   /** Stored results of the jobs `jobId` depends on (undefined for a parent gone or not completed). */
   async parentResults(jobId: string): Promise<Record<string, unknown>> {
-    const parents = await this.client.hget(this.keys.errors, annexFields(jobId)[3]);
+    // untilClosed: a read whose reply is lost with the connection would otherwise never settle.
+    const parents = await untilClosed(this.client, this.client.hget(this.keys.errors, annexFields(jobId)[3]));
     if (!parents) return {};
     const ids = parents.split('\n');
-    const records = await this.client.hmget(this.keys.jobs, ...ids);
+    const records = await untilClosed(this.client, this.client.hmget(this.keys.jobs, ...ids));
     const out: Record<string, unknown> = {};
     ids.forEach((id, i) => {
       const rec = records[i];
