@@ -8,6 +8,7 @@
  */
 import { CronExpressionParser } from 'cron-parser';
 import { ValidationError } from './errors.js';
+import { untilClosed } from './in-flight.js';
 import { encodeOptionTail } from './job-record.js';
 import type { QueueKeys } from './keys.js';
 import { DEFAULTS_KEYS, LIBRARY_JOB_DEFAULTS, resolveAddOptions } from './options.js';
@@ -142,7 +143,7 @@ function isTimeZone(tz: string): boolean {
 
 /** Redis's clock in epoch ms: the one clock due times, leases and metrics use. */
 export async function serverNow(client: RedisClient): Promise<number> {
-  const [s, us] = await client.time();
+  const [s, us] = await untilClosed(client, client.time());
   return Number(s) * 1000 + Math.floor(Number(us) / 1000);
 }
 
@@ -168,7 +169,7 @@ export async function upsertSchedule<Data>(
   const spec = validateSchedule(key, timing, options, now);
   const fields = occurrenceFields(spec, maxPayloadBytes);
   // The anchor must not make an unchanged everyMs spec look new at every start: compare without it.
-  const existing = await client.hget(keys.schedules, key);
+  const existing = await untilClosed(client, client.hget(keys.schedules, key));
   if (existing && spec.everyMs !== undefined) {
     const old = JSON.parse(existing) as StoredSpec;
     if (old.everyMs === spec.everyMs) spec.anchor = old.anchor;
@@ -196,9 +197,11 @@ export async function advanceSchedule(
   key: string,
   currentTick: number,
 ): Promise<boolean> {
+  // untilClosed on every read here: a reply lost with the connection would otherwise never settle,
+  // and the worker's recovery loop (repairSchedules) would wait on it forever.
   const [specJson, pending] = await Promise.all([
-    client.hget(keys.schedules, key),
-    client.hget(keys.schedulePending, key),
+    untilClosed(client, client.hget(keys.schedules, key)),
+    untilClosed(client, client.hget(keys.schedulePending, key)),
   ]);
   if (!specJson || !pending) return false;
   const currentId = occurrenceId(key, currentTick);
@@ -227,8 +230,8 @@ export async function listSchedules<Data>(
   keys: QueueKeys,
 ): Promise<ScheduleInfo<Data>[]> {
   const [specs, pendings] = await Promise.all([
-    client.hgetall(keys.schedules),
-    client.hgetall(keys.schedulePending),
+    untilClosed(client, client.hgetall(keys.schedules)),
+    untilClosed(client, client.hgetall(keys.schedulePending)),
   ]);
   const out: ScheduleInfo<Data>[] = [];
   for (const [key, json] of Object.entries(specs)) {
@@ -266,11 +269,11 @@ export async function removeSchedule(client: RedisClient, keys: QueueKeys, key: 
  * net for a worker that died between claiming an occurrence and creating the next one.
  */
 export async function repairSchedules(client: RedisClient, keys: QueueKeys): Promise<number> {
-  const pendings = await client.hgetall(keys.schedulePending);
+  const pendings = await untilClosed(client, client.hgetall(keys.schedulePending));
   const entries = Object.entries(pendings);
   if (entries.length === 0) return 0;
   const ids = entries.map(([, p]) => p.slice(p.indexOf('|') + 1));
-  const records = await client.hmget(keys.jobs, ...ids);
+  const records = await untilClosed(client, client.hmget(keys.jobs, ...ids));
   let repaired = 0;
   for (let i = 0; i < entries.length; i++) {
     const state = records[i]?.[0];

@@ -8,9 +8,12 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TcpProxy } from '../chaos/tcp-proxy.js';
+import { connect } from '../src/connection.js';
 import { SCRIPT_BATCH_LIMIT } from '../src/defaults.js';
 import { offlineQueues } from '../src/in-flight.js';
 import { ConnectionError, Queue, Worker, type WorkerOptions } from '../src/index.js';
+import { queueKeys } from '../src/keys.js';
+import { repairSchedules } from '../src/schedules.js';
 import { runScript, scripts } from '../src/scripts.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
@@ -192,6 +195,27 @@ describe('reads on the worker path behind a network that fails', () => {
     p.heal();
     await waitUntil(() => outcomes.length > 0, 'parentResults settled', 5_000);
     expect(outcomes).toEqual(['ERR_CONNECTION']);
+  });
+
+  it("the recovery loop's schedule repair settles when its read's reply is lost, so the loop goes on", async () => {
+    const { proxy: p, url } = await proxy();
+    const client = connect(url, 'worker').client; // Surety's options: nothing is re-sent blindly
+    try {
+      await client.ping();
+      p.blackhole('toClient');
+      const repair = repairSchedules(client, queueKeys('surety', uniqueName())).then(
+        () => 'settled',
+        (e: { code?: string }) => e.code,
+      );
+      await waitUntil(() => p.heldBytes > 0, 'the read sent, its reply held');
+      p.reset();
+      p.heal();
+      expect(await Promise.race([repair, new Promise((r) => setTimeout(() => r('hung'), 5_000))])).toBe(
+        'ERR_CONNECTION',
+      );
+    } finally {
+      client.disconnect();
+    }
   });
 });
 
