@@ -85,6 +85,8 @@ export interface LogEvidence {
   staleRefusals: number;
   leaseLostEvents: number;
   errorCodes: Record<string, number>;
+  /** Event-loop stalls the workers measured ('g' lines). */
+  stalls: { pid: number; from: number; to: number }[];
   /** Worker `error` events that were Redis refusing a call at maxmemory (OOM), a few kept. */
   oomRefusals: number;
   oomExamples: string[];
@@ -102,6 +104,7 @@ export function readLogs(paths: readonly string[]): LogEvidence {
     staleRefusals: 0,
     leaseLostEvents: 0,
     errorCodes: {},
+    stalls: [],
     oomRefusals: 0,
     oomExamples: [],
     tornLines: 0,
@@ -136,6 +139,9 @@ function absorb(ev: LogEvidence, line: LogLine): void {
       break;
     case 'l':
       ev.leaseLostEvents += line.ids.length;
+      break;
+    case 'g':
+      ev.stalls.push({ pid: line.pid, from: line.from, to: line.to });
       break;
     case 'e':
       ev.errorCodes[line.code] = (ev.errorCodes[line.code] ?? 0) + 1;

@@ -1,9 +1,9 @@
 /**
  * The execution log: one append-only JSON-lines file per worker process, outside Redis, so the verdict
- * does not have to trust Redis alone. Every line is one appendFileSync (one write(2)), so a line that
- * was written survives a kill -9 of its process.
+ * does not have to trust Redis alone. Every line is one writeSync (one write(2)) to a file opened for
+ * appending, so a line that was written survives a kill -9 of its process.
  */
-import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { existsSync, openSync, readFileSync, writeSync } from 'node:fs';
 import type { PlannedOutcome } from './behaviour.js';
 
 export type LogLine =
@@ -33,16 +33,23 @@ export type LogLine =
   | { t: 's'; id: string; a: number }
   /** Leases this worker found lost (`leaseLost` event). */
   | { t: 'l'; ids: string[]; at: number }
+  /** The worker's event loop was blocked from `from` to `to` (epoch ms): its timers, lease renewals included, waited. */
+  | { t: 'g'; pid: number; from: number; to: number }
   /** Any other `error` event, or a crash of the process. */
   | { t: 'e'; code: string; msg: string; at: number };
 
 export type Execution = Extract<LogLine, { t: 'x' }>;
 
 export class ExecLogWriter {
-  constructor(private readonly path: string) {}
+  /** Opened once: one write(2) per line, no open/close (the log is written twice per attempt). */
+  private readonly fd: number;
+
+  constructor(path: string) {
+    this.fd = openSync(path, 'a');
+  }
 
   write(line: LogLine): void {
-    appendFileSync(this.path, `${JSON.stringify(line)}\n`);
+    writeSync(this.fd, `${JSON.stringify(line)}\n`);
   }
 }
 

@@ -68,9 +68,13 @@ export interface PlannedFault {
   direction: Direction;
 }
 
-/** What happened, for the report and for attributing wasted executions to a cause. */
+/**
+ * What happened, for the report and for attributing wasted executions to a cause. `loopStall` is not
+ * injected: it is a worker's event loop measured blocked (worker-child.ts), the documented limit
+ * "a blocked event loop longer than leaseMs means the job may run twice", counted as a cause.
+ */
 export interface FaultRecord {
-  kind: FaultKind;
+  kind: FaultKind | 'loopStall';
   /** Epoch ms when the fault began and ended (stop: SIGCONT; redisKill: server answering again). */
   at: number;
   until: number;

@@ -75,6 +75,9 @@ export interface ChaosReport {
     staleRefusals: number;
     leaseLost: number;
     errorCodes: Record<string, number>;
+    /** Worker event-loop stalls of a quarter lease or more, and the longest (ms). */
+    loopStalls: number;
+    longestStallMs: number;
   };
   workers: { spawned: number; crashed: number };
   checks: Check[];
@@ -177,6 +180,8 @@ export function buildReport(i: ReportInput): ChaosReport {
       staleRefusals: logs.staleRefusals,
       leaseLost: logs.leaseLostEvents,
       errorCodes: logs.errorCodes,
+      loopStalls: logs.stalls.length,
+      longestStallMs: Math.max(0, ...logs.stalls.map((g) => g.to - g.from)),
     },
     workers: { spawned: i.workersSpawned, crashed: i.crashes.length },
     checks: verdict.checks,
@@ -314,6 +319,10 @@ export function printReport(r: ChaosReport): void {
   for (const l of e.leaseLossesWithoutFault) out.push(`             no fault near: ${l}`);
   out.push(
     `events     ${e.staleRefusals} stale outcomes refused, ${e.leaseLost} leases found lost, errors ${JSON.stringify(e.errorCodes)}`,
+  );
+  out.push(
+    `stalls     ${e.loopStalls} worker event-loop stalls of a quarter lease or more (longest ${e.longestStallMs} ms; ` +
+      'wasted executions near one count as explained, as a blocked loop past the lease is a documented limit)',
   );
   out.push(`workers    ${r.workers.spawned} processes started, ${r.workers.crashed} crashed`);
   out.push('', 'invariants:');

@@ -21,7 +21,7 @@ import { completedFromEvents, lookupUnlisted, readLogs, snapshotRedis, unfinishe
 import { type ChaosConfig, MAX_CONCURRENCY, parseConfig } from './config.js';
 import { analyseDuplicates } from './duplicates.js';
 import { readExecLog } from './exec-log.js';
-import { FaultRunner, planFaults } from './faults.js';
+import { type FaultRecord, FaultRunner, planFaults } from './faults.js';
 import { Network } from './network.js';
 import { WorkerPool } from './pool.js';
 import { Producer } from './producer.js';
@@ -151,6 +151,7 @@ async function main(c: ChaosConfig): Promise<number> {
       concurrency: c.concurrency,
       prefetch: c.prefetch,
       keepCompleted: c.keepCompleted,
+      leaseMs: c.leaseMs,
       recoverIntervalMs: c.recoverIntervalMs,
       heartbeatMs: c.heartbeatMs,
       pollIntervalMs: c.pollIntervalMs,
@@ -235,7 +236,18 @@ async function main(c: ChaosConfig): Promise<number> {
   const logs = readLogs(pool.all.map((w) => w.logPath));
   const completedDeleted =
     c.keepCompleted === 0 ? new Set([...completedEvents, ...logs.ackedComplete.keys()]) : null;
-  const dup = analyseDuplicates(logs.executions, snapshot.jobs, faults.records, c, logs.begunAttempts);
+  // Measured event-loop stalls count as causes after the injected faults (same order as the timeline).
+  const causes: FaultRecord[] = [
+    ...faults.records,
+    ...logs.stalls.map((g) => ({
+      kind: 'loopStall' as const,
+      at: g.from,
+      until: g.to,
+      pid: g.pid,
+      detail: `event loop of pid ${g.pid} blocked ${g.to - g.from} ms`,
+    })),
+  ];
+  const dup = analyseDuplicates(logs.executions, snapshot.jobs, causes, c, logs.begunAttempts);
   const crashes = pool.all
     .filter((w) => w.crash)
     .map((w) => {
@@ -257,7 +269,7 @@ async function main(c: ChaosConfig): Promise<number> {
     faultsPlanned: faultCounts(plan),
     faultsApplied: faultCounts(faults.records),
     minRedisKills: c.redisKills,
-    faults: faults.records,
+    faults: causes,
     completedDeleted,
   });
   const report = buildReport({

@@ -26,6 +26,8 @@ export interface ChildConfig {
   seed: number;
   concurrency: number;
   prefetch: number | 'auto';
+  /** The queue's default lease: an event-loop stall of a quarter of it is logged. */
+  leaseMs: number;
   /** Retention of completed jobs: keep all, or 0 (deleted as they complete; the events stream then tells). */
   keepCompleted: 'all' | 0;
   recoverIntervalMs: number;
@@ -114,6 +116,17 @@ function crash(kind: string, err: unknown): never {
   console.error(kind, err);
   process.exit(70);
 }
+// Event-loop stalls: a 100 ms tick that comes late by a quarter of the lease or more is logged, so the
+// verdict can tell duplicates caused by a blocked loop (a documented limit) from unexplained ones.
+const TICK_MS = 100;
+const stallMs = Math.max(250, Math.floor(cfg.leaseMs / 4));
+let lastTick = Date.now();
+setInterval(() => {
+  const now = Date.now();
+  if (now - lastTick - TICK_MS >= stallMs) log.write({ t: 'g', pid: process.pid, from: lastTick, to: now });
+  lastTick = now;
+}, TICK_MS).unref();
+
 process.on('uncaughtException', (err) => crash('uncaughtException', err));
 process.on('unhandledRejection', (err) => crash('unhandledRejection', err));
 process.on('disconnect', () => process.exit(0));
