@@ -7,6 +7,7 @@ import {
   Queue,
   QueueEvents,
   queueKeys,
+  repartition,
   SuretyError,
   ValidationError,
   Worker,
@@ -514,5 +515,21 @@ describe('event readers', () => {
     expect(() => new QueueEvents(uniqueName(), { connection: fx.url, form: '0' } as never)).toThrow(
       /unknown option "form"/,
     );
+  });
+});
+
+describe('repartition checks every option before its first write', () => {
+  it('a missing count, a null options object or an onProgress that is not a function is refused; nothing moves', async () => {
+    const q = queue();
+    await q.add({ n: 1 });
+    const before = await fx.redis.keys(`${q.keys.tag}*`);
+    for (const opts of [{}, null, { to: 2, onProgress: 5 }, { to: 2, onProgres: () => {} }]) {
+      await expect(repartition(fx.redis, q.name, opts as never)).rejects.toMatchObject({
+        code: 'ERR_INVALID_OPTION',
+      });
+    }
+    expect((await fx.redis.keys(`${q.keys.tag}*`)).sort()).toEqual(before.sort());
+    expect(await fx.redis.hgetall(q.keys.meta)).toEqual({});
+    expect(await q.counts()).toMatchObject({ waiting: 1 });
   });
 });

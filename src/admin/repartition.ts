@@ -22,7 +22,14 @@ import { Layout, setPausedAll } from '../partitions.js';
 import { countJobs } from '../queue-reads.js';
 import { occurrenceId } from '../schedules.js';
 import { type RedisClient, runScript, scripts } from '../scripts.js';
-import { checkInt, checkPartitions, checkPrefix, checkQueueName } from '../validate.js';
+import {
+  checkCallOptions,
+  checkInt,
+  checkPartitions,
+  checkPrefix,
+  checkQueueName,
+  show,
+} from '../validate.js';
 
 export interface RepartitionOptions {
   /** The new partition count. */
@@ -56,6 +63,12 @@ export async function repartition(
   opts: RepartitionOptions,
 ): Promise<RepartitionResult> {
   checkQueueName(name);
+  // Everything is checked before the first write: a bad onProgress used to fail mid-migration.
+  checkCallOptions('repartition options', opts ?? null, ['to', 'prefix', 'waitMs', 'onProgress']);
+  if (opts.to === undefined) throw new ValidationError('repartition needs the new partition count (to)');
+  if (opts.onProgress !== undefined && typeof opts.onProgress !== 'function') {
+    throw new ValidationError(`onProgress must be a function, got ${show(opts.onProgress)}`);
+  }
   const to = checkPartitions(opts.to);
   if (to === 0) throw new ValidationError("repartition needs a partition count, not 'auto'");
   const prefix = opts.prefix === undefined ? DEFAULT_PREFIX : checkPrefix(opts.prefix);
