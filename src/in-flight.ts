@@ -119,7 +119,7 @@ export function untilClosed<T>(client: Redis | Cluster, promise: Promise<T>): Pr
 }
 
 /** Replies from Redis (script errors, NOSCRIPT, OOM...) pass unchanged; client-side failures are typed. */
-function asConnectionError(e: unknown): unknown {
+export function asConnectionError(e: unknown): unknown {
   if (e instanceof ReplyError || !(e instanceof Error) || e instanceof ConnectionError) return e;
   return new ConnectionError(`Redis call failed: ${e.message}`, e);
 }

@@ -18,6 +18,7 @@ import {
   WaitTimeoutError,
 } from './errors.js';
 import { type QueueEvent, type ReadEventsOptions, readEvents } from './events.js';
+import { asConnectionError, untilClosed } from './in-flight.js';
 import { encodeOptionTail } from './job-record.js';
 import { type QueueKeys, queueKeys } from './keys.js';
 import { mergeIterators } from './merge-iterators.js';
@@ -238,9 +239,14 @@ export class Queue<Data = unknown, Result = unknown> {
   private async waitReplicas(client: RedisClient, k: QueueKeys): Promise<void> {
     const { waitReplicas, timeoutMs } = this.options.durability;
     if (waitReplicas === 0) return;
-    const replies = await client.pipeline().exists(k.jobs).wait(waitReplicas, timeoutMs).exec();
+    // untilClosed: a pipeline whose replies are all lost with the connection would never settle; one
+    // cut halfway reports an untyped AbortError for WAIT. Both become a ConnectionError.
+    const replies = await untilClosed(
+      client,
+      client.pipeline().exists(k.jobs).wait(waitReplicas, timeoutMs).exec(),
+    );
     const [err, acked] = replies?.[1] ?? [new Error('no reply to WAIT'), 0];
-    if (err) throw err;
+    if (err) throw asConnectionError(err);
     if (Number(acked) < waitReplicas) {
       throw new DurabilityError(
         `only ${acked} of ${waitReplicas} replica(s) confirmed the add within ${timeoutMs} ms; the job is on the master but may be lost if it fails now`,

@@ -261,6 +261,29 @@ describe('a producer behind a network that fails', () => {
     expect(await queue.getJob('during')).toBeNull();
   });
 
+  it('an add waiting for replicas (durability) whose WAIT reply is lost rejects with a typed ConnectionError', async () => {
+    const { proxy: p, url } = await proxy();
+    // No replica exists: WAIT blocks on the server for its timeout, long enough to cut it.
+    const queue = new Queue(uniqueName(), {
+      connection: url,
+      durability: { waitReplicas: 1, timeoutMs: 3_000 },
+    });
+    open.push(queue);
+    const outcome = queue.add({}, { id: 'durable' }).then(
+      () => 'resolved',
+      (e: { code?: string }) => e.code,
+    );
+    await waitUntil(
+      async () => /cmd=wait/.test(String(await fx.redis.call('CLIENT', 'LIST'))),
+      'the WAIT blocking on the server',
+    );
+    p.reset();
+    p.heal();
+    expect(await Promise.race([outcome, new Promise((r) => setTimeout(() => r('hung'), 6_000))])).toBe(
+      'ERR_CONNECTION',
+    );
+  });
+
   it('ioredis keeps unsent calls in an offline queue of the shape untilClosed withdraws them from', async () => {
     const client = new Redis(fx.url, { lazyConnect: true });
     const queues = offlineQueues(client);
