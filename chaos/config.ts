@@ -158,12 +158,18 @@ export function parseConfig(argv: readonly string[]): ChaosConfig {
     throw new Error(`--workload must be all or plain, got ${workload}\n${USAGE}`);
   const drawn = fixedOptions ? FIXED : drawRunOptions(seed, jobs);
   const concurrency = int('concurrency', values.concurrency, drawn.concurrency, 1, MAX_CONCURRENCY);
+  // Below concurrency 10 the workers cannot keep up with the default job count (slow jobs and hangs
+  // hold slots for seconds): fewer jobs, in proportion, unless --jobs says otherwise.
+  const feasibleJobs =
+    values.jobs === undefined && concurrency < 10
+      ? Math.max(100, Math.ceil((jobs * concurrency) / 10))
+      : jobs;
   const drainMs = 20_000;
   return {
     ...drawn,
     concurrency,
     initialBurst: values.concurrency === undefined ? drawn.initialBurst : 0,
-    jobs,
+    jobs: feasibleJobs,
     workers: int('workers', values.workers, 6, 1, 64),
     durationMs,
     seed,

@@ -218,6 +218,10 @@ async function main(c: ChaosConfig): Promise<number> {
   const { drained, last: drainCounts } = await waitDrained(queue, c.drainMs);
   const drainMs = Date.now() - chaosEnd;
   const diagnosis = drained ? undefined : await pool.diagnose();
+  // Not drained: stop every worker first, so the state read next is final. (Workers still running
+  // while the jobs are paged move them under the reader: an outcome acknowledged after its job was
+  // read as waiting looked like an acknowledged outcome lost.)
+  if (!drained) pool.killAll();
 
   phase = 'verdict';
   say(drained ? `drained in ${drainMs} ms; checking` : `NOT drained after ${drainMs} ms; checking`);
