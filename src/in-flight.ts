@@ -123,3 +123,28 @@ export function asConnectionError(e: unknown): unknown {
   if (e instanceof ReplyError || !(e instanceof Error) || e instanceof ConnectionError) return e;
   return new ConnectionError(`Redis call failed: ${e.message}`, e);
 }
+
+const settlingViews = new WeakMap<Redis | Cluster, Redis | Cluster>();
+
+/**
+ * A view of `client` whose every command goes through untilClosed(): for paths that make many plain
+ * calls (the admin reads), so that none of them waits forever for a reply lost with its connection.
+ * Reads are idempotent: a caller may simply try again.
+ */
+export function settling<C extends Redis | Cluster>(client: C): C {
+  let view = settlingViews.get(client);
+  if (!view) {
+    view = new Proxy(client, {
+      get(target, prop, receiver) {
+        const value: unknown = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]) => {
+          const out: unknown = (value as (...a: unknown[]) => unknown).apply(target, args);
+          return out instanceof Promise ? untilClosed(target, out) : out;
+        };
+      },
+    });
+    settlingViews.set(client, view);
+  }
+  return view as C;
+}

@@ -1,9 +1,12 @@
 /**
  * The Queue's read-only admin calls (inspect, list, count, metrics, workers), over every partition of
  * a queue: each reads the partitions' keys and merges the answers, so callers see one queue.
+ * Each goes through a settling() view of the client, so a read whose reply is lost with its
+ * connection rejects with ConnectionError instead of waiting forever.
  */
 
 import { ValidationError } from './errors.js';
+import { settling } from './in-flight.js';
 import { annexFields, annexOf, decodeRecord } from './job-record.js';
 import type { QueueKeys } from './keys.js';
 import type { Layout } from './partitions.js';
@@ -12,7 +15,8 @@ import type { RedisClient } from './scripts.js';
 import type { JobCounts, JobInfo, JobState, QueueMetrics, WorkerDescription } from './types.js';
 
 /** The partition holding job `id` (its home first, then the others), or -1 if none does. */
-export async function locate(client: RedisClient, layout: Layout, id: string): Promise<number> {
+export async function locate(rawClient: RedisClient, layout: Layout, id: string): Promise<number> {
+  const client = settling(rawClient);
   const [home, ...others] = layout.lookupOrder(id);
   if ((await client.hexists(layout.parts[home as number]!.jobs, id)) === 1) return home as number;
   if (others.length === 0) return -1;
@@ -22,10 +26,11 @@ export async function locate(client: RedisClient, layout: Layout, id: string): P
 }
 
 export async function readJob<D, R>(
-  client: RedisClient,
+  rawClient: RedisClient,
   layout: Layout,
   id: string,
 ): Promise<JobInfo<D, R> | null> {
+  const client = settling(rawClient);
   for (const p of layout.lookupOrder(id)) {
     const k = layout.parts[p]!;
     const [record, annex] = await Promise.all([
@@ -83,12 +88,13 @@ async function idsOf(
 
 /** Jobs in one state, oldest first (waiting: in claim order), paged, merged over the partitions. */
 export async function listJobs<D, R>(
-  client: RedisClient,
+  rawClient: RedisClient,
   layout: Layout,
   state: JobState,
   offset: number,
   limit: number,
 ): Promise<JobInfo<D, R>[]> {
+  const client = settling(rawClient);
   // One partition pages in Redis; several must each give their first offset+limit, merged here.
   const perPart = await Promise.all(
     layout.parts.map((k) =>
@@ -118,7 +124,8 @@ export async function listJobs<D, R>(
   return page.flatMap((r) => found.get(`${r.p}\n${r.id}`) ?? []);
 }
 
-export async function countJobs(client: RedisClient, layout: Layout): Promise<JobCounts> {
+export async function countJobs(rawClient: RedisClient, layout: Layout): Promise<JobCounts> {
+  const client = settling(rawClient);
   const total: JobCounts = { waiting: 0, delayed: 0, blocked: 0, active: 0, completed: 0, dead: 0 };
   const parts = await Promise.all(
     layout.parts.map((k) =>
@@ -146,10 +153,11 @@ export async function countJobs(client: RedisClient, layout: Layout): Promise<Jo
 }
 
 export async function readMetrics(
-  client: RedisClient,
+  rawClient: RedisClient,
   layout: Layout,
   windowMs: number,
 ): Promise<QueueMetrics> {
+  const client = settling(rawClient);
   const nowMinute = Math.floor((await serverNow(client)) / 60_000);
   const n = Math.ceil(windowMs / 60_000);
   const minutes = Array.from({ length: n }, (_, i) => nowMinute - n + 1 + i);
@@ -168,7 +176,8 @@ export async function readMetrics(
 }
 
 /** Workers whose heartbeat has not expired (every worker beats in partition 0, see worker.ts). */
-export async function listWorkers(client: RedisClient, layout: Layout): Promise<WorkerDescription[]> {
+export async function listWorkers(rawClient: RedisClient, layout: Layout): Promise<WorkerDescription[]> {
+  const client = settling(rawClient);
   const k = layout.parts[0]!;
   const now = await serverNow(client);
   const ids = await client.zrangebyscore(k.workers, now, '+inf');

@@ -18,7 +18,7 @@ import {
   WaitTimeoutError,
 } from './errors.js';
 import { type QueueEvent, type ReadEventsOptions, readEvents } from './events.js';
-import { asConnectionError, untilClosed } from './in-flight.js';
+import { asConnectionError, settling, untilClosed } from './in-flight.js';
 import { encodeOptionTail } from './job-record.js';
 import { type QueueKeys, queueKeys } from './keys.js';
 import { mergeIterators } from './merge-iterators.js';
@@ -464,7 +464,7 @@ export class Queue<Data = unknown, Result = unknown> {
   async setGlobalConcurrency(limit: number | null): Promise<void> {
     const checked = limit === null ? null : checkInt('globalConcurrency', limit, 1, 1_000_000);
     const layout = await this.open();
-    const client = this.conn.client;
+    const client = settling(this.conn.client);
     await Promise.all(
       layout.parts.map((k) =>
         checked === null ? client.hdel(k.meta, 'concurrency') : client.hset(k.meta, 'concurrency', checked),
@@ -476,14 +476,15 @@ export class Queue<Data = unknown, Result = unknown> {
 
   async getGlobalConcurrency(): Promise<number | null> {
     const layout = await this.open();
-    const v = await this.conn.client.hget(layout.parts[0]!.meta, 'concurrency');
+    const v = await settling(this.conn.client).hget(layout.parts[0]!.meta, 'concurrency');
     return v === null ? null : Number(v);
   }
 
   /** True when the queue is paused (in a partitioned queue: when any partition is). */
   async isPaused(): Promise<boolean> {
     const layout = await this.open();
-    const flags = await Promise.all(layout.parts.map((k) => this.conn.client.hexists(k.meta, 'paused')));
+    const reads = settling(this.conn.client);
+    const flags = await Promise.all(layout.parts.map((k) => reads.hexists(k.meta, 'paused')));
     return flags.includes(1);
   }
 

@@ -284,6 +284,34 @@ describe('a producer behind a network that fails', () => {
     );
   });
 
+  it("the queue's admin reads reject with ConnectionError when their reply is lost, instead of hanging", async () => {
+    const { proxy: p, url } = await proxy();
+    const queue = new Queue(uniqueName(), { connection: url });
+    open.push(queue);
+    await queue.add({}, { id: 'j' });
+    const reads = {
+      getJob: () => queue.getJob('j'),
+      counts: () => queue.counts(),
+      getJobs: () => queue.getJobs('waiting'),
+      isPaused: () => queue.isPaused(),
+      getGlobalConcurrency: () => queue.getGlobalConcurrency(),
+    };
+    for (const [name, read] of Object.entries(reads)) {
+      p.blackhole('toClient');
+      const outcome = read().then(
+        () => 'settled',
+        (e: { code?: string }) => e.code,
+      );
+      await waitUntil(() => p.heldBytes > 0, `${name}: its request sent, its reply held`);
+      p.reset();
+      p.heal();
+      expect([
+        name,
+        await Promise.race([outcome, new Promise((r) => setTimeout(() => r('hung'), 5_000))]),
+      ]).toEqual([name, 'ERR_CONNECTION']);
+    }
+  });
+
   it('ioredis keeps unsent calls in an offline queue of the shape untilClosed withdraws them from', async () => {
     const client = new Redis(fx.url, { lazyConnect: true });
     const queues = offlineQueues(client);

@@ -16,6 +16,7 @@
 
 import { DEFAULT_PREFIX } from '../defaults.js';
 import { SuretyError, ValidationError } from '../errors.js';
+import { settling } from '../in-flight.js';
 import { annexFields } from '../job-record.js';
 import { type QueueKeys, queueKeys } from '../keys.js';
 import { Layout, setPausedAll } from '../partitions.js';
@@ -58,10 +59,12 @@ export class RepartitionError extends SuretyError {
 const BATCH = 100;
 
 export async function repartition(
-  client: RedisClient,
+  rawClient: RedisClient,
   name: string,
   opts: RepartitionOptions,
 ): Promise<RepartitionResult> {
+  // Every step is resumable: a call whose reply is lost rejects (ConnectionError) instead of hanging.
+  const client = settling(rawClient);
   checkQueueName(name);
   // Everything is checked before the first write: a bad onProgress used to fail mid-migration.
   checkCallOptions('repartition options', opts ?? null, ['to', 'prefix', 'waitMs', 'onProgress']);
