@@ -54,13 +54,16 @@ export class LeaseRenewer {
   private async renew(): Promise<void> {
     if (this.deps.held.size === 0) return;
     const rows: { id: string; token: string }[] = [];
-    for (const [id, h] of this.deps.held) rows.push({ id, token: h.token });
+    const asked = new Map<string, string>();
+    for (const [id, h] of this.deps.held) {
+      rows.push({ id, token: h.token });
+      asked.set(id, h.token);
+    }
     const lost = await this.deps.extend(rows);
     if (lost.length > 0) {
-      // Only drop entries still on the token we asked about (a re-claim may have replaced one).
-      const gone = lost.filter(
-        (id) => rows.find((r) => r.id === id)?.token === this.deps.held.get(id)?.token,
-      );
+      // Only drop entries still on the token we asked about (a re-claim may have replaced one). A map,
+      // not a search of rows: a worker at maximum concurrency may lose thousands of leases at once.
+      const gone = lost.filter((id) => asked.get(id) === this.deps.held.get(id)?.token);
       for (const id of gone) this.deps.held.delete(id);
       if (gone.length > 0) this.deps.onLost(gone);
     }
