@@ -31,7 +31,7 @@ export interface RunOptions {
   pollIntervalMs: number;
   /** Completed jobs kept by retention: 'all', or 0 (deleted as they complete). Dead jobs are always kept. */
   keepCompleted: 'all' | 0;
-  /** Jobs added before the workers start, so the first claims are as large as the options allow (0 = none). */
+  /** Jobs added to the paused queue before the chaos phase, then released at once, so the first claims are as large as the options allow (0 = none). */
   initialBurst: number;
 }
 

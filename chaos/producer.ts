@@ -58,8 +58,8 @@ export class Producer {
 
   /** Adds `total` jobs between `t0` and `t0 + durationMs`; resolves when all adds are sent and settled (or given up). */
   /**
-   * Adds `n` jobs before the workers start, in addBulk calls of 1 000, and waits for them: a backlog the
-   * first claims meet whole (for runs at high concurrency: claims as large as the options allow).
+   * Adds `n` jobs in addBulk calls of 1 000 and waits for them (to a paused queue: a backlog the first
+   * claims meet whole, for runs at high concurrency: claims as large as the options allow).
    */
   async preload(n: number, horizonMs: number, settleMs: number): Promise<void> {
     for (let left = n; left > 0; left -= 1_000) {

@@ -160,11 +160,16 @@ async function main(c: ChaosConfig): Promise<number> {
   );
   const rng = new Rng(c.seed);
   const producer = new Producer(queue, rng.fork(2), c.leaseMs, workloadWeights(c.workload));
-  if (c.initialBurst > 0) {
-    await producer.preload(c.initialBurst, c.durationMs, 30_000);
-    say(`${producer.accepted.length} jobs waiting before the workers start (initial burst)`);
-  }
   await pool.start();
+  if (c.initialBurst > 0) {
+    // Added while the queue is paused and every worker is up (not while five of them still compile on
+    // the shared cores, starving the first one past its leases), then released at once: the first
+    // claims meet the whole backlog.
+    await within(queue.pause(), 10_000, 'pause()');
+    await producer.preload(c.initialBurst, c.durationMs, 30_000);
+    await within(queue.resume(), 10_000, 'resume()');
+    say(`${producer.accepted.length} jobs released at once to idle workers (initial burst)`);
+  }
   const startupMs = Date.now() - startedAt;
   say(`redis on port ${redis.port} (pid ${redis.pid}), ${c.workers} workers ready`);
 
