@@ -19,6 +19,8 @@ import { ConnectionError } from './errors.js';
 interface Pending {
   promise: Promise<unknown>;
   reject(err: Error): void;
+  /** A read: if it was never sent it may simply wait in the offline queue for the next connection. */
+  idempotent: boolean;
 }
 
 const inFlight = new WeakMap<Redis | Cluster, Set<Pending>>();
@@ -44,20 +46,23 @@ export function offlineQueues(client: Redis | Cluster): OfflineQueue[] | null {
   return out;
 }
 
-/** Takes the commands whose promise is in `promises` out of the offline queues; returns those taken. */
-function withdraw(client: Redis | Cluster, promises: Set<unknown>): Set<unknown> {
-  const taken = new Set<unknown>();
+/**
+ * Of the commands whose promise is in `promises`, those still in the offline queues (never sent): the
+ * ones in `withdrawn` are taken out of the queues, the others left to be sent on the next connection.
+ */
+function unsent(client: Redis | Cluster, promises: Set<unknown>, withdrawn: Set<unknown>): Set<unknown> {
+  const found = new Set<unknown>();
   for (const q of offlineQueues(client) ?? []) {
     const items = q.toArray();
     for (let i = items.length - 1; i >= 0; i--) {
       const p = items[i]?.command?.promise;
       if (promises.has(p)) {
-        q.removeOne(i);
-        taken.add(p);
+        if (withdrawn.has(p)) q.removeOne(i);
+        found.add(p);
       }
     }
   }
-  return taken;
+  return found;
 }
 
 function track(client: Redis | Cluster): Set<Pending> {
@@ -70,11 +75,14 @@ function track(client: Redis | Cluster): Set<Pending> {
     if (set.size === 0) return;
     // ioredis emits 'close' on the tick after handling it; no connection can have flushed the offline
     // queue since, so what is still there was never sent.
-    const taken = withdraw(client, new Set([...set].map((p) => p.promise)));
+    const notReads = new Set([...set].filter((p) => !p.idempotent).map((p) => p.promise));
+    const queued = unsent(client, new Set([...set].map((p) => p.promise)), notReads);
     const written: Pending[] = [];
     for (const p of set) {
-      if (!taken.has(p.promise)) written.push(p);
-      else {
+      if (!queued.has(p.promise)) written.push(p);
+      else if (p.idempotent) {
+        // A read never sent: it waits for the next connection (the client's own retry limit bounds that).
+      } else {
         set.delete(p);
         p.reject(
           new ConnectionError('the Redis connection closed before the command was sent; it never ran', null),
@@ -98,12 +106,13 @@ function track(client: Redis | Cluster): Set<Pending> {
 /**
  * `promise` (a call just made on `client`, in the same synchronous step), settled when the connection
  * closes before its reply: rejected with ConnectionError, and if it was not sent yet, withdrawn so it
- * never runs (see the file comment).
+ * never runs (see the file comment). An `idempotent` call (a read) not sent yet is left to wait for the
+ * next connection instead.
  */
-export function untilClosed<T>(client: Redis | Cluster, promise: Promise<T>): Promise<T> {
+export function untilClosed<T>(client: Redis | Cluster, promise: Promise<T>, idempotent = false): Promise<T> {
   const set = track(client);
   return new Promise<T>((resolve, reject) => {
-    const entry: Pending = { promise, reject };
+    const entry: Pending = { promise, reject, idempotent };
     set.add(entry);
     promise.then(
       (v) => {
@@ -127,9 +136,11 @@ export function asConnectionError(e: unknown): unknown {
 const settlingViews = new WeakMap<Redis | Cluster, Redis | Cluster>();
 
 /**
- * A view of `client` whose every command goes through untilClosed(): for paths that make many plain
- * calls (the admin reads), so that none of them waits forever for a reply lost with its connection.
- * Reads are idempotent: a caller may simply try again.
+ * A view of `client` whose every command goes through untilClosed() as idempotent: for paths that make
+ * many plain calls (the admin reads), so that none of them waits forever for a reply lost with its
+ * connection (a caller may simply try again), while a call made during a reconnect still waits for the
+ * connection instead of failing. Its few writes (pause flags, the concurrency cap) set values, so
+ * sending them late is harmless too.
  */
 export function settling<C extends Redis | Cluster>(client: C): C {
   let view = settlingViews.get(client);
@@ -140,7 +151,7 @@ export function settling<C extends Redis | Cluster>(client: C): C {
         if (typeof value !== 'function') return value;
         return (...args: unknown[]) => {
           const out: unknown = (value as (...a: unknown[]) => unknown).apply(target, args);
-          return out instanceof Promise ? untilClosed(target, out) : out;
+          return out instanceof Promise ? untilClosed(target, out, true) : out;
         };
       },
     });

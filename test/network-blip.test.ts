@@ -296,7 +296,9 @@ describe('a producer behind a network that fails', () => {
       isPaused: () => queue.isPaused(),
       getGlobalConcurrency: () => queue.getGlobalConcurrency(),
     };
+    const client = (queue as unknown as { conn: { client: Redis } }).conn.client;
     for (const [name, read] of Object.entries(reads)) {
+      await waitUntil(() => client.status === 'ready', `${name}: connected again`);
       p.blackhole('toClient');
       const outcome = read().then(
         () => 'settled',
@@ -310,6 +312,19 @@ describe('a producer behind a network that fails', () => {
         await Promise.race([outcome, new Promise((r) => setTimeout(() => r('hung'), 5_000))]),
       ]).toEqual([name, 'ERR_CONNECTION']);
     }
+  });
+
+  it('an admin read made while the connection is down waits for the reconnect and answers', async () => {
+    const { proxy: p, url } = await proxy();
+    const queue = new Queue(uniqueName(), { connection: url });
+    open.push(queue);
+    await queue.add({}, { id: 'j' });
+    p.reset(1_000);
+    const client = (queue as unknown as { conn: { client: Redis } }).conn.client;
+    await waitUntil(() => client.status !== 'ready', 'the producer noticed the reset');
+    // Not sent yet: unlike an add, a read is left in the offline queue across the refused reconnects.
+    expect((await queue.getJob('j'))?.id).toBe('j');
+    expect((await queue.counts()).waiting).toBe(1);
   });
 
   it('ioredis keeps unsent calls in an offline queue of the shape untilClosed withdraws them from', async () => {
