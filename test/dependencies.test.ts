@@ -7,7 +7,7 @@ import {
   ValidationError,
   Worker,
 } from '../src/index.js';
-import { closeAfterEach, uniqueName, useRedis } from './helpers/setup.js';
+import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
 const open = closeAfterEach();
@@ -113,5 +113,56 @@ describe('dependencies', () => {
       ]),
     ).rejects.toBeInstanceOf(JobNotFoundError);
     expect(await fx.redis.keys(`${q.keys.tag}*`)).toEqual([]);
+  });
+
+  it('a child removed and added again under its id with another parent is not released by its old parent', async () => {
+    const { q } = setup(() => 'ok');
+    const old = await q.add({ step: 'old' }, { delayMs: 60_000 });
+    const other = await q.add({ step: 'other' }, { delayMs: 60_000 });
+    await q.add({ step: 'c' }, { id: 'c', dependsOn: [old.id] });
+    await q.remove('c');
+    expect((await q.add({ step: 'c2' }, { id: 'c', dependsOn: [other.id] })).state).toBe('blocked');
+    await q.promote(old.id);
+    await q.waitFor(old.id); // its completion settles its children atomically
+    expect((await q.getJob('c'))!.state).toBe('blocked');
+    await q.promote(other.id);
+    expect(await q.waitFor('c')).toBe('ok');
+  });
+
+  it('a blocked child cancelled, removed and added again is not failed by its old parent', async () => {
+    const { q } = setup(() => 'ok');
+    const old = await q.add({ step: 'old' }, { delayMs: 60_000 });
+    const other = await q.add({ step: 'other' }, { delayMs: 60_000 });
+    await q.add({ step: 'c' }, { id: 'c', dependsOn: [old.id] });
+    await q.cancel('c');
+    expect((await q.getJob('c'))!.state).toBe('dead');
+    expect(await fx.redis.hget(q.keys.dependents, old.id)).toBeNull(); // the cancelled child left its parent's list
+    await q.remove('c');
+    await q.add({ step: 'c2' }, { id: 'c', dependsOn: [other.id] });
+    await q.cancel(old.id); // a dead parent fails its children: not this one
+    expect((await q.getJob('c'))!.state).toBe('blocked');
+    await q.promote(other.id);
+    expect(await q.waitFor('c')).toBe('ok');
+  });
+
+  it('a link left by a trimmed child never counts twice for the job added again under its id', async () => {
+    const { q } = setup(() => 'ok');
+    const [p1, p2, p3] = await Promise.all(
+      ['p1', 'p2', 'p3'].map((step) => q.add({ step }, { delayMs: 60_000 })),
+    );
+    await q.add({ step: 'c' }, { id: 'c', dependsOn: [p1!.id, p2!.id] });
+    await q.cancel(p1!.id); // c dies, p2 still lists it
+    expect((await q.getJob('c'))!.state).toBe('dead');
+    // Retention (clean) deletes the dead child with its annex, not p2's link to it.
+    await waitUntil(
+      async () => (await q.clean('dead')).removed > 0 || (await q.getJob('c')) === null,
+      'c cleaned',
+    );
+    await q.add({ step: 'c2' }, { id: 'c', dependsOn: [p2!.id, p3!.id] });
+    await q.promote(p2!.id);
+    await q.waitFor(p2!.id);
+    expect((await q.getJob('c'))!.state).toBe('blocked'); // still waits for p3
+    await q.promote(p3!.id);
+    expect(await q.waitFor('c')).toBe('ok');
   });
 });

@@ -23,6 +23,7 @@
 -- ARGV[5] eventsMaxLen    event stream cap (0 = no events)
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>' (completed or already dead)
 -- Jobs that depend on it fail with a DependencyFailedError (unless they ignore dependency failures).
+-- A cancelled blocked job is taken off its parents' lists of dependents: they no longer settle it.
 -- @include current_time
 -- @include parse_record
 -- @include with_header
@@ -33,6 +34,7 @@
 -- @include count_stats
 -- @include settle_dependents
 -- @include unlink
+-- @include unlink_parents
 
 local jobs, errors, waiting, prio, delayed, active, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id = ARGV[2]
@@ -44,6 +46,7 @@ if state == 'c' or state == 'x' then return 'INVALID_STATE:' .. state end
 local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = KEYS[10], delayed = delayed, dead = dead,
   active = active, deps = KEYS[11], dependents = KEYS[12], wake = ARGV[3], done = ARGV[4], stats = KEYS[13] }
 unlink(k, id, state)
+if state == 'b' then unlink_parents(k, id) end
 if state == 'a' then wake_starved(KEYS[8], ARGV[3]) end
 local now = current_time(ARGV[1])
 f[F_STATE] = 'x'

@@ -18,7 +18,8 @@
 -- ARGV[3] wakeChannel
 -- ARGV[4] doneChannel
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:a'
--- Jobs blocked on a removed job that had not completed fail with a DependencyFailedError.
+-- Jobs blocked on a removed job that had not completed fail with a DependencyFailedError. A removed job
+-- that had parents is taken off their lists of dependents (a job added later under its id is not theirs).
 -- @include current_time
 -- @include parse_record
 -- @include with_header
@@ -27,6 +28,7 @@
 -- @include count_stats
 -- @include settle_dependents
 -- @include unlink
+-- @include unlink_parents
 -- @include annex_fields
 -- @include emit_event
 
@@ -39,6 +41,7 @@ if state == 'a' then return 'INVALID_STATE:a' end
 local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = KEYS[9], delayed = delayed, dead = dead,
   completed = completed, deps = KEYS[10], dependents = KEYS[11], wake = ARGV[3], done = ARGV[4], stats = KEYS[12] }
 unlink(k, id, state)
+unlink_parents(k, id)
 redis.call('HDEL', jobs, id)
 redis.call('HDEL', errors, unpack(annex_fields({ id })))
 emit_event(KEYS[8], tonumber(ARGV[2]), 'removed', { id })

@@ -5,6 +5,9 @@
 -- waiting, prio, seq, delayed, dead, deps, dependents) and channels (wake, done); idle workers and
 -- waitFor are told. Returns the ids of children that died.
 -- deps: child -> `remaining|i or s`; dependents: parent -> children, newline-separated.
+-- A parent settles a child only while that child is blocked and lists the parent among its own
+-- (annex `child .. "\1d"`), and at most once: a link left behind by an earlier job of the same id
+-- (failed by another parent, then trimmed or removed, and added anew) never moves the new job.
 -- Needs parse_record, with_header, enqueue, append_errors, count_stats (k.stats).
 local function settle_dependents(k, now, completed_ids, dead_ids)
   local woken, later, failed = false, false, {}
@@ -25,10 +28,13 @@ local function settle_dependents(k, now, completed_ids, dead_ids)
     local parent, parent_failed, children = pending[n][1], pending[n][2], pending[n][3]
     n = n + 1
     redis.call('HDEL', k.dependents, parent)
+    local once = {}
     for child in string.gmatch(children, '[^\n]+') do
-      local d = redis.call('HGET', k.deps, child)
+      local d = not once[child] and redis.call('HGET', k.deps, child)
+      once[child] = true
       local rec = d and redis.call('HGET', k.jobs, child)
-      if rec and string.sub(rec, 1, 1) == 'b' then
+      local own = rec and string.sub(rec, 1, 1) == 'b' and redis.call('HGET', k.errors, child .. '\1d')
+      if own and string.find('\n' .. own .. '\n', '\n' .. parent .. '\n', 1, true) then
         local sep = string.find(d, '|', 1, true)
         local remaining, ignore = tonumber(string.sub(d, 1, sep - 1)), string.sub(d, sep + 1) == 'i'
         local f, nl = parse_record(rec)
