@@ -57,6 +57,7 @@ interface AddOpts {
 
 type Op =
   | ({ op: 'add'; id: number | null } & AddOpts)
+  | { op: 'bulk'; items: { id: number | null; priority: number }[] }
   | ({ op: 'addLater'; id: number | null; delayMs?: number; runAtIn?: number } & AddOpts)
   | { op: 'claim'; w: number; count: number }
   | { op: 'complete'; w: number; pick: number | 'all' }
@@ -71,6 +72,9 @@ type Op =
 interface Setup {
   keepCount: number;
   keepAgeMs: number;
+  /** Counters seeded where long use leaves them (0 = a new queue): generated ids, priority order. */
+  ids?: number;
+  seq?: number;
 }
 
 const optsArb = fc.record(
@@ -89,8 +93,22 @@ const targetArb: fc.Arbitrary<Target> = fc.oneof(
   fc.record({ known: fc.nat({ max: 7 }) }),
 );
 
+/** Explicit ids of a bulk that generated ids would take ('1', '2' on a new queue) next to the pool's. */
+const bulkIdArb = fc.option(fc.constantFrom(0, 1, 2, 3, 4), { nil: null, freq: 2 });
+const BULK_IDS = ['a', 'b', '3', '1', '2'] as const;
+
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ op: fc.constant('add' as const), id: poolIdArb }).chain(withOpts) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant('bulk' as const),
+      items: fc.array(fc.record({ id: bulkIdArb, priority: fc.constantFrom(0, 0, -1, 4) }), {
+        minLength: 1,
+        maxLength: 6,
+      }),
+    }),
+  },
   {
     weight: 2,
     arbitrary: fc
@@ -175,10 +193,18 @@ function withOpts<T extends object>(base: T): fc.Arbitrary<T & AddOpts> {
   return optsArb.map((o) => ({ ...base, ...o }));
 }
 
-const setupArb: fc.Arbitrary<Setup> = fc.oneof(
-  fc.constant({ keepCount: 1_000_000, keepAgeMs: 1_000_000_000 }),
-  fc.record({ keepCount: fc.integer({ min: 0, max: 3 }), keepAgeMs: fc.constantFrom(1_500, 4_000) }),
-);
+/** Counters near the points where 32-bit arithmetic (or a % 2^31) would wrap. */
+const counterArb = fc.constantFrom(0, 0, 2 ** 31 - 3, 2 ** 32 - 3);
+const setupArb: fc.Arbitrary<Setup> = fc
+  .tuple(
+    fc.oneof(
+      fc.constant({ keepCount: 1_000_000, keepAgeMs: 1_000_000_000 }),
+      fc.record({ keepCount: fc.integer({ min: 0, max: 3 }), keepAgeMs: fc.constantFrom(1_500, 4_000) }),
+    ),
+    counterArb,
+    counterArb,
+  )
+  .map(([keep, ids, seq]) => ({ ...keep, ids, seq }));
 
 // ---- the real queue, driven with an injected clock ------------------------------------------------
 
@@ -208,9 +234,18 @@ class Harness {
   private readonly cfg: ModelConfig;
 
   constructor(readonly setup: Setup) {
-    this.cfg = { now: T0, defaultLeaseMs: LEASE, defaultMaxAttempts: 3, ...setup };
+    const { ids, seq, ...keep } = setup;
+    this.cfg = { now: T0, defaultLeaseMs: LEASE, defaultMaxAttempts: 3, ...keep, idStart: ids ?? 0 };
     this.model = new QueueModel(this.cfg);
-    this.trace.push(`setup keepCount=${setup.keepCount} keepAgeMs=${setup.keepAgeMs}`);
+    this.trace.push(
+      `setup keepCount=${setup.keepCount} keepAgeMs=${setup.keepAgeMs} ids=${ids ?? 0} seq=${seq ?? 0}`,
+    );
+  }
+
+  /** Seeds the counters where the setup says (before the first step). */
+  async seed(): Promise<void> {
+    if (this.setup.ids) await fx.redis.set(this.keys.ids, this.setup.ids);
+    if (this.setup.seq) await fx.redis.set(this.keys.seq, this.setup.seq);
   }
 
   get now(): number {
@@ -299,6 +334,25 @@ class Harness {
         const want = this.model.add(id, op, null, data);
         this.log(`add(${fmtOpts(op, id)}) -> ${got.id} ${got.isNew ? 'new' : 'exists'} ${got.state}`);
         this.agree('add reply', got, { ...want, state: STATE_NAMES[want.state] });
+        break;
+      }
+      case 'bulk': {
+        const items = op.items.map((it) => ({
+          id: it.id === null ? null : BULK_IDS[it.id]!,
+          opts: { priority: it.priority },
+          data: { n: ++this.adds },
+        }));
+        const got = await this.queue.addBulk(
+          items.map((it) => ({
+            data: it.data,
+            opts: clean({ id: it.id ?? undefined, priority: it.opts.priority }),
+          })),
+        );
+        const want = this.model.addBulk(items).map((w) => ({ ...w, state: STATE_NAMES[w.state] }));
+        this.log(
+          `addBulk([${items.map((it) => fmtOpts(it.opts, it.id)).join('; ')}]) -> ${got.map((g) => `${g.id} ${g.isNew ? 'new' : 'exists'}`).join(', ')}`,
+        );
+        this.agree('addBulk reply', got, want);
         break;
       }
       case 'addLater': {
@@ -595,6 +649,7 @@ function fmtOpts(o: AddOpts, id: string | null): string {
 async function runSequence(setup: Setup, ops: readonly Op[]): Promise<void> {
   const h = new Harness(setup);
   try {
+    await h.seed();
     for (const op of ops) await h.step(op);
   } finally {
     await h.close();
@@ -633,6 +688,34 @@ describe('counterexamples found by the model', () => {
   const claim = (w: number, count = 1) => ({ op: 'claim', w, count }) as const;
   const tick = (ms: number) => ({ op: 'tick', ms }) as const;
   const recover = { op: 'recover' } as const;
+
+  it('a bulk of mixed explicit and generated ids above the chunk limits keeps every job and FIFO', () => {
+    // 2 100 jobs: explicit ids that generated ones would take, before and after them in the call.
+    const items = Array.from({ length: 2_100 }, (_, i) => ({
+      id: i % 7 === 0 ? 4 - (i % 2) : null,
+      priority: i % 11 === 0 ? 4 : 0,
+    }));
+    return runSequence(KEEP_ALL, [
+      { op: 'bulk', items },
+      claim(0, 3),
+      { op: 'bulk', items: items.slice(0, 1_001) },
+    ]);
+  });
+
+  it('generated ids and priority FIFO hold with the counters started near 2^31 and 2^32', () =>
+    runSequence({ ...KEEP_ALL, ids: 2 ** 32 - 2, seq: 2 ** 31 - 2 }, [
+      { op: 'bulk', items: Array.from({ length: 6 }, () => ({ id: null, priority: 4 })) },
+      { ...job, priority: 4 },
+      claim(0, 2),
+      {
+        op: 'bulk',
+        items: [
+          { id: null, priority: 4 },
+          { id: 1, priority: 0 },
+        ],
+      },
+      claim(1, 4),
+    ]));
 
   it("a worker's failure sent after its lease was recovered is refused as stale, not taken as a re-send", () =>
     runSequence(KEEP_ALL, [

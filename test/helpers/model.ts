@@ -26,6 +26,8 @@ export interface ModelConfig {
   /** Retention of completed and dead jobs (the same rule for both). */
   keepCount: number;
   keepAgeMs: number;
+  /** Where the generated-id counter starts (the `ids` key as seeded): 0 for a new queue. */
+  idStart?: number;
 }
 
 export interface ModelJobOptions {
@@ -100,6 +102,7 @@ export class QueueModel {
 
   constructor(readonly cfg: ModelConfig) {
     this.now = cfg.now;
+    this.idCounter = cfg.idStart ?? 0;
   }
 
   // ---- reads -------------------------------------------------------------------------------------
@@ -172,17 +175,21 @@ export class QueueModel {
 
   // ---- transitions -------------------------------------------------------------------------------
 
-  /** add: idempotent by id while the job exists; generated ids skip ids that callers used. */
+  /**
+   * add: idempotent by id while the job exists; generated ids are the counter's next numbers, skipping
+   * ids that exist and the explicit ids of the same call (`reserved`).
+   */
   add(
     id: string | null,
     opts: ModelJobOptions,
     dueAt: number | null,
     data: unknown,
+    reserved: ReadonlySet<string> = new Set(),
   ): { id: string; isNew: boolean; state: Letter } {
     let jobId = id;
     if (jobId === null) {
       do jobId = String(++this.idCounter);
-      while (this.jobs.has(jobId));
+      while (this.jobs.has(jobId) || reserved.has(jobId));
     }
     const existing = this.jobs.get(jobId);
     if (existing) return { id: jobId, isNew: false, state: existing.state };
@@ -207,6 +214,14 @@ export class QueueModel {
     if (dueAt !== null && dueAt > this.now) j.state = 'd';
     else this.enqueue(j);
     return { id: jobId, isNew: true, state: j.state };
+  }
+
+  /** addBulk: the items in order, as one call (its explicit ids are reserved from generation). */
+  addBulk(
+    items: { id: string | null; opts: ModelJobOptions; data: unknown }[],
+  ): { id: string; isNew: boolean; state: Letter }[] {
+    const reserved = new Set(items.flatMap((it) => (it.id === null ? [] : [it.id])));
+    return items.map((it) => this.add(it.id, it.opts, null, it.data, reserved));
   }
 
   /** Due delayed jobs become waiting, appended to their line in due-time order. */
