@@ -71,6 +71,8 @@ export function decodeBackoff(s: string): BackoffOptions {
 export interface ClaimedRecord {
   token: string;
   attempts: number;
+  /** Claimed as prefetch and not begun (empty startedAt): its attempt is counted by begin.lua. */
+  reserved: boolean;
   base: number;
   createdAt: number;
   runAt: number;
@@ -89,6 +91,7 @@ export function decodeClaimed(record: string): ClaimedRecord {
   return {
     token: h[1] ?? '',
     attempts: Number(h[2]),
+    reserved: !h[6],
     base: h[3] ? Number(h[3]) : 0,
     createdAt,
     runAt: h[5] ? Number(h[5]) : createdAt,

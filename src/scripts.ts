@@ -111,6 +111,7 @@ export const scripts = {
       'eventsMaxLen',
       'claimer',
       'nonce',
+      'startNow',
     ],
   ),
   complete: define(
@@ -164,6 +165,7 @@ export const scripts = {
     ['id', 'token', 'retryDelayMs', 'error'],
   ),
   extend: define('extend', ['jobs', 'active'], ['now', 'defaultLeaseMs'], ['id', 'token']),
+  begin: define('begin', ['jobs', 'active'], ['now', 'defaultLeaseMs'], ['id', 'token']),
   release: define(
     'release',
     ['jobs', 'active', 'waiting', 'prio', 'seq', 'meta', 'events'],

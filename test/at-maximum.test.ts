@@ -179,6 +179,7 @@ describe('every batch script at the largest batch a worker sends', () => {
       eventsMaxLen: 1_000,
       claimer: '',
       nonce: '',
+      startNow: '',
     })) as string[];
     const claimed: { id: string; token: string }[] = [];
     for (let i = 4; i < flat.length; i += 2)

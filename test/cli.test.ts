@@ -548,6 +548,7 @@ describe('surety worker and reaper', () => {
           eventsMaxLen: 0,
           claimer: '',
           nonce: '',
+          startNow: '',
         });
       expect((await q.counts()).active).toBe(ids.length);
     };

@@ -504,6 +504,7 @@ describe('dashboard metrics', () => {
       eventsMaxLen: 0,
       claimer: '',
       nonce: '',
+      startNow: '',
     });
     const worker = new Worker(q.name, () => 'ok', { connection: fx.url, recoverIntervalMs: 20 });
     closers.unshift(() => worker.close());

@@ -28,6 +28,7 @@ function harness() {
       eventsMaxLen: 0,
       claimer: '',
       nonce: '',
+      startNow: '',
     })) as (string | number)[];
     const ids: string[] = [];
     for (let i = 4; i < r.length; i += 2) {
@@ -229,6 +230,7 @@ describe('leases and fencing tokens', () => {
       eventsMaxLen: 0,
       claimer: '',
       nonce: '',
+      startNow: '',
     })) as unknown[];
     expect(r).toEqual([now, String(now + 60_000), 0, 0]);
     await h.queue.close();

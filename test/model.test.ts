@@ -307,6 +307,7 @@ class Harness {
       checkOnly: '',
       claimer: '', // claims keep no record here (test/network-blip.test.ts covers claim retries)
       nonce: '',
+      startNow: '',
       ...extra,
     };
     const args = {} as Record<A, ArgValue>;

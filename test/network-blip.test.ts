@@ -350,6 +350,7 @@ describe('claim.lua with a ticket (claimer, nonce)', () => {
       eventsMaxLen: 0,
       claimer,
       nonce,
+      startNow: '',
     }) as Promise<string[]>;
   const ids = (reply: string[]) => reply.filter((_, i) => i >= 4 && i % 2 === 0);
 

@@ -3,8 +3,11 @@
 -- for one worker (waiting -> active): negative priorities first, then the FIFO list, then positive
 -- priorities. Each claimed job gets a fencing token unique in the queue's history (`<lease id>.<now>`:
 -- a lease id drawn from the tokens counter, plus the claim time, because a failover that loses the last
--- writes rolls the counter back and would hand out a lease id again) and its attempts is incremented. Its lease deadline (now + leaseMs) is its
--- score in `active`. Any count works: multi-value commands go in slices of at most 1000 values.
+-- writes rolls the counter back and would hand out a lease id again). Its lease deadline (now + leaseMs)
+-- is its score in `active`. The first `startNow` jobs claimed are STARTED (attempts + 1, startedAt =
+-- now); the others are RESERVED (prefetched: attempts kept, startedAt empty) until begin.lua starts
+-- them, so a reserved job whose worker dies goes back without spending an attempt (recover.lua).
+-- Any count works: multi-value commands go in slices of at most 1000 values.
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] waiting         LIST
 -- KEYS[3] prio            ZSET
@@ -26,6 +29,7 @@
 -- ARGV[7] eventsMaxLen    event stream cap (0 = no events)
 -- ARGV[8] claimer         '' or the claiming worker's fetcher and claim slot: its field in `claims`
 -- ARGV[9] nonce           this claim's number for `claimer`; `r<nonce>`: a retry of that claim
+-- ARGV[10] startNow       jobs started at claim (the worker's free slots); the rest are reserved; '' = all
 -- Returns: { now, nextDue, paused, limitedMs, id1, record1, id2, record2, ... }
 --   A retry (same claimer and nonce as the claim recorded for claimer, whose reply the worker lost)
 --   claims nothing new: it returns that claim's jobs still under its leases (includes/replay_claim.lua).
@@ -156,6 +160,8 @@ end
 local token = top - #ids
 -- Formatting a number in Lua is a sprintf (~0.3 us): do it once per call, not per job.
 local now_s = tostring(now)
+local start_now = tonumber(ARGV[10]) or #ids
+local started = 0
 for i = 1, #ids do
   local rec = recs[i]
   if rec then
@@ -164,7 +170,13 @@ for i = 1, #ids do
     local attempts, mid, rest, lease = string.match(rec, CLAIM_PATTERN)
     token = token + 1
     -- %.0f: exact for every integer up to 2^53 (plain concatenation turns 1e14 and above into 1e+14).
-    rec = 'a|' .. string.format('%.0f', token) .. '.' .. now_s .. '|' .. (tonumber(attempts) + 1) .. mid .. now_s .. rest
+    if started < start_now then
+      started = started + 1
+      rec = 'a|' .. string.format('%.0f', token) .. '.' .. now_s .. '|' .. (tonumber(attempts) + 1) .. mid .. now_s .. rest
+    else
+      -- Reserved: begin.lua counts the attempt and sets startedAt when the worker starts it.
+      rec = 'a|' .. string.format('%.0f', token) .. '.' .. now_s .. '|' .. attempts .. mid .. rest
+    end
     lease = tonumber(lease) or default_lease
     updated[#updated + 1] = ids[i]
     updated[#updated + 1] = rec

@@ -1,7 +1,10 @@
 #!lua flags=allow-oom
 -- recover.lua: the nanny. Jobs whose lease deadline has passed (their worker crashed, stalled or lost its
 -- connection) go back to the front of waiting, or to dead when their attempts are spent. The lost
--- attempt is recorded as a LeaseExpiredError. Any worker may run this; no PID bookkeeping is needed.
+-- attempt is recorded as a LeaseExpiredError. A RESERVED job (claimed as prefetch, never begun: empty
+-- startedAt, see claim.lua and begin.lua) spent no attempt and never ran: it goes back to the front of
+-- waiting with its attempts as they are and no error (a `released` event, like release.lua), whatever
+-- attempts it has left. Any worker may run this; no PID bookkeeping is needed.
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] errors          HASH annex: error lines, progress, logs
 -- KEYS[3] active          ZSET
@@ -23,7 +26,7 @@
 -- ARGV[6] wakeChannel     shard channel for idle workers
 -- ARGV[7] doneChannel     shard channel for waitFor
 -- ARGV[8] eventsMaxLen    event stream cap (0 = no events)
--- Returns: { requeued ids (table), dead ids (table) }
+-- Returns: { requeued ids (table, reserved ones included), dead ids (table) }
 -- @include current_time
 -- @include chunked_call
 -- @include chunked_hmget
@@ -48,20 +51,25 @@ wake_starved(KEYS[8], ARGV[6])
 
 local recs = chunked_hmget(jobs, expired)
 local requeued, dead_ids, dead_scores, updated, err_ids, lines = {}, {}, {}, {}, {}, {}
+local lost_ids, unbegun = {}, {}
 local woken = false
 for i = #expired, 1, -1 do
   -- Walk backwards so that LPUSH leaves the oldest expired job first in line.
   local id, rec = expired[i], recs[i]
   if rec then
     local f, nl = parse_record(rec)
-    err_ids[#err_ids + 1] = id
-    lines[#lines + 1] = now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"LeaseExpiredError","code":"ERR_LEASE_EXPIRED","message":"lease expired: the worker running attempt ' .. f[F_ATTEMPTS] .. ' stopped renewing it (crashed, stalled or disconnected)"}'
+    local reserved = f[F_STARTED] == ''
+    if not reserved then
+      err_ids[#err_ids + 1] = id
+      lines[#lines + 1] = now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"LeaseExpiredError","code":"ERR_LEASE_EXPIRED","message":"lease expired: the worker running attempt ' .. f[F_ATTEMPTS] .. ' stopped renewing it (crashed, stalled or disconnected)"}'
+    end
     -- Revoke the lease: the old holder's token must never match again.
     f[F_TOKEN] = ''
-    if attempts_left(f, tonumber(ARGV[3])) then
+    if reserved or attempts_left(f, tonumber(ARGV[3])) then
       f[F_STATE] = 'w'
       if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, true) then woken = true end
       requeued[#requeued + 1] = id
+      if reserved then unbegun[#unbegun + 1] = id else lost_ids[#lost_ids + 1] = id end
     else
       f[F_STATE] = 'x'
       f[F_FINISHED] = now
@@ -81,7 +89,8 @@ if #dead_ids > 0 then
   redis.call('SPUBLISH', ARGV[7], 'x\n' .. table.concat(dead_ids, '\n'))
 end
 if woken then redis.call('SPUBLISH', ARGV[6], 'w') end
-emit_event(KEYS[9], tonumber(ARGV[8]), 'recovered', requeued)
+emit_event(KEYS[9], tonumber(ARGV[8]), 'recovered', lost_ids)
+emit_event(KEYS[9], tonumber(ARGV[8]), 'released', unbegun)
 -- A lost lease is a failed attempt.
 count_stats(KEYS[13], now, 'f', #err_ids)
 count_stats(KEYS[13], now, 'x', #dead_ids)

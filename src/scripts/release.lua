@@ -1,7 +1,8 @@
 #!lua flags=allow-oom
 -- release.lua: a closing worker hands back jobs it claimed but never started (prefetched, or claimed
 -- while it was closing): active -> waiting, at the FRONT of their priority (they were next in line),
--- with the attempt the claim counted given back (attempts - 1) and the lease revoked (token cleared).
+-- with the attempt the claim counted given back (attempts - 1; a RESERVED job, never begun, has no
+-- attempt counted: empty startedAt, attempts kept) and the lease revoked (token cleared).
 -- Only while the job is active under the caller's token: a lease already lost (recovered, cancelled)
 -- is left alone. No attempt error is recorded: the processor never ran. (The claim's count in the rate
 -- limiter window is not given back.)
@@ -44,7 +45,7 @@ for first = math.floor((n - 1) / CHUNK) * CHUNK + 1, 1, -CHUNK do
       if f[F_STATE] == 'a' and f[F_TOKEN] == token then
         f[F_STATE] = 'w'
         f[F_TOKEN] = ''
-        f[F_ATTEMPTS] = math.max((tonumber(f[F_ATTEMPTS]) or 1) - 1, 0)
+        if f[F_STARTED] ~= '' then f[F_ATTEMPTS] = math.max((tonumber(f[F_ATTEMPTS]) or 1) - 1, 0) end
         updated[#updated + 1] = ids[j]
         updated[#updated + 1] = with_header(f, rec, nl)
         gone[#gone + 1] = ids[j]

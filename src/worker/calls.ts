@@ -26,9 +26,10 @@ export class WorkerCalls {
   /**
    * Claims up to `count` jobs. `ticket` names the claim (the fetcher's claim slot and a nonce): sent
    * again after a failure, the same ticket returns the jobs that claim leased if it ran, instead of
-   * claiming again (claim.lua, includes/replay_claim.lua).
+   * claiming again (claim.lua, includes/replay_claim.lua). The first `startNow` jobs are started at
+   * claim (attempt counted); the others are reserved until begin() starts them.
    */
-  async claim(count: number, ticket: ClaimTicket): Promise<ClaimReply> {
+  async claim(count: number, startNow: number, ticket: ClaimTicket): Promise<ClaimReply> {
     const r = (await runScript(this.client, scripts.claim, this.keys, {
       now: '',
       count,
@@ -39,6 +40,7 @@ export class WorkerCalls {
       eventsMaxLen: this.options.eventsMaxLen,
       claimer: ticket.claimer,
       nonce: ticket.nonce,
+      startNow,
     })) as (string | number)[];
     return {
       now: Number(r[0]),
@@ -125,6 +127,20 @@ export class WorkerCalls {
       out.push(...released);
     }
     return out;
+  }
+
+  /**
+   * Starts reserved jobs (begin.lua: attempt counted, lease renewed) just before their processor runs;
+   * returns the ids whose lease is no longer held (they must not run). Idempotent: safe to send again.
+   */
+  async begin(rows: { id: string; token: string }[]): Promise<string[]> {
+    return (await runScript(
+      this.client,
+      scripts.begin,
+      this.keys,
+      { now: '', defaultLeaseMs: DEFAULT_LEASE_MS },
+      rows,
+    )) as string[];
   }
 
   /** Renews leases; returns the ids whose lease is no longer held. */

@@ -19,6 +19,8 @@ export class Job<Data = unknown> {
   /** Raw backoff field of the record (decoded only when the attempt fails). */
   readonly backoff: string;
   readonly timeoutMs: number;
+  /** @internal Claimed as prefetch: begin.lua counts its attempt before the processor runs. */
+  readonly reserved: boolean;
   /** When the processor was called for this attempt (epoch ms, this worker's clock). */
   startedAt = 0;
   /** @internal The attempt's outcome is decided (settled, timed out, cancelled or lost): ignore later ones. */
@@ -38,7 +40,9 @@ export class Job<Data = unknown> {
     /** The partition the job lives in (0 in a queue that is not partitioned). */
     readonly partition = 0,
   ) {
-    this.attempt = record.attempts;
+    // A reserved job's attempt is counted when it begins: the processor sees the number it runs as.
+    this.reserved = record.reserved;
+    this.attempt = record.reserved ? record.attempts + 1 : record.attempts;
     this.token = record.token;
     this.base = record.base;
     this.maxAttempts = record.maxAttempts;

@@ -7,6 +7,7 @@
 import type { QueueKeys } from '../keys.js';
 import type { RedisClient } from '../scripts.js';
 import { Acker, type CompleteRow, type FailRow } from './acker.js';
+import { type BeginOutcome, Beginner } from './beginner.js';
 import { WorkerCalls } from './calls.js';
 import { Fetcher } from './fetcher.js';
 import type { Job } from './job.js';
@@ -24,6 +25,11 @@ export interface LaneHost {
   subscriber: RedisClient;
   /** Slots this lane may claim now (free slots, the other lanes' claims in flight, and its fair share). */
   claimable(lane: Lane): number;
+  /** Of `count` jobs claimed now, how many to start at claim (free slots); the rest are reserved. */
+  startable(count: number): number;
+  isClosing(): boolean;
+  /** The answer of begin.lua for a reserved job that reached a free slot. */
+  onBegin(lane: Lane, job: Job<unknown>, outcome: BeginOutcome): void;
   onJobs(lane: Lane, flat: string[]): void;
   onCancelled(lane: Lane, id: string): void;
   onLeaseLost(lane: Lane, ids: string[]): void;
@@ -43,6 +49,9 @@ export class Lane {
   readonly fetcher: Fetcher;
   readonly acker: Acker;
   readonly renewer: LeaseRenewer;
+  readonly beginner: Beginner;
+  /** Jobs to be started at claim by this lane's claims in flight (see LaneHost.startable). */
+  startsRequested = 0;
   /** Claims sent and not answered yet (close waits for them, so their jobs can be handed back). */
   private readonly claims = new Set<Promise<unknown>>();
 
@@ -59,7 +68,16 @@ export class Lane {
       wakeChannel: keys.wakeChannel,
       pollIntervalMs: options.pollIntervalMs,
       freeSlots: () => host.claimable(this) + this.fetcher.requestedCount,
-      claim: (count, ticket) => this.track(this.calls.claim(count, ticket)),
+      claim: (count, ticket) => {
+        const startNow = host.startable(count);
+        this.startsRequested += startNow;
+        const call = this.track(this.calls.claim(count, startNow, ticket));
+        void call.then(
+          () => (this.startsRequested -= startNow),
+          () => (this.startsRequested -= startNow),
+        );
+        return call;
+      },
       onJobs: (jobs) => host.onJobs(this, jobs),
       onCancelled: (id) => host.onCancelled(this, id),
       onError: host.onError,
@@ -68,6 +86,13 @@ export class Lane {
     this.acker = new Acker({
       complete: (rows) => host.complete(this, rows),
       fail: (rows) => host.fail(this, rows),
+      onError: host.onError,
+    });
+    this.beginner = new Beginner({
+      begin: (rows) => this.calls.begin(rows),
+      isHeld: (job) => this.held.get(job.id)?.token === job.token,
+      isClosing: () => host.isClosing(),
+      onOutcome: (job, outcome) => host.onBegin(this, job, outcome),
       onError: host.onError,
     });
     this.renewer = new LeaseRenewer({

@@ -49,6 +49,7 @@ import {
   resultError,
   serializeAttemptError,
 } from './error-normaliser.js';
+import type { BeginOutcome } from './beginner.js';
 import { Heartbeat } from './heartbeat.js';
 import { Job } from './job.js';
 import { Lane, type LaneHost, type Running } from './lane.js';
@@ -119,6 +120,9 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     this.host = {
       subscriber: this.subscriber,
       claimable: (lane) => this.claimable(lane),
+      startable: (count) => this.startable(count),
+      isClosing: () => this.state !== 'running',
+      onBegin: (lane, job, outcome) => this.onBegin(lane, job as Job<Data>, outcome),
       onJobs: (lane, flat) => this.startJobs(lane, flat),
       onCancelled: (lane, id) => this.onCancelled(lane, id),
       onLeaseLost: (lane, ids) => this.onLeaseLost(lane, ids),
@@ -221,6 +225,17 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     if (this.lanes.length === 1) return free;
     const share = Math.ceil(capacity / Math.max(1, busy)) - lane.fetcher.requestedCount;
     return Math.min(free, share);
+  }
+
+  /**
+   * Of `count` jobs claimed now, how many claim.lua starts at once: the slots free for running once the
+   * buffer and the other claims in flight are served. The rest are reserved (begun before they run).
+   */
+  private startable(count: number): number {
+    let starting = 0;
+    for (const l of this.lanes) starting += l.startsRequested;
+    const free = this.options.concurrency - this.runningCount - this.buffer.length - starting;
+    return Math.max(0, Math.min(count, free));
   }
 
   private async recover(limit: number): Promise<{ requeued: string[]; dead: string[] }> {
@@ -329,18 +344,41 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       const job = this.buffer.shift()!;
       const lane = this.lanes[job.partition]!;
       if (lane.held.get(job.id)?.token !== job.token) continue;
-      lane.running.set(job.id, { job: job as Job<unknown>, startedAt: performance.now() });
       this.runningCount++;
-      job.startedAt = Date.now();
-      const occurrence = parseOccurrenceId(job.id);
-      if (occurrence) {
-        // The next tick's job is created as this one starts (the recovery loop repairs it if we die first).
-        advanceSchedule(this.conn.client, lane.keys, occurrence.key, occurrence.tick).catch((err) =>
-          this.reportError(err),
-        );
-      }
-      this.runJob(lane, job);
+      // A reserved job takes its slot now and runs once begin.lua has counted its attempt (onBegin).
+      if (job.reserved) lane.beginner.push(job as Job<unknown>);
+      else this.startRun(lane, job);
     }
+  }
+
+  /** begin.lua answered for a reserved job holding a slot: run it, drop it (lease gone), or hand it back. */
+  private onBegin(lane: Lane, job: Job<Data>, outcome: BeginOutcome): void {
+    if (outcome === 'begun' && this.state === 'running') {
+      this.startRun(lane, job);
+      return;
+    }
+    this.runningCount--;
+    if (outcome === 'lost') {
+      if (lane.held.get(job.id)?.token === job.token) lane.held.delete(job.id);
+    } else {
+      // Closing: no job starts once close() was called. release.lua gives back the attempt if begun.
+      this.buffer.push(job);
+      this.handBackBuffered();
+    }
+    this.afterSlotFreed();
+  }
+
+  private startRun(lane: Lane, job: Job<Data>): void {
+    lane.running.set(job.id, { job: job as Job<unknown>, startedAt: performance.now() });
+    job.startedAt = Date.now();
+    const occurrence = parseOccurrenceId(job.id);
+    if (occurrence) {
+      // The next tick's job is created as this one starts (the recovery loop repairs it if we die first).
+      advanceSchedule(this.conn.client, lane.keys, occurrence.key, occurrence.tick).catch((err) =>
+        this.reportError(err),
+      );
+    }
+    this.runJob(lane, job);
   }
 
   private runJob(lane: Lane, job: Job<Data>): void {
@@ -565,6 +603,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     const grace = Math.max(deadline - Date.now(), OUTCOME_GRACE_MS);
     const handedBack = (async () => {
       await Promise.all(this.lanes.map((l) => l.claimsSettled()));
+      await Promise.all(this.lanes.map((l) => l.beginner.settled()));
       await Promise.all(this.handingBack);
     })();
     await Promise.all([...this.lanes.map((l) => l.acker.drain(grace)), settledWithin(handedBack, grace)]);
