@@ -17,7 +17,8 @@ function harness() {
   const keys = queueKeys('surety', name);
   const queue = new Queue(name, { connection: fx.url });
   const tokens = new Map<string, string[]>();
-  const claim = async (now: number, count = 1) => {
+  /** startNow: jobs the claim starts (the rest are reserved); '' = all. */
+  const claim = async (now: number, count = 1, startNow: number | '' = '') => {
     const r = (await runScript(fx.redis, scripts.claim, keys, {
       now,
       count,
@@ -28,7 +29,7 @@ function harness() {
       eventsMaxLen: 0,
       claimer: '',
       nonce: '',
-      startNow: '',
+      startNow,
     })) as (string | number)[];
     const ids: string[] = [];
     for (let i = 4; i < r.length; i += 2) {
@@ -77,6 +78,18 @@ function harness() {
     runScript(fx.redis, scripts.extend, keys, { now, defaultLeaseMs: DEFAULT_LEASE_MS }, [
       { id, token },
     ]) as Promise<string[]>;
+  const begin = (now: number, id: string, token: string) =>
+    runScript(fx.redis, scripts.begin, keys, { now, defaultLeaseMs: DEFAULT_LEASE_MS }, [
+      { id, token },
+    ]) as Promise<string[]>;
+  const release = (id: string, token: string) =>
+    runScript(
+      fx.redis,
+      scripts.release,
+      keys,
+      { wakeChannel: keys.wakeChannel, eventsMaxLen: 0 },
+      [{ id, token }],
+    ) as Promise<string[]>;
   const recover = async (now: number) =>
     (await runScript(fx.redis, scripts.recover, keys, {
       now,
@@ -88,7 +101,7 @@ function harness() {
       doneChannel: keys.doneChannel,
       eventsMaxLen: 0,
     })) as [string[], string[]];
-  return { keys, queue, claim, complete, fail, extend, recover, tok };
+  return { keys, queue, claim, complete, fail, extend, begin, release, recover, tok };
 }
 
 describe('leases and fencing tokens', () => {
@@ -234,5 +247,79 @@ describe('leases and fencing tokens', () => {
     })) as unknown[];
     expect(r).toEqual([now, String(now + 60_000), 0, 0]);
     await h.queue.close();
+  });
+
+  describe('reserved (prefetched) jobs', () => {
+    it('a claim starts only startNow jobs; the rest are leased with no attempt counted and no startedAt', async () => {
+      const h = harness();
+      const [a, b, c] = await h.queue.addBulk([{ data: 1 }, { data: 2 }, { data: 3 }]);
+      expect(await h.claim(T, 3, 1)).toEqual([a!.id, b!.id, c!.id]);
+      expect(await h.queue.getJob(a!.id)).toMatchObject({ state: 'active', attempts: 1, startedAt: T });
+      for (const id of [b!.id, c!.id]) {
+        const info = await h.queue.getJob(id);
+        expect(info).toMatchObject({ state: 'active', attempts: 0 });
+        expect(info!.startedAt).toBeUndefined();
+        expect(Number(await fx.redis.zscore(h.keys.active, id))).toBe(T + DEFAULT_LEASE_MS);
+      }
+      await h.queue.close();
+    });
+
+    it('begin counts the attempt and renews the lease once; sent again it changes nothing; a lost lease is refused', async () => {
+      const h = harness();
+      const job = await h.queue.add({}, { leaseMs: 1_000 });
+      await h.claim(T, 1, 0);
+      expect(await h.begin(T + 500, job.id, h.tok(job.id, 1))).toEqual([]);
+      expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'active', attempts: 1, startedAt: T + 500 });
+      expect(Number(await fx.redis.zscore(h.keys.active, job.id))).toBe(T + 1_500);
+      // A re-sent begin (its reply lost): same attempt, same start.
+      expect(await h.begin(T + 700, job.id, h.tok(job.id, 1))).toEqual([]);
+      expect(await h.queue.getJob(job.id)).toMatchObject({ attempts: 1, startedAt: T + 500 });
+      expect(await h.begin(T + 700, job.id, 'not-the-token')).toEqual([job.id]);
+      expect(await h.complete(T + 800, job.id, h.tok(job.id, 1))).toEqual([]);
+      expect(await h.begin(T + 900, job.id, h.tok(job.id, 1))).toEqual([job.id]);
+      expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'completed', attempts: 1 });
+      await h.queue.close();
+    });
+
+    it('an expired reserved lease goes back to the front of waiting with no attempt spent and no error, even with maxAttempts 1', async () => {
+      const h = harness();
+      const a = await h.queue.add({}, { leaseMs: 1_000, maxAttempts: 1 });
+      const b = await h.queue.add({}, { leaseMs: 1_000, maxAttempts: 1 });
+      await h.claim(T, 2, 1); // a started, b reserved
+      expect(await h.recover(T + 1_001)).toEqual([[b.id], [a.id]]);
+      const info = await h.queue.getJob(b.id);
+      expect(info).toMatchObject({ state: 'waiting', attempts: 0, errors: [] });
+      expect((await h.queue.getJob(a.id))!.errors.map((e) => e.code)).toEqual(['ERR_LEASE_EXPIRED']);
+      // Its old lease can never begin; claimed again, it runs its one attempt.
+      expect(await h.begin(T + 1_002, b.id, h.tok(b.id, 1))).toEqual([b.id]);
+      await h.queue.add({}, { id: 'later' });
+      expect(await h.claim(T + 1_003, 1, 0)).toEqual([b.id]);
+      expect(await h.begin(T + 1_004, b.id, h.tok(b.id, 2))).toEqual([]);
+      expect(await h.complete(T + 1_005, b.id, h.tok(b.id, 2))).toEqual([]);
+      expect(await h.queue.getJob(b.id)).toMatchObject({ state: 'completed', attempts: 1, errors: [] });
+      await h.queue.close();
+    });
+
+    it('release gives back only an attempt that was counted: none for a reserved job, one for a begun one', async () => {
+      const h = harness();
+      const [a, b] = await h.queue.addBulk([{ data: 1 }, { data: 2 }]);
+      await h.claim(T, 2, 0);
+      await h.begin(T + 1, a!.id, h.tok(a!.id, 1));
+      expect(await h.release(b!.id, h.tok(b!.id, 1))).toEqual([b!.id]);
+      expect(await h.release(a!.id, h.tok(a!.id, 1))).toEqual([a!.id]);
+      expect(await h.queue.getJob(a!.id)).toMatchObject({ state: 'waiting', attempts: 0 });
+      expect(await h.queue.getJob(b!.id)).toMatchObject({ state: 'waiting', attempts: 0 });
+      await h.queue.close();
+    });
+
+    it('a reserved job can be cancelled: it ends dead, never begun', async () => {
+      const h = harness();
+      const job = await h.queue.add({});
+      await h.claim(T, 1, 0);
+      await h.queue.cancel(job.id);
+      expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'dead', attempts: 0 });
+      expect(await h.begin(T + 1, job.id, h.tok(job.id, 1))).toEqual([job.id]);
+      await h.queue.close();
+    });
   });
 });
