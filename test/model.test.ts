@@ -59,7 +59,8 @@ type Op =
   | ({ op: 'add'; id: number | null } & AddOpts)
   | { op: 'bulk'; items: { id: number | null; priority: number }[] }
   | ({ op: 'addLater'; id: number | null; delayMs?: number; runAtIn?: number } & AddOpts)
-  | { op: 'claim'; w: number; count: number }
+  | { op: 'claim'; w: number; count: number; startNow?: number | undefined }
+  | { op: 'begin'; w: number }
   | { op: 'complete'; w: number; pick: number | 'all' }
   | { op: 'fail'; w: number; pick: number | 'all'; retryDelayMs: number }
   | { op: 'resend'; w: number }
@@ -124,12 +125,18 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   },
   {
     weight: 4,
-    arbitrary: fc.record({
-      op: fc.constant('claim' as const),
-      w: workerArb,
-      count: fc.integer({ min: 1, max: 3 }),
-    }),
+    arbitrary: fc.record(
+      {
+        op: fc.constant('claim' as const),
+        w: workerArb,
+        count: fc.integer({ min: 1, max: 3 }),
+        // Jobs started at claim (a worker's free slots); the rest are reserved. Absent: all start.
+        startNow: fc.nat({ max: 3 }),
+      },
+      { requiredKeys: ['op', 'w', 'count'] },
+    ),
   },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('begin' as const), w: workerArb }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('complete' as const), w: workerArb, pick: pickArb }) },
   {
     weight: 2,
@@ -171,8 +178,12 @@ const reuseOpArb: fc.Arbitrary<Op> = fc.oneof(
   },
   {
     weight: 3,
-    arbitrary: fc.record({ op: fc.constant('claim' as const), w: workerArb, count: fc.constant(1) }),
+    arbitrary: fc.record(
+      { op: fc.constant('claim' as const), w: workerArb, count: fc.constant(1), startNow: fc.nat({ max: 1 }) },
+      { requiredKeys: ['op', 'w', 'count'] },
+    ),
   },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('begin' as const), w: workerArb }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('complete' as const), w: workerArb, pick: pickArb }) },
   {
     weight: 1,
@@ -388,7 +399,10 @@ class Harness {
         break;
       }
       case 'claim': {
-        const r = (await this.run(scripts.claim, { count: op.count })) as (string | number)[];
+        const r = (await this.run(scripts.claim, { count: op.count, startNow: op.startNow ?? '' })) as (
+          | string
+          | number
+        )[];
         // { now, nextDue, paused, ...more fields, id1, record1, ... }: claimed pairs start at the first record.
         let first = 3;
         while (first < r.length && !String(r[first + 1]).includes('\n')) first++;
@@ -397,10 +411,11 @@ class Harness {
           const c = decodeClaimed(String(r[i + 1]));
           got.push({ id: String(r[i]), attempt: c.attempts, token: c.token });
         }
-        const want = this.model.claim(op.count);
+        const want = this.model.claim(op.count, op.startNow);
         const nextDue = r[1] === '' ? null : Number(r[1]);
+        const starts = op.startNow === undefined ? '' : `, startNow=${op.startNow}`;
         this.log(
-          `w${op.w}.claim(${op.count}) -> [${got.map(fmtHeld).join(', ')}] nextDue=${at(nextDue ?? undefined)}${r[2] === 1 ? ' paused' : ''}`,
+          `w${op.w}.claim(${op.count}${starts}) -> [${got.map(fmtHeld).join(', ')}] nextDue=${at(nextDue ?? undefined)}${r[2] === 1 ? ' paused' : ''}`,
         );
         this.agree(
           'claim reply: jobs (id#attempt) in claim order, nextDue, paused',
@@ -464,6 +479,20 @@ class Harness {
         const want = this.model.extend(rows);
         this.log(`w${wi}.extend([${rows.map(fmtHeld).join(', ')}]) -> lost ${JSON.stringify(got)}`);
         this.agree('extend reply (lost ids)', got, want);
+        break;
+      }
+      case 'begin': {
+        const wi = this.workerFor(op.w, (w) => w.held.length > 0);
+        if (wi === null) return this.log('begin: no worker holds a job');
+        const rows = this.workers[wi]!.held;
+        const got = (await this.run(
+          scripts.begin,
+          {},
+          rows.map((h) => ({ id: h.id, token: h.token })),
+        )) as string[];
+        const want = this.model.begin(rows);
+        this.log(`w${wi}.begin([${rows.map(fmtHeld).join(', ')}]) -> lost ${JSON.stringify(got)}`);
+        this.agree('begin reply (lost ids)', got, want);
         break;
       }
       case 'tick':
@@ -749,6 +778,19 @@ describe('counterexamples found by the model', () => {
       claim(0), // 2, lease until t+1250
       tick(1_250),
       recover, // waiting: 1, 2, 3
+    ]));
+
+  it('a reserved (prefetched) job whose lease expires goes back with no attempt spent, even with maxAttempts 1', () =>
+    runSequence(KEEP_ALL, [
+      { ...job, maxAttempts: 1 },
+      { op: 'claim', w: 0, count: 1, startNow: 0 }, // reserved: attempts 0, no startedAt
+      tick(1_250),
+      recover, // back to waiting, no error
+      { op: 'claim', w: 1, count: 1, startNow: 0 },
+      { op: 'begin', w: 0 }, // the old lease: lost
+      { op: 'begin', w: 1 }, // attempt 1 counted now
+      { op: 'begin', w: 1 }, // sent again: nothing changes
+      { op: 'complete', w: 1, pick: 0 },
     ]));
 
   it('retention keeps a finished job exactly keepAgeMs old (it deletes jobs older than that)', () =>

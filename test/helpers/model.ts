@@ -45,7 +45,10 @@ export interface ModelJobOptions {
 export interface Held {
   id: string;
   incarnation: number;
+  /** The job's attempts as claimed (a reserved job's attempt is counted later, by begin). */
   attempt: number;
+  /** Which claim of this incarnation (1, 2, ...): what the opaque token identifies. */
+  lease: number;
 }
 
 export interface ModelError {
@@ -78,6 +81,8 @@ export interface ModelJob {
    * (so a re-sent outcome is recognised), cleared when the lease is revoked (recover, cancel, retry).
    */
   tokenOf: number | null;
+  /** Claims of this incarnation so far: the lease number of the next claim minus one. */
+  leases: number;
 }
 
 export type AdminReply = 'OK' | 'NOT_FOUND' | `INVALID_STATE:${Letter}`;
@@ -209,6 +214,7 @@ export class QueueModel {
       data,
       errors: [],
       tokenOf: null,
+      leases: 0,
     };
     this.jobs.set(jobId, j);
     if (dueAt !== null && dueAt > this.now) j.state = 'd';
@@ -230,7 +236,8 @@ export class QueueModel {
     for (const [id] of due) this.enqueue(this.jobs.get(id)!);
   }
 
-  claim(count: number): { held: Held[]; nextDue: number | null; paused: boolean } {
+  /** The first `startNow` jobs claimed start (attempt counted); the rest are reserved until begin. */
+  claim(count: number, startNow = count): { held: Held[]; nextDue: number | null; paused: boolean } {
     this.promoteDue();
     if (this.paused) return { held: [], nextDue: null, paused: true };
     const held: Held[] = [];
@@ -238,11 +245,14 @@ export class QueueModel {
       const j = this.jobs.get(id)!;
       this.unqueue(j);
       j.state = 'a';
-      j.attempts += 1;
-      j.startedAt = this.now;
-      j.tokenOf = j.attempts;
+      if (held.length < startNow) {
+        j.attempts += 1;
+        j.startedAt = this.now;
+      } else j.startedAt = undefined;
+      j.leases += 1;
+      j.tokenOf = j.leases;
       j.leaseUntil = this.now + this.leaseOf(j);
-      held.push({ id, incarnation: j.incarnation, attempt: j.attempts });
+      held.push({ id, incarnation: j.incarnation, attempt: j.attempts, lease: j.leases });
     }
     const firstDelayed = this.scored('d')[0];
     const nextDue = held.length < count && firstDelayed ? firstDelayed[1] : null;
@@ -251,7 +261,7 @@ export class QueueModel {
 
   /** The record still carries the token of claim `h` (same incarnation, same attempt, not revoked). */
   private sameToken(j: ModelJob, h: Held): boolean {
-    return j.incarnation === h.incarnation && j.tokenOf === h.attempt;
+    return j.incarnation === h.incarnation && j.tokenOf === h.lease;
   }
 
   /** Fencing (design.md): an outcome applies only while the job is active under the caller's token. */
@@ -327,6 +337,27 @@ export class QueueModel {
     return lost;
   }
 
+  /**
+   * begin: reserved jobs still held start (attempt counted, startedAt now); every held lease is renewed;
+   * a job already begun under the token is left as it is. Returns the ids whose lease is lost.
+   */
+  begin(rows: Held[]): string[] {
+    const lost: string[] = [];
+    for (const h of rows) {
+      const j = this.jobs.get(h.id);
+      if (j === undefined || !this.holds(j, h)) {
+        lost.push(h.id);
+        continue;
+      }
+      if (j.startedAt === undefined) {
+        j.attempts += 1;
+        j.startedAt = this.now;
+      }
+      j.leaseUntil = this.now + this.leaseOf(j);
+    }
+    return lost;
+  }
+
   /** recover: leases that ended before now -> front of waiting, or dead with no attempts left. */
   recover(): { requeued: string[]; dead: string[] } {
     const expired = this.scored('a')
@@ -335,9 +366,11 @@ export class QueueModel {
     const requeued: ModelJob[] = [];
     const dead: string[] = [];
     for (const j of expired) {
-      j.errors.push({ at: this.now, attempt: j.attempts, code: LEASE_EXPIRED });
+      // A reserved job (never begun) spent no attempt: back to waiting as it was, no error.
+      const reserved = j.startedAt === undefined;
+      if (!reserved) j.errors.push({ at: this.now, attempt: j.attempts, code: LEASE_EXPIRED });
       j.tokenOf = null;
-      if (this.attemptsLeft(j)) requeued.push(j);
+      if (reserved || this.attemptsLeft(j)) requeued.push(j);
       else {
         j.state = 'x';
         j.finishedAt = this.now;
