@@ -154,7 +154,7 @@ function call(
 }
 
 describe('every batch script at the largest batch a worker sends', () => {
-  it('claims, renews, completes, fails, recovers and cleans 20 000 jobs in single calls', async () => {
+  it('claims, begins, renews, completes, fails, recovers and cleans 20 000 jobs in single calls', async () => {
     const T = 1_700_000_000_000;
     const n = MAX_CONCURRENCY + MAX_PREFETCH;
     const name = uniqueName();
@@ -179,14 +179,24 @@ describe('every batch script at the largest batch a worker sends', () => {
       eventsMaxLen: 1_000,
       claimer: '',
       nonce: '',
-      startNow: '',
+      // A worker at the maximum starts its free slots at claim; the prefetched rest are reserved.
+      startNow: MAX_CONCURRENCY,
     })) as string[];
+    const attemptsOf = (i: number) => flat[4 + i * 2 + 1]!.split('|')[2];
+    expect([
+      attemptsOf(0),
+      attemptsOf(MAX_CONCURRENCY - 1),
+      attemptsOf(MAX_CONCURRENCY),
+      attemptsOf(n - 1),
+    ]).toEqual(['1', '1', '0', '0']);
     const claimed: { id: string; token: string }[] = [];
     for (let i = 4; i < flat.length; i += 2)
       claimed.push({ id: flat[i]!, token: flat[i + 1]!.split('|')[1]! });
     expect(flat.filter((r) => typeof r === 'string' && r.includes('x'.repeat(600))).length).toBe(n / 2);
     expect(claimed.length).toBe(n);
     expect(await call(scripts.extend, keys, { now: T + 500, defaultLeaseMs: 1_000 }, claimed)).toEqual([]);
+    expect(await call(scripts.begin, keys, { now: T + 550, defaultLeaseMs: 1_000 }, claimed)).toEqual([]);
+    expect((await q.getJob(claimed[n - 1]!.id))!.attempts).toBe(1);
 
     const [done, failed, stalled] = [
       claimed.slice(0, 10_000),

@@ -83,13 +83,9 @@ function harness() {
       { id, token },
     ]) as Promise<string[]>;
   const release = (id: string, token: string) =>
-    runScript(
-      fx.redis,
-      scripts.release,
-      keys,
-      { wakeChannel: keys.wakeChannel, eventsMaxLen: 0 },
-      [{ id, token }],
-    ) as Promise<string[]>;
+    runScript(fx.redis, scripts.release, keys, { wakeChannel: keys.wakeChannel, eventsMaxLen: 0 }, [
+      { id, token },
+    ]) as Promise<string[]>;
   const recover = async (now: number) =>
     (await runScript(fx.redis, scripts.recover, keys, {
       now,
@@ -269,7 +265,11 @@ describe('leases and fencing tokens', () => {
       const job = await h.queue.add({}, { leaseMs: 1_000 });
       await h.claim(T, 1, 0);
       expect(await h.begin(T + 500, job.id, h.tok(job.id, 1))).toEqual([]);
-      expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'active', attempts: 1, startedAt: T + 500 });
+      expect(await h.queue.getJob(job.id)).toMatchObject({
+        state: 'active',
+        attempts: 1,
+        startedAt: T + 500,
+      });
       expect(Number(await fx.redis.zscore(h.keys.active, job.id))).toBe(T + 1_500);
       // A re-sent begin (its reply lost): same attempt, same start.
       expect(await h.begin(T + 700, job.id, h.tok(job.id, 1))).toEqual([]);

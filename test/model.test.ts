@@ -179,7 +179,12 @@ const reuseOpArb: fc.Arbitrary<Op> = fc.oneof(
   {
     weight: 3,
     arbitrary: fc.record(
-      { op: fc.constant('claim' as const), w: workerArb, count: fc.constant(1), startNow: fc.nat({ max: 1 }) },
+      {
+        op: fc.constant('claim' as const),
+        w: workerArb,
+        count: fc.constant(1),
+        startNow: fc.nat({ max: 1 }),
+      },
       { requiredKeys: ['op', 'w', 'count'] },
     ),
   },

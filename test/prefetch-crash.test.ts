@@ -56,7 +56,10 @@ describe('kill -9 of a worker holding prefetched jobs', () => {
       }
       // One claim sees them all: the first (which blocks in the child) starts, the rest are prefetched.
       const added = await queue.addBulk(
-        Array.from({ length: 4 }, (_, n) => ({ data: { fast: n > 0, n }, opts: { leaseMs, maxAttempts: 1 } })),
+        Array.from({ length: 4 }, (_, n) => ({
+          data: { fast: n > 0, n },
+          opts: { leaseMs, maxAttempts: 1 },
+        })),
       );
       const [blocked, ...prefetched] = added.map((a) => a.id);
       await waitUntil(() => messages.some((m) => m.started === blocked), 'first job started in the child');
@@ -81,7 +84,10 @@ describe('kill -9 of a worker holding prefetched jobs', () => {
         expect(ranBy.get(id)).toBe(1);
       }
       // The blocked job really ran (in the child): its one attempt ended with the lease.
-      await waitUntil(async () => (await queue.getJob(blocked!))?.state === 'dead', 'the blocked job ended dead');
+      await waitUntil(
+        async () => (await queue.getJob(blocked!))?.state === 'dead',
+        'the blocked job ended dead',
+      );
       const info = await queue.getJob(blocked!);
       expect(info!.attempts).toBe(1);
       expect(info!.errors.map((e) => e.code)).toEqual(['ERR_LEASE_EXPIRED']);

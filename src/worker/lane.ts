@@ -7,7 +7,7 @@
 import type { QueueKeys } from '../keys.js';
 import type { RedisClient } from '../scripts.js';
 import { Acker, type CompleteRow, type FailRow } from './acker.js';
-import { type BeginOutcome, Beginner } from './beginner.js';
+import { Beginner, type BeginOutcome } from './beginner.js';
 import { WorkerCalls } from './calls.js';
 import { Fetcher } from './fetcher.js';
 import type { Job } from './job.js';

@@ -42,6 +42,7 @@ import { safeTimeout } from '../timers.js';
 import { checkCallOptions, checkQueueAddress, checkQueueName, checkTimerMs, toJson } from '../validate.js';
 import type { CompleteRow, FailRow } from './acker.js';
 import { retryDelayMs } from './backoff.js';
+import type { BeginOutcome } from './beginner.js';
 import {
   type AttemptError,
   isA,
@@ -49,7 +50,6 @@ import {
   resultError,
   serializeAttemptError,
 } from './error-normaliser.js';
-import type { BeginOutcome } from './beginner.js';
 import { Heartbeat } from './heartbeat.js';
 import { Job } from './job.js';
 import { Lane, type LaneHost, type Running } from './lane.js';
