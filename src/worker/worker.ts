@@ -9,8 +9,12 @@
  * throws or returns, the attempt ends with a recorded outcome (error-normaliser.ts), and user
  * listeners that throw are reported as `error` events (ListenerError), never into the engine.
  *
+ * A claim starts at once only as many jobs as there are free slots; prefetched ones are reserved (no
+ * attempt counted) and begun (begin.lua, beginner.ts) when they reach a slot, so a worker killed while
+ * holding them spends none of their attempts.
+ *
  * Shutdown order (close): stop fetching -> hand back jobs claimed but not started (release.lua: front
- * of waiting, attempt not spent; also those of claim replies arriving during close) -> wait for running
+ * of waiting, attempt not spent; also those of claim or begin replies arriving during close) -> wait for running
  * jobs (up to closeTimeoutMs) -> fail those still running with ClosedError (recorded, retried like any
  * failure) -> write the outcomes -> stop renewing, recovering and beating -> unregister -> close
  * connections. No job starts once close() was called.
