@@ -11,7 +11,7 @@ const job = (id: string) => ({ id, token: `t-${id}` }) as unknown as Job<unknown
 
 function setup(
   replies: (string[] | Error)[],
-  opts: { held?: (id: string) => boolean; closing?: () => boolean } = {},
+  opts: { held?: (id: string) => boolean; closing?: (calls: string[][]) => boolean } = {},
 ) {
   const calls: string[][] = [];
   const outcomes: [string, BeginOutcome][] = [];
@@ -24,7 +24,7 @@ function setup(
       return reply;
     },
     isHeld: (j) => opts.held?.(j.id) ?? true,
-    isClosing: () => opts.closing?.() ?? false,
+    isClosing: () => opts.closing?.(calls) ?? false,
     onOutcome: (j, o) => outcomes.push([j.id, o]),
     onError: (err) => errors.push(err),
   });
@@ -67,13 +67,23 @@ describe('Beginner', () => {
   });
 
   it('a begin that fails while the worker closes is not retried: its jobs are reported unknown (handed back)', async () => {
+    // close() is called once the call is in flight.
     const { beginner, calls, outcomes } = setup([new ConnectionError('closed', undefined)], {
-      closing: () => true,
+      closing: (sent) => sent.length > 0,
     });
     beginner.push(job('a'));
     await new Promise((r) => setImmediate(r));
     await beginner.settled();
     expect(calls).toEqual([['a']]);
+    expect(outcomes).toEqual([['a', 'unknown']]);
+  });
+
+  it('jobs whose turn comes after close() was called are not begun at all', async () => {
+    const { beginner, calls, outcomes } = setup([], { closing: () => true });
+    beginner.push(job('a'));
+    await new Promise((r) => setImmediate(r));
+    await beginner.settled();
+    expect(calls).toEqual([]);
     expect(outcomes).toEqual([['a', 'unknown']]);
   });
 });

@@ -42,6 +42,11 @@ export class Beginner {
       this.scheduled = false;
       const jobs = this.pending.splice(0);
       if (jobs.length === 0) return;
+      // close() was called since: nothing starts, so nothing is begun (the jobs are handed back).
+      if (this.deps.isClosing()) {
+        for (const job of jobs) this.deps.onOutcome(job, 'unknown');
+        return;
+      }
       const call = this.send(jobs);
       this.inFlight.add(call);
       void call.then(() => this.inFlight.delete(call));
