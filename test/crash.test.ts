@@ -2,40 +2,20 @@
  * Crashes with real processes and real signals: kill -9 of a worker mid-job, SIGSTOP past the lease
  * (stale ack), kill -9 of redis-server with AOF, and dropped connections.
  */
-import { type ChildProcess, fork } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Queue, Worker } from '../src/index.js';
 import { RedisServer } from './helpers/redis-server.js';
 import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+import { useWorkerChildren } from './helpers/worker-children.js';
 
 const fx = useRedis();
-const CHILD = new URL('./fixtures/worker-child.ts', import.meta.url).pathname;
-const children: ChildProcess[] = [];
 const open: { close(): Promise<void> }[] = [];
 
-interface ChildMessage {
-  ready?: boolean;
-  started?: string;
-  at?: number;
-  attempt?: number;
-  completed?: string;
-  error?: string;
-  message?: string;
-}
-
-function startChild(url: string, queue: string, leaseMs: number, options?: object) {
-  const args = [url, queue, String(leaseMs), ...(options ? [JSON.stringify(options)] : [])];
-  const child = fork(CHILD, args, { execArgv: ['--import', 'tsx'], stdio: 'pipe' });
-  children.push(child);
-  const messages: ChildMessage[] = [];
-  child.on('message', (m: ChildMessage) => messages.push(m));
-  return { child, messages };
-}
-
 afterEach(async () => {
-  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
   await Promise.all(open.splice(0).map((c) => c.close()));
 });
+// Registered after the hook above, so it runs first: children are killed before the queues close.
+const startChild = useWorkerChildren();
 
 describe('crashes', () => {
   it('a worker killed with kill -9 mid-job: the job runs again in another process once the lease expires', async () => {

@@ -5,35 +5,19 @@
  * LeaseExpiredError without ever running. Prefetched jobs are now reserved (no attempt counted) until
  * begin.lua starts them. Real child processes and real signals, like test/crash.test.ts.
  */
-import { type ChildProcess, fork } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Queue, Worker } from '../src/index.js';
 import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+import { useWorkerChildren } from './helpers/worker-children.js';
 
 const fx = useRedis();
-const CHILD = new URL('./fixtures/worker-child.ts', import.meta.url).pathname;
-const children: ChildProcess[] = [];
 const open: { close(): Promise<void> }[] = [];
 
-interface ChildMessage {
-  ready?: boolean;
-  started?: string;
-  completed?: string;
-}
-
-function startChild(queue: string, leaseMs: number, options: object) {
-  const args = [fx.url, queue, String(leaseMs), JSON.stringify(options)];
-  const child = fork(CHILD, args, { execArgv: ['--import', 'tsx'], stdio: 'pipe' });
-  children.push(child);
-  const messages: ChildMessage[] = [];
-  child.on('message', (m: ChildMessage) => messages.push(m));
-  return { child, messages };
-}
-
 afterEach(async () => {
-  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
   await Promise.all(open.splice(0).map((c) => c.close()));
 });
+// Registered after the hook above, so it runs first: children are killed before the queues close.
+const startChild = useWorkerChildren();
 
 describe('kill -9 of a worker holding prefetched jobs', () => {
   for (const prefetch of [3, 'auto'] as const) {
@@ -42,7 +26,7 @@ describe('kill -9 of a worker holding prefetched jobs', () => {
       const queue = new Queue<{ fast?: boolean; n: number }, string>(name, { connection: fx.url });
       open.push(queue);
       const leaseMs = 600;
-      const { child, messages } = startChild(name, leaseMs, { concurrency: 1, prefetch });
+      const { child, messages } = startChild(fx.url, name, leaseMs, { concurrency: 1, prefetch });
       await waitUntil(() => messages.some((m) => m.ready), 'child ready');
       if (prefetch === 'auto') {
         // Fast jobs first, so that the automatic prefetch grows past 0 (it follows attempt durations).
