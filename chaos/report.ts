@@ -327,8 +327,8 @@ export function printReport(r: ChaosReport): void {
   out.push(`workers    ${r.workers.spawned} processes started, ${r.workers.crashed} crashed`);
   out.push('', 'invariants:');
   for (const c of r.checks) {
-    out.push(`  ${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.count}   (${c.rule})`);
-    for (const ex of c.ok ? [] : c.examples) out.push(`         - ${ex}`);
+    out.push(`  ${c.open ? 'open' : c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.count}   (${c.rule})`);
+    for (const ex of c.ok && !c.open ? [] : c.examples) out.push(`         - ${ex}`);
   }
   if (r.diagnosis?.length) {
     out.push('', 'worker state at the drain deadline (internal, for diagnosis):');
