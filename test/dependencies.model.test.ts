@@ -140,7 +140,13 @@ class Harness {
               ignore: op.ignore,
               settled: added.state !== 'blocked',
               cancelled: false,
-              met: new Set(parents.filter((p) => this.states.get(p) === 'completed')),
+              // A completed parent is met; with ignoreDependencyFailure a dead one is too (it counts as finished).
+              met: new Set(
+                parents.filter((p) => {
+                  const st = this.states.get(p);
+                  return st === 'completed' || (op.ignore && st === 'dead');
+                }),
+              ),
             });
           }
           this.trace.push(`add ${id} dependsOn=[${parents}]${op.ignore ? ' ignore' : ''} -> ${outcome}`);
@@ -239,7 +245,7 @@ class Harness {
       if (!j) this.fail(`${id} exists but the model has no live job for it`);
       const was = before.get(id);
       if (was === 'blocked' || state === 'blocked')
-        for (const p of j.parents) if (now.get(p) === 'completed') j.met.add(p);
+        for (const p of j.parents) if (now.get(p) === 'completed' || (j.ignore && died(p))) j.met.add(p);
       const open = j.parents.filter((p) => !j.met.has(p));
       if (state === 'blocked') {
         if (j.settled) this.fail(`${id} is blocked again after it left blocked`);
