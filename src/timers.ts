@@ -23,3 +23,12 @@ export function safeTimeout(fn: () => void, ms: number): NodeJS.Timeout {
 export function delay(ms: number): Promise<void> {
   return new Promise((resolve) => safeTimeout(resolve, ms));
 }
+
+/**
+ * How long to wait before calling Redis again after `failures` calls in a row failed (connection lost,
+ * server restarting): 100 ms doubling to at most 2 s, so a worker neither hammers a dead server nor
+ * lingers once it is back. The one backoff for every loop that re-tries a Redis call.
+ */
+export function reconnectDelayMs(failures: number): number {
+  return Math.min(50 * 2 ** Math.max(1, failures), 2_000);
+}
