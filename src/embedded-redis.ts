@@ -9,7 +9,7 @@ import { accessSync, constants, mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { delimiter, isAbsolute, join } from 'node:path';
 import { Redis, type RedisOptions } from 'ioredis';
-import { SuretyError } from './errors.js';
+import { RedisServerNotFoundError } from './errors.js';
 import { safeTimeout } from './timers.js';
 
 export interface EmbeddedRedisOptions {
@@ -35,16 +35,6 @@ export interface EmbeddedRedisOptions {
   detached?: boolean;
   /** How long start() waits for the server to answer PING. Default 10 000 ms. */
   startTimeoutMs?: number;
-}
-
-/** redis-server is not installed (or not on PATH); `installHint` says how to get it on this platform. */
-export class RedisServerNotFoundError extends SuretyError {
-  readonly installHint: string;
-  constructor(binary: string) {
-    const hint = installHint();
-    super('ERR_REDIS_NOT_INSTALLED', `${binary} was not found on PATH. ${hint}`);
-    this.installHint = hint;
-  }
 }
 
 /** How to install redis-server on this platform, in one sentence. */
@@ -175,7 +165,7 @@ export class EmbeddedRedis {
     if (this.running) return this;
     const binary = this.opts.binary ?? 'redis-server';
     const path = findRedisServer(binary);
-    if (!path) throw new RedisServerNotFoundError(binary);
+    if (!path) throw new RedisServerNotFoundError(binary, installHint());
     mkdirSync(this.dir, { recursive: true });
     for (let attempt = 1; ; attempt++) {
       if (this.port === 0) this.port = await freePort(this.host);

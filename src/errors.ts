@@ -230,6 +230,23 @@ export class ListenerError extends SuretyError {
   }
 }
 
+/** The repartition cannot start or go on (jobs active or blocked, or another count in progress). */
+export class RepartitionError extends SuretyError {
+  constructor(message: string) {
+    super('ERR_REPARTITION', message);
+  }
+}
+
+/** redis-server is not installed (or not on PATH); `installHint` says how to get it on this platform. */
+export class RedisServerNotFoundError extends SuretyError {
+  constructor(
+    binary: string,
+    readonly installHint: string,
+  ) {
+    super('ERR_REDIS_NOT_INSTALLED', `${binary} was not found on PATH. ${installHint}`);
+  }
+}
+
 export interface JobAttemptError {
   attempt: number;
   name: string;

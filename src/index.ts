@@ -1,11 +1,10 @@
 export { discoverQueues } from './admin/discover.js';
 export {
-  RepartitionError,
   type RepartitionOptions,
   type RepartitionResult,
   repartition,
 } from './admin/repartition.js';
-export { EmbeddedRedis, type EmbeddedRedisOptions, RedisServerNotFoundError } from './embedded-redis.js';
+export { EmbeddedRedis, type EmbeddedRedisOptions } from './embedded-redis.js';
 export * from './errors.js';
 export {
   type QueueEvent,

@@ -15,7 +15,7 @@
  */
 
 import { DEFAULT_PREFIX } from '../defaults.js';
-import { SuretyError, ValidationError } from '../errors.js';
+import { RepartitionError, ValidationError } from '../errors.js';
 import { settling } from '../in-flight.js';
 import { annexFields } from '../job-record.js';
 import { type QueueKeys, queueKeys } from '../keys.js';
@@ -47,13 +47,6 @@ export interface RepartitionResult {
   /** Jobs copied into the new layout (ids already there are not counted). */
   moved: number;
   schedules: number;
-}
-
-/** The repartition cannot start or go on (jobs active or blocked, or another count in progress). */
-export class RepartitionError extends SuretyError {
-  constructor(message: string) {
-    super('ERR_REPARTITION', message);
-  }
 }
 
 const BATCH = 100;
