@@ -9,7 +9,8 @@
  *   0 state  1 token  2 attempts  3 base  4 createdAt  5 runAt  6 startedAt  7 finishedAt
  *   8 priority  9 maxAttempts  10 leaseMs  11 backoff  [12 timeoutMs]
  *
- * Fields 8.. are written by the client ("option tail") and empty when they equal the library default.
+ * (`HEADER` below names each position.) Fields 8.. are written by the client ("option tail") and are
+ * empty when they equal the library default.
  * `token` is the fencing token of the latest claim: a lease id unique in the queue's history (so a job
  * removed and added again under the same id can never accept a stale worker's outcome), cleared when
  * the lease is revoked. `base` is the attempt count at the last manual retry, so a retried job gets a
@@ -20,6 +21,69 @@ import { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './defau
 import type { JobAttemptError } from './errors.js';
 import { stateName } from './states.js';
 import type { BackoffOptions, JobInfo } from './types.js';
+
+/**
+ * Positions of the header fields (0-based). Lua names the same positions F_STATE... in
+ * includes/parse_record.lua, 1-based; test/job-record.test.ts checks the two agree.
+ */
+export const HEADER = Object.freeze({
+  state: 0,
+  token: 1,
+  attempts: 2,
+  base: 3,
+  createdAt: 4,
+  runAt: 5,
+  startedAt: 6,
+  finishedAt: 7,
+  priority: 8,
+  maxAttempts: 9,
+  leaseMs: 10,
+  backoff: 11,
+  timeoutMs: 12,
+});
+
+/** The header fields of a record, with the library defaults filled in for empty option fields. */
+export interface RecordHeader {
+  state: string;
+  token: string;
+  attempts: number;
+  base: number;
+  createdAt: number;
+  runAt: number;
+  /** undefined while the job has not started (a reserved prefetched job, or one never claimed). */
+  startedAt: number | undefined;
+  finishedAt: number | undefined;
+  priority: number;
+  maxAttempts: number;
+  leaseMs: number;
+  /** The encoded backoff ('' for the default): see decodeBackoff. */
+  backoff: string;
+  /** 0 = no timeout. */
+  timeoutMs: number;
+}
+
+/** Reads the header of a record (the part before its first newline). The one place defaults are applied. */
+export function readHeader(header: string): RecordHeader {
+  const h = header.split('|');
+  const field = (i: number): string => h[i] ?? '';
+  const num = (i: number, fallback: number): number => (field(i) === '' ? fallback : Number(field(i)));
+  const createdAt = Number(field(HEADER.createdAt));
+  return {
+    state: field(HEADER.state),
+    token: field(HEADER.token),
+    attempts: Number(field(HEADER.attempts)),
+    base: num(HEADER.base, 0),
+    createdAt,
+    runAt: num(HEADER.runAt, createdAt),
+    startedAt: field(HEADER.startedAt) === '' ? undefined : Number(field(HEADER.startedAt)),
+    finishedAt: field(HEADER.finishedAt) === '' ? undefined : Number(field(HEADER.finishedAt)),
+    priority: num(HEADER.priority, 0),
+    maxAttempts: num(HEADER.maxAttempts, DEFAULT_MAX_ATTEMPTS),
+    leaseMs: num(HEADER.leaseMs, DEFAULT_LEASE_MS),
+    backoff: field(HEADER.backoff),
+    timeoutMs: num(HEADER.timeoutMs, 0),
+  };
+}
 
 export interface ResolvedJobOptions {
   priority: number;
@@ -86,80 +150,90 @@ export interface ClaimedRecord {
 
 export function decodeClaimed(record: string): ClaimedRecord {
   const nl = record.indexOf('\n');
-  const h = record.slice(0, nl).split('|');
-  const createdAt = Number(h[4]);
+  const h = readHeader(record.slice(0, nl));
   return {
-    token: h[1] ?? '',
-    attempts: Number(h[2]),
-    reserved: !h[6],
-    base: h[3] ? Number(h[3]) : 0,
-    createdAt,
-    runAt: h[5] ? Number(h[5]) : createdAt,
-    priority: h[8] ? Number(h[8]) : 0,
-    maxAttempts: h[9] ? Number(h[9]) : DEFAULT_MAX_ATTEMPTS,
-    leaseMs: h[10] ? Number(h[10]) : DEFAULT_LEASE_MS,
-    backoff: h[11] ?? '',
-    timeoutMs: h[12] ? Number(h[12]) : 0,
+    token: h.token,
+    attempts: h.attempts,
+    reserved: h.startedAt === undefined,
+    base: h.base,
+    createdAt: h.createdAt,
+    runAt: h.runAt,
+    priority: h.priority,
+    maxAttempts: h.maxAttempts,
+    leaseMs: h.leaseMs,
+    backoff: h.backoff,
+    timeoutMs: h.timeoutMs,
     // A claimed record never carries a result (retry strips it), so the data runs to the end.
     dataJson: record.slice(nl + 1),
   };
 }
 
-/** A job's annex fields: error lines, progress, logs (see src/scripts/includes/annex_fields.lua). */
-export function annexFields(id: string): [string, string, string, string, string] {
-  return [id, `${id}\x01p`, `${id}\x01l`, `${id}\x01d`, `${id}\x01b`];
+/**
+ * The annex: the queue's hash (key `errors`, named before it held more) of what a job carries beside its
+ * record, one field per part, named `id` + suffix (see src/scripts/includes/annex_fields.lua, which
+ * lists the fields in this order): error lines, progress, logs, parents (dependsOn), and the payload
+ * when it is too large to sit in the record.
+ */
+export const ANNEX_SUFFIX = Object.freeze({
+  errorLines: '',
+  progress: '\x01p',
+  logs: '\x01l',
+  parents: '\x01d',
+  body: '\x01b',
+});
+export type AnnexPart = keyof typeof ANNEX_SUFFIX;
+const ANNEX_PARTS = Object.keys(ANNEX_SUFFIX) as AnnexPart[];
+
+/** The annex field of one part of a job. */
+export function annexField(id: string, part: AnnexPart): string {
+  return id + ANNEX_SUFFIX[part];
+}
+
+/** Every annex field of a job, in ANNEX_SUFFIX order (for an HMGET of several jobs: see annexOf). */
+export function annexFields(id: string): string[] {
+  return ANNEX_PARTS.map((part) => id + ANNEX_SUFFIX[part]);
 }
 
 /** The data part of a record whose payload is kept in the annex (see includes/body_marker.lua). */
 export const BODY_MARKER = '\x01';
 
-export interface Annex {
-  errorLines: string | null;
-  progress: string | null;
-  logs: string | null;
-  parents: string | null;
-  /** The payload, when it is kept in the annex. */
-  body: string | null;
-}
+export type Annex = Record<AnnexPart, string | null>;
 
-/** The annex of the i-th job from an HMGET of annexFields of several jobs. */
-export function annexOf(values: (string | null)[], i: number): Annex {
-  return {
-    errorLines: values[i * 5] ?? null,
-    progress: values[i * 5 + 1] ?? null,
-    logs: values[i * 5 + 2] ?? null,
-    parents: values[i * 5 + 3] ?? null,
-    body: values[i * 5 + 4] ?? null,
-  };
+/** The annex of the i-th job from an HMGET of the annexFields of several jobs. */
+export function annexOf(values: readonly (string | null)[], i: number): Annex {
+  const out = {} as Annex;
+  ANNEX_PARTS.forEach((part, j) => {
+    out[part] = values[i * ANNEX_PARTS.length + j] ?? null;
+  });
+  return out;
 }
 
 export function decodeRecord<D, R>(id: string, record: string, annex: Annex): JobInfo<D, R> {
   const nl = record.indexOf('\n');
-  const h = record.slice(0, nl).split('|');
+  const h = readHeader(record.slice(0, nl));
   const rest = record.slice(nl + 1);
   const nl2 = rest.indexOf('\n');
   const inline = nl2 === -1 ? rest : rest.slice(0, nl2);
   const dataJson = inline === BODY_MARKER ? (annex.body ?? 'null') : inline;
-  const createdAt = Number(h[4]);
   const info: JobInfo<D, R> = {
     id,
-    state: stateName(h[0] ?? '') ?? 'waiting',
+    state: stateName(h.state) ?? 'waiting',
     data: JSON.parse(dataJson) as D,
-    attempts: Number(h[2]),
-    maxAttempts: h[9] ? Number(h[9]) : DEFAULT_MAX_ATTEMPTS,
-    priority: h[8] ? Number(h[8]) : 0,
-    leaseMs: h[10] ? Number(h[10]) : DEFAULT_LEASE_MS,
-    backoff: decodeBackoff(h[11] ?? ''),
-    timeoutMs: h[12] ? Number(h[12]) : 0,
+    attempts: h.attempts,
+    maxAttempts: h.maxAttempts,
+    priority: h.priority,
+    leaseMs: h.leaseMs,
+    backoff: decodeBackoff(h.backoff),
+    timeoutMs: h.timeoutMs,
     errors: annex.errorLines ? decodeErrorLines(annex.errorLines) : [],
     logs: annex.logs ? annex.logs.split('\n').map((l) => JSON.parse(l) as string) : [],
     dependsOn: annex.parents ? annex.parents.split('\n') : [],
-    createdAt,
-    runAt: h[5] ? Number(h[5]) : createdAt,
+    createdAt: h.createdAt,
+    runAt: h.runAt,
   };
   if (annex.progress !== null) info.progress = JSON.parse(annex.progress);
-  if (h[6]) info.startedAt = Number(h[6]);
-  if (h[7]) info.finishedAt = Number(h[7]);
+  if (h.startedAt !== undefined) info.startedAt = h.startedAt;
+  if (h.finishedAt !== undefined) info.finishedAt = h.finishedAt;
   if (nl2 !== -1) {
     const resultJson = rest.slice(nl2 + 1);
     if (resultJson !== '') info.result = JSON.parse(resultJson) as R;

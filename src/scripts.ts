@@ -1,69 +1,45 @@
 /**
- * Typed descriptions of the Lua scripts in src/scripts/ and the runner that calls them.
+ * Typed descriptions of the Lua scripts in src/scripts/: one per atomic transition.
  *
- * Each description names the script's KEYS (as QueueKeys property names) and ARGV, in order; callers
- * pass the queue's keys and a named argument object, so nobody writes `keys[7] = ...`. A test checks
- * every description against the KEYS/ARGV header of its Lua file, so the two cannot drift.
- * Scripts are loaded once (includes inlined), called with EVALSHA, and re-sent with EVAL on NOSCRIPT
- * (after a Redis restart or SCRIPT FLUSH).
+ * Each description names the script's KEYS (as QueueKeys property names) and ARGV, in order, and the
+ * decoder of its reply (script-replies.ts); callers pass the queue's keys and a named argument object to
+ * callScript (script-runner.ts), so nobody writes `keys[7] = ...` or reads `reply[j * 3 + 1]`. A test
+ * checks every description against the KEYS/ARGV header of its Lua file, so the two cannot drift.
  *
  * Line 1 of every script is its shebang, where Redis 7 reads its flags (only there, so includes and the
  * header come after it): `#!lua flags=allow-oom` for the transitions that move accepted jobs forward
  * (they run even over maxmemory, so a full Redis still drains), plain `#!lua` for those that add work
  * (over maxmemory Redis refuses them before they run, so nothing is half-written). Those refusals
- * become RedisFullError here. test/oom.test.ts checks every script's flags.
+ * become RedisFullError in the runner. test/oom.test.ts checks every script's flags.
  */
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import type { Cluster, Redis } from 'ioredis';
-import { redisFullError } from './errors.js';
-import { untilClosed } from './in-flight.js';
-import type { QueueKeys } from './keys.js';
+import {
+  decodeAdd,
+  decodeClaim,
+  decodeClean,
+  decodeComplete,
+  decodeFail,
+  decodeFlag,
+  decodeIds,
+  decodeJobChange,
+  decodeNothing,
+  decodeNumber,
+  decodePartitions,
+  decodeRecover,
+  decodeSchedule,
+} from './script-replies.js';
+import { define } from './script-runner.js';
 
-/**
- * The keys a script is called with: a queue's keys, plus `finished` for scripts that work on either
- * finished set (clean.lua): the caller picks completed or dead.
- */
-export type ScriptKeys = QueueKeys & { readonly finished?: string };
-export type KeyName = Exclude<keyof ScriptKeys, 'tag' | 'wakeChannel' | 'doneChannel'>;
-export type ArgValue = string | number;
-
-export interface ScriptSpec<A extends string = string, R extends string = string> {
-  readonly name: string;
-  readonly keys: readonly KeyName[];
-  readonly args: readonly A[];
-  /** Argument names repeated once per item after the fixed arguments (batch scripts). */
-  readonly repeated: readonly R[];
-  readonly source: string;
-  readonly sha: string;
-}
-
-const SCRIPT_DIR = new URL('./scripts/', import.meta.url);
-
-/**
- * The Lua source with every `-- @include name` line replaced by includes/name.lua. An include may
- * include the helpers it needs the same way; each include is inlined once, at its first mention, so a
- * helper is always defined before the function that calls it.
- */
-export function loadLua(name: string, inlined = new Set<string>()): string {
-  const raw = readFileSync(new URL(`${name}.lua`, SCRIPT_DIR), 'utf8');
-  return raw.replace(/^-- @include (\w+)$/gm, (_, inc: string) => {
-    if (inlined.has(inc)) return `-- (${inc}: inlined above)`;
-    inlined.add(inc);
-    return loadLua(`includes/${inc}`, inlined).trimEnd();
-  });
-}
-
-function define<const A extends string, const R extends string = never>(
-  name: string,
-  keys: readonly KeyName[],
-  args: readonly A[],
-  repeated: readonly R[] = [],
-): ScriptSpec<A, R> {
-  const source = loadLua(name);
-  const sha = createHash('sha1').update(source).digest('hex');
-  return Object.freeze({ name, keys, args, repeated, source, sha });
-}
+export {
+  type ArgValue,
+  callScript,
+  define,
+  type KeyName,
+  loadLua,
+  type RedisClient,
+  runScript,
+  type ScriptKeys,
+  type ScriptSpec,
+} from './script-runner.js';
 
 export const scripts = {
   add: define(
@@ -84,6 +60,7 @@ export const scripts = {
     ],
     ['now', 'wakeChannel', 'eventsMaxLen', 'partitions', 'idSuffix', 'checkOnly'],
     ['id', 'priority', 'delayMs', 'runAt', 'optionTail', 'data', 'dependsOn', 'depMode'],
+    decodeAdd,
   ),
   claim: define(
     'claim',
@@ -113,6 +90,8 @@ export const scripts = {
       'nonce',
       'startNow',
     ],
+    [],
+    decodeClaim,
   ),
   complete: define(
     'complete',
@@ -134,6 +113,7 @@ export const scripts = {
     ],
     ['now', 'keepCount', 'keepAgeMs', 'limit', 'doneChannel', 'wakeChannel', 'eventsMaxLen'],
     ['id', 'token', 'result'],
+    decodeComplete,
   ),
   fail: define(
     'fail',
@@ -163,14 +143,16 @@ export const scripts = {
       'eventsMaxLen',
     ],
     ['id', 'token', 'retryDelayMs', 'error'],
+    decodeFail,
   ),
-  extend: define('extend', ['jobs', 'active'], ['now', 'defaultLeaseMs'], ['id', 'token']),
-  begin: define('begin', ['jobs', 'active'], ['now', 'defaultLeaseMs'], ['id', 'token']),
+  extend: define('extend', ['jobs', 'active'], ['now', 'defaultLeaseMs'], ['id', 'token'], decodeIds),
+  begin: define('begin', ['jobs', 'active'], ['now', 'defaultLeaseMs'], ['id', 'token'], decodeIds),
   release: define(
     'release',
     ['jobs', 'active', 'waiting', 'prio', 'seq', 'meta', 'events'],
     ['wakeChannel', 'eventsMaxLen'],
     ['id', 'token'],
+    decodeIds,
   ),
   recover: define(
     'recover',
@@ -199,11 +181,15 @@ export const scripts = {
       'doneChannel',
       'eventsMaxLen',
     ],
+    [],
+    decodeRecover,
   ),
   retry: define(
     'retry',
     ['jobs', 'waiting', 'prio', 'seq', 'completed', 'dead', 'events'],
     ['id', 'wakeChannel', 'eventsMaxLen'],
+    [],
+    decodeJobChange,
   ),
   remove: define(
     'remove',
@@ -222,11 +208,15 @@ export const scripts = {
       'stats',
     ],
     ['id', 'eventsMaxLen', 'wakeChannel', 'doneChannel'],
+    [],
+    decodeJobChange,
   ),
   promote: define(
     'promote',
     ['jobs', 'waiting', 'prio', 'seq', 'delayed', 'events'],
     ['id', 'wakeChannel', 'eventsMaxLen'],
+    [],
+    decodeJobChange,
   ),
   cancel: define(
     'cancel',
@@ -246,71 +236,52 @@ export const scripts = {
       'stats',
     ],
     ['now', 'id', 'wakeChannel', 'doneChannel', 'eventsMaxLen'],
+    [],
+    decodeJobChange,
   ),
-  clean: define('clean', ['jobs', 'errors', 'finished'], ['cutoff', 'limit']),
+  clean: define('clean', ['jobs', 'errors', 'finished'], ['cutoff', 'limit'], [], decodeClean),
   progress: define(
     'progress',
     ['jobs', 'errors', 'events'],
     ['id', 'token', 'progress', 'maxLines', 'eventsMaxLen'],
     ['line'],
+    decodeFlag,
   ),
-  setPaused: define('set-paused', ['meta'], ['paused', 'wakeChannel']),
+  setPaused: define('set-paused', ['meta'], ['paused', 'wakeChannel'], [], decodeNothing),
   schedule: define(
     'schedule',
     ['jobs', 'errors', 'waiting', 'prio', 'seq', 'delayed', 'schedules', 'schedulePending'],
     ['now', 'wakeChannel', 'key', 'spec', 'occurrenceId', 'due', 'priority', 'optionTail', 'data'],
+    [],
+    decodeSchedule,
   ),
   advanceSchedule: define(
     'advance-schedule',
     ['jobs', 'waiting', 'prio', 'seq', 'delayed', 'schedulePending'],
     ['now', 'wakeChannel', 'key', 'expected', 'priority', 'optionTail', 'data'],
     ['id', 'due'],
+    decodeFlag,
   ),
   unschedule: define(
     'unschedule',
     ['jobs', 'errors', 'waiting', 'prio', 'delayed', 'schedules', 'schedulePending'],
     ['key'],
+    [],
+    decodeFlag,
   ),
-  partitions: define('partitions', ['meta', 'jobs'], ['partitions']),
+  partitions: define('partitions', ['meta', 'jobs'], ['partitions'], [], decodePartitions),
   moveIn: define(
     'move-in',
     ['jobs', 'errors', 'waiting', 'prio', 'seq', 'delayed', 'completed', 'dead'],
     ['wakeChannel'],
     ['id', 'record', 'score', 'errors', 'progress', 'logs', 'parents', 'body'],
+    decodeNumber,
   ),
-  heartbeat: define('heartbeat', ['workers', 'workerInfo'], ['now', 'ttlMs', 'workerId', 'info']),
+  heartbeat: define(
+    'heartbeat',
+    ['workers', 'workerInfo'],
+    ['now', 'ttlMs', 'workerId', 'info'],
+    [],
+    decodeNumber,
+  ),
 } as const;
-
-export type RedisClient = Redis | Cluster;
-
-/**
- * Runs a script: EVALSHA, falling back to EVAL when the server does not know the script yet.
- * `rows` are the repeated argument groups of batch scripts.
- */
-export async function runScript<A extends string, R extends string>(
-  redis: RedisClient,
-  spec: ScriptSpec<A, R>,
-  keys: ScriptKeys,
-  args: Record<A, ArgValue>,
-  rows: readonly Record<R, ArgValue>[] = [],
-): Promise<unknown> {
-  const flat: ArgValue[] = [];
-  for (const k of spec.keys) {
-    const key = keys[k];
-    if (key === undefined) throw new Error(`script ${spec.name} needs the key ${k}`);
-    flat.push(key);
-  }
-  for (const a of spec.args) flat.push(args[a]);
-  for (const row of rows) for (const r of spec.repeated) flat.push(row[r]);
-  try {
-    try {
-      return await untilClosed(redis, redis.evalsha(spec.sha, spec.keys.length, ...flat));
-    } catch (err) {
-      if (!(err instanceof Error && err.message.startsWith('NOSCRIPT'))) throw err;
-      return await untilClosed(redis, redis.eval(spec.source, spec.keys.length, ...flat));
-    }
-  } catch (err) {
-    // Over maxmemory, Redis refuses every script without `allow-oom` before it runs (see the file header).
-    throw redisFullError(err, `${spec.name}.lua`) ?? err;
-  }
-}

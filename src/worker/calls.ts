@@ -3,12 +3,12 @@
  * the reply. No state and no decisions: the Worker decides what the replies mean for its jobs.
  */
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, SCRIPT_BATCH_LIMIT } from '../defaults.js';
+import { refusalReason } from '../errors.js';
 import { untilClosed } from '../in-flight.js';
-import { annexFields, resultOf } from '../job-record.js';
+import { annexField, resultOf } from '../job-record.js';
 import type { QueueKeys } from '../keys.js';
 import { recoverExpired } from '../recovery.js';
-import { type RedisClient, runScript, scripts } from '../scripts.js';
-import { stateName } from '../states.js';
+import { callScript, type RedisClient, scripts } from '../scripts.js';
 import { toJson } from '../validate.js';
 import type { CompleteRow, FailRow } from './acker.js';
 import type { ClaimReply, ClaimTicket } from './fetcher.js';
@@ -30,7 +30,7 @@ export class WorkerCalls {
    * claim (attempt counted); the others are reserved until begin() starts them.
    */
   async claim(count: number, startNow: number, ticket: ClaimTicket): Promise<ClaimReply> {
-    const r = (await runScript(this.client, scripts.claim, this.keys, {
+    return callScript(this.client, scripts.claim, this.keys, {
       now: '',
       count,
       defaultLeaseMs: DEFAULT_LEASE_MS,
@@ -41,20 +41,13 @@ export class WorkerCalls {
       claimer: ticket.claimer,
       nonce: ticket.nonce,
       startNow,
-    })) as (string | number)[];
-    return {
-      now: Number(r[0]),
-      nextDue: r[1] === '' ? null : Number(r[1]),
-      paused: r[2] === 1,
-      limitedMs: Number(r[3]),
-      jobs: r.slice(4) as string[],
-    };
+    });
   }
 
   /** One entry per row: undefined when accepted, else why it was refused (in words). */
   async complete(rows: CompleteRow[]): Promise<(string | undefined)[]> {
     const { completed } = this.options.retention;
-    const refused = (await runScript(
+    const refused = await callScript(
       this.client,
       scripts.complete,
       this.keys,
@@ -68,14 +61,15 @@ export class WorkerCalls {
         eventsMaxLen: this.options.eventsMaxLen,
       },
       rows,
-    )) as string[];
+    );
     // Refusals come in row order, so match them in order: a batch may hold two attempts of one job
     // (a lease lost and the job claimed back), of which only the older is refused.
     let k = 0;
     return rows.map((row) => {
-      if (refused[k] !== row.id) return undefined;
-      k += 2;
-      return describeRefusal(refused[k - 1] as string);
+      const r = refused[k];
+      if (r?.id !== row.id) return undefined;
+      k++;
+      return refusalReason(r.refusal);
     });
   }
 
@@ -84,7 +78,7 @@ export class WorkerCalls {
     rows: FailRow[],
   ): Promise<({ outcome: 'waiting' | 'delayed' | 'dead' } | { refused: string })[]> {
     const { dead } = this.options.retention;
-    const out = (await runScript(
+    const out = await callScript(
       this.client,
       scripts.fail,
       this.keys,
@@ -99,12 +93,11 @@ export class WorkerCalls {
         eventsMaxLen: this.options.eventsMaxLen,
       },
       rows,
-    )) as string[];
+    );
     return rows.map((_, i) => {
-      const outcome = out[i * 2 + 1] ?? '';
-      return outcome.startsWith('STALE') || outcome === 'NOT_FOUND'
-        ? { refused: describeRefusal(outcome) }
-        : { outcome: outcome as 'waiting' | 'delayed' | 'dead' };
+      const r = out[i];
+      if (!r) return { refused: 'no reply for this row' };
+      return 'outcome' in r ? { outcome: r.outcome } : { refused: refusalReason(r.refusal) };
     });
   }
 
@@ -117,13 +110,13 @@ export class WorkerCalls {
     // Last chunk first: each call puts its jobs at the front, so earlier chunks must go in last.
     for (let end = rows.length; end > 0; end -= SCRIPT_BATCH_LIMIT) {
       const chunk = rows.slice(Math.max(0, end - SCRIPT_BATCH_LIMIT), end);
-      const released = (await runScript(
+      const released = await callScript(
         this.client,
         scripts.release,
         this.keys,
         { wakeChannel: this.keys.wakeChannel, eventsMaxLen: this.options.eventsMaxLen },
         chunk,
-      )) as string[];
+      );
       out.push(...released);
     }
     return out;
@@ -134,24 +127,24 @@ export class WorkerCalls {
    * returns the ids whose lease is no longer held (they must not run). Idempotent: safe to send again.
    */
   async begin(rows: { id: string; token: string }[]): Promise<string[]> {
-    return (await runScript(
+    return callScript(
       this.client,
       scripts.begin,
       this.keys,
       { now: '', defaultLeaseMs: DEFAULT_LEASE_MS },
       rows,
-    )) as string[];
+    );
   }
 
   /** Renews leases; returns the ids whose lease is no longer held. */
   async extend(rows: { id: string; token: string }[]): Promise<string[]> {
-    return (await runScript(
+    return callScript(
       this.client,
       scripts.extend,
       this.keys,
       { now: '', defaultLeaseMs: DEFAULT_LEASE_MS },
       rows,
-    )) as string[];
+    );
   }
 
   async recover(limit: number): Promise<{ requeued: string[]; dead: string[] }> {
@@ -167,12 +160,12 @@ export class WorkerCalls {
 
   /** Registers the worker for ttlMs (info: its JSON description), or unregisters it (info ''). */
   async beat(workerId: string, ttlMs: number, info: string): Promise<void> {
-    await runScript(this.client, scripts.heartbeat, this.keys, { now: '', ttlMs, workerId, info });
+    await callScript(this.client, scripts.heartbeat, this.keys, { now: '', ttlMs, workerId, info });
   }
 
   /** Progress and log lines of a running attempt, fenced by its token; false if the lease is lost. */
   async writeAnnex(job: Job<unknown>, progress: unknown, lines: string[]): Promise<boolean> {
-    const reply = await runScript(
+    return callScript(
       this.client,
       scripts.progress,
       this.keys,
@@ -185,13 +178,15 @@ export class WorkerCalls {
       },
       lines.map((l) => ({ line: JSON.stringify(l.slice(0, 2_000)) })),
     );
-    return reply === 1;
   }
 
   /** Stored results of the jobs `jobId` depends on (undefined for a parent gone or not completed). */
   async parentResults(jobId: string): Promise<Record<string, unknown>> {
     // untilClosed: a read whose reply is lost with the connection would otherwise never settle.
-    const parents = await untilClosed(this.client, this.client.hget(this.keys.errors, annexFields(jobId)[3]));
+    const parents = await untilClosed(
+      this.client,
+      this.client.hget(this.keys.errors, annexField(jobId, 'parents')),
+    );
     if (!parents) return {};
     const ids = parents.split('\n');
     const records = await untilClosed(this.client, this.client.hmget(this.keys.jobs, ...ids));
@@ -202,11 +197,4 @@ export class WorkerCalls {
     });
     return out;
   }
-}
-
-/** Turns a script's refusal (`STALE:<state>:<attempts>` or `NOT_FOUND`) into words. */
-function describeRefusal(reason: string): string {
-  if (reason === 'NOT_FOUND') return 'the job no longer exists (removed or trimmed)';
-  const [, state = '', attempts] = reason.split(':');
-  return `its lease was lost; the job is now ${stateName(state) ?? state} at attempt ${attempts}`;
 }

@@ -1,0 +1,155 @@
+/**
+ * What each script answers, typed, and the decoder that reads it. A script's reply is positional Lua
+ * (a table of strings and integers); this is the one place that knows those positions, next to the
+ * `-- Returns:` line of the script's header. Decoders never throw for an answer the script documents:
+ * a refusal (NOT_FOUND, INVALID_STATE, STALE) is returned as a `Refusal` value, and the caller turns it
+ * into a typed error with `refusalError` (errors.ts) when that is what it means for the caller.
+ */
+import { parseRefusal, type Refusal } from './errors.js';
+import { type JobStateName, stateName } from './states.js';
+
+type Flat = (string | number)[];
+
+function flat(reply: unknown): Flat {
+  return Array.isArray(reply) ? (reply as Flat) : [];
+}
+
+/** add.lua: one entry per row, in order (none for a checkOnly call). */
+export interface AddedRow {
+  id: string;
+  isNew: boolean;
+  state: JobStateName;
+}
+
+export function decodeAdd(reply: unknown): AddedRow[] {
+  const r = flat(reply);
+  const out: AddedRow[] = [];
+  for (let i = 0; i + 2 < r.length; i += 3) {
+    out.push({ id: String(r[i]), isNew: r[i + 1] === 1, state: stateName(String(r[i + 2])) ?? 'waiting' });
+  }
+  return out;
+}
+
+/** claim.lua. `jobs` is id, record, id, record, ... of the jobs leased to the caller. */
+export interface ClaimAnswer {
+  now: number;
+  /** Due time of the first delayed job when fewer jobs than asked were claimed; null when none. */
+  nextDue: number | null;
+  paused: boolean;
+  /** >0: the rate limiter holds claims back for this many ms. */
+  limitedMs: number;
+  jobs: string[];
+}
+
+export function decodeClaim(reply: unknown): ClaimAnswer {
+  const r = flat(reply);
+  return {
+    now: Number(r[0]),
+    nextDue: r[1] === '' || r[1] === undefined ? null : Number(r[1]),
+    paused: r[2] === 1,
+    limitedMs: Number(r[3] ?? 0),
+    jobs: r.slice(4).map(String),
+  };
+}
+
+/** complete.lua: the refused rows only, in row order (a batch may hold two attempts of one job). */
+export interface RefusedRow {
+  id: string;
+  refusal: Refusal;
+}
+
+export function decodeComplete(reply: unknown): RefusedRow[] {
+  const r = flat(reply);
+  const out: RefusedRow[] = [];
+  for (let i = 0; i + 1 < r.length; i += 2) out.push({ id: String(r[i]), refusal: refusalOf(r[i + 1]) });
+  return out;
+}
+
+/** fail.lua: one entry per row, in order: where the job went, or why the failure was refused. */
+export type FailedRow =
+  | { id: string; outcome: 'waiting' | 'delayed' | 'dead' }
+  | { id: string; refusal: Refusal };
+
+export function decodeFail(reply: unknown): FailedRow[] {
+  const r = flat(reply);
+  const out: FailedRow[] = [];
+  for (let i = 0; i + 1 < r.length; i += 2) {
+    const id = String(r[i]);
+    const outcome = String(r[i + 1]);
+    if (outcome === 'waiting' || outcome === 'delayed' || outcome === 'dead') out.push({ id, outcome });
+    else out.push({ id, refusal: refusalOf(outcome) });
+  }
+  return out;
+}
+
+/** extend.lua, begin.lua (ids whose lease is gone), release.lua (ids handed back). */
+export function decodeIds(reply: unknown): string[] {
+  return flat(reply).map(String);
+}
+
+/** recover.lua. */
+export interface RecoverAnswer {
+  requeued: string[];
+  dead: string[];
+}
+
+export function decodeRecover(reply: unknown): RecoverAnswer {
+  const r = Array.isArray(reply) ? (reply as unknown[]) : [];
+  return { requeued: decodeIds(r[0]), dead: decodeIds(r[1]) };
+}
+
+/** retry.lua, remove.lua, promote.lua, cancel.lua: null when done ('OK'), else the refusal. */
+export function decodeJobChange(reply: unknown): Refusal | null {
+  return reply === 'OK' ? null : refusalOf(reply);
+}
+
+/** clean.lua. */
+export interface CleanAnswer {
+  removed: number;
+  more: boolean;
+}
+
+export function decodeClean(reply: unknown): CleanAnswer {
+  const r = flat(reply);
+  return { removed: Number(r[0] ?? 0), more: r[1] === 1 };
+}
+
+/** schedule.lua. */
+export interface ScheduleAnswer {
+  version: number;
+  changed: boolean;
+}
+
+export function decodeSchedule(reply: unknown): ScheduleAnswer {
+  const r = flat(reply);
+  return { version: Number(r[0]), changed: r[1] === 1 };
+}
+
+/** partitions.lua: the recorded count (0: none yet) and whether the caller's count is accepted. */
+export interface PartitionsAnswer {
+  recorded: number;
+  accepted: boolean;
+}
+
+export function decodePartitions(reply: unknown): PartitionsAnswer {
+  const r = flat(reply);
+  return { recorded: Number(r[0] ?? 0), accepted: r[1] === 1 };
+}
+
+/** progress.lua (false: lease lost), advance-schedule.lua (false: someone else advanced), unschedule.lua. */
+export function decodeFlag(reply: unknown): boolean {
+  return reply === 1;
+}
+
+/** move-in.lua (jobs written), heartbeat.lua (Redis time of the beat). */
+export function decodeNumber(reply: unknown): number {
+  return Number(reply);
+}
+
+/** set-paused.lua and scripts whose answer carries nothing. */
+export function decodeNothing(_reply: unknown): void {}
+
+function refusalOf(value: unknown): Refusal {
+  const text = String(value);
+  return parseRefusal(text) ?? { code: 'UNEXPECTED', text };
+}

@@ -1,0 +1,121 @@
+/**
+ * Loading and calling the Lua scripts of src/scripts/ (their typed descriptions are in scripts.ts).
+ *
+ * Scripts are loaded once (includes inlined), called with EVALSHA, and re-sent with EVAL on NOSCRIPT
+ * (after a Redis restart or SCRIPT FLUSH). `callScript` decodes the reply with the script's decoder
+ * (script-replies.ts) and turns refusals sent as error replies (`SURETY_<CODE> ...`) and over-maxmemory
+ * refusals into typed errors (errors.ts), so no caller reads a positional reply or an error message.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Cluster, Redis } from 'ioredis';
+import { parseRefusal, type RefusalContext, redisFullError, refusalError } from './errors.js';
+import { untilClosed } from './in-flight.js';
+import type { QueueKeys } from './keys.js';
+
+export type RedisClient = Redis | Cluster;
+
+/**
+ * The keys a script is called with: a queue's keys, plus `finished` for scripts that work on either
+ * finished set (clean.lua): the caller picks completed or dead.
+ */
+export type ScriptKeys = QueueKeys & { readonly finished?: string };
+export type KeyName = Exclude<keyof ScriptKeys, 'tag' | 'wakeChannel' | 'doneChannel'>;
+export type ArgValue = string | number;
+
+export interface ScriptSpec<A extends string = string, R extends string = string, T = unknown> {
+  readonly name: string;
+  readonly keys: readonly KeyName[];
+  readonly args: readonly A[];
+  /** Argument names repeated once per item after the fixed arguments (batch scripts). */
+  readonly repeated: readonly R[];
+  /** Reads the script's reply (see its `-- Returns:` header line) into a typed value. */
+  readonly decode: (reply: unknown) => T;
+  readonly source: string;
+  readonly sha: string;
+}
+
+const SCRIPT_DIR = new URL('./scripts/', import.meta.url);
+
+/**
+ * The Lua source with every `-- @include name` line replaced by includes/name.lua. An include may
+ * include the helpers it needs the same way; each include is inlined once, at its first mention, so a
+ * helper is always defined before the function that calls it.
+ */
+export function loadLua(name: string, inlined = new Set<string>()): string {
+  const raw = readFileSync(new URL(`${name}.lua`, SCRIPT_DIR), 'utf8');
+  return raw.replace(/^-- @include (\w+)$/gm, (_, inc: string) => {
+    if (inlined.has(inc)) return `-- (${inc}: inlined above)`;
+    inlined.add(inc);
+    return loadLua(`includes/${inc}`, inlined).trimEnd();
+  });
+}
+
+/** A script's description: its file, KEYS and ARGV names in order, and its reply decoder. */
+export function define<const A extends string, const R extends string = never, T = unknown>(
+  name: string,
+  keys: readonly KeyName[],
+  args: readonly A[],
+  repeated: readonly R[] = [],
+  decode: (reply: unknown) => T = (reply) => reply as T,
+): ScriptSpec<A, R, T> {
+  const source = loadLua(name);
+  const sha = createHash('sha1').update(source).digest('hex');
+  return Object.freeze({ name, keys, args, repeated, decode, source, sha });
+}
+
+/**
+ * Runs a script and returns its raw reply: EVALSHA, falling back to EVAL when the server does not know
+ * the script yet. `rows` are the repeated argument groups of batch scripts. Prefer callScript.
+ */
+export async function runScript<A extends string, R extends string>(
+  redis: RedisClient,
+  spec: ScriptSpec<A, R, unknown>,
+  keys: ScriptKeys,
+  args: Record<A, ArgValue>,
+  rows: readonly Record<R, ArgValue>[] = [],
+): Promise<unknown> {
+  const flat: ArgValue[] = [];
+  for (const k of spec.keys) {
+    const key = keys[k];
+    if (key === undefined) throw new Error(`script ${spec.name} needs the key ${k}`);
+    flat.push(key);
+  }
+  for (const a of spec.args) flat.push(args[a]);
+  for (const row of rows) for (const r of spec.repeated) flat.push(row[r]);
+  try {
+    try {
+      return await untilClosed(redis, redis.evalsha(spec.sha, spec.keys.length, ...flat));
+    } catch (err) {
+      if (!(err instanceof Error && err.message.startsWith('NOSCRIPT'))) throw err;
+      return await untilClosed(redis, redis.eval(spec.source, spec.keys.length, ...flat));
+    }
+  } catch (err) {
+    // Over maxmemory, Redis refuses every script without `allow-oom` before it runs (see scripts.ts).
+    throw redisFullError(err, `${spec.name}.lua`) ?? err;
+  }
+}
+
+/**
+ * Runs a script and returns its decoded reply. A refusal the script sends as an error reply
+ * (`SURETY_<CODE> ...`: the whole call was refused, nothing written) is thrown as its typed error,
+ * named with `ctx` (what the caller was doing); refusals sent as replies are part of the decoded value.
+ */
+export async function callScript<A extends string, R extends string, T>(
+  redis: RedisClient,
+  spec: ScriptSpec<A, R, T>,
+  keys: ScriptKeys,
+  args: Record<A, ArgValue>,
+  rows: readonly Record<R, ArgValue>[] = [],
+  ctx: RefusalContext = { operation: spec.name },
+): Promise<T> {
+  let reply: unknown;
+  try {
+    reply = await runScript(redis, spec as ScriptSpec<A, R, unknown>, keys, args, rows);
+  } catch (err) {
+    const message = err instanceof Error ? err.message : '';
+    const refusal = message.includes('SURETY_') ? parseRefusal(message) : null;
+    throw refusal ? refusalError(refusal, ctx) : err;
+  }
+  return spec.decode(reply);
+}
