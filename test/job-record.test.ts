@@ -25,7 +25,7 @@ describe('job record layout', () => {
     for (const m of lua.matchAll(/^local ((?:F_\w+, )*F_\w+) = ([\d, ]+)$/gm)) {
       const names = m[1]!.split(', ');
       const values = m[2]!.split(', ').map(Number);
-      names.forEach((n, i) => byName.set(n, values[i]!));
+      for (const [i, n] of names.entries()) byName.set(n, values[i]!);
     }
     const lua2ts: Record<string, keyof typeof HEADER> = {
       F_STATE: 'state',
