@@ -4,7 +4,7 @@
  * busy worker spends one round trip per batch). A call that fails (connection lost) is re-sent later:
  * outcomes are fenced by token and idempotent, so a re-send can never apply twice.
  */
-import { safeTimeout } from '../timers.js';
+import { reconnectDelayMs, safeTimeout } from '../timers.js';
 import type { Job } from './job.js';
 
 /** `id`, `token`, `result` go to complete.lua; `job` and `value` are kept for the `completed` event. */
@@ -27,8 +27,10 @@ export interface FailRow {
 }
 
 export interface AckerDeps {
-  complete(rows: CompleteRow[]): Promise<void>;
-  fail(rows: FailRow[]): Promise<void>;
+  /** Writes a batch of completions (complete.lua) and reports each row's fate; rejects if the call failed. */
+  writeCompletions(rows: CompleteRow[]): Promise<void>;
+  /** Writes a batch of failures (fail.lua) and reports each row's fate; rejects if the call failed. */
+  writeFailures(rows: FailRow[]): Promise<void>;
   onError(err: unknown): void;
 }
 
@@ -56,16 +58,16 @@ export class Acker {
     return this.completes.length + this.fails.length + this.inFlight;
   }
 
-  /** Sends everything buffered (called once per event-loop turn by the worker). */
+  /** Sends everything buffered (called once per event-loop turn, by the runner's tick through the lane). */
   flush(): void {
     if (this.retryTimer) return; // backing off after a failure: the retry timer flushes
     while (this.completes.length > 0) {
       const rows = this.completes.splice(0, MAX_BATCH);
-      this.send(this.deps.complete(rows), () => this.completes.unshift(...rows));
+      this.send(this.deps.writeCompletions(rows), () => this.completes.unshift(...rows));
     }
     while (this.fails.length > 0) {
       const rows = this.fails.splice(0, MAX_BATCH);
-      this.send(this.deps.fail(rows), () => this.fails.unshift(...rows));
+      this.send(this.deps.writeFailures(rows), () => this.fails.unshift(...rows));
     }
   }
 
@@ -83,13 +85,10 @@ export class Acker {
         this.deps.onError(err);
         this.failures++;
         if (!this.retryTimer) {
-          this.retryTimer = safeTimeout(
-            () => {
-              this.retryTimer = undefined;
-              this.flush();
-            },
-            Math.min(50 * 2 ** this.failures, 2_000),
-          );
+          this.retryTimer = safeTimeout(() => {
+            this.retryTimer = undefined;
+            this.flush();
+          }, reconnectDelayMs(this.failures));
         }
       },
     );

@@ -11,7 +11,7 @@
  * go to the closing worker as `unknown`, and release.lua (fenced, right whether they were begun or not)
  * hands them back.
  */
-import { safeTimeout } from '../timers.js';
+import { delay, reconnectDelayMs } from '../timers.js';
 import type { Job } from './job.js';
 
 /** begun: run it; lost: its lease is gone, never run it; unknown: closing, the call's fate unknown. */
@@ -69,7 +69,7 @@ export class Beginner {
           for (const job of jobs) this.deps.onOutcome(job, 'unknown');
           return;
         }
-        await new Promise<void>((r) => safeTimeout(() => r(), Math.min(50 * 2 ** failures, 2_000)));
+        await delay(reconnectDelayMs(failures));
         const still: Job<unknown>[] = [];
         for (const job of jobs) {
           if (this.deps.isHeld(job)) still.push(job);

@@ -17,7 +17,7 @@
 import { randomBytes } from 'node:crypto';
 import { untilClosed } from '../in-flight.js';
 import type { RedisClient } from '../scripts.js';
-import { safeTimeout } from '../timers.js';
+import { reconnectDelayMs, safeTimeout } from '../timers.js';
 
 export interface ClaimReply {
   now: number;
@@ -210,7 +210,7 @@ export class Fetcher {
     this.deps.onReleased?.();
     this.failures++;
     if (!this.retryTimer) {
-      this.retryTimer = safeTimeout(() => this.retryFailed(), Math.min(50 * 2 ** this.failures, 2_000));
+      this.retryTimer = safeTimeout(() => this.retryFailed(), reconnectDelayMs(this.failures));
     }
   }
 

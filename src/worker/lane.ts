@@ -1,106 +1,302 @@
 /**
  * One partition as a worker sees it: the partition's keys and calls, the jobs the worker holds there,
- * and the loops that work per partition (fetch, write outcomes, renew leases). A worker of an
+ * and the loops that work per partition (fetch, begin, write outcomes, renew leases). A worker of an
  * unpartitioned queue has one lane; of a partitioned queue, one per partition, all sharing the
- * worker's slots, subscriber connection, heartbeat and recovery loop.
+ * worker's runner (its slots), subscriber connection, heartbeat and recovery loop.
+ *
+ * Data flows one way: the fetcher's claimed jobs become Jobs held here and go to the runner; the
+ * runner's settled attempts come back as outcome rows for this lane's acker, which writes them through
+ * this lane's calls; the lane then forgets their leases and reports each written outcome upward as one
+ * LaneOutcome. The lane owns its maps (held, running): the runner asks through the methods below.
  */
+import { StaleJobError } from '../errors.js';
+import { decodeClaimed } from '../job-record.js';
 import type { QueueKeys } from '../keys.js';
 import type { RedisClient } from '../scripts.js';
 import { Acker, type CompleteRow, type FailRow } from './acker.js';
 import { Beginner, type BeginOutcome } from './beginner.js';
 import { WorkerCalls } from './calls.js';
 import { Fetcher } from './fetcher.js';
-import type { Job } from './job.js';
+import { Job } from './job.js';
 import { type HeldJob, LeaseRenewer } from './lease-renewer.js';
 import type { ResolvedWorkerOptions } from './options.js';
 
-export interface Running<Data> {
-  job: Job<Data>;
-  startedAt: number;
-  timer?: NodeJS.Timeout;
-}
+/** A written outcome (or a refused one: the lease was lost and the fence said no), reported upward. */
+export type LaneOutcome =
+  | { kind: 'completed'; job: Job<unknown>; value: unknown }
+  | { kind: 'failed'; job: Job<unknown>; cause: Error; outcome: 'waiting' | 'delayed' | 'dead' }
+  | { kind: 'refused'; error: StaleJobError };
 
-/** What a lane needs from its worker. */
-export interface LaneHost {
-  subscriber: RedisClient;
-  /** Slots this lane may claim now (free slots, the other lanes' claims in flight, and its fair share). */
+/** What the lanes hand their jobs to: the worker's runner, which owns the slots they share. */
+export interface LaneRunner {
+  /** Slots `lane` may claim now (free slots, the other lanes' claims in flight, and its fair share). */
   claimable(lane: Lane): number;
   /** Of `count` jobs claimed now, how many to start at claim (free slots); the rest are reserved. */
   startable(count: number): number;
   isClosing(): boolean;
+  /** Jobs just claimed (and held by their lane): to run when a slot frees, or to hand back if closing. */
+  accept(jobs: Job<unknown>[]): void;
   /** The answer of begin.lua for a reserved job that reached a free slot. */
-  onBegin(lane: Lane, job: Job<unknown>, outcome: BeginOutcome): void;
-  onJobs(lane: Lane, flat: string[]): void;
-  onCancelled(lane: Lane, id: string): void;
-  onLeaseLost(lane: Lane, ids: string[]): void;
+  begun(lane: Lane, job: Job<unknown>, outcome: BeginOutcome): void;
+  /** queue.cancel moved this running job to dead (its lease is already forgotten). */
+  cancelled(lane: Lane, job: Job<unknown>): void;
+  /** The renewer found these leases lost (already forgotten): abort whatever of them runs. */
+  leaseLost(lane: Lane, ids: string[]): void;
   /** A claim of this lane came back short: slots it had reserved are free for the other lanes. */
-  onReleased(): void;
-  complete(lane: Lane, rows: CompleteRow[]): Promise<void>;
-  fail(lane: Lane, rows: FailRow[]): Promise<void>;
+  claimReleased(): void;
+}
+
+export interface LaneHost {
+  client: RedisClient;
+  subscriber: RedisClient;
+  options: ResolvedWorkerOptions;
+  queueName: string;
+  runner: LaneRunner;
+  onOutcome(outcome: LaneOutcome): void;
+  /** Leases this lane held and lost (after the runner aborted the attempts still running). */
+  onLeaseLost(ids: string[]): void;
   onError(err: unknown): void;
+}
+
+interface Running {
+  job: Job<unknown>;
+  startedAt: number;
+  timer: NodeJS.Timeout | undefined;
 }
 
 export class Lane {
   readonly calls: WorkerCalls;
   /** Jobs whose lease this worker holds here: running, or finished with the outcome not yet written. */
-  readonly held = new Map<string, HeldJob>();
+  private readonly held = new Map<string, HeldJob>();
   /** Jobs of this partition whose processor is running, by id. */
-  readonly running = new Map<string, Running<unknown>>();
-  readonly fetcher: Fetcher;
-  readonly acker: Acker;
-  readonly renewer: LeaseRenewer;
-  readonly beginner: Beginner;
-  /** Jobs to be started at claim by this lane's claims in flight (see LaneHost.startable). */
-  startsRequested = 0;
+  private readonly running = new Map<string, Running>();
+  private readonly fetcher: Fetcher;
+  private readonly acker: Acker;
+  private readonly renewer: LeaseRenewer;
+  private readonly beginner: Beginner;
+  /** Jobs to be started at claim by this lane's claims in flight (see LaneRunner.startable). */
+  private starts = 0;
   /** Claims sent and not answered yet (close waits for them, so their jobs can be handed back). */
   private readonly claims = new Set<Promise<unknown>>();
 
   constructor(
     readonly partition: number,
     readonly keys: QueueKeys,
-    client: RedisClient,
-    options: ResolvedWorkerOptions,
-    host: LaneHost,
+    private readonly host: LaneHost,
   ) {
-    this.calls = new WorkerCalls(client, keys, options);
+    const { runner, onError, options } = host;
+    this.calls = new WorkerCalls(host.client, keys, options);
     this.fetcher = new Fetcher({
       subscriber: host.subscriber,
       wakeChannel: keys.wakeChannel,
       pollIntervalMs: options.pollIntervalMs,
-      freeSlots: () => host.claimable(this) + this.fetcher.requestedCount,
+      freeSlots: () => runner.claimable(this) + this.fetcher.requestedCount,
       claim: (count, ticket) => {
-        const startNow = host.startable(count);
-        this.startsRequested += startNow;
+        const startNow = runner.startable(count);
+        this.starts += startNow;
         const call = this.track(this.calls.claim(count, startNow, ticket));
         void call.then(
-          () => (this.startsRequested -= startNow),
-          () => (this.startsRequested -= startNow),
+          () => (this.starts -= startNow),
+          () => (this.starts -= startNow),
         );
         return call;
       },
-      onJobs: (jobs) => host.onJobs(this, jobs),
-      onCancelled: (id) => host.onCancelled(this, id),
-      onError: host.onError,
-      onReleased: host.onReleased,
+      onJobs: (flat) => runner.accept(this.toJobs(flat)),
+      onCancelled: (id) => this.onCancelled(id),
+      onError,
+      onReleased: () => runner.claimReleased(),
     });
     this.acker = new Acker({
-      complete: (rows) => host.complete(this, rows),
-      fail: (rows) => host.fail(this, rows),
-      onError: host.onError,
+      writeCompletions: (rows) => this.writeCompletions(rows),
+      writeFailures: (rows) => this.writeFailures(rows),
+      onError,
     });
     this.beginner = new Beginner({
       begin: (rows) => this.calls.begin(rows),
-      isHeld: (job) => this.held.get(job.id)?.token === job.token,
-      isClosing: () => host.isClosing(),
-      onOutcome: (job, outcome) => host.onBegin(this, job, outcome),
-      onError: host.onError,
+      isHeld: (job) => this.holds(job),
+      isClosing: () => runner.isClosing(),
+      onOutcome: (job, outcome) => runner.begun(this, job, outcome),
+      onError,
     });
     this.renewer = new LeaseRenewer({
       held: this.held,
       extend: (rows) => this.calls.extend(rows),
-      onLost: (ids) => host.onLeaseLost(this, ids),
-      onError: host.onError,
+      onLost: (ids) => {
+        runner.leaseLost(this, ids);
+        host.onLeaseLost(ids);
+      },
+      onError,
     });
+  }
+
+  // ---- claimed jobs --------------------------------------------------------------------------
+
+  /** Jobs of a claim reply (id, record, id, record...), each held from now on. */
+  private toJobs(flat: string[]): Job<unknown>[] {
+    const jobs: Job<unknown>[] = [];
+    for (let i = 0; i < flat.length; i += 2) {
+      const id = flat[i]!;
+      const record = decodeClaimed(flat[i + 1]!);
+      let data: unknown;
+      try {
+        data = JSON.parse(record.dataJson);
+      } catch {
+        data = undefined; // cannot happen for data written by add()
+      }
+      const job = new Job<unknown>(this.host.queueName, id, record, data, this.partition);
+      job.writer = (j, progress, lines) => this.calls.writeAnnex(j, progress, lines);
+      job.parentReader = (j) => this.calls.parentResults(j.id);
+      this.hold(job);
+      jobs.push(job);
+    }
+    return jobs;
+  }
+
+  /** Holds a just-claimed job's lease: renewed from now on, early enough for its lease length. */
+  private hold(job: Job<unknown>): void {
+    this.held.set(job.id, { token: job.token, leaseMs: job.leaseMs });
+    this.renewer.noteLease(job.leaseMs);
+  }
+
+  /** This worker still holds this attempt's lease (as far as it knows). */
+  holds(job: Job<unknown>): boolean {
+    return this.held.get(job.id)?.token === job.token;
+  }
+
+  /**
+   * An attempt settled after its lease was lost while it ran: its outcome is still sent, and will be
+   * refused or accepted by the fence, so the lease is renewed again until it is written.
+   */
+  holdForOutcome(job: Job<unknown>): void {
+    if (!this.held.has(job.id)) this.held.set(job.id, { token: job.token, leaseMs: job.leaseMs });
+  }
+
+  /** Forgets a lease (outcome written, handed back, lost) unless the job was claimed again meanwhile. */
+  forget(id: string, token: string): void {
+    if (this.held.get(id)?.token === token) this.held.delete(id);
+  }
+
+  /** queue.cancel already moved the job to dead: forget it, and stop its attempt if it is running. */
+  private onCancelled(id: string): void {
+    if (!this.held.has(id)) return;
+    this.held.delete(id);
+    const job = this.running.get(id)?.job;
+    if (job && !job.decided) this.host.runner.cancelled(this, job);
+  }
+
+  // ---- running jobs --------------------------------------------------------------------------
+
+  /** A reserved job reached a slot: begin.lua counts its attempt (batched per event-loop turn). */
+  begin(job: Job<unknown>): void {
+    this.beginner.push(job);
+  }
+
+  /** The job's processor is about to run; `timer` (its timeout, if any) is cleared when it stops. */
+  startRunning(job: Job<unknown>, timer: NodeJS.Timeout | undefined): void {
+    this.running.set(job.id, { job, startedAt: performance.now(), timer });
+  }
+
+  /** The job stopped running (settled, timed out, cancelled): how long it ran (ms), or undefined if it was not. */
+  stopRunning(id: string): number | undefined {
+    const run = this.running.get(id);
+    if (!run) return undefined;
+    clearTimeout(run.timer);
+    this.running.delete(id);
+    return performance.now() - run.startedAt;
+  }
+
+  runningJob(id: string): Job<unknown> | undefined {
+    return this.running.get(id)?.job;
+  }
+
+  runningIds(): IterableIterator<string> {
+    return this.running.keys();
+  }
+
+  runningJobs(): Job<unknown>[] {
+    return [...this.running.values()].map((r) => r.job);
+  }
+
+  // ---- outcomes ------------------------------------------------------------------------------
+
+  /** Queues a completion for the next batch (written at the next flushOutcomes). */
+  ackCompleted(row: CompleteRow): void {
+    this.acker.pushComplete(row);
+  }
+
+  /** Queues a failure for the next batch (written at the next flushOutcomes). */
+  ackFailed(row: FailRow): void {
+    this.acker.pushFail(row);
+  }
+
+  flushOutcomes(): void {
+    this.acker.flush();
+  }
+
+  private async writeCompletions(rows: CompleteRow[]): Promise<void> {
+    const refusals = await this.calls.complete(rows);
+    rows.forEach((row, i) => {
+      this.forget(row.id, row.token);
+      const refusal = refusals[i];
+      this.host.onOutcome(
+        refusal
+          ? { kind: 'refused', error: new StaleJobError(row.id, row.job.attempt, refusal) }
+          : { kind: 'completed', job: row.job, value: row.value },
+      );
+    });
+  }
+
+  private async writeFailures(rows: FailRow[]): Promise<void> {
+    const results = await this.calls.fail(rows);
+    rows.forEach((row, i) => {
+      const r = results[i]!;
+      this.forget(row.id, row.token);
+      this.host.onOutcome(
+        'refused' in r
+          ? { kind: 'refused', error: new StaleJobError(row.id, row.job.attempt, r.refused) }
+          : { kind: 'failed', job: row.job, cause: row.cause, outcome: r.outcome },
+      );
+    });
+  }
+
+  /**
+   * Hands back jobs claimed but never started (release.lua: front of waiting, attempt not spent),
+   * skipping those whose lease this worker no longer holds. If the call fails (connection lost), they
+   * keep their lease until it expires and recovery puts them back (that attempt is then spent).
+   */
+  async handBack(jobs: readonly Job<unknown>[]): Promise<void> {
+    const rows = jobs.filter((job) => this.holds(job)).map((job) => ({ id: job.id, token: job.token }));
+    if (rows.length === 0) return;
+    try {
+      await this.calls.release(rows);
+    } catch (err) {
+      this.host.onError(err);
+      return;
+    }
+    // Released, or no longer ours (lost meanwhile): either way this worker holds none of them now.
+    for (const r of rows) this.forget(r.id, r.token);
+  }
+
+  // ---- claiming, for the runner's slot sharing -----------------------------------------------
+
+  /** Jobs asked for by this lane's claims in flight. */
+  get claimsRequested(): number {
+    return this.fetcher.requestedCount;
+  }
+
+  /** Jobs to be started at claim by this lane's claims in flight. */
+  get startsRequested(): number {
+    return this.starts;
+  }
+
+  /** True while this lane's last claim came back short and nothing has woken its fetcher since. */
+  get isDrained(): boolean {
+    return this.fetcher.isDrained;
+  }
+
+  /** Claims for the free slots, unless drained or two claims are in flight. */
+  pumpClaims(): void {
+    this.fetcher.pump();
   }
 
   private track<T>(claim: Promise<T>): Promise<T> {
@@ -113,13 +309,39 @@ export class Lane {
     return claim;
   }
 
+  // ---- lifecycle -----------------------------------------------------------------------------
+
+  /** Subscribes and makes the first claim. Safe to call again after a failure (the worker retries). */
+  startFetching(): Promise<void> {
+    return this.fetcher.start();
+  }
+
+  startRenewing(): void {
+    this.renewer.start();
+  }
+
+  stopFetching(): Promise<void> {
+    return this.fetcher.stop();
+  }
+
   /** Resolves once every claim in flight has been answered (or failed). */
   async claimsSettled(): Promise<void> {
     while (this.claims.size > 0) await Promise.all(this.claims);
   }
 
-  /** Forgets a lease once its outcome is written (unless the job was claimed again meanwhile). */
-  release(id: string, token: string): void {
-    if (this.held.get(id)?.token === token) this.held.delete(id);
+  /** Resolves once every begin call has been answered (or given up on while closing). */
+  beginsSettled(): Promise<void> {
+    return this.beginner.settled();
+  }
+
+  /** Resolves when every buffered outcome has been written (true) or `timeoutMs` passed (false). */
+  drainOutcomes(timeoutMs: number): Promise<boolean> {
+    return this.acker.drain(timeoutMs);
+  }
+
+  /** Stops writing outcomes and renewing leases (the last steps of close before unregistering). */
+  stop(): void {
+    this.acker.stop();
+    this.renewer.stop();
   }
 }

@@ -40,3 +40,17 @@ export class Recoverer {
     this.interval.stop();
   }
 }
+
+/** Recovers expired leases in each partition in turn (up to `limit` jobs each), as one result. */
+export async function recoverEach(
+  partitions: readonly { recover(limit: number): Promise<{ requeued: string[]; dead: string[] }> }[],
+  limit: number,
+): Promise<{ requeued: string[]; dead: string[] }> {
+  const out = { requeued: [] as string[], dead: [] as string[] };
+  for (const p of partitions) {
+    const r = await p.recover(limit);
+    out.requeued.push(...r.requeued);
+    out.dead.push(...r.dead);
+  }
+  return out;
+}

@@ -6,48 +6,34 @@
  * the attempt the claim counted given back, so another worker runs them now instead of after a lease
  * expiry, and with `maxAttempts: 1` they still get their one attempt.
  */
+import { safeTimeout } from '../timers.js';
 import type { Job } from './job.js';
 import type { Lane } from './lane.js';
 
 /**
- * Hands `jobs` (claimed, never started) back to their partitions. A job whose lease this worker no
- * longer holds is skipped. If a release call fails (connection lost), its jobs keep their lease until
- * it expires and recovery puts them back (that attempt is then spent): the error goes to `onError`.
+ * Hands `jobs` (claimed, never started) back to their partitions, one release call per lane (see
+ * Lane.handBack: a job whose lease this worker no longer holds is skipped; a failed call leaves its
+ * jobs to lease expiry, and the error goes to the lane's onError).
  */
-export async function handBack(
-  lanes: readonly Lane[],
-  jobs: readonly Job<unknown>[],
-  onError: (err: unknown) => void,
-): Promise<void> {
-  const byLane = new Map<Lane, { id: string; token: string }[]>();
+export async function handBack(lanes: readonly Lane[], jobs: readonly Job<unknown>[]): Promise<void> {
+  const byLane = new Map<Lane, Job<unknown>[]>();
   for (const job of jobs) {
     const lane = lanes[job.partition];
-    if (!lane || lane.held.get(job.id)?.token !== job.token) continue;
-    let rows = byLane.get(lane);
-    if (!rows) {
-      rows = [];
-      byLane.set(lane, rows);
+    if (!lane) continue;
+    let list = byLane.get(lane);
+    if (!list) {
+      list = [];
+      byLane.set(lane, list);
     }
-    rows.push({ id: job.id, token: job.token });
+    list.push(job);
   }
-  await Promise.all(
-    [...byLane].map(async ([lane, rows]) => {
-      try {
-        await lane.calls.release(rows);
-      } catch (err) {
-        onError(err);
-        return;
-      }
-      // Released, or no longer ours (lost meanwhile): either way this worker holds none of them now.
-      for (const r of rows) lane.release(r.id, r.token);
-    }),
-  );
+  await Promise.all([...byLane].map(([lane, list]) => lane.handBack(list)));
 }
 
 /** Resolves when `promise` settles or after `ms`, whichever comes first (true if it settled). */
 export function settledWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
   return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), Math.min(Math.max(0, ms), 2 ** 31 - 1));
+    const timer = safeTimeout(() => resolve(false), ms);
     promise.then(
       () => {
         clearTimeout(timer);

@@ -1,0 +1,339 @@
+/**
+ * The runner: runs the processor for the jobs the lanes claim, `concurrency` at a time over all lanes.
+ *
+ * It owns the slots (how many jobs run, how many each lane may claim, how many a claim starts at
+ * once), the buffer of jobs claimed but not started, the automatic prefetch estimate, the timeouts, and
+ * settling: whatever the processor returns or throws becomes one outcome row (complete, or fail with
+ * its retry delay) for the job's lane to write. Cancels and lost leases abort attempts; at close,
+ * buffered jobs are handed back and attempts still running past the timeout are failed.
+ *
+ * It never touches a lane's maps: it asks the lane to begin, start or stop running, forget, hand back
+ * or acknowledge jobs, and the lane reports written outcomes to the worker.
+ */
+import { CancelledError, ClosedError, LeaseExpiredError, TimeoutError } from '../errors.js';
+import { safeTimeout } from '../timers.js';
+import { toJson } from '../validate.js';
+import { retryDelayMs } from './backoff.js';
+import type { BeginOutcome } from './beginner.js';
+import {
+  type AttemptError,
+  normaliseThrown,
+  resultError,
+  serializeAttemptError,
+} from './error-normaliser.js';
+import type { Job } from './job.js';
+import type { Lane, LaneRunner } from './lane.js';
+import type { ResolvedWorkerOptions } from './options.js';
+import { handBack } from './shutdown.js';
+
+/** See WorkerOptions.prefetch: a prefetched job waits locally for about this long at most. */
+const PREFETCH_HORIZON_MS = 20;
+
+export type Processor<Data, Result> = (job: Job<Data>) => Promise<Result> | Result;
+
+export interface RunnerDeps<Data, Result> {
+  /** The queue's name, for the ClosedError of attempts failed at close. */
+  name: string;
+  options: ResolvedWorkerOptions;
+  processor: Processor<Data, Result>;
+  /** The worker's lanes, by partition (built at construction, or at start() for `partitions: 'auto'`). */
+  lanes(): readonly Lane[];
+  /** False before start() and from close() on: then no job starts. */
+  isRunning(): boolean;
+  /** A job's processor is about to be called (the worker advances its schedule, if it has one). */
+  onStart(lane: Lane, job: Job<Data>): void;
+  onError(err: unknown): void;
+}
+
+export class Runner<Data, Result> implements LaneRunner {
+  /** Jobs whose processor is running, over all lanes (with reserved jobs waiting for begin.lua). */
+  private runningCount = 0;
+  /** Claimed (leased) jobs waiting for a free slot: prefetched so the next batch is ready when slots free. */
+  private readonly buffer: Job<Data>[] = [];
+  /** Moving average of attempt durations (ms), for the automatic prefetch; starts at "not short". */
+  private avgDurationMs = 100;
+  /** Lane the next tick pumps first, so partitions take turns at freed slots. */
+  private nextLane = 0;
+  private tickScheduled = false;
+  private idleWaiters: (() => void)[] = [];
+  /** Release calls in flight: jobs claimed but never started, handed back by a closing worker. */
+  private readonly handingBack = new Set<Promise<void>>();
+
+  constructor(private readonly deps: RunnerDeps<Data, Result>) {}
+
+  /** Number of jobs whose processor is running now. */
+  get activeCount(): number {
+    return this.runningCount;
+  }
+
+  isClosing(): boolean {
+    return !this.deps.isRunning();
+  }
+
+  // ---- slots ---------------------------------------------------------------------------------
+
+  /**
+   * How many jobs `lane` may claim now: the worker's free slots (running, buffered and every lane's
+   * claims in flight count against them), and in a partitioned queue at most a fair share per lane
+   * among the lanes that are not drained, so one busy partition cannot starve the others.
+   */
+  claimable(lane: Lane): number {
+    const lanes = this.deps.lanes();
+    const capacity = this.deps.options.concurrency + this.prefetchLimit();
+    let requested = 0;
+    let busy = 0;
+    for (const l of lanes) {
+      requested += l.claimsRequested;
+      if (!l.isDrained) busy++;
+    }
+    const free = capacity - this.runningCount - this.buffer.length - requested;
+    if (lanes.length === 1) return free;
+    const share = Math.ceil(capacity / Math.max(1, busy)) - lane.claimsRequested;
+    return Math.min(free, share);
+  }
+
+  /**
+   * Of `count` jobs claimed now, how many claim.lua starts at once: the slots free for running once the
+   * buffer and the other claims in flight are served. The rest are reserved (begun before they run).
+   */
+  startable(count: number): number {
+    let starting = 0;
+    for (const l of this.deps.lanes()) starting += l.startsRequested;
+    const free = this.deps.options.concurrency - this.runningCount - this.buffer.length - starting;
+    return Math.max(0, Math.min(count, free));
+  }
+
+  /**
+   * How many jobs to claim beyond free slots. Prefetching overlaps the next claim's round trip with the
+   * current batch's work and batches claims, which only pays for short jobs. 'auto' prefetches about
+   * as many jobs as this worker finishes in PREFETCH_HORIZON_MS, so a prefetched job waits locally
+   * for ~20 ms at most and long jobs are never held back from idle workers.
+   */
+  private prefetchLimit(): number {
+    const p = this.deps.options.prefetch;
+    if (p !== 'auto') return p;
+    const c = this.deps.options.concurrency;
+    return Math.min(
+      Math.floor((c * PREFETCH_HORIZON_MS) / Math.max(this.avgDurationMs, 0.01)),
+      Math.max(c, 100),
+    );
+  }
+
+  claimReleased(): void {
+    if (this.deps.lanes().length > 1) this.scheduleTick();
+  }
+
+  // ---- claimed jobs --------------------------------------------------------------------------
+
+  accept(jobs: Job<unknown>[]): void {
+    this.buffer.push(...(jobs as Job<Data>[]));
+    // A claim answered while closing: its jobs must not start; they go back at once.
+    if (this.deps.isRunning()) this.runBuffered();
+    else this.handBackBuffered();
+  }
+
+  /** Hands every buffered (claimed, never started) job back to waiting; close() awaits these calls. */
+  handBackBuffered(): void {
+    const jobs = this.buffer.splice(0) as Job<unknown>[];
+    if (jobs.length === 0) return;
+    const call = handBack(this.deps.lanes(), jobs);
+    this.handingBack.add(call);
+    void call.then(() => this.handingBack.delete(call));
+  }
+
+  /** Resolves once every hand-back call made so far has been answered (or failed). */
+  async handedBack(): Promise<void> {
+    await Promise.all(this.handingBack);
+  }
+
+  /** Starts buffered jobs while slots are free (skipping any whose lease was lost meanwhile). */
+  private runBuffered(): void {
+    // A closing worker starts nothing: close() hands its buffered jobs back instead.
+    while (
+      this.deps.isRunning() &&
+      this.runningCount < this.deps.options.concurrency &&
+      this.buffer.length > 0
+    ) {
+      const job = this.buffer.shift()!;
+      const lane = this.laneOf(job);
+      if (!lane.holds(job)) continue;
+      this.runningCount++;
+      // A reserved job takes its slot now and runs once begin.lua has counted its attempt (begun).
+      if (job.reserved) lane.begin(job);
+      else this.run(lane, job);
+    }
+  }
+
+  /** begin.lua answered for a reserved job holding a slot: run it, drop it (lease gone), or hand it back. */
+  begun(lane: Lane, job: Job<unknown>, outcome: BeginOutcome): void {
+    if (outcome === 'begun' && this.deps.isRunning()) {
+      this.run(lane, job as Job<Data>);
+      return;
+    }
+    this.runningCount--;
+    if (outcome === 'lost') {
+      lane.forget(job.id, job.token);
+    } else {
+      // Closing: no job starts once close() was called. release.lua gives back the attempt if begun.
+      this.buffer.push(job as Job<Data>);
+      this.handBackBuffered();
+    }
+    this.afterSlotFreed();
+  }
+
+  private laneOf(job: Job<unknown>): Lane {
+    return this.deps.lanes()[job.partition]!;
+  }
+
+  // ---- running -------------------------------------------------------------------------------
+
+  private run(lane: Lane, job: Job<Data>): void {
+    let timer: NodeJS.Timeout | undefined;
+    if (job.timeoutMs > 0) {
+      timer = safeTimeout(() => {
+        if (job.decided) return;
+        const err = new TimeoutError(job.id, job.timeoutMs);
+        job.abort(err);
+        this.settle(job, undefined, normaliseThrown(err));
+      }, job.timeoutMs);
+    }
+    lane.startRunning(job as Job<unknown>, timer);
+    job.startedAt = Date.now();
+    this.deps.onStart(lane, job);
+    let promise: Promise<Result>;
+    try {
+      promise = Promise.resolve(this.deps.processor(job));
+    } catch (err) {
+      promise = Promise.reject(err);
+    }
+    // Whatever the processor threw or rejected with is read once, defensively (normaliseThrown never
+    // throws), so every attempt ends with a recorded outcome and its slot freed.
+    promise.then(
+      (result) => this.settle(job, result, undefined),
+      (err: unknown) => this.settle(job, undefined, normaliseThrown(err)),
+    );
+  }
+
+  /** Frees the slot of a job that stopped running (settled, cancelled); returns how long it ran. */
+  private stopRunning(lane: Lane, id: string): number | undefined {
+    const ranMs = lane.stopRunning(id);
+    if (ranMs !== undefined) this.runningCount--;
+    return ranMs;
+  }
+
+  /** The attempt ended: its outcome row goes to its lane's acker, and its slot is freed. */
+  private settle(job: Job<Data>, result: Result | undefined, failure: AttemptError | undefined): void {
+    if (job.decided) return; // timed out or cancelled earlier: this late outcome is not the attempt's
+    job.decided = true;
+    const lane = this.laneOf(job);
+    const ranMs = this.stopRunning(lane, job.id);
+    if (ranMs !== undefined) this.avgDurationMs = this.avgDurationMs * 0.8 + ranMs * 0.2;
+    // The lease was lost while running: the outcome is still sent, and will be refused or accepted by the fence.
+    lane.holdForOutcome(job as Job<unknown>);
+    if (failure === undefined) {
+      let json: string | undefined;
+      try {
+        json =
+          result === undefined
+            ? ''
+            : toJson(`result of job ${job.id}`, result, this.deps.options.maxPayloadBytes);
+      } catch (err) {
+        // Not JSON, too large, or a getter / Proxy trap that throws: a typed error fails the attempt.
+        failure = normaliseThrown(resultError(job.id, err));
+      }
+      if (json !== undefined) {
+        lane.ackCompleted({ id: job.id, token: job.token, result: json, job, value: result });
+      }
+    }
+    if (failure !== undefined) {
+      let delay = -1;
+      if (!failure.unrecoverable && !job.isLastAttempt) {
+        try {
+          delay = retryDelayMs(job as Job, failure.error, this.deps.options.backoffStrategies);
+        } catch (err) {
+          this.deps.onError(err);
+          delay = 0;
+        }
+      }
+      lane.ackFailed({
+        id: job.id,
+        token: job.token,
+        retryDelayMs: delay,
+        error: serializeAttemptError(failure),
+        job,
+        cause: failure.error,
+      });
+    }
+    this.afterSlotFreed();
+  }
+
+  private afterSlotFreed(): void {
+    this.runBuffered();
+    this.scheduleTick();
+    if (this.runningCount === 0 && this.buffer.length === 0) for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  /** Once per event-loop turn: write buffered outcomes and claim for the freed slots, back to back. */
+  private scheduleTick(): void {
+    if (this.tickScheduled) return;
+    this.tickScheduled = true;
+    setImmediate(() => {
+      this.tickScheduled = false;
+      const lanes = this.deps.lanes();
+      const n = lanes.length;
+      for (const lane of lanes) lane.flushOutcomes();
+      // Lanes take turns at going first, so freed slots are shared among busy partitions.
+      const first = this.nextLane;
+      this.nextLane = (first + 1) % n;
+      for (let i = 0; i < n; i++) lanes[(first + i) % n]!.pumpClaims();
+    });
+  }
+
+  // ---- attempts stopped from outside ---------------------------------------------------------
+
+  /** queue.cancel already moved the job to dead: abort it and free its slot, sending no outcome. */
+  cancelled(lane: Lane, job: Job<unknown>): void {
+    job.decided = true;
+    job.abort(new CancelledError(job.id));
+    this.stopRunning(lane, job.id);
+    this.afterSlotFreed();
+  }
+
+  /** Buffered jobs are skipped by runBuffered (their lease is forgotten); running ones are told. */
+  leaseLost(lane: Lane, ids: string[]): void {
+    for (const id of ids) {
+      const job = lane.runningJob(id);
+      job?.abort(
+        new LeaseExpiredError(`lease of job ${id} attempt ${job.attempt} was lost; it may run elsewhere`),
+      );
+    }
+  }
+
+  // ---- close ---------------------------------------------------------------------------------
+
+  /** Resolves when nothing runs and nothing is buffered, or after `timeoutMs`. */
+  whenIdle(timeoutMs: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = safeTimeout(resolve, timeoutMs);
+      this.idleWaiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  /**
+   * close() timed out: each attempt still running ends now, failed with ClosedError (recorded, and
+   * retried like any failure), instead of holding its job until the lease expires. Its signal aborts;
+   * whatever the processor does later is ignored, like a late result after a timeout.
+   */
+  failStillRunning(): void {
+    for (const lane of this.deps.lanes()) {
+      for (const job of lane.runningJobs()) {
+        const err = new ClosedError(`Worker ${this.deps.name} (close timeout)`);
+        job.abort(err);
+        this.settle(job as Job<Data>, undefined, normaliseThrown(err));
+      }
+    }
+  }
+}
