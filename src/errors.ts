@@ -304,7 +304,7 @@ export interface RefusalContext {
 }
 
 /** Why a worker's outcome was refused, in words (the `reason` of a StaleJobError). */
-export function refusalReason(r: Refusal): string {
+function refusalReason(r: Refusal): string {
   if (r.code === 'NOT_FOUND') return 'the job no longer exists (removed or trimmed)';
   if (r.code === 'STALE') {
     return `its lease was lost; the job is now ${stateName(r.state) ?? r.state} at attempt ${r.attempts}`;

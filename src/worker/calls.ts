@@ -3,7 +3,7 @@
  * the reply. No state and no decisions: the Worker decides what the replies mean for its jobs.
  */
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, SCRIPT_BATCH_LIMIT } from '../defaults.js';
-import { refusalReason } from '../errors.js';
+import type { Refusal } from '../errors.js';
 import { untilClosed } from '../in-flight.js';
 import { annexField, resultOf } from '../job-record.js';
 import type { QueueKeys } from '../keys.js';
@@ -44,8 +44,8 @@ export class WorkerCalls {
     });
   }
 
-  /** One entry per row: undefined when accepted, else why it was refused (in words). */
-  async complete(rows: CompleteRow[]): Promise<(string | undefined)[]> {
+  /** One entry per row: undefined when accepted, else the script's refusal (see refusalError). */
+  async complete(rows: CompleteRow[]): Promise<(Refusal | undefined)[]> {
     const { completed } = this.options.retention;
     const refused = await callScript(
       this.client,
@@ -69,14 +69,14 @@ export class WorkerCalls {
       const r = refused[k];
       if (r?.id !== row.id) return undefined;
       k++;
-      return refusalReason(r.refusal);
+      return r.refusal;
     });
   }
 
-  /** One entry per row: where the job went, or why the failure was refused (in words). */
+  /** One entry per row: where the job went, or the script's refusal (see refusalError). */
   async fail(
     rows: FailRow[],
-  ): Promise<({ outcome: 'waiting' | 'delayed' | 'dead' } | { refused: string })[]> {
+  ): Promise<({ outcome: 'waiting' | 'delayed' | 'dead' } | { refusal: Refusal })[]> {
     const { dead } = this.options.retention;
     const out = await callScript(
       this.client,
@@ -96,8 +96,8 @@ export class WorkerCalls {
     );
     return rows.map((_, i) => {
       const r = out[i];
-      if (!r) return { refused: 'no reply for this row' };
-      return 'outcome' in r ? { outcome: r.outcome } : { refused: refusalReason(r.refusal) };
+      if (!r) return { refusal: { code: 'UNEXPECTED', text: 'no reply for this row' } };
+      return 'outcome' in r ? { outcome: r.outcome } : { refusal: r.refusal };
     });
   }
 

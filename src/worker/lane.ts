@@ -9,7 +9,7 @@
  * this lane's calls; the lane then forgets their leases and reports each written outcome upward as one
  * LaneOutcome. The lane owns its maps (held, running): the runner asks through the methods below.
  */
-import { StaleJobError } from '../errors.js';
+import { type RefusalContext, refusalError, type SuretyError } from '../errors.js';
 import { decodeClaimed } from '../job-record.js';
 import type { QueueKeys } from '../keys.js';
 import type { RedisClient } from '../scripts.js';
@@ -25,7 +25,7 @@ import type { ResolvedWorkerOptions } from './options.js';
 export type LaneOutcome =
   | { kind: 'completed'; job: Job<unknown>; value: unknown }
   | { kind: 'failed'; job: Job<unknown>; cause: Error; outcome: 'waiting' | 'delayed' | 'dead' }
-  | { kind: 'refused'; error: StaleJobError };
+  | { kind: 'refused'; error: SuretyError };
 
 /** What the lanes hand their jobs to: the worker's runner, which owns the slots they share. */
 export interface LaneRunner {
@@ -240,7 +240,7 @@ export class Lane {
       const refusal = refusals[i];
       this.host.onOutcome(
         refusal
-          ? { kind: 'refused', error: new StaleJobError(row.id, row.job.attempt, refusal) }
+          ? { kind: 'refused', error: refusalError(refusal, this.outcomeOf(row)) }
           : { kind: 'completed', job: row.job, value: row.value },
       );
     });
@@ -252,11 +252,16 @@ export class Lane {
       const r = results[i]!;
       this.forget(row.id, row.token);
       this.host.onOutcome(
-        'refused' in r
-          ? { kind: 'refused', error: new StaleJobError(row.id, row.job.attempt, r.refused) }
+        'refusal' in r
+          ? { kind: 'refused', error: refusalError(r.refusal, this.outcomeOf(row)) }
           : { kind: 'failed', job: row.job, cause: row.cause, outcome: r.outcome },
       );
     });
+  }
+
+  /** What a refused outcome was (StaleJobError names the job and the attempt whose outcome it was). */
+  private outcomeOf(row: CompleteRow | FailRow): RefusalContext {
+    return { operation: 'outcome', jobId: row.id, attempt: row.job.attempt };
   }
 
   /**
