@@ -8,6 +8,7 @@
  * It exits at once when the parent goes away (IPC disconnect), so a dead harness leaves no workers.
  */
 import { StaleJobError, UnrecoverableError, Worker } from '../src/index.js';
+import type { LaneDiagnostics } from '../src/worker/lane.js';
 import {
   type ChaosResult,
   type JobData,
@@ -39,11 +40,8 @@ export interface ChildConfig {
 export interface WorkerDiag {
   pid: number;
   running: number;
-  held: string[];
-  fetcherInFlight: boolean | null;
-  fetcherDrained: boolean | null;
-  ackerInFlight: number | null;
-  renewerRunning: boolean | null;
+  /** Worker.diagnostics() per lane: leases held, claims and outcomes in flight. */
+  lanes: LaneDiagnostics[];
   msSinceLastExecution: number | null;
 }
 
@@ -150,21 +148,11 @@ worker.start().then(
 );
 
 function diagnose(): WorkerDiag {
-  // Reads private fields of the Worker (typed loosely on purpose): diagnostics for the report only.
-  const w = worker as unknown as {
-    held?: Map<string, unknown>;
-    fetcher?: { inFlight?: boolean; drained?: boolean };
-    acker?: { inFlight?: number };
-    renewer?: { interval?: { running?: boolean } };
-  };
+  const d = worker.diagnostics();
   return {
     pid: process.pid,
-    running: worker.activeCount,
-    held: [...(w.held?.keys() ?? [])].slice(0, 50),
-    fetcherInFlight: w.fetcher?.inFlight ?? null,
-    fetcherDrained: w.fetcher?.drained ?? null,
-    ackerInFlight: w.acker?.inFlight ?? null,
-    renewerRunning: w.renewer?.interval?.running ?? null,
+    running: d.running,
+    lanes: d.lanes,
     msSinceLastExecution: lastExecutionAt === 0 ? null : Date.now() - lastExecutionAt,
   };
 }

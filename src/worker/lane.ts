@@ -58,6 +58,18 @@ export interface LaneHost {
   onError(err: unknown): void;
 }
 
+/** @internal See Lane.diagnostics. */
+export interface LaneDiagnostics {
+  partition: number;
+  /** The first 50 ids whose lease this lane holds. */
+  held: string[];
+  heldCount: number;
+  running: number;
+  claimsRequested: number;
+  drained: boolean;
+  outcomesPending: number;
+}
+
 interface Running {
   job: Job<unknown>;
   startedAt: number;
@@ -312,6 +324,19 @@ export class Lane {
     this.claims.add(settled);
     settled.then(() => this.claims.delete(settled));
     return claim;
+  }
+
+  /** @internal What this lane holds and waits for, to diagnose a stuck worker (the chaos harness's report). */
+  diagnostics(): LaneDiagnostics {
+    return {
+      partition: this.partition,
+      held: [...this.held.keys()].slice(0, 50),
+      heldCount: this.held.size,
+      running: this.running.size,
+      claimsRequested: this.claimsRequested,
+      drained: this.isDrained,
+      outcomesPending: this.acker.pending,
+    };
   }
 
   // ---- lifecycle -----------------------------------------------------------------------------

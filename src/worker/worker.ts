@@ -45,7 +45,7 @@ import { checkCallOptions, checkQueueAddress, checkQueueName, checkTimerMs } fro
 import { isA, normaliseThrown } from './error-normaliser.js';
 import { Heartbeat, workerInfo } from './heartbeat.js';
 import type { Job } from './job.js';
-import { Lane, type LaneHost, type LaneOutcome } from './lane.js';
+import { Lane, type LaneDiagnostics, type LaneHost, type LaneOutcome } from './lane.js';
 import { type ResolvedWorkerOptions, resolveWorkerOptions, type WorkerOptions } from './options.js';
 import { Recoverer, recoverEach } from './recoverer.js';
 import { type Processor, Runner } from './runner.js';
@@ -161,6 +161,11 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   /** Number of jobs whose processor is running now. */
   get activeCount(): number {
     return this.runner.activeCount;
+  }
+
+  /** @internal Per lane: leases held, jobs running, claims and outcomes in flight (for diagnosing a stuck worker). */
+  diagnostics(): { running: number; lanes: LaneDiagnostics[] } {
+    return { running: this.activeCount, lanes: this.lanes.map((l) => l.diagnostics()) };
   }
 
   /** Starts the loops (called by the constructor unless `autostart: false`). Resolves once claiming has begun. */
