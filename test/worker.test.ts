@@ -29,6 +29,26 @@ describe('Worker', () => {
     expect(info!.finishedAt).toBeGreaterThanOrEqual(info!.startedAt!);
   });
 
+  it('diagnostics() reports the lease held and the job running, then nothing once it completed', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const w = worker(name, () => gate);
+    const added = await q.add({});
+    await waitUntil(() => w.activeCount === 1, 'running');
+    const busy = w.diagnostics();
+    expect(busy.running).toBe(1);
+    expect(busy.lanes).toHaveLength(1);
+    expect(busy.lanes[0]).toMatchObject({ partition: 0, held: [added.id], heldCount: 1, running: 1 });
+    release();
+    await q.waitFor(added.id);
+    await waitUntil(() => w.diagnostics().lanes[0]!.heldCount === 0, 'lease forgotten');
+    expect(w.diagnostics().lanes[0]).toMatchObject({ running: 0, outcomesPending: 0 });
+  });
+
   it('a large payload is kept out of the record, yet every reader sees it; it goes with the job', async () => {
     const name = uniqueName();
     const q = queue<{ blob: string; n: number }, number>(name);
