@@ -30,7 +30,13 @@ export function decodeAdd(reply: unknown): AddedRow[] {
   return out;
 }
 
-/** claim.lua. `jobs` is id, record, id, record, ... of the jobs leased to the caller. */
+/** A job leased by a claim: its id and its record (see job-record.ts decodeClaimed). */
+export interface ClaimedJob {
+  id: string;
+  record: string;
+}
+
+/** claim.lua. */
 export interface ClaimAnswer {
   now: number;
   /** Due time of the first delayed job when fewer jobs than asked were claimed; null when none. */
@@ -38,17 +44,20 @@ export interface ClaimAnswer {
   paused: boolean;
   /** >0: the rate limiter holds claims back for this many ms. */
   limitedMs: number;
-  jobs: string[];
+  /** The jobs leased to the caller, in claim order. */
+  jobs: ClaimedJob[];
 }
 
 export function decodeClaim(reply: unknown): ClaimAnswer {
   const r = flat(reply);
+  const jobs: ClaimedJob[] = [];
+  for (let i = 4; i + 1 < r.length; i += 2) jobs.push({ id: String(r[i]), record: String(r[i + 1]) });
   return {
     now: Number(r[0]),
     nextDue: r[1] === '' || r[1] === undefined ? null : Number(r[1]),
     paused: r[2] === 1,
     limitedMs: Number(r[3] ?? 0),
-    jobs: r.slice(4).map(String),
+    jobs,
   };
 }
 

@@ -36,7 +36,7 @@ function harness(freeSlots = () => 10, errors?: unknown[]) {
     nextDue: null,
     paused: false,
     limitedMs: 0,
-    jobs: Array.from({ length: jobs * 2 }, (_, i) => `x${i}`),
+    jobs: Array.from({ length: jobs }, (_, i) => ({ id: `x${i}`, record: '' })),
   });
   const message = (m: string) => (subscriber as unknown as EventEmitter).emit('smessage', 'wake', m);
   const ready = () => (subscriber as unknown as EventEmitter).emit('ready');

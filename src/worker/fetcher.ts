@@ -16,18 +16,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import { untilClosed } from '../in-flight.js';
+import type { ClaimAnswer, ClaimedJob } from '../script-replies.js';
 import type { RedisClient } from '../scripts.js';
 import { reconnectDelayMs, safeTimeout } from '../timers.js';
 
-export interface ClaimReply {
-  now: number;
-  nextDue: number | null;
-  paused: boolean;
-  /** > 0 when the queue's rate limit is reached: its window reopens in that many ms. */
-  limitedMs: number;
-  /** id, record, id, record... */
-  jobs: string[];
-}
+/** What claim.lua answers (decoded in script-replies.ts). */
+export type ClaimReply = ClaimAnswer;
 
 /** Names a claim: sent again after a failure, the same ticket returns that claim's jobs if it ran. */
 export interface ClaimTicket {
@@ -56,7 +50,7 @@ export interface FetcherDeps {
   pollIntervalMs: number;
   freeSlots(): number;
   claim(count: number, ticket: ClaimTicket): Promise<ClaimReply>;
-  onJobs(jobs: string[]): void;
+  onJobs(jobs: ClaimedJob[]): void;
   /** An active job was cancelled (queue.cancel): its worker must abort it. */
   onCancelled(id: string): void;
   onError(err: unknown): void;
@@ -182,7 +176,7 @@ export class Fetcher {
     this.requested -= claim.count;
     if (claim.retry) this.retrying--;
     this.failures = 0;
-    const got = reply.jobs.length / 2;
+    const got = reply.jobs.length;
     if (got > 0) this.deps.onJobs(reply.jobs);
     if (got < claim.count && !claim.retry) {
       this.drained = this.wakes === claim.epoch;

@@ -12,6 +12,7 @@
 import { type RefusalContext, refusalError, type SuretyError } from '../errors.js';
 import { decodeClaimed } from '../job-record.js';
 import type { QueueKeys } from '../keys.js';
+import type { ClaimedJob } from '../script-replies.js';
 import type { RedisClient } from '../scripts.js';
 import { Acker, type CompleteRow, type FailRow } from './acker.js';
 import { Beginner, type BeginOutcome } from './beginner.js';
@@ -113,7 +114,7 @@ export class Lane {
         );
         return call;
       },
-      onJobs: (flat) => runner.accept(this.toJobs(flat)),
+      onJobs: (claimed) => runner.accept(this.toJobs(claimed)),
       onCancelled: (id) => this.onCancelled(id),
       onError,
       onReleased: () => runner.claimReleased(),
@@ -143,12 +144,11 @@ export class Lane {
 
   // ---- claimed jobs --------------------------------------------------------------------------
 
-  /** Jobs of a claim reply (id, record, id, record...), each held from now on. */
-  private toJobs(flat: string[]): Job<unknown>[] {
+  /** The jobs of a claim reply, each held from now on. */
+  private toJobs(claimed: readonly ClaimedJob[]): Job<unknown>[] {
     const jobs: Job<unknown>[] = [];
-    for (let i = 0; i < flat.length; i += 2) {
-      const id = flat[i]!;
-      const record = decodeClaimed(flat[i + 1]!);
+    for (const { id, record: raw } of claimed) {
+      const record = decodeClaimed(raw);
       let data: unknown;
       try {
         data = JSON.parse(record.dataJson);
