@@ -341,12 +341,3 @@ export function refusalError(r: Refusal, ctx: RefusalContext): SuretyError {
       );
   }
 }
-
-/**
- * Single-job admin scripts (retry, remove, promote, cancel) reply `OK`, `NOT_FOUND` or
- * `INVALID_STATE:<state>`: null for OK, else the typed error (through refusalError).
- */
-export function errorFromScriptReply(reply: string, jobId: string, operation: string): SuretyError | null {
-  if (reply === 'OK') return null;
-  return refusalError(parseRefusal(reply) ?? { code: 'UNEXPECTED', text: reply }, { operation, jobId });
-}

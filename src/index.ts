@@ -1,21 +1,21 @@
-export { discoverQueues } from './admin/discover.js';
-export {
-  type RepartitionOptions,
-  type RepartitionResult,
-  repartition,
-} from './admin/repartition.js';
 export { EmbeddedRedis, type EmbeddedRedisOptions } from './embedded-redis.js';
 export * from './errors.js';
+export { type QueueKeys, queueKeys } from './keys.js';
+export type { ConnectionOption, Logger, QueueOptions } from './options.js';
+export { discoverQueues } from './queue/discover.js';
 export {
   type QueueEvent,
   type QueueEventName,
   QueueEvents,
   type QueueEventsOptions,
   type ReadEventsOptions,
-} from './events.js';
-export { type QueueKeys, queueKeys } from './keys.js';
-export type { ConnectionOption, Logger, QueueOptions } from './options.js';
-export { Queue } from './queue.js';
+} from './queue/events.js';
+export { Queue } from './queue/queue.js';
+export {
+  type RepartitionOptions,
+  type RepartitionResult,
+  repartition,
+} from './queue/repartition.js';
 export type { RecoveredJobs } from './recovery.js';
 export type {
   AddedJob,

@@ -14,8 +14,8 @@
  */
 import { PartitionMismatchError } from './errors.js';
 import { type QueueKeys, queueKeys } from './keys.js';
-import { parseOccurrenceId } from './schedules.js';
-import { type RedisClient, runScript, scripts } from './scripts.js';
+import { parseOccurrenceId } from './occurrence-id.js';
+import { callScript, type RedisClient, scripts } from './scripts.js';
 
 /** FNV-1a (32 bit) of the UTF-16 code units: stable across processes and versions, and cheap. */
 export function hashPartition(s: string, n: number): number {
@@ -96,7 +96,7 @@ export async function setPausedAll(
 ): Promise<void> {
   await Promise.all(
     parts.map((k) =>
-      runScript(client, scripts.setPaused, k, { paused: paused ? '1' : '0', wakeChannel: k.wakeChannel }),
+      callScript(client, scripts.setPaused, k, { paused: paused ? '1' : '0', wakeChannel: k.wakeChannel }),
     ),
   );
 }
@@ -112,9 +112,9 @@ export async function resolveLayout(
   name: string,
   wanted: number,
 ): Promise<Layout> {
-  const [recorded, ok] = (await runScript(client, scripts.partitions, queueKeys(prefix, name), {
+  const { recorded, accepted } = await callScript(client, scripts.partitions, queueKeys(prefix, name), {
     partitions: wanted,
-  })) as [number, number];
-  if (ok !== 1) throw new PartitionMismatchError(name, wanted, recorded);
+  });
+  if (!accepted) throw new PartitionMismatchError(name, wanted, recorded);
   return new Layout(prefix, name, wanted === 0 ? recorded || 1 : wanted);
 }

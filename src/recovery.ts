@@ -11,8 +11,8 @@ import {
   SCRIPT_BATCH_LIMIT,
 } from './defaults.js';
 import type { QueueKeys } from './keys.js';
-import { repairSchedules } from './schedules.js';
-import { type RedisClient, runScript, scripts } from './scripts.js';
+import { repairSchedules } from './queue/schedules.js';
+import { callScript, type RedisClient, scripts } from './scripts.js';
 import type { RetentionRule } from './types.js';
 
 export interface RecoveredJobs {
@@ -31,7 +31,7 @@ export async function recoverExpired(
   eventsMaxLen: number = DEFAULT_EVENTS_MAX_LEN,
   limit = SCRIPT_BATCH_LIMIT,
 ): Promise<RecoveredJobs> {
-  const [requeued, dead] = (await runScript(client, scripts.recover, keys, {
+  const { requeued, dead } = await callScript(client, scripts.recover, keys, {
     now: '',
     limit,
     defaultMaxAttempts: DEFAULT_MAX_ATTEMPTS,
@@ -40,7 +40,7 @@ export async function recoverExpired(
     wakeChannel: keys.wakeChannel,
     doneChannel: keys.doneChannel,
     eventsMaxLen,
-  })) as [string[], string[]];
+  });
   const repairedSchedules = await repairSchedules(client, keys);
   return { requeued, dead, repairedSchedules };
 }

@@ -248,6 +248,7 @@ export const scripts = {
     decodeFlag,
   ),
   setPaused: define('set-paused', ['meta'], ['paused', 'wakeChannel'], [], decodeNothing),
+  setConcurrency: define('set-concurrency', ['meta'], ['concurrency', 'wakeChannel'], [], decodeNothing),
   schedule: define(
     'schedule',
     ['jobs', 'errors', 'waiting', 'prio', 'seq', 'delayed', 'schedules', 'schedulePending'],

@@ -6,7 +6,7 @@ import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup
 
 const fx = useRedis();
 const open = closeAfterEach();
-const EVENTS_MODULE = fileURLToPath(new URL('../src/events.ts', import.meta.url));
+const EVENTS_MODULE = fileURLToPath(new URL('../src/queue/events.ts', import.meta.url));
 
 describe('lifecycle events', () => {
   it('every transition is appended to the stream and read back per job, from another connection', async () => {

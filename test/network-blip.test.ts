@@ -13,7 +13,7 @@ import { SCRIPT_BATCH_LIMIT } from '../src/defaults.js';
 import { offlineQueues } from '../src/in-flight.js';
 import { ConnectionError, Queue, Worker, type WorkerOptions } from '../src/index.js';
 import { queueKeys } from '../src/keys.js';
-import { repairSchedules } from '../src/schedules.js';
+import { repairSchedules } from '../src/queue/schedules.js';
 import { runScript, scripts } from '../src/scripts.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 

@@ -77,8 +77,11 @@ function expectFull(err: unknown): void {
   expect(err instanceof RedisFullError).toBe(true);
 }
 
-/** Scripts that only add work: over maxmemory Redis refuses them before they run. Every other script is allow-oom. */
-const ADDS_WORK = ['add', 'schedule', 'advance-schedule', 'retry', 'move-in'];
+/**
+ * Scripts refused over maxmemory before they run: those that add work, and set-concurrency (a settings
+ * write, refused as the plain HSET it replaced was). Every other script is allow-oom.
+ */
+const ADDS_WORK = ['add', 'schedule', 'advance-schedule', 'retry', 'move-in', 'set-concurrency'];
 
 describe('Redis at maxmemory (noeviction)', () => {
   it('every script opens with its shebang: allow-oom unless it adds work', () => {
@@ -115,7 +118,7 @@ describe('Redis at maxmemory (noeviction)', () => {
       );
     expect(await footprint(q)).toEqual(before);
     expect(await q.getJob('explicit-while-full')).toBeNull();
-    // A plain write outside the scripts is refused with the same typed error; pause/resume still work.
+    // A settings write is refused with the same typed error; pause/resume still work.
     await q.setGlobalConcurrency(3).then(
       () => expect.fail('setGlobalConcurrency was accepted by a full Redis'),
       (err: unknown) => expectFull(err),

@@ -1,6 +1,6 @@
 /** Small helpers shared by the commands: global options, help examples, option parsers, output. */
 import { type Command, InvalidArgumentError } from 'commander';
-import { discoverQueues } from '../admin/discover.js';
+import { discoverQueues } from '../queue/discover.js';
 import type { GlobalOptions, RedisHandle } from './connection.js';
 import { painter } from './format.js';
 

@@ -4,10 +4,10 @@
  * private redis-server (see embedded.ts). Every command gets one client, shared by all its Queues.
  */
 import { type Cluster, Redis } from 'ioredis';
-import { discoverQueues } from '../admin/discover.js';
 import { connect } from '../connection.js';
 import type { QueueOptions } from '../options.js';
-import { Queue } from '../queue.js';
+import { discoverQueues } from '../queue/discover.js';
+import { Queue } from '../queue/queue.js';
 import type { RedisClient } from '../scripts.js';
 import { checkQueueName } from '../validate.js';
 import { startEmbedded } from './embedded.js';

@@ -8,7 +8,7 @@
 import { createReadStream, statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { ValidationError } from '../errors.js';
-import type { Queue } from '../queue.js';
+import type { Queue } from '../queue/queue.js';
 import type { AddedJob, JobOptions } from '../types.js';
 import { out } from './command-kit.js';
 import { CliError } from './errors.js';

@@ -15,7 +15,7 @@
  * validation (ERR_INVALID_OPTION...), 405 for a known path with the wrong method.
  */
 import { ValidationError } from '../errors.js';
-import type { Queue } from '../queue.js';
+import type { Queue } from '../queue/queue.js';
 import type { JobState } from '../types.js';
 import { HttpError, json } from './http.js';
 import type { QueueRegistry } from './queues.js';

@@ -3,11 +3,13 @@
  * the most recently used ones kept), and queue discovery. Everything goes through the Queue admin
  * API; no Redis key is read here.
  */
-import { discoverQueues } from '../admin/discover.js';
+
 import { type Connection, closeConnection, connect } from '../connection.js';
 import { SuretyError, ValidationError } from '../errors.js';
 import type { ConnectionOption } from '../options.js';
-import { Queue } from '../queue.js';
+import type { BulkOutcome } from '../queue/bulk.js';
+import { discoverQueues } from '../queue/discover.js';
+import { Queue } from '../queue/queue.js';
 import type { JobCounts } from '../types.js';
 
 export interface QueueOverview {
@@ -27,11 +29,6 @@ export const RETRY_DEAD_MAX = 10_000;
  * them). A Queue costs no connection of its own here: all share the registry's.
  */
 export const MAX_QUEUES = 1_000;
-
-export interface BulkOutcome {
-  done: string[];
-  failed: { id: string; code?: string; message: string }[];
-}
 
 interface Entry {
   queue: Queue;
@@ -151,38 +148,8 @@ export class QueueRegistry {
    * Retries the jobs dead at the time of the call, oldest first, at most `max` (a snapshot: jobs dying
    * again are not looped on); `more` says dead jobs were left (call again).
    */
-  retryDead(name: string, max = RETRY_DEAD_MAX): Promise<BulkOutcome & { more: boolean }> {
-    return this.use(name, async (queue) => {
-      const ids: string[] = [];
-      let more = false;
-      for (let offset = 0; ; offset += 1_000) {
-        const page = await queue.getJobs('dead', { offset, limit: 1_000 });
-        ids.push(...page.map((j) => j.id));
-        if (ids.length > max) {
-          ids.length = max;
-          more = true;
-        }
-        if (more || page.length < 1_000) break;
-      }
-      const outcome: BulkOutcome = { done: [], failed: [] };
-      for (let i = 0; i < ids.length; i += 50) {
-        const batch = ids.slice(i, i + 50);
-        const settled = await Promise.allSettled(batch.map((id) => queue.retry(id)));
-        settled.forEach((s, j) => {
-          const id = batch[j]!;
-          if (s.status === 'fulfilled') outcome.done.push(id);
-          else {
-            const e = s.reason as Error;
-            outcome.failed.push({
-              id,
-              ...(e instanceof SuretyError ? { code: e.code } : {}),
-              message: e.message,
-            });
-          }
-        });
-      }
-      return { ...outcome, more };
-    });
+  retryDead(name: string, max = RETRY_DEAD_MAX): Promise<BulkOutcome> {
+    return this.use(name, (queue) => queue.retryJobs({ state: 'dead', max }));
   }
 
   /** Removes jobs of `state` that finished more than `olderThanMs` ago: queue.clean (atomic per batch). */

@@ -37,8 +37,9 @@ import {
   SuretyError,
 } from '../errors.js';
 import { type QueueKeys, queueKeys } from '../keys.js';
+import { parseOccurrenceId } from '../occurrence-id.js';
 import { Layout, resolveLayout } from '../partitions.js';
-import { advanceSchedule, parseOccurrenceId } from '../schedules.js';
+import { advanceSchedule } from '../queue/schedules.js';
 import type { RedisClient } from '../scripts.js';
 import { delay, reconnectDelayMs } from '../timers.js';
 import { checkCallOptions, checkQueueAddress, checkQueueName, checkTimerMs } from '../validate.js';

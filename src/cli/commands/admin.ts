@@ -1,45 +1,14 @@
 /** `surety retry | remove | cancel | pause | resume`: changes made through the Queue admin API. */
 import type { Command } from 'commander';
-import { repartition } from '../../admin/repartition.js';
-import { SuretyError } from '../../errors.js';
-import type { Queue } from '../../queue.js';
+import { type BulkOutcome, changeEach, MAX_BULK_CHANGE } from '../../queue/bulk.js';
+import type { Queue } from '../../queue/queue.js';
+import { repartition } from '../../queue/repartition.js';
 import { examples, globals, intOption, out } from '../command-kit.js';
 import { checkNames, openQueue, openRedis } from '../connection.js';
 import { UsageError } from '../errors.js';
 import { formatCount, parseDuration } from '../format.js';
 
-interface Outcome {
-  done: string[];
-  failed: { id: string; code?: string; message: string }[];
-}
-
-/** Applies `op` to each id, a few at a time; one failure does not stop the others. */
-async function each(ids: string[], op: (id: string) => Promise<void>): Promise<Outcome> {
-  const result: Outcome = { done: [], failed: [] };
-  for (let i = 0; i < ids.length; i += 50) {
-    const batch = ids.slice(i, i + 50);
-    const settled = await Promise.allSettled(batch.map(op));
-    settled.forEach((s, j) => {
-      const id = batch[j]!;
-      if (s.status === 'fulfilled') result.done.push(id);
-      else {
-        const e = s.reason as Error;
-        result.failed.push({ id, ...(e instanceof SuretyError ? { code: e.code } : {}), message: e.message });
-      }
-    });
-  }
-  return result;
-}
-
-/** A snapshot of every dead job id (so jobs that die again meanwhile are not retried in a loop). */
-async function deadIds(queue: Queue): Promise<string[]> {
-  const ids: string[] = [];
-  for (let offset = 0; ; offset += 1_000) {
-    const page = await queue.getJobs('dead', { offset, limit: 1_000 });
-    ids.push(...page.map((j) => j.id));
-    if (page.length < 1_000) return ids;
-  }
-}
+type Outcome = Omit<BulkOutcome, 'more'> & { more?: boolean };
 
 function report(verb: string, queue: string, r: Outcome, json: boolean | undefined): void {
   if (r.failed.length > 0) process.exitCode = 1;
@@ -53,6 +22,10 @@ function report(verb: string, queue: string, r: Outcome, json: boolean | undefin
       `${verb} ${formatCount(r.done.length)} job${r.done.length === 1 ? '' : 's'} in ${queue}: ${r.done.slice(0, 20).join(', ')}${r.done.length > 20 ? ', ...' : ''}`,
     );
   else if (r.failed.length === 0) out.line(`nothing to do in ${queue}`);
+  if (r.more)
+    out.note(
+      `surety: more than ${formatCount(r.done.length + r.failed.length)} jobs: run it again for the rest`,
+    );
   for (const f of r.failed)
     out.note(`surety: ${paint('red', f.id)}: ${f.code ? `${f.code}: ` : ''}${f.message}`);
 }
@@ -71,8 +44,12 @@ export function registerAdmin(program: Command): void {
       if (o.allDead && ids.length > 0) throw new UsageError('give job ids or --all-dead, not both');
       if (!o.allDead && ids.length === 0) throw new UsageError('missing job ids (or --all-dead)');
       const queue = openQueue(queueName, await openRedis(g), g);
-      const targets = o.allDead ? await deadIds(queue) : ids;
-      report('retried', queueName, await each(targets, (id) => queue.retry(id)), g.json);
+      // --all-dead: the library's bulk retry, over a snapshot of the dead jobs (jobs that die again
+      // while it runs are not retried in a loop).
+      const outcome = o.allDead
+        ? await queue.retryJobs({ state: 'dead', max: MAX_BULK_CHANGE })
+        : await changeEach(ids, (id) => queue.retry(id));
+      report('retried', queueName, outcome, g.json);
     });
   examples(retry, ['surety retry emails 42 43', 'surety retry emails --all-dead']);
 
@@ -190,7 +167,7 @@ function perJob(
       const g = globals(c);
       checkNames([queueName]);
       const queue = openQueue(queueName, await openRedis(g), g);
-      report(done, queueName, await each(ids, (id) => op(queue, id)), g.json);
+      report(done, queueName, await changeEach(ids, (id) => op(queue, id)), g.json);
     });
   examples(cmd, lines);
 }

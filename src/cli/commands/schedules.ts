@@ -1,6 +1,6 @@
 /** `surety schedules [queue...]`: repeatable schedules with their next runs, through the Queue API. */
 import type { Command } from 'commander';
-import type { ScheduleInfo } from '../../schedules.js';
+import type { ScheduleInfo } from '../../queue/schedule-timing.js';
 import { examples, globals, out } from '../command-kit.js';
 import { rowsOfQueues } from '../connection.js';
 import { formatDuration, formatWhen, preview, table } from '../format.js';

@@ -1,6 +1,6 @@
 /** `surety stats [queue...] [--watch]`: counts per queue and state, once or refreshed. */
 import type { Command } from 'commander';
-import type { Queue } from '../../queue.js';
+import type { Queue } from '../../queue/queue.js';
 import { delay } from '../../timers.js';
 import type { JobCounts } from '../../types.js';
 import { examples, globals, out, queueLister } from '../command-kit.js';

@@ -1,6 +1,6 @@
 /** `surety workers [queue...]` (live workers) and `surety queues` (queue discovery). */
 import type { Command } from 'commander';
-import { discoverQueues } from '../../admin/discover.js';
+import { discoverQueues } from '../../queue/discover.js';
 import type { WorkerDescription } from '../../types.js';
 import { examples, globals, out } from '../command-kit.js';
 import { openRedis, rowsOfQueues } from '../connection.js';

@@ -1,6 +1,6 @@
 /** The demo's closing summary: outcomes per kind of job, read back through the Queue API. */
 import { LeaseExpiredError } from '../../errors.js';
-import type { Queue } from '../../queue.js';
+import type { Queue } from '../../queue/queue.js';
 import type { JobInfo } from '../../types.js';
 import { out } from '../command-kit.js';
 import { type Cell, formatDuration, table } from '../format.js';

@@ -5,14 +5,15 @@
  * connection rejects with ConnectionError instead of waiting forever.
  */
 
-import { ValidationError } from './errors.js';
-import { settling } from './in-flight.js';
-import { annexFields, annexOf, decodeRecord } from './job-record.js';
-import type { QueueKeys } from './keys.js';
-import type { Layout } from './partitions.js';
-import { serverNow } from './schedules.js';
-import type { RedisClient } from './scripts.js';
-import type { JobCounts, JobInfo, JobState, QueueMetrics, WorkerDescription } from './types.js';
+import { ValidationError } from '../errors.js';
+import { settling } from '../in-flight.js';
+import { annexFields, annexOf, decodeRecord } from '../job-record.js';
+import type { QueueKeys } from '../keys.js';
+import type { Layout } from '../partitions.js';
+import { serverNow } from '../redis-clock.js';
+import type { RedisClient } from '../scripts.js';
+import { JOB_STATES } from '../states.js';
+import type { JobCounts, JobInfo, JobState, QueueMetrics, WorkerDescription } from '../types.js';
 
 /** The partition holding job `id` (its home first, then the others), or -1 if none does. */
 export async function locate(rawClient: RedisClient, layout: Layout, id: string): Promise<number> {
@@ -75,9 +76,7 @@ async function idsOf(
   }
   const set = { delayed: k.delayed, active: k.active, completed: k.completed, dead: k.dead }[state];
   if (!set) {
-    throw new ValidationError(
-      `state must be waiting, delayed, blocked, active, completed or dead, got ${state}`,
-    );
+    throw new ValidationError(`state must be one of ${JOB_STATES.join(', ')}, got ${String(state)}`);
   }
   // Scores below +inf: skips the active set's sentinel member.
   const flat = await client.zrangebyscore(set, '-inf', '(+inf', 'WITHSCORES', 'LIMIT', offset, n);

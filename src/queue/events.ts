@@ -4,18 +4,19 @@
  * Usable from any process: the stream lives in Redis, capped near `events.maxLen` entries.
  */
 import { EventEmitter } from 'node:events';
-import { connect, duplicate } from './connection.js';
-import { DEFAULT_PREFIX } from './defaults.js';
-import type { ConnectionOption } from './options.js';
-import { type Layout, resolveLayout } from './partitions.js';
-import type { RedisClient } from './scripts.js';
+import { connect, duplicate } from '../connection.js';
+import { DEFAULT_PREFIX } from '../defaults.js';
+import type { ConnectionOption } from '../options.js';
+import { type Layout, resolveLayout } from '../partitions.js';
+import type { RedisClient } from '../scripts.js';
 import {
   checkCallOptions,
   checkPrefix,
   checkQueueAddress,
   checkQueueName,
   checkStreamFrom,
-} from './validate.js';
+} from '../validate.js';
+import { mergeIterators } from './merge-iterators.js';
 
 export type QueueEventName =
   | 'added'
@@ -86,6 +87,41 @@ export async function* readEvents(
         }
       }
     }
+  }
+}
+
+/**
+ * queue.events(): one stream reader per partition, each on its own connection (XREAD BLOCK holds it),
+ * merged as events arrive (ordered per partition; `event.partition` says which in a partitioned
+ * queue). The connections close when the loop ends (break, or `signal` aborted).
+ */
+export async function* queueEvents(
+  client: RedisClient,
+  layout: Layout,
+  opts: ReadEventsOptions,
+): AsyncGenerator<QueueEvent> {
+  checkCallOptions('events options', opts, ['from', 'signal']);
+  const from = checkStreamFrom(opts.from);
+  const clients = layout.parts.map(() => duplicate(client));
+  const stop = new AbortController();
+  const onAbort = () => stop.abort();
+  opts.signal?.addEventListener('abort', onAbort);
+  stop.signal.addEventListener('abort', () => {
+    for (const c of clients) c.disconnect();
+  });
+  try {
+    const readers = layout.parts.map((k, p) =>
+      readEvents(
+        clients[p]!,
+        k.events,
+        { ...opts, from, signal: stop.signal },
+        layout.partitioned ? p : undefined,
+      ),
+    );
+    yield* mergeIterators(readers);
+  } finally {
+    opts.signal?.removeEventListener('abort', onAbort);
+    stop.abort();
   }
 }
 

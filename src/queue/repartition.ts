@@ -17,12 +17,11 @@
 import { DEFAULT_PREFIX } from '../defaults.js';
 import { RepartitionError, ValidationError } from '../errors.js';
 import { settling } from '../in-flight.js';
-import { annexFields } from '../job-record.js';
+import { annexFields, annexOf } from '../job-record.js';
 import { type QueueKeys, queueKeys } from '../keys.js';
+import { occurrenceId } from '../occurrence-id.js';
 import { Layout, setPausedAll } from '../partitions.js';
-import { countJobs } from '../queue-reads.js';
-import { occurrenceId } from '../schedules.js';
-import { type RedisClient, runScript, scripts } from '../scripts.js';
+import { callScript, type RedisClient, scripts } from '../scripts.js';
 import {
   checkCallOptions,
   checkInt,
@@ -31,6 +30,7 @@ import {
   checkQueueName,
   show,
 } from '../validate.js';
+import { countJobs } from './reads.js';
 
 export interface RepartitionOptions {
   /** The new partition count. */
@@ -163,6 +163,12 @@ async function nextBatch(client: RedisClient, k: QueueKeys): Promise<{ id: strin
   return [];
 }
 
+/** A job as move-in.lua copies it: its record, its score in its set, and every annex part. */
+type MoveInRow = Record<
+  'id' | 'record' | 'score' | 'errors' | 'progress' | 'logs' | 'parents' | 'body',
+  string
+>;
+
 async function moveJobs(
   client: RedisClient,
   k: QueueKeys,
@@ -174,37 +180,37 @@ async function moveJobs(
     const batch = await nextBatch(client, k);
     if (batch.length === 0) return moved;
     const records = await client.hmget(k.jobs, ...batch.map((b) => b.id));
-    const annex = await client.hmget(k.errors, ...batch.flatMap((b) => annexFields(b.id)));
-    const byPartition = new Map<number, Record<string, string>[]>();
+    const annexes = await client.hmget(k.errors, ...batch.flatMap((b) => annexFields(b.id)));
+    const byPartition = new Map<number, MoveInRow[]>();
     batch.forEach((b, i) => {
       const record = records[i];
       if (record == null) return; // a stale index entry: remove.lua below cleans it
-      const [errors, progress, logs, parents, body] = annex.slice(i * 5, i * 5 + 5).map((v) => v ?? '');
+      const a = annexOf(annexes, i);
+      const parents = a.parents ?? '';
       const p = parents ? target.home(parents.split('\n')[0]!) : target.home(b.id);
       const rows = byPartition.get(p) ?? [];
-      rows.push({ id: b.id, record, score: b.score, errors, progress, logs, parents, body } as Record<
-        string,
-        string
-      >);
+      rows.push({
+        id: b.id,
+        record,
+        score: b.score,
+        errors: a.errorLines ?? '',
+        progress: a.progress ?? '',
+        logs: a.logs ?? '',
+        parents,
+        body: a.body ?? '',
+      });
       byPartition.set(p, rows);
     });
     for (const [p, rows] of byPartition) {
       const tk = target.parts[p]!;
-      moved += (await runScript(
-        client,
-        scripts.moveIn,
-        tk,
-        { wakeChannel: tk.wakeChannel },
-        rows as Record<
-          'id' | 'record' | 'score' | 'errors' | 'progress' | 'logs' | 'parents' | 'body',
-          string
-        >[],
-      )) as number;
+      moved += await callScript(client, scripts.moveIn, tk, { wakeChannel: tk.wakeChannel }, rows, {
+        operation: 'repartition',
+      });
     }
-    // Copied (or already there): delete from the old partition.
+    // Copied (or already there): delete from the old partition. A job no longer there (NOT_FOUND) is fine.
     await Promise.all(
       batch.map((b) =>
-        runScript(client, scripts.remove, k, {
+        callScript(client, scripts.remove, k, {
           id: b.id,
           eventsMaxLen: 0,
           wakeChannel: k.wakeChannel,

@@ -1,0 +1,125 @@
+/**
+ * The queue's admin writes: per-job changes (retry, remove, promote, cancel), clean, pause and resume,
+ * the global concurrency limit, and a recovery pass. Every write goes through a script, and in a
+ * partitioned queue applies to the partition that holds the job (per-job) or to every partition.
+ * Bulk operations over many jobs are in bulk.ts.
+ */
+import { DEFAULT_RETENTION, SCRIPT_BATCH_LIMIT } from '../defaults.js';
+import { refusalError, ValidationError } from '../errors.js';
+import { settling } from '../in-flight.js';
+import { resolveRetentionRule } from '../options.js';
+import { setPausedAll } from '../partitions.js';
+import { type RecoveredJobs, recoverExpired } from '../recovery.js';
+import { serverNow } from '../redis-clock.js';
+import { callScript, scripts } from '../scripts.js';
+import type { RetentionRule } from '../types.js';
+import { checkCallOptions, checkInt, checkJobId, show } from '../validate.js';
+import type { QueueContext } from './context.js';
+import { locate } from './reads.js';
+
+export type JobChange = 'retry' | 'remove' | 'promote' | 'cancel';
+const CHANGE_SCRIPTS = {
+  retry: scripts.retry,
+  remove: scripts.remove,
+  promote: scripts.promote,
+  cancel: scripts.cancel,
+} as const;
+
+/** Runs a single-job admin script in the partition that holds the job; unknown ids fail in their home. */
+export async function changeJob(ctx: QueueContext, change: JobChange, id: string): Promise<void> {
+  checkJobId(id);
+  const layout = await ctx.open();
+  // One partition: the script itself answers NOT_FOUND, no lookup needed.
+  const found = layout.partitioned ? await locate(ctx.client, layout, id) : 0;
+  const k = layout.parts[found < 0 ? layout.home(id) : found]!;
+  const refusal = await callScript(ctx.client, CHANGE_SCRIPTS[change], k, {
+    now: '',
+    id,
+    wakeChannel: k.wakeChannel,
+    doneChannel: k.doneChannel,
+    eventsMaxLen: ctx.options.eventsMaxLen,
+  });
+  if (refusal) throw refusalError(refusal, { operation: change, jobId: id });
+}
+
+/**
+ * Deletes completed or dead jobs that finished more than `olderThanMs` ago (Redis clock; 0: all),
+ * oldest first, atomically per batch of up to 1 000, at most `limit` in all (default 10 000).
+ */
+export async function cleanJobs(
+  ctx: QueueContext,
+  state: 'completed' | 'dead',
+  opts: { olderThanMs?: number; limit?: number },
+): Promise<{ removed: number; more: boolean }> {
+  if (state !== 'completed' && state !== 'dead') {
+    throw new ValidationError(`clean takes the state 'completed' or 'dead', got ${show(state)}`);
+  }
+  checkCallOptions('clean options', opts, ['olderThanMs', 'limit']);
+  const olderThanMs = checkInt('olderThanMs', opts.olderThanMs ?? 0, 0);
+  const limit = checkInt('limit', opts.limit ?? 10_000, 1, 1_000_000);
+  const layout = await ctx.open();
+  const cutoff = (await serverNow(ctx.client)) - olderThanMs;
+  let removed = 0;
+  for (const part of layout.parts) {
+    const keys = { ...part, finished: state === 'completed' ? part.completed : part.dead };
+    for (;;) {
+      if (removed >= limit) return { removed, more: true };
+      const batch = Math.min(SCRIPT_BATCH_LIMIT, limit - removed);
+      const r = await callScript(ctx.client, scripts.clean, keys, { cutoff, limit: batch });
+      removed += r.removed;
+      if (!r.more) break;
+    }
+  }
+  return { removed, more: false };
+}
+
+/** Pauses or resumes claiming in every partition (resume wakes idle workers). */
+export async function setPaused(ctx: QueueContext, paused: boolean): Promise<void> {
+  await setPausedAll(ctx.client, (await ctx.open()).parts, paused);
+}
+
+/** True when the queue is paused (in a partitioned queue: when any partition is). */
+export async function isPaused(ctx: QueueContext): Promise<boolean> {
+  const layout = await ctx.open();
+  const reads = settling(ctx.client);
+  const flags = await Promise.all(layout.parts.map((k) => reads.hexists(k.meta, 'paused')));
+  return flags.includes(1);
+}
+
+/** Sets (or with null removes) the cap on active jobs, in every partition (set-concurrency.lua). */
+export async function setGlobalConcurrency(ctx: QueueContext, limit: number | null): Promise<void> {
+  const checked = limit === null ? '' : checkInt('globalConcurrency', limit, 1, 1_000_000);
+  const layout = await ctx.open();
+  await Promise.all(
+    layout.parts.map((k) =>
+      callScript(ctx.client, scripts.setConcurrency, k, { concurrency: checked, wakeChannel: k.wakeChannel }),
+    ),
+  );
+}
+
+export async function getGlobalConcurrency(ctx: QueueContext): Promise<number | null> {
+  const layout = await ctx.open();
+  const v = await settling(ctx.client).hget(layout.parts[0]!.meta, 'concurrency');
+  return v === null ? null : Number(v);
+}
+
+/** One recovery pass over every partition (what every worker does every recoverIntervalMs). */
+export async function recoverAll(
+  ctx: QueueContext,
+  opts: { deadRetention?: RetentionRule },
+): Promise<RecoveredJobs> {
+  checkCallOptions('recoverExpired options', opts, ['deadRetention']);
+  const deadRetention =
+    opts.deadRetention === undefined
+      ? undefined
+      : resolveRetentionRule('deadRetention', opts.deadRetention, DEFAULT_RETENTION.dead);
+  const layout = await ctx.open();
+  const out: RecoveredJobs = { requeued: [], dead: [], repairedSchedules: 0 };
+  for (const k of layout.parts) {
+    const r = await recoverExpired(ctx.client, k, deadRetention, ctx.options.eventsMaxLen);
+    out.requeued.push(...r.requeued);
+    out.dead.push(...r.dead);
+    out.repairedSchedules += r.repairedSchedules;
+  }
+  return out;
+}

@@ -1,0 +1,178 @@
+/**
+ * The add path: options and data validated into rows, each row routed to its partition, one atomic
+ * add.lua call per partition (all partitions checked first when a call spans several), and, with
+ * `durability.waitReplicas`, a WAIT for replicas.
+ */
+import { MAX_BULK } from '../defaults.js';
+import { CrossPartitionError, DurabilityError, ValidationError } from '../errors.js';
+import { asConnectionError, untilClosed } from '../in-flight.js';
+import { encodeOptionTail } from '../job-record.js';
+import type { QueueKeys } from '../keys.js';
+import { resolveAddOptions } from '../options.js';
+import type { Layout } from '../partitions.js';
+import type { AddedRow } from '../script-replies.js';
+import { callScript, scripts } from '../scripts.js';
+import type { AddedJob, JobOptions } from '../types.js';
+import { checkKnownKeys, checkObject, toJson } from '../validate.js';
+import type { QueueContext } from './context.js';
+
+type AddRow = Record<
+  'id' | 'priority' | 'delayMs' | 'runAt' | 'optionTail' | 'data' | 'dependsOn' | 'depMode',
+  string | number
+>;
+type RoutedRow = AddRow & { partitionKey: string };
+
+/** Adds one job. With an `id` that exists, returns that job (`isNew: false`) and enqueues nothing. */
+export async function addJob(
+  ctx: QueueContext,
+  data: unknown,
+  opts: JobOptions | undefined,
+): Promise<AddedJob> {
+  const row = toRow(ctx, data, opts, 'job data');
+  const layout = await ctx.open();
+  const [added] = await runAdd(ctx, layout, [row], [route(layout, row)]);
+  return added!;
+}
+
+/** Adds up to MAX_BULK jobs; see Queue.addBulk for what a refused call leaves. */
+export async function addJobs(
+  ctx: QueueContext,
+  items: readonly { data: unknown; opts?: JobOptions }[],
+): Promise<AddedJob[]> {
+  if (!Array.isArray(items)) throw new ValidationError('addBulk expects an array of { data, opts }');
+  if (items.length > MAX_BULK) {
+    throw new ValidationError(`addBulk takes at most ${MAX_BULK} jobs per call, got ${items.length}`);
+  }
+  const rows = items.map((item, i) => {
+    checkKnownKeys(`item ${i}`, checkObject(`item ${i}`, item), ['data', 'opts']);
+    return toRow(ctx, item.data, item.opts, `item ${i} data`);
+  });
+  const layout = await ctx.open();
+  // Route every item before sending anything: one refused (CrossPartitionError) writes nothing.
+  const parts = rows.map((row) => route(layout, row));
+  return runAdd(ctx, layout, rows, parts);
+}
+
+function toRow(ctx: QueueContext, data: unknown, opts: JobOptions | undefined, what: string): RoutedRow {
+  const o = resolveAddOptions(opts, ctx.options.defaults);
+  return {
+    id: o.id,
+    priority: o.priority,
+    delayMs: o.delayMs,
+    runAt: o.runAt,
+    optionTail: encodeOptionTail(o),
+    data: toJson(what, data, ctx.options.maxPayloadBytes),
+    dependsOn: o.dependsOn,
+    depMode: o.depMode,
+    partitionKey: o.partitionKey,
+  };
+}
+
+/** The partition a new job goes to; a job's parents must share one partition. */
+function route(layout: Layout, row: RoutedRow): number {
+  const parents = row.dependsOn === '' ? [] : String(row.dependsOn).split('\n');
+  const p = layout.route(String(row.id), row.partitionKey, parents);
+  if (row.partitionKey === '' && parents.some((parent) => layout.home(parent) !== p)) {
+    throw new CrossPartitionError(
+      `job ${row.id === '' ? '(new)' : JSON.stringify(row.id)} depends on jobs in different partitions (${parents
+        .map((x) => `${x}: ${layout.home(x)}`)
+        .join(', ')}); give the parents and the child one partitionKey`,
+    );
+  }
+  return p;
+}
+
+/** Sends routed rows (`parts[i]` is row i's partition): one atomic script call per partition. */
+async function runAdd(
+  ctx: QueueContext,
+  layout: Layout,
+  rows: AddRow[],
+  parts: number[],
+): Promise<AddedJob[]> {
+  // Group by partition (one atomic call per partition), keeping each job's place in the answer.
+  const groups = new Map<number, number[]>();
+  parts.forEach((p, i) => {
+    const g = groups.get(p);
+    if (g) g.push(i);
+    else groups.set(p, [i]);
+  });
+  if (groups.size > 1) {
+    // Check every partition (layout, parents) before writing to any, so that a refusal writes
+    // nothing anywhere. Only the rows the check reads go, without their data.
+    await Promise.all(
+      [...groups].map(([p, indexes]) => {
+        const checked = indexes
+          .map((i) => rows[i]!)
+          .filter((r) => r.id !== '' || r.dependsOn !== '')
+          .map((r) => ({ ...r, data: '' }));
+        return addScript(ctx, layout, p, checked, true);
+      }),
+    );
+  }
+  const out: AddedJob[] = new Array(rows.length);
+  await Promise.all(
+    [...groups].map(async ([p, indexes]) => {
+      const added = await addScript(
+        ctx,
+        layout,
+        p,
+        indexes.map((i) => rows[i]!),
+      );
+      indexes.forEach((rowIndex, j) => {
+        out[rowIndex] = added[j]!;
+      });
+      await waitReplicas(ctx, layout.parts[p]!);
+    }),
+  );
+  return out;
+}
+
+/** add.lua on partition p; a refusal (unknown parent, stale layout) is thrown as its typed error. */
+function addScript(
+  ctx: QueueContext,
+  layout: Layout,
+  p: number,
+  rows: AddRow[],
+  checkOnly = false,
+): Promise<AddedRow[]> {
+  const k = layout.parts[p]!;
+  const args = {
+    now: '',
+    wakeChannel: k.wakeChannel,
+    eventsMaxLen: ctx.options.eventsMaxLen,
+    partitions: layout.count,
+    idSuffix: layout.idSuffix(p),
+    checkOnly: checkOnly ? '1' : '',
+  };
+  return callScript(ctx.client, scripts.add, k, args, rows, {
+    operation: 'add',
+    queue: ctx.name,
+    partitions: layout.count,
+  });
+}
+
+/**
+ * With `durability.waitReplicas`, blocks until that many replicas have every write sent so far on the
+ * connection to this partition's master (Redis WAIT). On a Cluster, WAIT rides in a pipeline with a
+ * read of the partition's keys, so it reaches the master that ran the add.
+ */
+async function waitReplicas(ctx: QueueContext, k: QueueKeys): Promise<void> {
+  const { waitReplicas, timeoutMs } = ctx.options.durability;
+  if (waitReplicas === 0) return;
+  const client = ctx.client;
+  // untilClosed: a pipeline whose replies are all lost with the connection would never settle; one
+  // cut halfway reports an untyped AbortError for WAIT. Both become a ConnectionError.
+  const replies = await untilClosed(
+    client,
+    client.pipeline().exists(k.jobs).wait(waitReplicas, timeoutMs).exec(),
+  );
+  const [err, acked] = replies?.[1] ?? [new Error('no reply to WAIT'), 0];
+  if (err) throw asConnectionError(err);
+  if (Number(acked) < waitReplicas) {
+    throw new DurabilityError(
+      `only ${acked} of ${waitReplicas} replica(s) confirmed the add within ${timeoutMs} ms; the job is on the master but may be lost if it fails now`,
+      Number(acked),
+      waitReplicas,
+    );
+  }
+}

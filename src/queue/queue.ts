@@ -1,0 +1,321 @@
+/**
+ * Queue: adds jobs, and is the admin API (inspect, count, retry, remove, pause) that the CLI and
+ * the dashboard are built on. A thin facade: each method validates its call options and delegates to
+ * the module that does the work (files named for what they do):
+ *
+ *   enqueue.ts    add, addBulk: validation, routing to partitions, add.lua, WAIT for replicas
+ *   wait-for.ts   waitFor (done channel, no polling)
+ *   reads.ts      getJob, getJobs, counts, metrics, workers
+ *   admin.ts      retry, remove, promote, cancel, clean, pause/resume, global concurrency, recovery
+ *   bulk.ts       retryJobs / removeJobs over many jobs (used by the CLI and the dashboard)
+ *   schedules.ts  schedule, schedules, unschedule (timing in schedule-timing.ts)
+ *   events.ts     events() (and the QueueEvents class)
+ *
+ * Holds no state besides its connections and layout.
+ */
+import { type Connection, checkServer, closeConnection, connect } from '../connection.js';
+import { ClosedError } from '../errors.js';
+import { type QueueKeys, queueKeys } from '../keys.js';
+import { occurrenceId } from '../occurrence-id.js';
+import { type QueueOptions, type ResolvedQueueOptions, resolveQueueOptions } from '../options.js';
+import { Layout, resolveLayout } from '../partitions.js';
+import type { RecoveredJobs } from '../recovery.js';
+import type { RedisClient } from '../scripts.js';
+import type {
+  AddedJob,
+  JobCounts,
+  JobInfo,
+  JobOptions,
+  JobState,
+  QueueMetrics,
+  RetentionRule,
+  WorkerDescription,
+} from '../types.js';
+import {
+  checkCallOptions,
+  checkInt,
+  checkJobId,
+  checkQueueAddress,
+  checkQueueName,
+  checkTimerMs,
+} from '../validate.js';
+import * as admin from './admin.js';
+import { type BulkOptions, type BulkOutcome, removeJobs, retryJobs } from './bulk.js';
+import type { QueueContext } from './context.js';
+import { addJob, addJobs } from './enqueue.js';
+import { type QueueEvent, queueEvents, type ReadEventsOptions } from './events.js';
+import { countJobs, listJobs, listWorkers, readJob, readMetrics } from './reads.js';
+import type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './schedule-timing.js';
+import { listSchedules, removeSchedule, upsertSchedule } from './schedules.js';
+import { JobWaiter } from './wait-for.js';
+
+export class Queue<Data = unknown, Result = unknown> {
+  readonly name: string;
+  readonly options: ResolvedQueueOptions;
+  private readonly conn: Connection;
+  /** Known at construction for a numeric `partitions`; read from Redis on first use for 'auto'. */
+  private layout: Layout | null;
+  private opened: Promise<Layout> | null = null;
+  private closed = false;
+  private readonly ctx: QueueContext;
+  private readonly waiter: JobWaiter;
+
+  constructor(name: string, opts: QueueOptions = {}) {
+    this.name = checkQueueName(name);
+    this.options = resolveQueueOptions(opts);
+    const { prefix, partitions } = this.options;
+    checkQueueAddress(prefix, name);
+    this.layout = partitions === 0 ? null : new Layout(prefix, name, partitions);
+    this.conn = connect(opts.connection, 'queue');
+    this.ctx = { name: this.name, options: this.options, client: this.conn.client, open: () => this.open() };
+    this.waiter = new JobWaiter(this.ctx, (id) => this.getJob(id));
+  }
+
+  /** The ioredis client this queue uses (shared with a Worker if you passed it one). */
+  get client(): RedisClient {
+    return this.conn.client;
+  }
+
+  /** Keys of partition 0: the queue's only keys when it is not partitioned. */
+  get keys(): QueueKeys {
+    return this.layout?.parts[0] ?? queueKeys(this.options.prefix, this.name);
+  }
+
+  /** The number of partitions (for `partitions: 'auto'`, known once the queue has been used). */
+  get partitions(): number {
+    return this.layout?.count ?? 0;
+  }
+
+  /** Checks the server and the partition count once (again after a failure), and returns the layout. */
+  private open(): Promise<Layout> {
+    if (this.closed) return Promise.reject(new ClosedError(`Queue ${this.name}`));
+    if (!this.opened) {
+      const opening = (async () => {
+        await checkServer(this.conn.client, this.options.strict, this.options.logger);
+        const { prefix, partitions } = this.options;
+        this.layout = await resolveLayout(this.conn.client, prefix, this.name, partitions);
+        return this.layout;
+      })();
+      // A failed open (server unreachable, count refused) is tried again by the next call.
+      opening.catch(() => {
+        if (this.opened === opening) this.opened = null;
+      });
+      this.opened = opening;
+    }
+    return this.opened;
+  }
+
+  // ---- producing -----------------------------------------------------------------------------
+
+  /** Adds one job. With an `id` that exists, returns that job (`isNew: false`) and enqueues nothing. */
+  add(data: Data, opts?: JobOptions): Promise<AddedJob> {
+    return addJob(this.ctx, data, opts);
+  }
+
+  /**
+   * Adds up to MAX_BULK (10 000) jobs, in order; an id given twice (or one that exists) is reported with
+   * `isNew: false` and written once. Each partition's share is written by one atomic script call.
+   *
+   * A refused call writes nothing: every item is validated (options, data, routing) before anything is
+   * sent, and each partition's script checks every parent and the queue's layout before its first
+   * write. In a partitioned queue with jobs in more than one partition, every partition is checked
+   * first and written only when all passed. What remains in that case: a parent removed (or trimmed by
+   * retention), or a repartition started, between the check and the writes makes that partition's
+   * write fail after the others succeeded; as after an `ERR_CONNECTION`, calling again with the same
+   * explicit ids is safe (ids that exist are not written twice).
+   */
+  addBulk(items: readonly { data: Data; opts?: JobOptions }[]): Promise<AddedJob[]> {
+    return addJobs(this.ctx, items);
+  }
+
+  /**
+   * Resolves with the job's result once it completes; rejects with JobFailedError (every attempt's
+   * error) if it ends dead, WaitTimeoutError after `timeoutMs`, JobNotFoundError if it does not exist.
+   */
+  async waitFor(id: string, opts: { timeoutMs?: number } = {}): Promise<Result> {
+    checkJobId(id);
+    checkCallOptions('waitFor options', opts, ['timeoutMs']);
+    const timeoutMs = checkTimerMs('timeoutMs', opts.timeoutMs ?? 60_000, 1);
+    return (await this.waiter.wait(id, timeoutMs)) as Result;
+  }
+
+  // ---- reading -------------------------------------------------------------------------------
+
+  async getJob(id: string): Promise<JobInfo<Data, Result> | null> {
+    checkJobId(id);
+    return readJob<Data, Result>(this.conn.client, await this.open(), id);
+  }
+
+  /** Jobs in one state, oldest first (waiting: in claim order for priority 0), paged. */
+  async getJobs(
+    state: JobState,
+    opts: { offset?: number; limit?: number } = {},
+  ): Promise<JobInfo<Data, Result>[]> {
+    checkCallOptions('getJobs options', opts, ['offset', 'limit']);
+    const offset = checkInt('offset', opts.offset ?? 0, 0);
+    const limit = checkInt('limit', opts.limit ?? 100, 1, 10_000);
+    return listJobs<Data, Result>(this.conn.client, await this.open(), state, offset, limit);
+  }
+
+  async counts(): Promise<JobCounts> {
+    return countJobs(this.conn.client, await this.open());
+  }
+
+  /**
+   * Completed jobs, failed attempts and dead jobs per minute over the last `windowMs` (at most an hour),
+   * on Redis's clock: what dashboards chart as throughput and failure rate.
+   */
+  async metrics(opts: { windowMs?: number } = {}): Promise<QueueMetrics> {
+    checkCallOptions('metrics options', opts, ['windowMs']);
+    const windowMs = checkInt('windowMs', opts.windowMs ?? 3_600_000, 60_000, 3_600_000);
+    return readMetrics(this.conn.client, await this.open(), windowMs);
+  }
+
+  /** Workers whose heartbeat has not expired. */
+  async workers(): Promise<WorkerDescription[]> {
+    return listWorkers(this.conn.client, await this.open());
+  }
+
+  // ---- changing jobs -------------------------------------------------------------------------
+
+  /** Dead or completed -> waiting, with a fresh budget of maxAttempts. Errors so far are kept. */
+  retry(id: string): Promise<void> {
+    return admin.changeJob(this.ctx, 'retry', id);
+  }
+
+  /** Deletes a job that is not active. */
+  remove(id: string): Promise<void> {
+    return admin.changeJob(this.ctx, 'remove', id);
+  }
+
+  /** Makes a delayed job due now. */
+  promote(id: string): Promise<void> {
+    return admin.changeJob(this.ctx, 'promote', id);
+  }
+
+  /**
+   * Ends a job that has not finished, at once, as dead with a CancelledError (no retry). A running job's
+   * worker is told to abort it (job.signal fires) and its late outcome is refused.
+   */
+  cancel(id: string): Promise<void> {
+    return admin.changeJob(this.ctx, 'cancel', id);
+  }
+
+  /**
+   * Retries the jobs in `state` (default dead) at the time of the call, oldest first, at most `max`
+   * (default and maximum 10 000): a snapshot, so jobs that die again are not looped on. `more` says
+   * some were left (call again); `failed` lists the ids that could not be retried and why.
+   */
+  retryJobs(opts: BulkOptions<'dead' | 'completed'> = {}): Promise<BulkOutcome> {
+    return retryJobs(this, opts);
+  }
+
+  /** Removes the jobs in `state` at the time of the call (not active ones), at most `max`; see retryJobs. */
+  removeJobs(opts: BulkOptions<Exclude<JobState, 'active'>>): Promise<BulkOutcome> {
+    return removeJobs(this, opts);
+  }
+
+  /**
+   * Deletes completed or dead jobs that finished more than `olderThanMs` ago (Redis clock; 0: all),
+   * oldest first, atomically per batch of up to 1 000, at most `limit` in all (default 10 000).
+   * Resolves with how many went and whether old ones remain.
+   */
+  clean(
+    state: 'completed' | 'dead',
+    opts: { olderThanMs?: number; limit?: number } = {},
+  ): Promise<{ removed: number; more: boolean }> {
+    return admin.cleanJobs(this.ctx, state, opts);
+  }
+
+  // ---- queue settings ------------------------------------------------------------------------
+
+  /** Stops every worker of this queue from claiming jobs (active ones finish). */
+  pause(): Promise<void> {
+    return admin.setPaused(this.ctx, true);
+  }
+
+  resume(): Promise<void> {
+    return admin.setPaused(this.ctx, false);
+  }
+
+  /** True when the queue is paused (in a partitioned queue: when any partition is). */
+  isPaused(): Promise<boolean> {
+    return admin.isPaused(this.ctx);
+  }
+
+  /**
+   * Caps the number of active jobs of this queue across all workers (`null` removes the cap). Enforced
+   * when jobs are claimed; workers held back are woken as soon as an active job finishes (or the cap is
+   * raised). In a partitioned queue the cap applies to each partition (see docs/scaling.md).
+   */
+  setGlobalConcurrency(limit: number | null): Promise<void> {
+    return admin.setGlobalConcurrency(this.ctx, limit);
+  }
+
+  getGlobalConcurrency(): Promise<number | null> {
+    return admin.getGlobalConcurrency(this.ctx);
+  }
+
+  /**
+   * One recovery pass (what every worker does every recoverIntervalMs): jobs whose lease expired go
+   * back to waiting, or dead when their attempts are spent. For queues whose workers are all gone.
+   */
+  recoverExpired(opts: { deadRetention?: RetentionRule } = {}): Promise<RecoveredJobs> {
+    return admin.recoverAll(this.ctx, opts);
+  }
+
+  // ---- schedules -----------------------------------------------------------------------------
+
+  /** The keys of the partition that holds schedule `key` (and its occurrence jobs). */
+  private async scheduleKeys(key: string): Promise<QueueKeys> {
+    const layout = await this.open();
+    return layout.parts[layout.home(occurrenceId(key, 0))]!;
+  }
+
+  /**
+   * Creates or replaces the repeatable schedule `key`: `{ cron, tz? }` (tz defaults to UTC) or
+   * `{ everyMs }`. Exactly one job runs per tick however many workers run. Upserting an identical
+   * schedule changes nothing, so it is safe to call at every start.
+   */
+  async schedule(
+    key: string,
+    timing: ScheduleTiming,
+    options: ScheduleOptions<Data>,
+  ): Promise<{ version: number; changed: boolean }> {
+    const k = await this.scheduleKeys(key);
+    return upsertSchedule(this.conn.client, k, key, timing, options, this.options.maxPayloadBytes);
+  }
+
+  /** Every schedule with its pending occurrence and next run times, soonest first. */
+  async schedules(): Promise<ScheduleInfo<Data>[]> {
+    const layout = await this.open();
+    const all = await Promise.all(layout.parts.map((k) => listSchedules<Data>(this.conn.client, k)));
+    return all.flat().sort((a, b) => a.nextRunAt - b.nextRunAt || (a.key < b.key ? -1 : 1));
+  }
+
+  /** Deletes a schedule (and its next occurrence if it has not started). Returns false if there was none. */
+  async unschedule(key: string): Promise<boolean> {
+    return removeSchedule(this.conn.client, await this.scheduleKeys(key), key);
+  }
+
+  // ---- events and closing --------------------------------------------------------------------
+
+  /**
+   * Lifecycle events of this queue (added, active, progress, completed, failed, retrying, dead,
+   * recovered, retried, promoted, cancelled, removed), from any process, as an async iterator.
+   * Uses its own connection(s), closed when the loop ends (break, or `signal` aborted). A partitioned
+   * queue reads each partition's stream and yields events as they arrive (ordered per partition;
+   * `event.partition` says which, and a `from` stream id applies to every partition's stream).
+   */
+  async *events(opts: ReadEventsOptions = {}): AsyncGenerator<QueueEvent> {
+    checkCallOptions('events options', opts, ['from', 'signal']);
+    yield* queueEvents(this.conn.client, await this.open(), opts);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.waiter.close();
+    await closeConnection(this.conn);
+  }
+}

@@ -1,0 +1,160 @@
+/**
+ * Repeatable schedules in Redis. A schedule is a spec in Redis plus exactly one pending occurrence: an
+ * ordinary delayed job with the id `schedule:<key>:<tick>` (occurrence-id.ts), so it is promoted,
+ * claimed, leased, retried and recovered like any job and starts within milliseconds of its tick. When
+ * an occurrence starts, the worker creates the next one (advance-schedule.lua, compare-and-set on the
+ * pending id, so exactly one job per tick however many workers race); every worker's recovery loop also
+ * repairs schedules whose pending occurrence has started, in case the worker that claimed it died first.
+ * Timing and validation: schedule-timing.ts.
+ */
+import { untilClosed } from '../in-flight.js';
+import { encodeOptionTail } from '../job-record.js';
+import type { QueueKeys } from '../keys.js';
+import { occurrenceId, parseOccurrenceId } from '../occurrence-id.js';
+import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../options.js';
+import { serverNow } from '../redis-clock.js';
+import { callScript, type RedisClient, scripts } from '../scripts.js';
+import { toJson } from '../validate.js';
+import {
+  nextTick,
+  type ScheduleInfo,
+  type ScheduleOptions,
+  type ScheduleTiming,
+  type StoredSpec,
+  validateSchedule,
+} from './schedule-timing.js';
+
+function occurrenceFields(spec: StoredSpec, maxPayloadBytes: number) {
+  const o = resolveAddOptions(spec.opts, LIBRARY_JOB_DEFAULTS);
+  return {
+    priority: o.priority,
+    optionTail: encodeOptionTail(o),
+    data: toJson('schedule data', spec.data, maxPayloadBytes),
+  };
+}
+
+/** Creates or replaces a schedule; an identical spec is left as it is. */
+export async function upsertSchedule<Data>(
+  client: RedisClient,
+  keys: QueueKeys,
+  key: string,
+  timing: ScheduleTiming,
+  options: ScheduleOptions<Data>,
+  maxPayloadBytes: number,
+): Promise<{ version: number; changed: boolean }> {
+  const now = await serverNow(client);
+  const spec = validateSchedule(key, timing, options, now);
+  const fields = occurrenceFields(spec, maxPayloadBytes);
+  // The anchor must not make an unchanged everyMs spec look new at every start: compare without it.
+  const existing = await untilClosed(client, client.hget(keys.schedules, key));
+  if (existing && spec.everyMs !== undefined) {
+    const old = JSON.parse(existing) as StoredSpec;
+    if (old.everyMs === spec.everyMs) spec.anchor = old.anchor;
+  }
+  const due = nextTick(spec, now);
+  return callScript(client, scripts.schedule, keys, {
+    now,
+    wakeChannel: keys.wakeChannel,
+    key,
+    spec: JSON.stringify(spec),
+    occurrenceId: occurrenceId(key, due),
+    due,
+    ...fields,
+  });
+}
+
+/**
+ * Creates the occurrence(s) after the one with id `currentId` if it is still the pending one.
+ * Ticks missed while nothing ran collapse into the current run, unless the spec's catchUp asks for more.
+ */
+export async function advanceSchedule(
+  client: RedisClient,
+  keys: QueueKeys,
+  key: string,
+  currentTick: number,
+): Promise<boolean> {
+  // untilClosed on every read here: a reply lost with the connection would otherwise never settle,
+  // and the worker's recovery loop (repairSchedules) would wait on it forever.
+  const [specJson, pending] = await Promise.all([
+    untilClosed(client, client.hget(keys.schedules, key)),
+    untilClosed(client, client.hget(keys.schedulePending, key)),
+  ]);
+  if (!specJson || !pending) return false;
+  const currentId = occurrenceId(key, currentTick);
+  if (!pending.endsWith(`|${currentId}`)) return false;
+  const spec = JSON.parse(specJson) as StoredSpec;
+  const now = await serverNow(client);
+  const ticks: number[] = [];
+  for (let t = nextTick(spec, currentTick); t <= now && ticks.length < 10_000; t = nextTick(spec, t))
+    ticks.push(t);
+  const missed = spec.catchUp > 0 ? ticks.slice(-spec.catchUp) : [];
+  const next = nextTick(spec, Math.max(now, currentTick));
+  const rows = [...missed, next].map((due) => ({ id: occurrenceId(key, due), due }));
+  const fields = occurrenceFields(spec, Number.MAX_SAFE_INTEGER);
+  return callScript(
+    client,
+    scripts.advanceSchedule,
+    keys,
+    { now, wakeChannel: keys.wakeChannel, key, expected: pending, ...fields },
+    rows,
+  );
+}
+
+export async function listSchedules<Data>(
+  client: RedisClient,
+  keys: QueueKeys,
+): Promise<ScheduleInfo<Data>[]> {
+  const [specs, pendings] = await Promise.all([
+    untilClosed(client, client.hgetall(keys.schedules)),
+    untilClosed(client, client.hgetall(keys.schedulePending)),
+  ]);
+  const out: ScheduleInfo<Data>[] = [];
+  for (const [key, json] of Object.entries(specs)) {
+    const spec = JSON.parse(json) as StoredSpec;
+    const pending = pendings[key] ?? '0|';
+    const sep = pending.indexOf('|');
+    const pendingJobId = pending.slice(sep + 1);
+    const nextRunAt = parseOccurrenceId(pendingJobId)?.tick ?? 0;
+    const upcoming: number[] = [];
+    for (let t = nextRunAt, i = 0; i < 3; i++) {
+      t = nextTick(spec, t);
+      upcoming.push(t);
+    }
+    out.push({
+      key,
+      ...(spec.cron !== undefined ? { cron: spec.cron, tz: spec.tz ?? 'UTC' } : { everyMs: spec.everyMs! }),
+      data: spec.data as Data,
+      opts: spec.opts,
+      catchUp: spec.catchUp,
+      version: Number(pending.slice(0, sep)),
+      pendingJobId,
+      nextRunAt,
+      upcoming,
+    });
+  }
+  return out.sort((a, b) => a.nextRunAt - b.nextRunAt);
+}
+
+export async function removeSchedule(client: RedisClient, keys: QueueKeys, key: string): Promise<boolean> {
+  return callScript(client, scripts.unschedule, keys, { key });
+}
+
+/**
+ * Advances every schedule whose pending occurrence has started or finished (or vanished): the safety
+ * net for a worker that died between claiming an occurrence and creating the next one.
+ */
+export async function repairSchedules(client: RedisClient, keys: QueueKeys): Promise<number> {
+  const pendings = await untilClosed(client, client.hgetall(keys.schedulePending));
+  const entries = Object.entries(pendings);
+  if (entries.length === 0) return 0;
+  const ids = entries.map(([, p]) => p.slice(p.indexOf('|') + 1));
+  const records = await untilClosed(client, client.hmget(keys.jobs, ...ids));
+  let repaired = 0;
+  for (let i = 0; i < entries.length; i++) {
+    const state = records[i]?.[0];
+    if (state === 'w' || state === 'd') continue;
+    const parsed = parseOccurrenceId(ids[i]!);
+    if (parsed && (await advanceSchedule(client, keys, entries[i]![0], parsed.tick))) repaired++;
+  }
+  return repaired;
+}

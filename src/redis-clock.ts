@@ -1,0 +1,13 @@
+/**
+ * Redis's clock: the one clock due times, leases, retention cut-offs and metrics use, so skewed client
+ * clocks can neither start jobs early nor expire leases early. (Scripts read it themselves with TIME;
+ * this is for the few client-side computations that need the same clock, e.g. cron ticks.)
+ */
+import { untilClosed } from './in-flight.js';
+import type { RedisClient } from './script-runner.js';
+
+/** Redis's clock in epoch ms. */
+export async function serverNow(client: RedisClient): Promise<number> {
+  const [s, us] = await untilClosed(client, client.time());
+  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+}

@@ -1,0 +1,44 @@
+/**
+ * The house keeps its shape (issue 13): docs/design.md is the map of src/, so every source path it
+ * names exists; no module in src/ grows past what one person holds in mind; every Lua script has its
+ * row in design.md (test/scripts.test.ts checks the keys of each row).
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const root = new URL('..', import.meta.url).pathname;
+/** Past this a module is usually two modules (STYLE.md). */
+const MAX_LINES = 420;
+
+function files(dir: string): string[] {
+  return readdirSync(dir).flatMap((f) => {
+    const p = join(dir, f);
+    return statSync(p).isDirectory() ? files(p) : [p];
+  });
+}
+
+describe('source layout', () => {
+  it('every src/ path that docs/design.md names exists', () => {
+    const design = readFileSync(join(root, 'docs/design.md'), 'utf8');
+    const named = [...design.matchAll(/`(src\/[\w./-]+)`/g)].map((m) => m[1]!);
+    expect(named.length).toBeGreaterThan(20);
+    const missing = named.filter((p) => {
+      try {
+        statSync(join(root, p));
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    expect(missing).toEqual([]);
+  });
+
+  it(`no TypeScript module in src/ is longer than ${MAX_LINES} lines`, () => {
+    const long = files(join(root, 'src'))
+      .filter((f) => f.endsWith('.ts'))
+      .map((f) => ({ file: f.slice(root.length), lines: readFileSync(f, 'utf8').split('\n').length }))
+      .filter((f) => f.lines > MAX_LINES);
+    expect(long).toEqual([]);
+  });
+});
