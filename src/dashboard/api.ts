@@ -16,11 +16,11 @@
  */
 import { ValidationError } from '../errors.js';
 import type { Queue } from '../queue/queue.js';
+import { isJobState, JOB_STATES } from '../states.js';
 import type { JobState } from '../types.js';
 import { HttpError, json } from './http.js';
 import type { QueueRegistry } from './queues.js';
 
-const STATES: readonly JobState[] = ['waiting', 'delayed', 'blocked', 'active', 'completed', 'dead'];
 const JOB_ACTIONS = ['retry', 'remove', 'promote', 'cancel'] as const;
 const QUEUE_ACTIONS = ['pause', 'resume', 'retry-dead'] as const;
 
@@ -57,9 +57,9 @@ function intParam(params: URLSearchParams, name: string, min: number, max: numbe
 
 function stateParam(params: URLSearchParams): JobState {
   const raw = params.get('state') ?? 'waiting';
-  if (!(STATES as readonly string[]).includes(raw))
-    throw new ValidationError(`state must be one of ${STATES.join(', ')}, got ${JSON.stringify(raw)}`);
-  return raw as JobState;
+  if (!isJobState(raw))
+    throw new ValidationError(`state must be one of ${JOB_STATES.join(', ')}, got ${JSON.stringify(raw)}`);
+  return raw;
 }
 
 function segments(path: string): string[] {

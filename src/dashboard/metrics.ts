@@ -10,11 +10,11 @@
  *   from `runAt` to the outcome (the sum of the two).
  */
 import { Counter, Gauge, Histogram, type Metric, Registry } from 'prom-client';
+import { JOB_STATES } from '../states.js';
 import type { Job } from '../worker/job.js';
 import type { Worker } from '../worker/worker.js';
 import type { QueueOverview, QueueRegistry } from './queues.js';
 
-const STATES = ['waiting', 'delayed', 'blocked', 'active', 'completed', 'dead'] as const;
 const BUCKETS = [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800];
 
 /** A registry with the queue gauges, collected on scrape from every discovered queue. */
@@ -37,7 +37,8 @@ export function queueMetrics(queues: QueueRegistry, registry = new Registry()): 
     async collect() {
       const overviews = await snapshot();
       this.reset();
-      for (const o of overviews) for (const s of STATES) this.set({ queue: o.name, state: s }, o.counts[s]);
+      for (const o of overviews)
+        for (const s of JOB_STATES) this.set({ queue: o.name, state: s }, o.counts[s]);
     },
   });
   new Gauge({

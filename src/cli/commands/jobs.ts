@@ -1,13 +1,13 @@
 /** `surety jobs <queue> --state dead` (a page of jobs) and `surety job <queue> <id>` (one job in full). */
 import type { Command } from 'commander';
 import { JobNotFoundError } from '../../errors.js';
+import { isJobState, JOB_STATES } from '../../states.js';
 import type { JobInfo, JobState } from '../../types.js';
 import { examples, globals, intOption, out } from '../command-kit.js';
 import { checkNames, openQueue, openRedis } from '../connection.js';
 import { UsageError } from '../errors.js';
 import { formatDuration, formatTime, formatWhen, preview, table } from '../format.js';
 
-const STATES: JobState[] = ['waiting', 'delayed', 'blocked', 'active', 'completed', 'dead'];
 const STATE_STYLE = {
   waiting: 'cyan',
   blocked: 'magenta',
@@ -95,14 +95,16 @@ export function registerJobs(program: Command): void {
     .summary('list jobs in one state')
     .description('list the jobs of a queue in one state, oldest first')
     .argument('<queue>', 'queue name')
-    .option('-s, --state <state>', `one of ${STATES.join(', ')}`, 'waiting')
+    .option('-s, --state <state>', `one of ${JOB_STATES.join(', ')}`, 'waiting')
     .option('-n, --limit <n>', 'jobs to show', intOption('--limit', 1, 10_000), 50)
     .option('--offset <n>', 'skip this many', intOption('--offset', 0), 0)
     .action(async (queueName: string, o: { state: string; limit: number; offset: number }, c: Command) => {
       const g = globals(c);
       checkNames([queueName]);
-      if (!STATES.includes(o.state as JobState))
-        throw new UsageError(`--state must be one of ${STATES.join(', ')}, got ${JSON.stringify(o.state)}`);
+      if (!isJobState(o.state))
+        throw new UsageError(
+          `--state must be one of ${JOB_STATES.join(', ')}, got ${JSON.stringify(o.state)}`,
+        );
       const state = o.state as JobState;
       const queue = openQueue(queueName, await openRedis(g), g);
       const jobs = await queue.getJobs(state, { offset: o.offset, limit: o.limit });
