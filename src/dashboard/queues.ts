@@ -5,7 +5,7 @@
  */
 
 import { type Connection, closeConnection, connect } from '../connection.js';
-import { SuretyError, ValidationError } from '../errors.js';
+import { ValidationError } from '../errors.js';
 import type { ConnectionOption } from '../options.js';
 import type { BulkOutcome } from '../queue/bulk.js';
 import { discoverQueues } from '../queue/discover.js';
