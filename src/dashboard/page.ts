@@ -1,9 +1,15 @@
 /**
  * The dashboard page: one HTML document with inline CSS and JS (no external assets, no framework).
- * Server-side values are placed only in escaped attributes; the script renders job data with
- * textContent / text nodes, never as markup. The CSP allows only this document's nonce'd script/style.
+ * Server-side values are placed only in escaped attributes; the script (browser/app.js, a real source
+ * file that biome and tsc check) renders job data with textContent / text nodes, never as markup. The
+ * CSP allows only this document's nonce'd script/style.
  */
-import { PAGE_SCRIPT } from './page-script.js';
+import { readFileSync } from 'node:fs';
+import { JOB_STATES } from '../states.js';
+
+/** The page's script, read once. Inlined, so it must never contain a closing script tag. */
+const PAGE_SCRIPT = readFileSync(new URL('./browser/app.js', import.meta.url), 'utf8');
+if (/<\/script/i.test(PAGE_SCRIPT)) throw new Error('browser/app.js must not contain a closing script tag');
 
 export interface PageOptions {
   csrf: string;
@@ -61,13 +67,14 @@ export function renderPage(o: PageOptions): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="surety-csrf" content="${attr(o.csrf)}">
 <meta name="surety-read-only" content="${o.readOnly ? 'true' : 'false'}">
+<meta name="surety-states" content="${attr(JOB_STATES.join(','))}">
 <title>Surety</title>
 <style nonce="${attr(o.nonce)}">${CSS}</style>
 </head>
 <body>
 <header><a href="#/">Surety</a><span class="muted">${o.readOnly ? 'read-only' : ''}</span><span class="live" id="live">connecting...</span></header>
 <main><div id="flash" class="flash" role="status"></div><div id="view"></div></main>
-<script nonce="${attr(o.nonce)}">${PAGE_SCRIPT}</script>
+<script type="module" nonce="${attr(o.nonce)}">${PAGE_SCRIPT}</script>
 </body>
 </html>`;
 }
