@@ -3,7 +3,7 @@
  * `--redis embedded` (and `surety demo`) use that Redis when it is reachable and otherwise start a
  * private redis-server (see embedded.ts). Every command gets one client, shared by all its Queues.
  */
-import { type Cluster, Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { connect } from '../connection.js';
 import type { QueueOptions } from '../options.js';
 import { discoverQueues } from '../queue/discover.js';
@@ -59,15 +59,19 @@ export async function tryConnect(url: string): Promise<{ client: RedisClient } |
   if (url.startsWith('redis+cluster://')) return tryCluster(url);
   let up = false;
   let lastError = '';
-  const client = new Redis(url, {
-    lazyConnect: true,
-    connectTimeout: 5_000,
-    maxRetriesPerRequest: 2,
-    // As in the library: a command in flight when the connection dropped is not re-sent blindly.
-    autoResendUnfulfilledCommands: false,
-    // Fail fast when the first connection fails; once up, reconnect for as long as the command runs.
-    retryStrategy: (times) => (up ? Math.min(times * 200, 2_000) : null),
-  });
+  // The library's connection rules (connect(): a command in flight when the connection dropped is
+  // never re-sent blindly), plus what a one-shot command wants: fail fast when the first connection
+  // fails; once up, reconnect for as long as the command runs.
+  const client = connect(
+    {
+      url,
+      lazyConnect: true,
+      connectTimeout: 5_000,
+      maxRetriesPerRequest: 2,
+      retryStrategy: (times: number) => (up ? Math.min(times * 200, 2_000) : null),
+    },
+    'queue',
+  ).client as Redis;
   client.on('error', (err: Error) => {
     lastError = err.message;
   });
