@@ -11,10 +11,12 @@ export interface QueueKeys {
   /** HASH job id -> job record (`header\ndata[\nresult]`, see job-record.ts). */
   readonly jobs: string;
   /**
-   * HASH, the jobs' annex: field `id` -> one line per failed attempt (`at|attempt|errorJson`);
-   * `id\x01p` -> progress JSON; `id\x01l` -> log lines. Fields exist only when there is something.
+   * HASH, the jobs' annex (its key string is `errors`, named when it held only those): field `id` ->
+   * one line per failed attempt (`at|attempt|errorJson`); `id\x01p` -> progress JSON; `id\x01l` -> log
+   * lines; `id\x01d` -> parent ids; `id\x01b` -> a large payload (job-record.ts ANNEX_SUFFIX). Fields
+   * exist only when there is something.
    */
-  readonly errors: string;
+  readonly annex: string;
   /** LIST of waiting job ids with priority 0, FIFO (RPUSH to add, LPOP to claim). */
   readonly waiting: string;
   /**
@@ -86,7 +88,7 @@ export function queueKeys(prefix: string, queue: string, partition?: number): Qu
   return Object.freeze({
     tag,
     jobs: `${tag}:jobs`,
-    errors: `${tag}:errors`,
+    annex: `${tag}:errors`,
     waiting: `${tag}:waiting`,
     prio: `${tag}:prio`,
     seq: `${tag}:seq`,

@@ -52,7 +52,7 @@ export const scripts = {
       'delayed',
       'ids',
       'events',
-      'errors',
+      'annex',
       'dead',
       'deps',
       'dependents',
@@ -74,7 +74,7 @@ export const scripts = {
       'meta',
       'limiter',
       'events',
-      'errors',
+      'annex',
       'claims',
       'tokens',
     ],
@@ -97,7 +97,7 @@ export const scripts = {
     'complete',
     [
       'jobs',
-      'errors',
+      'annex',
       'active',
       'completed',
       'meta',
@@ -119,7 +119,7 @@ export const scripts = {
     'fail',
     [
       'jobs',
-      'errors',
+      'annex',
       'active',
       'delayed',
       'waiting',
@@ -158,7 +158,7 @@ export const scripts = {
     'recover',
     [
       'jobs',
-      'errors',
+      'annex',
       'active',
       'waiting',
       'prio',
@@ -195,7 +195,7 @@ export const scripts = {
     'remove',
     [
       'jobs',
-      'errors',
+      'annex',
       'waiting',
       'prio',
       'delayed',
@@ -222,7 +222,7 @@ export const scripts = {
     'cancel',
     [
       'jobs',
-      'errors',
+      'annex',
       'waiting',
       'prio',
       'delayed',
@@ -239,10 +239,10 @@ export const scripts = {
     [],
     decodeJobChange,
   ),
-  clean: define('clean', ['jobs', 'errors', 'finished'], ['cutoff', 'limit'], [], decodeClean),
+  clean: define('clean', ['jobs', 'annex', 'finished'], ['cutoff', 'limit'], [], decodeClean),
   progress: define(
     'progress',
-    ['jobs', 'errors', 'events'],
+    ['jobs', 'annex', 'events'],
     ['id', 'token', 'progress', 'maxLines', 'eventsMaxLen'],
     ['line'],
     decodeFlag,
@@ -251,7 +251,7 @@ export const scripts = {
   setConcurrency: define('set-concurrency', ['meta'], ['concurrency', 'wakeChannel'], [], decodeNothing),
   schedule: define(
     'schedule',
-    ['jobs', 'errors', 'waiting', 'prio', 'seq', 'delayed', 'schedules', 'schedulePending'],
+    ['jobs', 'annex', 'waiting', 'prio', 'seq', 'delayed', 'schedules', 'schedulePending'],
     ['now', 'wakeChannel', 'key', 'spec', 'occurrenceId', 'due', 'priority', 'optionTail', 'data'],
     [],
     decodeSchedule,
@@ -265,7 +265,7 @@ export const scripts = {
   ),
   unschedule: define(
     'unschedule',
-    ['jobs', 'errors', 'waiting', 'prio', 'delayed', 'schedules', 'schedulePending'],
+    ['jobs', 'annex', 'waiting', 'prio', 'delayed', 'schedules', 'schedulePending'],
     ['key'],
     [],
     decodeFlag,
@@ -273,7 +273,7 @@ export const scripts = {
   partitions: define('partitions', ['meta', 'jobs'], ['partitions'], [], decodePartitions),
   moveIn: define(
     'move-in',
-    ['jobs', 'errors', 'waiting', 'prio', 'seq', 'delayed', 'completed', 'dead'],
+    ['jobs', 'annex', 'waiting', 'prio', 'seq', 'delayed', 'completed', 'dead'],
     ['wakeChannel'],
     ['id', 'record', 'score', 'errors', 'progress', 'logs', 'parents', 'body'],
     decodeNumber,

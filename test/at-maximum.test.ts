@@ -236,7 +236,7 @@ describe('every batch script at the largest batch a worker sends', () => {
     expect(await q.counts()).toMatchObject({ waiting: stalled.length, active: 0, completed: 0, dead: 0 });
     // Nothing of the deleted jobs is left behind: records and annex fields (errors, payloads) are gone.
     expect(await fx.redis.hlen(keys.jobs)).toBe(stalled.length);
-    const annex = await fx.redis.hkeys(keys.errors);
+    const annex = await fx.redis.hkeys(keys.annex);
     const live = new Set(stalled.map((c) => c.id));
     expect(annex.every((f) => live.has(f.split('\u0001')[0]!))).toBe(true);
   }, 60_000);

@@ -569,7 +569,7 @@ class Harness {
     const [stored, errorIds, counts, paused, waiting, active, delayed, completed, dead, infos] =
       await Promise.all([
         fx.redis.hkeys(k.jobs),
-        fx.redis.hkeys(k.errors),
+        fx.redis.hkeys(k.annex),
         this.queue.counts(),
         this.queue.isPaused(),
         this.queue.getJobs('waiting', { limit: 10_000 }),

@@ -59,7 +59,7 @@ async function footprint(q: Queue<{ n: number; pad: string }>) {
   return {
     counts: await q.counts(),
     jobs: await fx.redis.hlen(k.jobs),
-    annex: await fx.redis.hlen(k.errors),
+    annex: await fx.redis.hlen(k.annex),
     ids: await fx.redis.get(k.ids),
     seq: await fx.redis.get(k.seq),
     waiting: await fx.redis.llen(k.waiting),

@@ -58,6 +58,6 @@ describe('progress and logs', () => {
     expect(reported).toBe(false);
     expect((await q.getJob(job.id))!.progress).toBeUndefined();
     await q.remove(job.id);
-    expect(await fx.redis.hlen(q.keys.errors)).toBe(0);
+    expect(await fx.redis.hlen(q.keys.annex)).toBe(0);
   });
 });

@@ -272,7 +272,7 @@ describe('Queue', () => {
     expect(await q.clean('completed')).toEqual({ removed: 5, more: false });
     expect(await q.counts()).toMatchObject({ completed: 0, dead: 0 });
     expect(await fx.redis.hlen(q.keys.jobs)).toBe(0);
-    expect(await fx.redis.exists(q.keys.errors)).toBe(0); // the dead jobs' error lines went too
+    expect(await fx.redis.exists(q.keys.annex)).toBe(0); // the dead jobs' error lines went too
     expect(await q.getJob(added[0]!.id)).toBeNull();
     await expect(q.clean('waiting' as never)).rejects.toThrow(/'completed' or 'dead'/);
   });

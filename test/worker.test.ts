@@ -75,7 +75,7 @@ describe('Worker', () => {
     const next = await q.add({ blob: 'small', n: 2 });
     await q.waitFor(next.id);
     await waitUntil(async () => (await q.getJob(big.id)) === null, 'trimmed');
-    expect(await fx.redis.hexists(q.keys.errors, `${big.id}\x01b`)).toBe(0);
+    expect(await fx.redis.hexists(q.keys.annex, `${big.id}\x01b`)).toBe(0);
   });
 
   it('never runs more than `concurrency` jobs at once', async () => {

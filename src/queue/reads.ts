@@ -36,7 +36,7 @@ export async function readJob<D, R>(
     const k = layout.parts[p]!;
     const [record, annex] = await Promise.all([
       client.hget(k.jobs, id),
-      client.hmget(k.errors, ...annexFields(id)),
+      client.hmget(k.annex, ...annexFields(id)),
     ]);
     if (record !== null) return decodeRecord<D, R>(id, record, annexOf(annex, 0));
   }
@@ -113,7 +113,7 @@ export async function listJobs<D, R>(
     const k = layout.parts[p]!;
     const [records, annex] = await Promise.all([
       client.hmget(k.jobs, ...ids),
-      client.hmget(k.errors, ...ids.flatMap(annexFields)),
+      client.hmget(k.annex, ...ids.flatMap(annexFields)),
     ]);
     ids.forEach((id, i) => {
       const rec = records[i];

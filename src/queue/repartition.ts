@@ -180,7 +180,7 @@ async function moveJobs(
     const batch = await nextBatch(client, k);
     if (batch.length === 0) return moved;
     const records = await client.hmget(k.jobs, ...batch.map((b) => b.id));
-    const annexes = await client.hmget(k.errors, ...batch.flatMap((b) => annexFields(b.id)));
+    const annexes = await client.hmget(k.annex, ...batch.flatMap((b) => annexFields(b.id)));
     const byPartition = new Map<number, MoveInRow[]>();
     batch.forEach((b, i) => {
       const record = records[i];

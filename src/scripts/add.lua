@@ -14,7 +14,7 @@
 -- KEYS[5] delayed       ZSET
 -- KEYS[6] ids           STRING
 -- KEYS[7] events        STREAM lifecycle events
--- KEYS[8] errors        HASH annex: error lines, progress, logs, parents
+-- KEYS[8] annex         HASH annex: error lines, progress, logs, parents
 -- KEYS[9] dead          ZSET
 -- KEYS[10] deps         HASH blocked child -> `remaining parents|i or s`
 -- KEYS[11] dependents   HASH parent -> its blocked children, newline-separated

@@ -4,7 +4,7 @@
 -- told on the wake channel (`x:<id>`) to abort it, and would in any case learn at its next lease
 -- renewal; its late outcome is refused by the fence.
 -- KEYS[1] jobs            HASH id -> record
--- KEYS[2] errors          HASH annex: error lines, progress, logs
+-- KEYS[2] annex           HASH annex: error lines, progress, logs
 -- KEYS[3] waiting         LIST
 -- KEYS[4] prio            ZSET
 -- KEYS[5] delayed         ZSET

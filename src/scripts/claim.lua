@@ -17,7 +17,7 @@
 -- KEYS[7] meta            HASH (fields `paused`, `concurrency`, `starved`)
 -- KEYS[8] limiter         STRING job starts in the current rate-limit window (expires with it)
 -- KEYS[9] events          STREAM lifecycle events
--- KEYS[10] errors         HASH annex: large payloads (field id .. "\1b") among others
+-- KEYS[10] annex          HASH annex: large payloads (field id .. "\1b") among others
 -- KEYS[11] claims         HASH claimer -> its last claim that leased jobs (includes/record_claim.lua)
 -- KEYS[12] tokens         STRING counter of lease ids (the first part of fencing tokens); never reset
 -- ARGV[1] now             epoch ms, '' = Redis TIME

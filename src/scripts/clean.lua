@@ -2,7 +2,7 @@
 -- clean.lua: delete finished jobs (completed or dead) that finished at or before a cutoff, oldest
 -- first, at most `limit` per call, with their records and annex fields: retention on demand.
 -- KEYS[1] jobs            HASH id -> record
--- KEYS[2] errors          HASH annex: error lines, progress, logs, parents
+-- KEYS[2] annex           HASH annex: error lines, progress, logs, parents
 -- KEYS[3] finished        ZSET completed or dead (score: finish time)
 -- ARGV[1] cutoff          epoch ms (Redis clock): jobs finished at or before it go
 -- ARGV[2] limit           most jobs deleted per call

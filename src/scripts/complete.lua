@@ -4,7 +4,7 @@
 -- job has moved past (its lease expired and it was recovered) is refused, so the newer attempt stands.
 -- Re-sending an accepted completion (a reply lost to a dropped connection) is a no-op.
 -- KEYS[1] jobs            HASH id -> record
--- KEYS[2] errors          HASH annex: error lines, progress, logs
+-- KEYS[2] annex           HASH annex: error lines, progress, logs
 -- KEYS[3] active          ZSET
 -- KEYS[4] completed       ZSET
 -- KEYS[5] meta            HASH (field `starved`)

@@ -3,7 +3,7 @@
 -- the job goes back to waiting (retryDelayMs 0), to delayed (retryDelayMs > 0, due at now + delay), or
 -- to dead when its attempts are spent or retryDelayMs is -1 (UnrecoverableError). Fenced like complete.lua.
 -- KEYS[1] jobs            HASH id -> record
--- KEYS[2] errors          HASH annex: error lines, progress, logs
+-- KEYS[2] annex           HASH annex: error lines, progress, logs
 -- KEYS[3] active          ZSET
 -- KEYS[4] delayed         ZSET
 -- KEYS[5] waiting         LIST

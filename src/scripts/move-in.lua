@@ -4,7 +4,7 @@
 -- time), completed or dead (same finish time). A job whose id exists here already is skipped, so a
 -- repartition cut off between the copy and the delete can simply run again.
 -- KEYS[1] jobs          HASH id -> record
--- KEYS[2] errors        HASH annex: error lines, progress, logs, parents, payloads
+-- KEYS[2] annex         HASH annex: error lines, progress, logs, parents, payloads
 -- KEYS[3] waiting       LIST
 -- KEYS[4] prio          ZSET
 -- KEYS[5] seq           STRING

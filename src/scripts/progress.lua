@@ -3,7 +3,7 @@
 -- job is active under the caller's token, so a stale worker cannot overwrite a newer attempt's
 -- progress. Logs keep the last `maxLines` lines.
 -- KEYS[1] jobs            HASH id -> record
--- KEYS[2] errors          HASH annex: error lines, progress, logs
+-- KEYS[2] annex           HASH annex: error lines, progress, logs
 -- KEYS[3] events          STREAM lifecycle events
 -- ARGV[1] id
 -- ARGV[2] token

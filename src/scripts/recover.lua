@@ -6,7 +6,7 @@
 -- waiting with its attempts as they are and no error (a `released` event, like release.lua), whatever
 -- attempts it has left. Any worker may run this; no PID bookkeeping is needed.
 -- KEYS[1] jobs            HASH id -> record
--- KEYS[2] errors          HASH annex: error lines, progress, logs
+-- KEYS[2] annex           HASH annex: error lines, progress, logs
 -- KEYS[3] active          ZSET
 -- KEYS[4] waiting         LIST
 -- KEYS[5] prio            ZSET

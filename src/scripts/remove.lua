@@ -2,7 +2,7 @@
 -- remove.lua: delete a job that is not active, with its record and error lines. An active job is
 -- refused: its worker holds a lease on it (wait for it to finish, then remove it).
 -- KEYS[1] jobs            HASH id -> record
--- KEYS[2] errors          HASH annex: error lines, progress, logs
+-- KEYS[2] annex           HASH annex: error lines, progress, logs
 -- KEYS[3] waiting         LIST
 -- KEYS[4] prio            ZSET
 -- KEYS[5] delayed         ZSET

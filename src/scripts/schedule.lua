@@ -4,7 +4,7 @@
 -- applications can upsert their schedules at every start. A changed spec discards the pending
 -- occurrence if it has not started, and starts a new version.
 -- KEYS[1] jobs              HASH id -> record
--- KEYS[2] errors            HASH annex: error lines, progress, logs
+-- KEYS[2] annex             HASH annex: error lines, progress, logs
 -- KEYS[3] waiting           LIST
 -- KEYS[4] prio              ZSET
 -- KEYS[5] seq               STRING

@@ -1,7 +1,7 @@
 #!lua flags=allow-oom
 -- unschedule.lua: delete the schedule `key` and its pending occurrence if that has not started.
 -- KEYS[1] jobs              HASH id -> record
--- KEYS[2] errors            HASH annex: error lines, progress, logs
+-- KEYS[2] annex             HASH annex: error lines, progress, logs
 -- KEYS[3] waiting           LIST
 -- KEYS[4] prio              ZSET
 -- KEYS[5] delayed           ZSET

@@ -185,7 +185,7 @@ export class WorkerCalls {
     // untilClosed: a read whose reply is lost with the connection would otherwise never settle.
     const parents = await untilClosed(
       this.client,
-      this.client.hget(this.keys.errors, annexField(jobId, 'parents')),
+      this.client.hget(this.keys.annex, annexField(jobId, 'parents')),
     );
     if (!parents) return {};
     const ids = parents.split('\n');
