@@ -1,5 +1,32 @@
 export { EmbeddedRedis, type EmbeddedRedisOptions } from './embedded-redis.js';
-export * from './errors.js';
+// Every error class (docs/errors.md); the script-refusal mapping stays internal.
+export {
+  CancelledError,
+  ClosedError,
+  ConnectionError,
+  CrossPartitionError,
+  DependencyFailedError,
+  DurabilityError,
+  InvalidStateError,
+  type JobAttemptError,
+  JobFailedError,
+  JobNotFoundError,
+  LeaseExpiredError,
+  ListenerError,
+  NotSerializableError,
+  PartitionMismatchError,
+  PayloadTooLargeError,
+  RedisConfigError,
+  RedisFullError,
+  RedisServerNotFoundError,
+  RepartitionError,
+  StaleJobError,
+  SuretyError,
+  TimeoutError,
+  UnrecoverableError,
+  ValidationError,
+  WaitTimeoutError,
+} from './errors.js';
 export { type QueueKeys, queueKeys } from './keys.js';
 export type { ConnectionOption, Logger, QueueOptions } from './options.js';
 export { discoverQueues } from './queue/discover.js';

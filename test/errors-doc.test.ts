@@ -22,4 +22,13 @@ describe('docs/errors.md', () => {
     const missing = [...codes].filter((c) => !doc.includes(`\`${c}\``));
     expect(missing).toEqual([]);
   });
+
+  it('every error class in src/errors.ts is exported from the package root', async () => {
+    const root = new URL('..', import.meta.url).pathname;
+    const source = readFileSync(join(root, 'src/errors.ts'), 'utf8');
+    const classes = [...source.matchAll(/^export class (\w+)/gm)].map((m) => m[1]!);
+    expect(classes.length).toBeGreaterThan(20);
+    const api = (await import('../src/index.js')) as Record<string, unknown>;
+    expect(classes.filter((c) => typeof api[c] !== 'function')).toEqual([]);
+  });
 });
