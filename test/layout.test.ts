@@ -6,6 +6,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { SCRIPT_FILES } from '../src/dashboard/page.js';
 
 const root = new URL('..', import.meta.url).pathname;
 /** Past this a module is usually two modules (STYLE.md). */
@@ -34,11 +35,16 @@ describe('source layout', () => {
     expect(missing).toEqual([]);
   });
 
-  it(`no TypeScript module in src/ is longer than ${MAX_LINES} lines`, () => {
+  it(`no TypeScript or JavaScript module in src/ is longer than ${MAX_LINES} lines`, () => {
     const long = files(join(root, 'src'))
-      .filter((f) => f.endsWith('.ts'))
+      .filter((f) => f.endsWith('.ts') || f.endsWith('.js'))
       .map((f) => ({ file: f.slice(root.length), lines: readFileSync(f, 'utf8').split('\n').length }))
       .filter((f) => f.lines > MAX_LINES);
     expect(long).toEqual([]);
+  });
+
+  it('the dashboard page joins every browser script file, each once', () => {
+    const onDisk = readdirSync(join(root, 'src/dashboard/browser')).filter((f) => f.endsWith('.js'));
+    expect([...SCRIPT_FILES].sort()).toEqual(onDisk.sort());
   });
 });

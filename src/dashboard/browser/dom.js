@@ -1,0 +1,36 @@
+// @ts-check
+/**
+ * Building DOM nodes: every piece of data goes in as a text node or an attribute (el(), svg());
+ * nothing is ever parsed as HTML.
+ * One of the dashboard page's script files: page.ts joins them into one script (SCRIPT_FILES).
+ */
+function el(tag, props, ...children) {
+  var e = document.createElement(tag);
+  if (props)
+    Object.keys(props).forEach((k) => {
+      var v = props[k];
+      if (v === undefined || v === null || v === false) return;
+      if (k === 'text') e.textContent = String(v);
+      else if (k.slice(0, 2) === 'on') e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, String(v));
+    });
+  var add = (c) => {
+    if (c === null || c === undefined || c === false) return;
+    if (Array.isArray(c)) c.forEach(add);
+    else e.append(c);
+  };
+  for (const c of children) add(c);
+  return e;
+}
+function svg(tag, attrs, ...children) {
+  var e = document.createElementNS(SVGNS, tag);
+  Object.keys(attrs).forEach((k) => {
+    e.setAttribute(k, String(attrs[k]));
+  });
+  var add = (c) => {
+    if (Array.isArray(c)) c.forEach(add);
+    else if (c) e.append(c);
+  };
+  for (const c of children) add(c);
+  return e;
+}

@@ -1,0 +1,82 @@
+// @ts-check
+/**
+ * A job (#/queue/NAME/job/ID): its record, errors, logs and actions.
+ * One of the dashboard page's script files: page.ts joins them into one script (SCRIPT_FILES).
+ */
+function jobView(name, id) {
+  var base = `/queues/${enc(name)}/jobs/${enc(id)}`;
+  return api(base).then((j) => {
+    var finished = j.state === 'completed' || j.state === 'dead';
+    var fields = [
+      ['state', badge(j.state)],
+      ['attempts', `${j.attempts} of ${j.maxAttempts}`],
+      ['priority', j.priority],
+      ['created', time(j.createdAt)],
+      ['run at', time(j.runAt)],
+      ['started', time(j.startedAt)],
+      ['finished', time(j.finishedAt)],
+      ['depends on', j.dependsOn.join(', ')],
+    ];
+    var actions = el(
+      'div',
+      { class: 'bar' },
+      finished ? act('Retry', `${base}/retry`, { name: 'retry' }) : null,
+      j.state === 'delayed' ? act('Promote', `${base}/promote`, { name: 'promote' }) : null,
+      !finished ? act('Cancel', `${base}/cancel`, { name: 'cancel', danger: true }) : null,
+      j.state !== 'active'
+        ? act('Remove', `${base}/remove`, {
+            name: 'remove',
+            danger: true,
+            done: () => {
+              location.hash = queueHref(name, j.state);
+              return `removed ${id}`;
+            },
+          })
+        : null,
+    );
+    if (!finished && !timer)
+      timer = setTimeout(() => {
+        timer = null;
+        render();
+      }, 1000);
+    return [
+      el('div', { class: 'muted' }, el('a', { href: queueHref(name, j.state), text: name }), ' / job'),
+      el('h1', { id: 'job-id', text: j.id }),
+      actions,
+      el(
+        'dl',
+        null,
+        fields.map((f) => [
+          el('dt', { text: f[0] }),
+          el('dd', null, f[1] === undefined ? '' : typeof f[1] === 'object' ? f[1] : String(f[1])),
+        ]),
+      ),
+      el('h2', { text: 'Data' }),
+      el('pre', { id: 'job-data', text: pretty(j.data) }),
+      'result' in j
+        ? [el('h2', { text: 'Result' }), el('pre', { id: 'job-result', text: pretty(j.result) })]
+        : null,
+      'progress' in j ? [el('h2', { text: 'Progress' }), el('pre', { text: pretty(j.progress) })] : null,
+      el('h2', { text: `Errors (${j.errors.length})` }),
+      j.errors.map((e) =>
+        el(
+          'div',
+          { class: 'err' },
+          el(
+            'div',
+            null,
+            el('strong', { text: `attempt ${e.attempt}: ${e.name}${e.code ? ` [${e.code}]` : ''}` }),
+            ' ',
+            el('span', { class: 'muted', text: time(e.at) }),
+          ),
+          el('div', { text: e.message }),
+          e.stack ? el('pre', { text: e.stack }) : null,
+        ),
+      ),
+      el('h2', { text: `Logs (${j.logs.length})` }),
+      j.logs.length
+        ? el('pre', { id: 'job-logs', text: j.logs.join('\n') })
+        : el('p', { class: 'muted', text: 'No log lines.' }),
+    ];
+  });
+}

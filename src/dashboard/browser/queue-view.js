@@ -1,0 +1,209 @@
+// @ts-check
+/**
+ * A queue (#/queue/NAME): state tabs with live counts, a page of jobs, and the queue's actions
+ * (pause/resume, retry dead, clean).
+ * One of the dashboard page's script files: page.ts joins them into one script (SCRIPT_FILES).
+ */
+function queueView(name, params) {
+  var state = STATES.indexOf(params.get('state')) >= 0 ? params.get('state') : 'waiting';
+  var offset = Math.max(0, parseInt(params.get('offset') || '0', 10) || 0);
+  return Promise.all([
+    api(`/queues/${enc(name)}`),
+    api(`/queues/${enc(name)}/jobs?state=${state}&offset=${offset}&limit=${PAGE}`),
+    api(`/queues/${enc(name)}/workers`),
+    api(`/queues/${enc(name)}/schedules`),
+  ]).then((r) => {
+    var q = r[0],
+      page = r[1],
+      workers = r[2].workers,
+      schedules = r[3].schedules;
+    var search = el('input', { name: 'id', placeholder: 'job id', 'aria-label': 'job id' });
+    var form = el(
+      'form',
+      {
+        class: 'bar',
+        onsubmit: (e) => {
+          e.preventDefault();
+          if (search.value) location.hash = jobHref(name, search.value.trim());
+        },
+      },
+      search,
+      el('button', { type: 'submit', text: 'Open job' }),
+    );
+    var jobs = page.jobs.map((j) => {
+      var last = j.errors.length ? j.errors[j.errors.length - 1] : null;
+      return el(
+        'tr',
+        { 'data-job': j.id },
+        el('td', null, el('a', { href: jobHref(name, j.id), text: j.id })),
+        el('td', { class: 'num', text: `${j.attempts}/${j.maxAttempts}` }),
+        el('td', { text: time(j.createdAt) }),
+        el('td', { text: time(j.finishedAt || j.runAt) }),
+        el('td', { text: last ? last.message : '' }),
+      );
+    });
+    var pager = el(
+      'div',
+      { class: 'bar' },
+      offset > 0
+        ? el('a', { href: queueHref(name, state, Math.max(0, offset - PAGE)), text: '< newer' })
+        : null,
+      el('span', {
+        class: 'muted',
+        text: page.total === 0 ? 'none' : `${offset + 1}-${offset + page.jobs.length} of ${page.total}`,
+      }),
+      offset + PAGE < page.total
+        ? el('a', { href: queueHref(name, state, offset + PAGE), text: 'older >' })
+        : null,
+    );
+    return [
+      el('h1', null, name, ' ', q.paused ? badge('paused') : null),
+      el(
+        'div',
+        { class: 'bar' },
+        q.paused
+          ? act('Resume', `/queues/${enc(name)}/resume`, { name: 'resume' })
+          : act('Pause', `/queues/${enc(name)}/pause`, { name: 'pause' }),
+        q.counts.dead > 0
+          ? act('Retry all dead', `/queues/${enc(name)}/retry-dead`, {
+              name: 'retry-dead',
+              danger: true,
+              done: (o) =>
+                `retried ${o.done.length} dead jobs${o.failed.length ? `, ${o.failed.length} failed` : ''}`,
+            })
+          : null,
+        form,
+      ),
+      el(
+        'nav',
+        { class: 'tabs' },
+        STATES.map((s) =>
+          el(
+            'a',
+            { href: queueHref(name, s), class: s === state ? 'on' : null, 'data-tab': s },
+            `${s} `,
+            el('span', { 'data-count': s, text: q.counts[s] }),
+          ),
+        ),
+      ),
+      cleanBar(name, state, page.total),
+      el(
+        'table',
+        { id: 'jobs' },
+        el(
+          'thead',
+          null,
+          el(
+            'tr',
+            null,
+            [
+              'id',
+              'attempts',
+              'created',
+              state === 'completed' || state === 'dead' ? 'finished' : 'run at',
+              'last error',
+            ].map((h) => el('th', { text: h })),
+          ),
+        ),
+        el('tbody', null, jobs),
+      ),
+      pager,
+      el('h2', { text: `Workers (${workers.length})` }),
+      workers.length === 0
+        ? el('p', { class: 'muted', text: 'No live workers.' })
+        : el(
+            'table',
+            { id: 'workers' },
+            el(
+              'thead',
+              null,
+              el(
+                'tr',
+                null,
+                ['id', 'host', 'pid', 'concurrency', 'active jobs', 'started', 'last beat'].map((h) =>
+                  el('th', { text: h }),
+                ),
+              ),
+            ),
+            el(
+              'tbody',
+              null,
+              workers.map((w) =>
+                el(
+                  'tr',
+                  null,
+                  el('td', { text: w.id }),
+                  el('td', { text: w.host }),
+                  el('td', { text: w.pid }),
+                  el('td', { class: 'num', text: w.concurrency }),
+                  el('td', { text: w.activeJobIds.join(', ') }),
+                  el('td', { text: time(w.startedAt) }),
+                  el('td', { text: time(w.lastBeat) }),
+                ),
+              ),
+            ),
+          ),
+      el('h2', { text: `Schedules (${schedules.length})` }),
+      schedules.length === 0
+        ? el('p', { class: 'muted', text: 'No schedules.' })
+        : el(
+            'table',
+            { id: 'schedules' },
+            el(
+              'thead',
+              null,
+              el(
+                'tr',
+                null,
+                ['key', 'timing', 'next run', 'pending job'].map((h) => el('th', { text: h })),
+              ),
+            ),
+            el(
+              'tbody',
+              null,
+              schedules.map((s) =>
+                el(
+                  'tr',
+                  null,
+                  el('td', { text: s.key }),
+                  el('td', { text: s.cron ? `${s.cron} (${s.tz || 'UTC'})` : `every ${s.everyMs} ms` }),
+                  el('td', { text: time(s.nextRunAt) }),
+                  el(
+                    'td',
+                    null,
+                    s.pendingJobId
+                      ? el('a', { href: jobHref(name, s.pendingJobId), text: s.pendingJobId })
+                      : null,
+                  ),
+                ),
+              ),
+            ),
+          ),
+    ];
+  });
+}
+
+// Clean: removes the completed or dead jobs older than the chosen age (10 000 at most per click).
+function cleanBar(name, state, total) {
+  if (RO || total === 0 || (state !== 'completed' && state !== 'dead')) return null;
+  var age = el(
+    'select',
+    { name: 'olderThanMs', 'aria-label': 'older than' },
+    [
+      ['0', 'all'],
+      ['3600000', 'older than 1 h'],
+      ['86400000', 'older than 1 day'],
+      ['604800000', 'older than 7 days'],
+    ].map((o) => el('option', { value: o[0], text: o[1] })),
+  );
+  return el(
+    'div',
+    { class: 'bar' },
+    act('Clean', () => `/queues/${enc(name)}/clean?state=${state}&olderThanMs=${enc(age.value)}`, {
+      name: 'clean',
+      danger: true,
+      done: (o) => `removed ${o.removed} ${state} jobs${o.more ? ' (more left: clean again)' : ''}`,
+    }),
+    age,
+  );
+}
