@@ -1,21 +1,15 @@
 /** Every error code used in src/ is documented in docs/errors.md (Fastify's trick). */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-
-function files(dir: string): string[] {
-  return readdirSync(dir).flatMap((f) => {
-    const p = join(dir, f);
-    return statSync(p).isDirectory() ? files(p) : [p];
-  });
-}
+import { filesUnder } from './helpers/files.js';
 
 describe('docs/errors.md', () => {
   it('documents every error code used in src/', () => {
     const root = new URL('..', import.meta.url).pathname;
     const doc = readFileSync(join(root, 'docs/errors.md'), 'utf8');
     const codes = new Set<string>();
-    for (const f of files(join(root, 'src'))) {
+    for (const f of filesUnder(join(root, 'src'))) {
       for (const m of readFileSync(f, 'utf8').matchAll(/['"](ERR_[A-Z_]+)['"]/g)) codes.add(m[1]!);
     }
     expect(codes.size).toBeGreaterThan(10);

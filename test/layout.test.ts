@@ -7,17 +7,11 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SCRIPT_FILES } from '../src/dashboard/page.js';
+import { filesUnder } from './helpers/files.js';
 
 const root = new URL('..', import.meta.url).pathname;
 /** Past this a module is usually two modules (STYLE.md). */
 const MAX_LINES = 420;
-
-function files(dir: string): string[] {
-  return readdirSync(dir).flatMap((f) => {
-    const p = join(dir, f);
-    return statSync(p).isDirectory() ? files(p) : [p];
-  });
-}
 
 describe('source layout', () => {
   it('every src/ path that docs/design.md names exists', () => {
@@ -36,7 +30,7 @@ describe('source layout', () => {
   });
 
   it(`no TypeScript or JavaScript module in src/ is longer than ${MAX_LINES} lines`, () => {
-    const long = files(join(root, 'src'))
+    const long = filesUnder(join(root, 'src'))
       .filter((f) => f.endsWith('.ts') || f.endsWith('.js'))
       .map((f) => ({ file: f.slice(root.length), lines: readFileSync(f, 'utf8').split('\n').length }))
       .filter((f) => f.lines > MAX_LINES);

@@ -34,3 +34,21 @@ function svg(tag, attrs, ...children) {
   for (const c of children) add(c);
   return e;
 }
+
+/** A table: one header row (column names, or th elements), then `rows` (tr elements). */
+function table(id, headers, rows) {
+  return el(
+    'table',
+    { id },
+    el(
+      'thead',
+      null,
+      el(
+        'tr',
+        null,
+        headers.map((h) => (typeof h === 'string' ? el('th', { text: h }) : h)),
+      ),
+    ),
+    el('tbody', null, rows),
+  );
+}

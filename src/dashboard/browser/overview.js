@@ -38,26 +38,19 @@ function overview() {
       ? el('p', { class: 'muted', text: 'loading...' })
       : rows.length === 0
         ? el('p', { class: 'muted', text: 'No queues under this prefix yet.' })
-        : el(
-            'table',
-            { id: 'queues' },
-            el(
-              'thead',
-              null,
-              el(
-                'tr',
-                null,
-                el('th', { text: 'queue' }),
-                STATES.map((s) => el('th', { class: 'num', text: s })),
-                el('th', { class: 'num', text: 'workers' }),
-                el('th', { title: 'completed jobs per minute, last hour', text: 'throughput, 1 h' }),
-                el('th', {
-                  title: 'failed / (completed + failed) attempts per minute, last hour',
-                  text: 'failure rate, 1 h',
-                }),
-              ),
-            ),
-            el('tbody', null, rows),
+        : table(
+            'queues',
+            [
+              'queue',
+              ...STATES.map((s) => el('th', { class: 'num', text: s })),
+              el('th', { class: 'num', text: 'workers' }),
+              el('th', { title: 'completed jobs per minute, last hour', text: 'throughput, 1 h' }),
+              el('th', {
+                title: 'failed / (completed + failed) attempts per minute, last hour',
+                text: 'failure rate, 1 h',
+              }),
+            ],
+            rows,
           ),
   ];
 }

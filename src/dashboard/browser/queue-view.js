@@ -87,94 +87,57 @@ function queueView(name, params) {
         ),
       ),
       cleanBar(name, state, page.total),
-      el(
-        'table',
-        { id: 'jobs' },
-        el(
-          'thead',
-          null,
-          el(
-            'tr',
-            null,
-            [
-              'id',
-              'attempts',
-              'created',
-              state === 'completed' || state === 'dead' ? 'finished' : 'run at',
-              'last error',
-            ].map((h) => el('th', { text: h })),
-          ),
-        ),
-        el('tbody', null, jobs),
+      table(
+        'jobs',
+        [
+          'id',
+          'attempts',
+          'created',
+          state === 'completed' || state === 'dead' ? 'finished' : 'run at',
+          'last error',
+        ],
+        jobs,
       ),
       pager,
       el('h2', { text: `Workers (${workers.length})` }),
       workers.length === 0
         ? el('p', { class: 'muted', text: 'No live workers.' })
-        : el(
-            'table',
-            { id: 'workers' },
-            el(
-              'thead',
-              null,
+        : table(
+            'workers',
+            ['id', 'host', 'pid', 'concurrency', 'active jobs', 'started', 'last beat'],
+            workers.map((w) =>
               el(
                 'tr',
                 null,
-                ['id', 'host', 'pid', 'concurrency', 'active jobs', 'started', 'last beat'].map((h) =>
-                  el('th', { text: h }),
-                ),
-              ),
-            ),
-            el(
-              'tbody',
-              null,
-              workers.map((w) =>
-                el(
-                  'tr',
-                  null,
-                  el('td', { text: w.id }),
-                  el('td', { text: w.host }),
-                  el('td', { text: w.pid }),
-                  el('td', { class: 'num', text: w.concurrency }),
-                  el('td', { text: w.activeJobIds.join(', ') }),
-                  el('td', { text: time(w.startedAt) }),
-                  el('td', { text: time(w.lastBeat) }),
-                ),
+                el('td', { text: w.id }),
+                el('td', { text: w.host }),
+                el('td', { text: w.pid }),
+                el('td', { class: 'num', text: w.concurrency }),
+                el('td', { text: w.activeJobIds.join(', ') }),
+                el('td', { text: time(w.startedAt) }),
+                el('td', { text: time(w.lastBeat) }),
               ),
             ),
           ),
       el('h2', { text: `Schedules (${schedules.length})` }),
       schedules.length === 0
         ? el('p', { class: 'muted', text: 'No schedules.' })
-        : el(
-            'table',
-            { id: 'schedules' },
-            el(
-              'thead',
-              null,
+        : table(
+            'schedules',
+            ['key', 'timing', 'next run', 'pending job'],
+            schedules.map((s) =>
               el(
                 'tr',
                 null,
-                ['key', 'timing', 'next run', 'pending job'].map((h) => el('th', { text: h })),
-              ),
-            ),
-            el(
-              'tbody',
-              null,
-              schedules.map((s) =>
+                el('td', { text: s.key }),
+                el('td', { text: s.cron ? `${s.cron} (${s.tz || 'UTC'})` : `every ${s.everyMs} ms` }),
+                el('td', { text: time(s.nextRunAt) }),
                 el(
-                  'tr',
+                  'td',
                   null,
-                  el('td', { text: s.key }),
-                  el('td', { text: s.cron ? `${s.cron} (${s.tz || 'UTC'})` : `every ${s.everyMs} ms` }),
-                  el('td', { text: time(s.nextRunAt) }),
-                  el(
-                    'td',
-                    null,
-                    s.pendingJobId
-                      ? el('a', { href: jobHref(name, s.pendingJobId), text: s.pendingJobId })
-                      : null,
-                  ),
+                  s.pendingJobId
+                    ? el('a', { href: jobHref(name, s.pendingJobId), text: s.pendingJobId })
+                    : null,
                 ),
               ),
             ),
