@@ -37,6 +37,7 @@ export {
   type QueueEventsOptions,
   type ReadEventsOptions,
 } from './queue/events.js';
+export type { ExplainReason, Explanation } from './queue/explain.js';
 export { Queue } from './queue/queue.js';
 export {
   type RepartitionOptions,

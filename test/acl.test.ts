@@ -214,6 +214,7 @@ describe('a monitor (read-only) user with the documented rules', () => {
     expect(await queue.workers()).toEqual([]);
     expect(await queue.schedules()).toHaveLength(1);
     expect(await queue.isPaused()).toBe(false);
+    expect((await queue.explain(id)).reasons.map((r) => r.code)).toEqual(['QUEUED', 'NO_WORKERS']);
     expect(await discoverQueues(queue.client)).toContain(name);
 
     // Scripts stop at their first write (HSETNX, HSET...), which the command list does not grant.

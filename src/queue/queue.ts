@@ -6,6 +6,7 @@
  *   enqueue.ts    add, addBulk: validation, routing to partitions, add.lua, WAIT for replicas
  *   wait-for.ts   waitFor (done channel, no polling)
  *   reads.ts      getJob, getJobs, counts, metrics, workers
+ *   explain.ts    explain: why a job is where it is
  *   admin.ts      retry, remove, promote, cancel, clean, pause/resume, global concurrency, recovery
  *   bulk.ts       retryJobs / removeJobs over many jobs (used by the CLI and the dashboard)
  *   schedules.ts  schedule, schedules, unschedule (timing in schedule-timing.ts)
@@ -44,6 +45,7 @@ import { type BulkOptions, type BulkOutcome, removeJobs, retryJobs } from './bul
 import type { QueueContext } from './context.js';
 import { addJob, addJobs } from './enqueue.js';
 import { type QueueEvent, queueEvents, type ReadEventsOptions } from './events.js';
+import { type Explanation, explainJob } from './explain.js';
 import { countJobs, listJobs, listWorkers, readJob, readMetrics } from './reads.js';
 import type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './schedule-timing.js';
 import { listSchedules, removeSchedule, upsertSchedule } from './schedules.js';
@@ -169,6 +171,16 @@ export class Queue<Data = unknown, Result = unknown> {
     checkCallOptions('metrics options', opts, ['windowMs']);
     const windowMs = checkInt('windowMs', opts.windowMs ?? 3_600_000, 60_000, 3_600_000);
     return readMetrics(this.conn.client, await this.open(), windowMs);
+  }
+
+  /**
+   * Why a job is where it is: its state and reasons with stable codes (PAUSED, DELAYED, BLOCKED,
+   * QUEUED with how many jobs are ahead, CONCURRENCY_LIMIT, NO_WORKERS, RUNNING, PREFETCHED, COMPLETED,
+   * DEAD), for "why isn't this job running?". Throws JobNotFoundError for an unknown id.
+   */
+  async explain(id: string): Promise<Explanation> {
+    checkJobId(id);
+    return explainJob(this.conn.client, await this.open(), id);
   }
 
   /** Workers whose heartbeat has not expired. */

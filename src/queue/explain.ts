@@ -1,0 +1,194 @@
+/**
+ * queue.explain(id): why a job is where it is, and what it waits for, in words and data, so an
+ * operator can answer "why isn't this job running?" without reading keys. Read-only: a snapshot of the
+ * job's partition at one moment (reads are not atomic with each other, so under load a reason can be
+ * a few milliseconds stale).
+ */
+import { JobNotFoundError } from '../errors.js';
+import { settling } from '../in-flight.js';
+import type { QueueKeys } from '../keys.js';
+import type { Layout } from '../partitions.js';
+import type { RedisClient } from '../scripts.js';
+import type { JobInfo, JobState, WorkerDescription } from '../types.js';
+import { listWorkers, locate, readJob } from './reads.js';
+
+/** One reason; `code` is stable, `message` is for people, the other fields are data. */
+export interface ExplainReason {
+  code:
+    | 'PAUSED'
+    | 'DELAYED'
+    | 'BLOCKED'
+    | 'QUEUED'
+    | 'CONCURRENCY_LIMIT'
+    | 'NO_WORKERS'
+    | 'RUNNING'
+    | 'PREFETCHED'
+    | 'COMPLETED'
+    | 'DEAD';
+  message: string;
+  /** Epoch ms (Redis clock) at which this reason ends, when it is known. */
+  until?: number;
+  /** QUEUED: jobs a worker claims before this one. */
+  ahead?: number;
+  /** BLOCKED: the parents that have not completed yet. */
+  parents?: string[];
+  /** CONCURRENCY_LIMIT: the limit and the jobs active now. */
+  limit?: number;
+  active?: number;
+  /** RUNNING, PREFETCHED: the worker whose heartbeat lists the job, if one does. */
+  worker?: string;
+  attempt?: number;
+}
+
+export interface Explanation {
+  id: string;
+  state: JobState;
+  reasons: ExplainReason[];
+}
+
+/** Past this many list entries, QUEUED's `ahead` is a lower bound (LPOS scans the waiting list). */
+const LPOS_SCAN = 100_000;
+
+export async function explainJob(rawClient: RedisClient, layout: Layout, id: string): Promise<Explanation> {
+  const client = settling(rawClient);
+  const job = await readJob(rawClient, layout, id);
+  if (!job) throw new JobNotFoundError(id);
+  const found = layout.partitioned ? await locate(rawClient, layout, id) : 0;
+  const k = layout.parts[Math.max(found, 0)]!;
+  const reasons: ExplainReason[] = [];
+  const at = (ms: number) => new Date(ms).toISOString();
+  switch (job.state) {
+    case 'completed':
+      reasons.push({
+        code: 'COMPLETED',
+        message: `completed at ${at(job.finishedAt ?? 0)}`,
+        until: job.finishedAt,
+      });
+      break;
+    case 'dead': {
+      const last = job.errors[job.errors.length - 1];
+      reasons.push({
+        code: 'DEAD',
+        message: `dead since ${at(job.finishedAt ?? 0)}${last ? `: ${last.message}` : ''}; retry(id) runs it again`,
+        attempt: job.attempts,
+      });
+      break;
+    }
+    case 'active':
+      reasons.push(await running(rawClient, k, layout, job));
+      break;
+    case 'blocked':
+      reasons.push(await blocked(client, k, job));
+      break;
+    case 'delayed':
+      reasons.push({
+        code: 'DELAYED',
+        message: `${job.attempts > 0 ? `retry after attempt ${job.attempts}` : 'delayed'}: due at ${at(job.runAt)}`,
+        until: job.runAt,
+      });
+      reasons.push(...(await queueWide(rawClient, k, layout)));
+      break;
+    case 'waiting':
+      reasons.push(await queued(client, k, job));
+      reasons.push(...(await queueWide(rawClient, k, layout)));
+      break;
+  }
+  return { id, state: job.state, reasons };
+}
+
+/** What holds every job of the partition back: pause, the global concurrency limit, no workers. */
+async function queueWide(raw: RedisClient, k: QueueKeys, layout: Layout): Promise<ExplainReason[]> {
+  const client = settling(raw);
+  const out: ExplainReason[] = [];
+  const [[paused, limitText], activeCount, workers] = await Promise.all([
+    client.hmget(k.meta, 'paused', 'concurrency'),
+    client.zcard(k.active),
+    listWorkers(raw, layout),
+  ]);
+  if (paused) out.push({ code: 'PAUSED', message: 'the queue is paused: no worker claims until resume()' });
+  // `active` holds a sentinel member besides the jobs (see includes/active_sentinel.lua).
+  const active = Math.max(activeCount - 1, 0);
+  const limit = limitText === null || limitText === undefined ? null : Number(limitText);
+  if (limit !== null && active >= limit) {
+    out.push({
+      code: 'CONCURRENCY_LIMIT',
+      message: `the queue's global concurrency limit (${limit}) is reached: ${active} job(s) active`,
+      limit,
+      active,
+    });
+  }
+  if (workers.length === 0) out.push({ code: 'NO_WORKERS', message: 'no worker of this queue is alive' });
+  return out;
+}
+
+/** A waiting job's place in claim order: priorities < 0, then the list (priority 0), then > 0. */
+async function queued(
+  client: RedisClient,
+  k: QueueKeys,
+  job: JobInfo<unknown, unknown>,
+): Promise<ExplainReason> {
+  let ahead: number;
+  let exact = true;
+  if (job.priority === 0) {
+    const [urgent, pos] = await Promise.all([
+      client.zcount(k.prio, '-inf', '(0'),
+      client.lpos(k.waiting, job.id, 'MAXLEN', LPOS_SCAN),
+    ]);
+    exact = pos !== null;
+    ahead = urgent + (pos ?? LPOS_SCAN);
+  } else {
+    const score = await client.zscore(k.prio, job.id);
+    const before = score === null ? 0 : await client.zcount(k.prio, '-inf', `(${score}`);
+    ahead = before + (job.priority > 0 ? await client.llen(k.waiting) : 0);
+  }
+  return {
+    code: 'QUEUED',
+    message: `waiting: ${exact ? '' : 'at least '}${ahead} job(s) are claimed before it (priority ${job.priority})`,
+    ahead,
+  };
+}
+
+async function blocked(
+  client: RedisClient,
+  k: QueueKeys,
+  job: JobInfo<unknown, unknown>,
+): Promise<ExplainReason> {
+  const records = job.dependsOn.length === 0 ? [] : await client.hmget(k.jobs, ...job.dependsOn);
+  // A parent that completed starts its record with 'c'; the others (or those gone) still hold it back.
+  const parents = job.dependsOn.filter((_, i) => records[i]?.[0] !== 'c');
+  return {
+    code: 'BLOCKED',
+    message: `waits for parent job(s) ${parents.join(', ')} to complete`,
+    parents,
+  };
+}
+
+async function running(
+  raw: RedisClient,
+  k: QueueKeys,
+  layout: Layout,
+  job: JobInfo<unknown, unknown>,
+): Promise<ExplainReason> {
+  const [leaseUntil, workers] = await Promise.all([
+    settling(raw).zscore(k.active, job.id),
+    listWorkers(raw, layout),
+  ]);
+  const owner: WorkerDescription | undefined = workers.find((w) => w.activeJobIds.includes(job.id));
+  const until = leaseUntil === null ? undefined : Number(leaseUntil);
+  const by = owner ? ` by worker ${owner.id}` : '';
+  if (job.startedAt === undefined) {
+    return {
+      code: 'PREFETCHED',
+      message: `claimed${by} ahead of a free slot (prefetch); it starts when one frees, no attempt counted yet`,
+      until,
+      ...(owner ? { worker: owner.id } : {}),
+    };
+  }
+  return {
+    code: 'RUNNING',
+    message: `attempt ${job.attempts} running${by}, lease until ${until === undefined ? '?' : new Date(until).toISOString()}`,
+    until,
+    attempt: job.attempts,
+    ...(owner ? { worker: owner.id } : {}),
+  };
+}
