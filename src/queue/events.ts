@@ -16,6 +16,7 @@ import {
   checkQueueName,
   checkStreamFrom,
 } from '../validate.js';
+import type { QueueContext } from './context.js';
 import { mergeIterators } from './merge-iterators.js';
 
 export type QueueEventName =
@@ -95,14 +96,11 @@ export async function* readEvents(
  * merged as events arrive (ordered per partition; `event.partition` says which in a partitioned
  * queue). The connections close when the loop ends (break, or `signal` aborted).
  */
-export async function* queueEvents(
-  client: RedisClient,
-  layout: Layout,
-  opts: ReadEventsOptions,
-): AsyncGenerator<QueueEvent> {
+export async function* queueEvents(ctx: QueueContext, opts: ReadEventsOptions): AsyncGenerator<QueueEvent> {
   checkCallOptions('events options', opts, ['from', 'signal']);
   const from = checkStreamFrom(opts.from);
-  const clients = layout.parts.map(() => duplicate(client));
+  const layout = await ctx.open();
+  const clients = layout.parts.map(() => duplicate(ctx.client));
   const stop = new AbortController();
   const onAbort = () => stop.abort();
   opts.signal?.addEventListener('abort', onAbort);

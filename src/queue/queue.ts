@@ -1,7 +1,7 @@
 /**
  * Queue: adds jobs, and is the admin API (inspect, count, retry, remove, pause) that the CLI and
- * the dashboard are built on. A thin facade: each method validates its call options and delegates to
- * the module that does the work (files named for what they do):
+ * the dashboard are built on. A thin facade: each method delegates to the module that does the work,
+ * which validates the call's options before it touches Redis (files named for what they do):
  *
  *   enqueue.ts    add, addBulk: validation, routing to partitions, add.lua, WAIT for replicas
  *   wait-for.ts   waitFor (done channel, no polling)
@@ -17,7 +17,6 @@
 import { type Connection, checkServer, closeConnection, connect } from '../connection.js';
 import { ClosedError } from '../errors.js';
 import { type QueueKeys, queueKeys } from '../keys.js';
-import { occurrenceId } from '../occurrence-id.js';
 import { type QueueOptions, type ResolvedQueueOptions, resolveQueueOptions } from '../options.js';
 import { Layout, resolveLayout } from '../partitions.js';
 import type { RecoveredJobs } from '../recovery.js';
@@ -32,14 +31,7 @@ import type {
   RetentionRule,
   WorkerDescription,
 } from '../types.js';
-import {
-  checkCallOptions,
-  checkInt,
-  checkJobId,
-  checkQueueAddress,
-  checkQueueName,
-  checkTimerMs,
-} from '../validate.js';
+import { checkJobId, checkQueueAddress, checkQueueName } from '../validate.js';
 import * as admin from './admin.js';
 import { type BulkOptions, type BulkOutcome, removeJobs, retryJobs } from './bulk.js';
 import type { QueueContext } from './context.js';
@@ -70,7 +62,7 @@ export class Queue<Data = unknown, Result = unknown> {
     this.layout = partitions === 0 ? null : new Layout(prefix, name, partitions);
     this.conn = connect(opts.connection, 'queue');
     this.ctx = { name: this.name, options: this.options, client: this.conn.client, open: () => this.open() };
-    this.waiter = new JobWaiter(this.ctx, (id) => this.getJob(id));
+    this.waiter = new JobWaiter(this.ctx);
   }
 
   /** The ioredis client this queue uses (shared with a Worker if you passed it one). */
@@ -135,10 +127,7 @@ export class Queue<Data = unknown, Result = unknown> {
    * error) if it ends dead, WaitTimeoutError after `timeoutMs`, JobNotFoundError if it does not exist.
    */
   async waitFor(id: string, opts: { timeoutMs?: number } = {}): Promise<Result> {
-    checkJobId(id);
-    checkCallOptions('waitFor options', opts, ['timeoutMs']);
-    const timeoutMs = checkTimerMs('timeoutMs', opts.timeoutMs ?? 60_000, 1);
-    return (await this.waiter.wait(id, timeoutMs)) as Result;
+    return (await this.waiter.wait(id, opts)) as Result;
   }
 
   // ---- reading -------------------------------------------------------------------------------
@@ -149,14 +138,8 @@ export class Queue<Data = unknown, Result = unknown> {
   }
 
   /** Jobs in one state, oldest first (waiting: in claim order for priority 0), paged. */
-  async getJobs(
-    state: JobState,
-    opts: { offset?: number; limit?: number } = {},
-  ): Promise<JobInfo<Data, Result>[]> {
-    checkCallOptions('getJobs options', opts, ['offset', 'limit']);
-    const offset = checkInt('offset', opts.offset ?? 0, 0);
-    const limit = checkInt('limit', opts.limit ?? 100, 1, 10_000);
-    return listJobs<Data, Result>(this.conn.client, await this.open(), state, offset, limit);
+  getJobs(state: JobState, opts: { offset?: number; limit?: number } = {}): Promise<JobInfo<Data, Result>[]> {
+    return listJobs<Data, Result>(this.ctx, state, opts);
   }
 
   async counts(): Promise<JobCounts> {
@@ -167,10 +150,8 @@ export class Queue<Data = unknown, Result = unknown> {
    * Completed jobs, failed attempts and dead jobs per minute over the last `windowMs` (at most an hour),
    * on Redis's clock: what dashboards chart as throughput and failure rate.
    */
-  async metrics(opts: { windowMs?: number } = {}): Promise<QueueMetrics> {
-    checkCallOptions('metrics options', opts, ['windowMs']);
-    const windowMs = checkInt('windowMs', opts.windowMs ?? 3_600_000, 60_000, 3_600_000);
-    return readMetrics(this.conn.client, await this.open(), windowMs);
+  metrics(opts: { windowMs?: number } = {}): Promise<QueueMetrics> {
+    return readMetrics(this.ctx, opts);
   }
 
   /**
@@ -278,36 +259,27 @@ export class Queue<Data = unknown, Result = unknown> {
 
   // ---- schedules -----------------------------------------------------------------------------
 
-  /** The keys of the partition that holds schedule `key` (and its occurrence jobs). */
-  private async scheduleKeys(key: string): Promise<QueueKeys> {
-    const layout = await this.open();
-    return layout.parts[layout.home(occurrenceId(key, 0))]!;
-  }
-
   /**
    * Creates or replaces the repeatable schedule `key`: `{ cron, tz? }` (tz defaults to UTC) or
    * `{ everyMs }`. Exactly one job runs per tick however many workers run. Upserting an identical
    * schedule changes nothing, so it is safe to call at every start.
    */
-  async schedule(
+  schedule(
     key: string,
     timing: ScheduleTiming,
     options: ScheduleOptions<Data>,
   ): Promise<{ version: number; changed: boolean }> {
-    const k = await this.scheduleKeys(key);
-    return upsertSchedule(this.conn.client, k, key, timing, options, this.options.maxPayloadBytes);
+    return upsertSchedule(this.ctx, key, timing, options);
   }
 
   /** Every schedule with its pending occurrence and next run times, soonest first. */
-  async schedules(): Promise<ScheduleInfo<Data>[]> {
-    const layout = await this.open();
-    const all = await Promise.all(layout.parts.map((k) => listSchedules<Data>(this.conn.client, k)));
-    return all.flat().sort((a, b) => a.nextRunAt - b.nextRunAt || (a.key < b.key ? -1 : 1));
+  schedules(): Promise<ScheduleInfo<Data>[]> {
+    return listSchedules<Data>(this.ctx);
   }
 
   /** Deletes a schedule (and its next occurrence if it has not started). Returns false if there was none. */
-  async unschedule(key: string): Promise<boolean> {
-    return removeSchedule(this.conn.client, await this.scheduleKeys(key), key);
+  unschedule(key: string): Promise<boolean> {
+    return removeSchedule(this.ctx, key);
   }
 
   // ---- events and closing --------------------------------------------------------------------
@@ -319,9 +291,8 @@ export class Queue<Data = unknown, Result = unknown> {
    * queue reads each partition's stream and yields events as they arrive (ordered per partition;
    * `event.partition` says which, and a `from` stream id applies to every partition's stream).
    */
-  async *events(opts: ReadEventsOptions = {}): AsyncGenerator<QueueEvent> {
-    checkCallOptions('events options', opts, ['from', 'signal']);
-    yield* queueEvents(this.conn.client, await this.open(), opts);
+  events(opts: ReadEventsOptions = {}): AsyncGenerator<QueueEvent> {
+    return queueEvents(this.ctx, opts);
   }
 
   async close(): Promise<void> {

@@ -12,8 +12,10 @@ import type { QueueKeys } from '../keys.js';
 import type { Layout } from '../partitions.js';
 import { serverNow } from '../redis-clock.js';
 import type { RedisClient } from '../scripts.js';
-import { JOB_STATES } from '../states.js';
+import { isJobState, JOB_STATES } from '../states.js';
 import type { JobCounts, JobInfo, JobState, QueueMetrics, WorkerDescription } from '../types.js';
+import { checkCallOptions, checkInt } from '../validate.js';
+import type { QueueContext } from './context.js';
 
 /** The partition holding job `id` (its home first, then the others), or -1 if none does. */
 export async function locate(rawClient: RedisClient, layout: Layout, id: string): Promise<number> {
@@ -75,9 +77,6 @@ async function idsOf(
       .map((id) => [id, 0]);
   }
   const set = { delayed: k.delayed, active: k.active, completed: k.completed, dead: k.dead }[state];
-  if (!set) {
-    throw new ValidationError(`state must be one of ${JOB_STATES.join(', ')}, got ${String(state)}`);
-  }
   // Scores below +inf: skips the active set's sentinel member.
   const flat = await client.zrangebyscore(set, '-inf', '(+inf', 'WITHSCORES', 'LIMIT', offset, n);
   const out: [string, number][] = [];
@@ -87,13 +86,18 @@ async function idsOf(
 
 /** Jobs in one state, oldest first (waiting: in claim order), paged, merged over the partitions. */
 export async function listJobs<D, R>(
-  rawClient: RedisClient,
-  layout: Layout,
+  ctx: QueueContext,
   state: JobState,
-  offset: number,
-  limit: number,
+  opts: { offset?: number; limit?: number },
 ): Promise<JobInfo<D, R>[]> {
-  const client = settling(rawClient);
+  checkCallOptions('getJobs options', opts, ['offset', 'limit']);
+  const offset = checkInt('offset', opts.offset ?? 0, 0);
+  const limit = checkInt('limit', opts.limit ?? 100, 1, 10_000);
+  const layout = await ctx.open();
+  if (!isJobState(state)) {
+    throw new ValidationError(`state must be one of ${JOB_STATES.join(', ')}, got ${String(state)}`);
+  }
+  const client = settling(ctx.client);
   // One partition pages in Redis; several must each give their first offset+limit, merged here.
   const perPart = await Promise.all(
     layout.parts.map((k) =>
@@ -151,12 +155,12 @@ export async function countJobs(rawClient: RedisClient, layout: Layout): Promise
   return total;
 }
 
-export async function readMetrics(
-  rawClient: RedisClient,
-  layout: Layout,
-  windowMs: number,
-): Promise<QueueMetrics> {
-  const client = settling(rawClient);
+/** Completed, failed and dead per minute over the last `windowMs` (at most an hour), Redis clock. */
+export async function readMetrics(ctx: QueueContext, opts: { windowMs?: number }): Promise<QueueMetrics> {
+  checkCallOptions('metrics options', opts, ['windowMs']);
+  const windowMs = checkInt('windowMs', opts.windowMs ?? 3_600_000, 60_000, 3_600_000);
+  const layout = await ctx.open();
+  const client = settling(ctx.client);
   const nowMinute = Math.floor((await serverNow(client)) / 60_000);
   const n = Math.ceil(windowMs / 60_000);
   const minutes = Array.from({ length: n }, (_, i) => nowMinute - n + 1 + i);

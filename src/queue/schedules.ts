@@ -12,9 +12,11 @@ import { encodeOptionTail } from '../job-record.js';
 import type { QueueKeys } from '../keys.js';
 import { occurrenceId, parseOccurrenceId } from '../occurrence-id.js';
 import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../options.js';
+import type { Layout } from '../partitions.js';
 import { serverNow } from '../redis-clock.js';
 import { callScript, type RedisClient, scripts } from '../scripts.js';
 import { toJson } from '../validate.js';
+import type { QueueContext } from './context.js';
 import {
   nextTick,
   type ScheduleInfo,
@@ -33,18 +35,23 @@ function occurrenceFields(spec: StoredSpec, maxPayloadBytes: number) {
   };
 }
 
+/** The keys of the partition that holds schedule `key` (and its occurrence jobs). */
+function homeOf(layout: Layout, key: string): QueueKeys {
+  return layout.parts[layout.home(occurrenceId(key, 0))]!;
+}
+
 /** Creates or replaces a schedule; an identical spec is left as it is. */
 export async function upsertSchedule<Data>(
-  client: RedisClient,
-  keys: QueueKeys,
+  ctx: QueueContext,
   key: string,
   timing: ScheduleTiming,
   options: ScheduleOptions<Data>,
-  maxPayloadBytes: number,
 ): Promise<{ version: number; changed: boolean }> {
+  const keys = homeOf(await ctx.open(), key);
+  const client = ctx.client;
   const now = await serverNow(client);
   const spec = validateSchedule(key, timing, options, now);
-  const fields = occurrenceFields(spec, maxPayloadBytes);
+  const fields = occurrenceFields(spec, ctx.options.maxPayloadBytes);
   // The anchor must not make an unchanged everyMs spec look new at every start: compare without it.
   const existing = await untilClosed(client, client.hget(keys.schedules, key));
   if (existing && spec.everyMs !== undefined) {
@@ -100,10 +107,14 @@ export async function advanceSchedule(
   );
 }
 
-export async function listSchedules<Data>(
-  client: RedisClient,
-  keys: QueueKeys,
-): Promise<ScheduleInfo<Data>[]> {
+/** Every schedule of every partition with its pending occurrence and next run times, soonest first. */
+export async function listSchedules<Data>(ctx: QueueContext): Promise<ScheduleInfo<Data>[]> {
+  const layout = await ctx.open();
+  const all = await Promise.all(layout.parts.map((k) => schedulesIn<Data>(ctx.client, k)));
+  return all.flat().sort((a, b) => a.nextRunAt - b.nextRunAt || (a.key < b.key ? -1 : 1));
+}
+
+async function schedulesIn<Data>(client: RedisClient, keys: QueueKeys): Promise<ScheduleInfo<Data>[]> {
   const [specs, pendings] = await Promise.all([
     untilClosed(client, client.hgetall(keys.schedules)),
     untilClosed(client, client.hgetall(keys.schedulePending)),
@@ -132,11 +143,13 @@ export async function listSchedules<Data>(
       upcoming,
     });
   }
-  return out.sort((a, b) => a.nextRunAt - b.nextRunAt);
+  return out;
 }
 
-export async function removeSchedule(client: RedisClient, keys: QueueKeys, key: string): Promise<boolean> {
-  return callScript(client, scripts.unschedule, keys, { key });
+/** Deletes a schedule (and its next occurrence if it has not started); false if there was none. */
+export async function removeSchedule(ctx: QueueContext, key: string): Promise<boolean> {
+  const keys = homeOf(await ctx.open(), key);
+  return callScript(ctx.client, scripts.unschedule, keys, { key });
 }
 
 /**

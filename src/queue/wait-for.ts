@@ -7,24 +7,25 @@
 import { closeConnection, duplicate } from '../connection.js';
 import { JobFailedError, JobNotFoundError, WaitTimeoutError } from '../errors.js';
 import type { RedisClient } from '../scripts.js';
-import type { JobInfo } from '../types.js';
+import { checkCallOptions, checkJobId, checkTimerMs } from '../validate.js';
 import type { QueueContext } from './context.js';
 import { DoneListener } from './done-listener.js';
+import { readJob } from './reads.js';
 
 export class JobWaiter {
   private subscriber: RedisClient | null = null;
   private listener: DoneListener | null = null;
 
-  constructor(
-    private readonly ctx: QueueContext,
-    private readonly getJob: (id: string) => Promise<JobInfo<unknown, unknown> | null>,
-  ) {}
+  constructor(private readonly ctx: QueueContext) {}
 
   /**
    * Resolves with the job's result once it completes; rejects with JobFailedError (every attempt's
    * error) if it ends dead, WaitTimeoutError after `timeoutMs`, JobNotFoundError if it does not exist.
    */
-  async wait(id: string, timeoutMs: number): Promise<unknown> {
+  async wait(id: string, opts: { timeoutMs?: number }): Promise<unknown> {
+    checkJobId(id);
+    checkCallOptions('waitFor options', opts, ['timeoutMs']);
+    const timeoutMs = checkTimerMs('timeoutMs', opts.timeoutMs ?? 60_000, 1);
     const layout = await this.ctx.open();
     if (!this.listener) {
       this.subscriber = duplicate(this.ctx.client);
@@ -34,6 +35,7 @@ export class JobWaiter {
       );
     }
     const listener = this.listener;
+    const read = async () => readJob(this.ctx.client, await this.ctx.open(), id);
     return new Promise<unknown>((resolve, reject) => {
       let settled = false;
       let unwatch: () => void = () => {};
@@ -46,7 +48,8 @@ export class JobWaiter {
         fn();
       };
       const check = () => {
-        this.getJob(id).then(
+        // Through open(): after close() a check rejects with ClosedError, as getJob does.
+        read().then(
           (job) => {
             if (!job) finish(() => reject(new JobNotFoundError(id)));
             else if (job.state === 'completed') finish(() => resolve(job.result));
