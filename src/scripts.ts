@@ -285,4 +285,5 @@ export const scripts = {
     [],
     decodeNumber,
   ),
+  switchPartitions: define('switch-partitions', ['meta'], ['to', 'from'], [], decodeNothing),
 } as const;

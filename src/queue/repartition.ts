@@ -100,14 +100,11 @@ export async function repartition(
   await setPausedAll(client, old.parts, true);
   await waitIdle(client, old, waitMs, say);
 
-  // Switch. The mark `movedFrom` says a move is under way, so a cut-off run can be resumed.
-  if (to === 1) {
-    for (const k of old.parts) await client.hset(k.meta, 'moved', 1);
-    await client.hdel(base.meta, 'partitions', 'moved');
-    await client.hset(base.meta, 'movedFrom', from);
-  } else {
-    await client.hset(base.meta, 'moved', to, 'partitions', to, 'movedFrom', from);
-  }
+  // Switch. The mark `movedFrom` says a move is under way, so a cut-off run can be resumed. The old
+  // partitions (other hash tags) are marked first, one command each: a run cut off before the base
+  // tag's switch finds the old count still recorded and does it all again.
+  if (to === 1) for (const k of old.parts) await client.hset(k.meta, 'moved', 1);
+  await callScript(client, scripts.switchPartitions, base, { to, from });
   await setPausedAll(client, target.parts, wasPaused);
   say(`recorded ${to} partition(s); producers and workers on ${from} are now refused`);
 
@@ -115,7 +112,7 @@ export async function repartition(
   for (const k of old.parts) count += await moveJobs(client, k, target, say);
   let schedules = 0;
   for (const k of old.parts) schedules += await moveSchedules(client, k, target);
-  await client.hdel(base.meta, 'movedFrom');
+  await callScript(client, scripts.switchPartitions, base, { to, from: '' });
   say(`moved ${count} job(s) and ${schedules} schedule(s) of ${name} to ${to} partition(s)`);
   return { from, to, moved: count, schedules };
 }
