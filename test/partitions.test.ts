@@ -144,15 +144,21 @@ describe('partitioned queues', () => {
     const delayed = await q.add({ step: 'later' }, { delayMs: 150 });
     expect(delayed.state).toBe('delayed');
     const flaky = await q.add({ step: 'flaky' }, { backoff: { type: 'fixed', delayMs: 10 } });
-    const p1 = await q.add({ step: 'p1' }, { id: 'p1', partitionKey: 'graph' });
-    const p2 = await q.add({ step: 'p2' }, { id: 'p2', partitionKey: 'graph' });
-    const child = await q.add({ step: 'child' }, { dependsOn: [p1.id, p2.id], partitionKey: 'graph' });
-    expect(child.state).toBe('blocked');
+    // One addBulk: the parents and the child are written by one script call in their partition, so the
+    // running worker cannot complete the parents before the child exists (separate adds made this
+    // test pass only when the worker was slower than the adds).
+    const [p1, p2, child] = await q.addBulk([
+      { data: { step: 'p1' }, opts: { id: 'p1', partitionKey: 'graph' } },
+      { data: { step: 'p2' }, opts: { id: 'p2', partitionKey: 'graph' } },
+      { data: { step: 'child' }, opts: { dependsOn: ['p1', 'p2'], partitionKey: 'graph' } },
+    ]);
+    expect([p1!.id, p2!.id]).toEqual(['p1', 'p2']);
+    expect(child!.state).toBe('blocked');
     await q.schedule('every', { everyMs: 100 }, { data: { step: 'tick' } });
     expect(await q.waitFor(delayed.id)).toBe('later');
     expect(await q.waitFor(flaky.id)).toBe('flaky');
     expect(attempts.get(flaky.id)).toBe(2);
-    expect(await q.waitFor(child.id)).toEqual(['p1', 'p2']);
+    expect(await q.waitFor(child!.id)).toEqual(['p1', 'p2']);
     await waitUntil(
       async () =>
         (await q.getJobs('completed', { limit: 100 })).some((j) => j.id.startsWith('schedule:every:')),
