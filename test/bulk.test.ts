@@ -1,7 +1,7 @@
 /** Bulk admin operations (queue.retryJobs / removeJobs, src/queue/bulk.ts) that the CLI and dashboard share. */
 import { describe, expect, it } from 'vitest';
 import { Queue, ValidationError } from '../src/index.js';
-import { changeEach } from '../src/queue/bulk.js';
+import { changeEach, retryJobs } from '../src/queue/bulk.js';
 import { closeAfterEach, uniqueName, useRedis } from './helpers/setup.js';
 
 const fx = useRedis();
@@ -38,6 +38,23 @@ describe('bulk admin operations', () => {
     expect(first.done).toEqual(ids.slice(0, 1_200));
     const second = await q.retryJobs({ max: 1_200 });
     expect(second).toEqual({ done: ids.slice(1_200), failed: [], more: false });
+  });
+
+  it('a snapshot: jobs that die again while the call runs are not retried again in the same call', async () => {
+    const q = queue();
+    const ids = await deadJobs(q, 30);
+    // Each retried job is made dead again before the call goes on, as a processor failing at once would.
+    const target = {
+      getJobs: q.getJobs.bind(q),
+      remove: q.remove.bind(q),
+      retry: async (id: string) => {
+        await q.retry(id);
+        await q.cancel(id);
+      },
+    };
+    const r = await retryJobs(target);
+    expect(r).toEqual({ done: ids, failed: [], more: false });
+    expect((await q.counts()).dead).toBe(30);
   });
 
   it('exactly max dead jobs: all retried and more is false', async () => {

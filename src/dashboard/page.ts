@@ -1,8 +1,8 @@
 /**
  * The dashboard page: one HTML document with inline CSS and JS (no external assets, no framework).
- * Server-side values are placed only in escaped attributes; the script (browser/app.js, a real source
- * file that biome and tsc check) renders job data with textContent / text nodes, never as markup. The
- * CSP allows only this document's nonce'd script/style.
+ * Server-side values are placed only in escaped attributes; the script (the files of browser/, real
+ * source files that biome and tsc check) renders job data with textContent / text nodes, never as
+ * markup. The CSP allows only this document's nonce'd script/style.
  */
 import { readFileSync } from 'node:fs';
 import { JOB_STATES } from '../states.js';
