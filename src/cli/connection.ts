@@ -4,7 +4,7 @@
  * private redis-server (see embedded.ts). Every command gets one client, shared by all its Queues.
  */
 import type { Cluster, Redis } from 'ioredis';
-import { connect } from '../connection.js';
+import { closeConnection, connect } from '../connection.js';
 import type { QueueOptions } from '../options.js';
 import { discoverQueues } from '../queue/discover.js';
 import { Queue } from '../queue/queue.js';
@@ -105,13 +105,9 @@ async function tryCluster(url: string): Promise<{ client: RedisClient } | { reas
   }
 }
 
-async function quit(client: RedisClient): Promise<void> {
-  try {
-    await Promise.race([client.quit(), new Promise((r) => setTimeout(r, 1_000).unref())]);
-  } catch {
-    // already closed
-  }
-  client.disconnect();
+/** Closes a command's client the library's way (QUIT, dropped if Redis does not answer within 1 s). */
+function quit(client: RedisClient): Promise<void> {
+  return closeConnection({ client, owned: true });
 }
 
 /** Opens the command's Redis connection (closed by the exit cleanups), starting a private one if asked. */

@@ -8,6 +8,7 @@
  * looped on.
  */
 import { SuretyError, ValidationError } from '../errors.js';
+import { JOB_STATES } from '../states.js';
 import type { JobInfo, JobState } from '../types.js';
 import { checkCallOptions, checkInt, show } from '../validate.js';
 
@@ -50,17 +51,15 @@ export async function retryJobs(
   return changeAll(queue, state, opts, (id) => queue.retry(id));
 }
 
+/** Every state but active (a running job is its worker's: cancel it instead). */
+const REMOVABLE = JOB_STATES.filter((s): s is Exclude<JobState, 'active'> => s !== 'active');
+
 /** Removes the jobs in `state` (any state but active): see the file header. */
 export async function removeJobs(
   queue: BulkTarget,
   opts: BulkOptions<Exclude<JobState, 'active'>>,
 ): Promise<BulkOutcome> {
-  const state = checkState(
-    'removeJobs',
-    opts,
-    ['waiting', 'delayed', 'blocked', 'completed', 'dead'],
-    undefined,
-  );
+  const state = checkState('removeJobs', opts, REMOVABLE, undefined);
   return changeAll(queue, state, opts, (id) => queue.remove(id));
 }
 
