@@ -13,7 +13,8 @@ type Outcome = Omit<BulkOutcome, 'more'> & { more?: boolean };
 function report(verb: string, queue: string, r: Outcome, json: boolean | undefined): void {
   if (r.failed.length > 0) process.exitCode = 1;
   if (json) {
-    out.json({ queue, ...r });
+    // `more` only when set: --all-dead printed { queue, done, failed } before it had a bound.
+    out.json({ queue, done: r.done, failed: r.failed, ...(r.more ? { more: true } : {}) });
     return;
   }
   const { paint } = out;
