@@ -17,6 +17,7 @@ import { type BenchOptions, parseArgs, USAGE } from './cli.js';
 import { monoMs, withTimeout } from './clock.js';
 import { renderClusterTable, runClusterBench } from './cluster.js';
 import { installCounter } from './command-counter.js';
+import { renderGroupsTable, runGroupsBench } from './groups.js';
 import { RESULTS_DIR, writeResults } from './output.js';
 import { flushAll, parseInfo } from './redis-stats.js';
 import { renderTable } from './report.js';
@@ -144,6 +145,25 @@ async function main(opts: BenchOptions): Promise<void> {
     writeFileSync(
       `${RESULTS_DIR}${started.toISOString().slice(0, 10)}-cluster${opts.quick ? '-quick' : ''}.json`,
       `${JSON.stringify({ startedAt: started.toISOString(), n: opts.sizes.n, runs: opts.runs, rows }, null, 2)}\n`,
+    );
+  }
+  if (opts.only.includes('groups') && opts.libs.includes('surety')) {
+    const manyGroups = opts.quick ? 10_000 : 100_000;
+    log(
+      `\ngroups: Surety vs GroupMQ, per-group concurrency 1, 1 / 100 / ${manyGroups} groups, worker concurrency 50`,
+    );
+    await flushAll(admin);
+    const { rows, memory } = await runGroupsBench(
+      redis.url,
+      admin,
+      { n: opts.sizes.n, manyGroups, runs: opts.runs },
+      log,
+    );
+    table = `${table}\n\nGroups, N=${opts.sizes.n} jobs (at least one per group), medians of ${opts.runs} run(s):\n${renderGroupsTable(rows, memory)}`;
+    mkdirSync(RESULTS_DIR, { recursive: true });
+    writeFileSync(
+      `${RESULTS_DIR}${started.toISOString().slice(0, 10)}-groups${opts.quick ? '-quick' : ''}.json`,
+      `${JSON.stringify({ startedAt: started.toISOString(), n: opts.sizes.n, runs: opts.runs, rows, memory }, null, 2)}\n`,
     );
   }
   const header = [

@@ -59,6 +59,14 @@ export async function snapshotRedis(
     if (idle && counts[state] !== byState[state])
       integrity.push(`counts().${state} = ${counts[state]} but getJobs listed ${byState[state]}`);
   }
+  if (idle && unfinished(counts) === 0) {
+    // Nothing waiting or active: every group's bookkeeping must be back to nothing. A slot count left
+    // behind by some path would hold that group back forever.
+    for (const g of (await queue.groups({ limit: 100 })).groups)
+      integrity.push(
+        `group ${g.group} still counts ${g.waiting} waiting and ${g.active} active with no job left`,
+      );
+  }
   return { jobs, byState, integrity };
 }
 

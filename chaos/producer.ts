@@ -126,6 +126,9 @@ export class Producer {
       opts.id = id;
       rec.id = id;
     }
+    // A third of the jobs belong to one of 20 groups (run.ts sets their limits), so group slots,
+    // rotation and holds go through every fault too.
+    if (this.rng.chance(0.3)) opts.group = `g${this.rng.int(1, 20)}`;
     return { data, opts, rec, state: 'pending' };
   }
 

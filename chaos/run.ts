@@ -158,6 +158,15 @@ async function main(c: ChaosConfig): Promise<number> {
     },
     (slot) => net.port(slot),
   );
+  // Group limits (producer.ts puts a third of the jobs in groups g1..g20): every group at most 4
+  // active; g1 strictly FIFO (concurrency 1, its retries hold its place), g2 rate-limited.
+  await within(queue.setGroupLimits({ concurrency: 4 }), 10_000, 'setGroupLimits()');
+  await within(queue.setGroupLimits({ concurrency: 1 }, { group: 'g1' }), 10_000, 'setGroupLimits(g1)');
+  await within(
+    queue.setGroupLimits({ rateLimit: { max: 100, durationMs: 1_000 } }, { group: 'g2' }),
+    10_000,
+    'setGroupLimits(g2)',
+  );
   const rng = new Rng(c.seed);
   const producer = new Producer(queue, rng.fork(2), c.leaseMs, workloadWeights(c.workload));
   await pool.start();

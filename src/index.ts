@@ -38,6 +38,13 @@ export {
   type ReadEventsOptions,
 } from './queue/events.js';
 export type { ExplainReason, Explanation } from './queue/explain.js';
+export type {
+  EffectiveGroupLimits,
+  GroupInfo,
+  GroupLimits,
+  GroupPage,
+  RateLimit,
+} from './queue/flow-control.js';
 export { Queue } from './queue/queue.js';
 export {
   type RepartitionOptions,
@@ -48,6 +55,7 @@ export type { RecoveredJobs } from './recovery.js';
 export type {
   AddedJob,
   BackoffOptions,
+  DedupeOptions,
   JobCounts,
   JobInfo,
   JobOptions,

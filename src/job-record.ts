@@ -7,10 +7,11 @@
  * the data. The header is `|`-separated so Lua can read and rewrite it without parsing the data:
  *
  *   0 state  1 token  2 attempts  3 base  4 createdAt  5 runAt  6 startedAt  7 finishedAt
- *   8 priority  9 maxAttempts  10 leaseMs  11 backoff  [12 timeoutMs]
+ *   8 priority  9 maxAttempts  10 leaseMs  11 backoff  [12 timeoutMs  [13 group  [14 dedupe]]]
  *
  * (`HEADER` below names each position.) Fields 8.. are written by the client ("option tail") and are
- * empty when they equal the library default.
+ * empty when they equal the library default. `group` is the job's group ('' = none); `dedupe` the
+ * dedupe key the job frees when it finishes (throttle without ttl, debounce; '' = none).
  * `token` is the fencing token of the latest claim: a lease id unique in the queue's history (so a job
  * removed and added again under the same id can never accept a stale worker's outcome), cleared when
  * the lease is revoked. `base` is the attempt count at the last manual retry, so a retried job gets a
@@ -40,6 +41,8 @@ export const HEADER = Object.freeze({
   leaseMs: 10,
   backoff: 11,
   timeoutMs: 12,
+  group: 13,
+  dedupe: 14,
 });
 
 /** The header fields of a record, with the library defaults filled in for empty option fields. */
@@ -60,6 +63,8 @@ export interface RecordHeader {
   backoff: string;
   /** 0 = no timeout. */
   timeoutMs: number;
+  /** '' = no group. */
+  group: string;
 }
 
 /** Header field `i` as a number, or `fallback` when it is empty (an option left at its default). */
@@ -91,6 +96,7 @@ export function readHeader(header: string): RecordHeader {
     leaseMs: numberOr(h, HEADER.leaseMs, DEFAULT_LEASE_MS),
     backoff: h[HEADER.backoff] ?? '',
     timeoutMs: numberOr(h, HEADER.timeoutMs, 0),
+    group: h[HEADER.group] ?? '',
   };
 }
 
@@ -104,12 +110,14 @@ export interface ResolvedJobOptions {
 }
 
 /** Fields 8..11 (and 12, timeoutMs, only when set) of the header, empty where the value is the library default. */
-export function encodeOptionTail(o: ResolvedJobOptions): string {
+export function encodeOptionTail(o: ResolvedJobOptions, group = '', dedupe = ''): string {
   const prio = o.priority === 0 ? '' : String(o.priority);
   const max = o.maxAttempts === DEFAULT_MAX_ATTEMPTS ? '' : String(o.maxAttempts);
   const lease = o.leaseMs === DEFAULT_LEASE_MS ? '' : String(o.leaseMs);
   const tail = `${prio}|${max}|${lease}|${encodeBackoff(o.backoff)}`;
-  return o.timeoutMs > 0 ? `${tail}|${o.timeoutMs}` : tail;
+  const timeout = o.timeoutMs > 0 ? String(o.timeoutMs) : '';
+  if (group !== '' || dedupe !== '') return `${tail}|${timeout}|${group}|${dedupe}`;
+  return timeout !== '' ? `${tail}|${timeout}` : tail;
 }
 
 export function encodeBackoff(b: BackoffOptions): string {
@@ -221,6 +229,7 @@ export function decodeRecord<D, R>(id: string, record: string, annex: Annex): Jo
     runAt: h.runAt,
   };
   if (annex.progress !== null) info.progress = JSON.parse(annex.progress);
+  if (h.group !== '') info.group = h.group;
   if (h.startedAt !== undefined) info.startedAt = h.startedAt;
   if (h.finishedAt !== undefined) info.finishedAt = h.finishedAt;
   if (nl2 !== -1) {

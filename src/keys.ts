@@ -48,7 +48,10 @@ export interface QueueKeys {
   readonly schedules: string;
   /** HASH schedule key -> `version|id of the pending occurrence job`. */
   readonly schedulePending: string;
-  /** HASH of queue-wide settings and flags: `paused`, `concurrency` (global limit), `starved`. */
+  /**
+   * HASH of queue-wide settings and flags: `paused`, `concurrency` (global limit), `starved`, `rate`
+   * (queue-wide rate limit `max|windowMs`), `glimits` (default group limits, as in `groupLimits`).
+   */
   readonly meta: string;
   /** STRING job starts in the current rate-limit window; expires with the window. */
   readonly limiter: string;
@@ -74,6 +77,57 @@ export interface QueueKeys {
   readonly wakeChannel: string;
   /** Sharded pub/sub channel: `c\nid\nid...` (completed) or `x\nid...` (dead), for waitFor. */
   readonly doneChannel: string;
+  /**
+   * ZSET, the group rotation: groups that have waiting jobs and room under their limits; score = turn
+   * number (from `groupTurn`), so the group served longest ago comes first (includes/group_*.lua).
+   */
+  readonly groupReady: string;
+  /**
+   * ZSET of groups that may not start a job before a time: rate window full, or holding the place of
+   * a job that retries (concurrency 1); score = epoch ms at which the group is looked at again.
+   */
+  readonly groupParked: string;
+  /** HASH group -> its jobs in `active` (running or prefetched), across all workers. */
+  readonly groupActive: string;
+  /** ZSET group -> its waiting jobs; a group is a member while it has waiting or active jobs. */
+  readonly groupBacklog: string;
+  /** HASH group -> its limits override `concurrency|rateMax|rateWindowMs` ('' inherits, '-' none). */
+  readonly groupLimits: string;
+  /** STRING counter of rotation turns (scores of `groupReady`). */
+  readonly groupTurn: string;
+  /** STRING count of waiting jobs that belong to a group (they are not in `waiting`/`prio`). */
+  readonly groupWaiting: string;
+  /** STRING job starts in the current window of the queue-wide rate limit (queue.setRateLimit). */
+  readonly queueLimiter: string;
+}
+
+/**
+ * The keys of one group of a queue. Lua derives the same names from the queue's `jobs` key
+ * (includes/group_keys.lua; test/groups.test.ts checks the two agree), because a script serving groups
+ * cannot list every group's keys in KEYS; they carry the queue's hash tag, so they share its slot.
+ */
+export interface GroupKeys {
+  /** LIST of the group's waiting job ids with priority 0, FIFO. */
+  readonly waiting: string;
+  /** ZSET of the group's waiting job ids with a non-zero priority, scored like the queue's `prio`. */
+  readonly prio: string;
+  /** STRING order counter of the group's `prio` (see includes/enqueue.lua). */
+  readonly seq: string;
+  /** STRING job starts in the group's current rate-limit window; expires with the window. */
+  readonly rate: string;
+}
+
+export function groupKeys(k: QueueKeys, group: string): GroupKeys {
+  const base = `${k.tag}:g:${group}`;
+  return Object.freeze({ waiting: `${base}:w`, prio: `${base}:p`, seq: `${base}:s`, rate: `${base}:r` });
+}
+
+/**
+ * STRING `{tag}:dd:<key>`: the id of the job holding dedupe key `key` (queue.add's `dedupe` option);
+ * expires with the dedupe window when it has one. Lua builds it the same way (add.lua, release_dedupe).
+ */
+export function dedupeKey(k: QueueKeys, key: string): string {
+  return `${k.tag}:dd:${key}`;
 }
 
 /**
@@ -111,5 +165,13 @@ export function queueKeys(prefix: string, queue: string, partition?: number): Qu
     events: `${tag}:events`,
     wakeChannel: `${tag}:wake`,
     doneChannel: `${tag}:done`,
+    groupReady: `${tag}:gready`,
+    groupParked: `${tag}:gparked`,
+    groupActive: `${tag}:gactive`,
+    groupBacklog: `${tag}:gbacklog`,
+    groupLimits: `${tag}:glimits`,
+    groupTurn: `${tag}:gturn`,
+    groupWaiting: `${tag}:gwaiting`,
+    queueLimiter: `${tag}:qlimiter`,
   });
 }

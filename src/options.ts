@@ -14,12 +14,14 @@ import {
 import { ValidationError } from './errors.js';
 import type { ResolvedJobOptions } from './job-record.js';
 import type { RedisClient } from './scripts.js';
+import { MAX_TIMER_MS } from './timers.js';
 import type { BackoffOptions, JobOptions, Retention, RetentionRule } from './types.js';
 import {
   checkBool,
   checkInt,
   checkJobId,
   checkKnownKeys,
+  checkLabel,
   checkObject,
   checkPartitions,
   checkPrefix,
@@ -97,6 +99,8 @@ const JOB_OPTION_KEYS = [
   'dependsOn',
   'ignoreDependencyFailure',
   'partitionKey',
+  'group',
+  'dedupe',
 ] as const;
 /** The job options a Queue's `defaults` and a schedule's occurrence `opts` may set. */
 export const DEFAULTS_KEYS = ['priority', 'maxAttempts', 'leaseMs', 'backoff', 'timeoutMs'] as const;
@@ -267,14 +271,45 @@ export interface ResolvedAdd extends ResolvedJobOptions {
   dependsOn: string;
   /** 'i' = run even if a parent dies, 's' = fail with it, '' = no parents. */
   depMode: string;
-  /** Jobs with one partitionKey share a partition ('' = route by id). */
+  /** Jobs with one partitionKey share a partition ('' = by group, then dedupe key, then id). */
   partitionKey: string;
+  /** '' = no group. */
+  group: string;
+  /** '' = no dedupe. */
+  dedupeKey: string;
+  /** 't' throttle, 'd' debounce, '' none. */
+  dedupeMode: string;
+  /** '' = no ttl. */
+  dedupeTtlMs: string;
 }
+
+function resolveDedupe(value: unknown): { key: string; mode: string; ttl: string } {
+  const d = checkObject('dedupe', value);
+  checkKnownKeys('dedupe', d, ['key', 'mode', 'ttlMs']);
+  const key = checkLabel('dedupe.key', d.key);
+  if (d.mode !== undefined && d.mode !== 'throttle' && d.mode !== 'debounce') {
+    throw new ValidationError(`dedupe.mode must be 'throttle' or 'debounce', got ${show(d.mode)}`);
+  }
+  const ttl = d.ttlMs === undefined ? '' : String(checkInt('dedupe.ttlMs', d.ttlMs, 1, MAX_TIMER_MS));
+  return { key, mode: d.mode === 'debounce' ? 'd' : 't', ttl };
+}
+
+const NO_ADD_EXTRAS = Object.freeze({
+  id: '',
+  delayMs: '',
+  runAt: '',
+  dependsOn: '',
+  depMode: '',
+  partitionKey: '',
+  group: '',
+  dedupeKey: '',
+  dedupeMode: '',
+  dedupeTtlMs: '',
+});
 
 /** add() options as the add script wants them: '' where absent. */
 export function resolveAddOptions(opts: JobOptions | undefined, defaults: ResolvedJobOptions): ResolvedAdd {
-  if (opts === undefined)
-    return { ...defaults, id: '', delayMs: '', runAt: '', dependsOn: '', depMode: '', partitionKey: '' };
+  if (opts === undefined) return { ...defaults, ...NO_ADD_EXTRAS };
   const o = checkObject('job options', opts);
   checkKnownKeys('job options', o, JOB_OPTION_KEYS);
   const fields = checkJobFields('', o, defaults);
@@ -299,6 +334,8 @@ export function resolveAddOptions(opts: JobOptions | undefined, defaults: Resolv
       throw new ValidationError(`job ${show(id)} cannot depend on itself`);
     dependsOn = parents.join('\n');
   }
+  const dedupe = o.dedupe === undefined ? undefined : resolveDedupe(o.dedupe);
+  if (dedupe && dependsOn !== '') throw new ValidationError('dedupe cannot be combined with dependsOn');
   const ignore =
     o.ignoreDependencyFailure === undefined
       ? false
@@ -311,6 +348,10 @@ export function resolveAddOptions(opts: JobOptions | undefined, defaults: Resolv
     dependsOn,
     depMode: dependsOn === '' ? '' : ignore ? 'i' : 's',
     partitionKey: o.partitionKey === undefined ? '' : checkString('partitionKey', o.partitionKey, 1, 256),
+    group: o.group === undefined ? '' : checkLabel('group', o.group),
+    dedupeKey: dedupe?.key ?? '',
+    dedupeMode: dedupe?.mode ?? '',
+    dedupeTtlMs: dedupe?.ttl ?? '',
   };
 }
 

@@ -50,6 +50,29 @@ export interface JobOptions {
    * graph, or jobs whose relative order matters). Default: the job's id decides (see docs/scaling.md).
    */
   partitionKey?: string;
+  /**
+   * The job's group (e.g. a tenant): workers serve groups round-robin, and queue.setGroupLimits caps
+   * each group's concurrency and rate. 1-256 characters, no '|' or control characters. In a
+   * partitioned queue the group decides the partition (unless partitionKey is given). See docs/groups.md.
+   */
+  group?: string;
+  /**
+   * Deduplication by key (see docs/groups.md#dedupe). `throttle` (default): while the job that took
+   * the key is unfinished, or for `ttlMs` after it was added when given, adds with the key return that
+   * job (`isNew: false`) and enqueue nothing. `debounce`: while that job is waiting or delayed, an add
+   * rewrites it (new data and options, due time pushed back) and returns it with `isNew: false`; once
+   * it has started, an add creates a new job. Not with dependsOn.
+   */
+  dedupe?: DedupeOptions;
+}
+
+export interface DedupeOptions {
+  /** 1-256 characters, no '|' or control characters. */
+  key: string;
+  /** Default 'throttle'. */
+  mode?: 'throttle' | 'debounce';
+  /** Throttle: the window lasts this long from the add, whether or not the job finished. Debounce: the key is forgotten after this long. 1 ms .. 2^31-1 ms. */
+  ttlMs?: number;
 }
 
 export interface JobInfo<Data = unknown, Result = unknown> {
@@ -64,6 +87,8 @@ export interface JobInfo<Data = unknown, Result = unknown> {
   backoff: BackoffOptions;
   /** 0 = no timeout. */
   timeoutMs: number;
+  /** The job's group, when it has one. */
+  group?: string;
   result?: Result;
   errors: JobAttemptError[];
   /** Last value passed to job.progress() by the latest attempt that reported any. */

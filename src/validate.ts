@@ -166,6 +166,26 @@ export function isWellFormed(s: string): boolean {
   return !LONE_SURROGATE.test(s);
 }
 
+/**
+ * A group name or dedupe key: 1-256 characters, none of them '|' (the record header's separator) or a
+ * control character (a newline would end the header), and no unpaired surrogate (see LONE_SURROGATE).
+ */
+export function checkLabel(name: string, value: unknown): string {
+  if (
+    typeof value !== 'string' ||
+    value.length === 0 ||
+    value.length > 256 ||
+    value.includes('|') ||
+    CONTROL_CHARS.test(value) ||
+    !isWellFormed(value)
+  ) {
+    throw new ValidationError(
+      `${name} must be a string of 1-256 characters without '|', control characters or unpaired UTF-16 surrogates, got ${show(value)}`,
+    );
+  }
+  return value;
+}
+
 export function checkJobId(value: unknown): string {
   // Control characters are refused: newlines separate ids in pub/sub messages. Unpaired surrogates
   // are refused: two different ids would become one in Redis (see LONE_SURROGATE).

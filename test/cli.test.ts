@@ -8,8 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { reasonDetails } from '../src/cli/commands/explain.js';
 import { freePort } from '../src/embedded-redis.js';
-import { Queue } from '../src/index.js';
+import { type ExplainReason, Queue, Worker } from '../src/index.js';
 import { queueKeys } from '../src/keys.js';
 import { partitionOf } from '../src/partitions.js';
 import { runScript, scripts } from '../src/scripts.js';
@@ -119,6 +120,7 @@ describe('surety CLI: help and usage errors', () => {
       'queues',
       'jobs',
       'job',
+      'explain',
       'add',
       'retry',
       'remove',
@@ -126,14 +128,25 @@ describe('surety CLI: help and usage errors', () => {
       'clean',
       'pause',
     ];
-    commands.push('resume', 'schedules', 'worker', 'reaper', 'demo');
+    commands.push(
+      'resume',
+      'schedules',
+      'worker',
+      'reaper',
+      'demo',
+      'groups',
+      'group',
+      'group-limits',
+      'rate-limit',
+    );
     const runs = await Promise.all([cli(['--help']), ...commands.map((c) => cli([c, '--help']))]);
     for (const [i, r] of runs.entries()) {
       expect(r.code, commands[i - 1] ?? 'surety').toBe(0);
       expect(r.stdout).toMatch(/Examples:\n {2}\$ surety /);
     }
     expect(runs[0]!.stdout).toMatch(/Exit codes: 0 ok, 1 failure, 2 usage error/);
-  });
+    // 22 node processes at once on two cores: far from the default 30 s only when the machine is idle.
+  }, 90_000);
 
   it('bad input exits 2 with one line naming the problem', async () => {
     const q = uniqueName('usage');
@@ -362,6 +375,73 @@ describe('surety stats, queues, jobs, job', () => {
       errors: [{ attempt: 1, message: 'smtp down' }],
     });
     expectOneLineError(missing, 1, /ERR_JOB_NOT_FOUND: job "y" does not exist/);
+  });
+});
+
+describe('surety explain', () => {
+  it('prints why a job is not running (delayed, paused queue) one line per reason, --json with the codes; an unknown id exits 1', async () => {
+    const name = uniqueName('explain');
+    const q = queue(name);
+    await q.add({}, { id: 'later', delayMs: 60_000 });
+    await q.add({}, { id: 'next' });
+    await q.pause();
+    const runAt = (await q.getJob('later'))!.runAt;
+    const [delayed, paused, json, missing] = await Promise.all([
+      cli(['explain', name, 'later']),
+      cli(['explain', name, 'next']),
+      cli(['explain', name, 'later', '--json']),
+      cli(['explain', name, 'nope']),
+    ]);
+    expect(delayed.code).toBe(0);
+    const iso = new Date(runAt).toISOString().replace(/\./g, '\\.');
+    expect(delayed.stdout.split('\n')[0]).toBe(`job later in ${name}: delayed`);
+    // The message, then the data fields: `until` as an ISO time and relative to now.
+    expect(delayed.stdout).toMatch(
+      new RegExp(
+        `^ {2}DELAYED\\s+delayed: due at ${iso} {2}\\[until ${iso} \\(in (\\d+(\\.\\d)?s|1m)\\)\\]$`,
+        'm',
+      ),
+    );
+    expect(delayed.stdout).toMatch(/^ {2}PAUSED\s+the queue is paused: no worker claims until resume\(\)$/m);
+    expect(delayed.stdout).toMatch(/^ {2}NO_WORKERS\s+no worker of this queue is alive$/m);
+    expect(delayed.stdout.trimEnd().split('\n')).toHaveLength(4); // the state, then one line per reason
+    // Each reason's line carries the library's own message.
+    for (const r of (await q.explain('next')).reasons)
+      expect(paused.stdout).toMatch(
+        new RegExp(`^ {2}${r.code}\\s+${r.message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`, 'm'),
+      );
+    expect(paused.stdout).toMatch(/^ {2}QUEUED\s+.*\[ahead 0\]$/m);
+    const parsed = JSON.parse(json.stdout) as {
+      queue: string;
+      id: string;
+      state: string;
+      reasons: ExplainReason[];
+    };
+    expect(parsed).toMatchObject({ queue: name, id: 'later', state: 'delayed' });
+    expect(parsed.reasons.map((r) => r.code)).toEqual(['DELAYED', 'PAUSED', 'NO_WORKERS']);
+    expect(parsed.reasons[0]!.until).toBe(runAt);
+    expectOneLineError(missing, 1, /ERR_JOB_NOT_FOUND: job "nope" does not exist/);
+    expect(missing.stdout).toBe('');
+  });
+
+  it("renders a reason's fields generically: group, limits and parents need no special case, until shows ISO and relative", () => {
+    const now = Date.parse('2030-01-01T00:00:00.000Z');
+    const details = reasonDetails(
+      {
+        code: 'GROUP_RATE_LIMITED',
+        message: 'group g used its 5 starts per 1000 ms',
+        group: 'tenant-7',
+        until: now + 3_000,
+        limit: 5,
+        active: 5,
+        parents: ['p1', 'p2'],
+      },
+      now,
+    );
+    expect(details).toBe(
+      'group tenant-7; until 2030-01-01T00:00:03.000Z (in 3.0s); limit 5; active 5; parents p1, p2',
+    );
+    expect(reasonDetails({ code: 'PAUSED', message: 'paused' }, now)).toBe('');
   });
 });
 
@@ -678,4 +758,150 @@ describe('embedded Redis and the demo', () => {
     for (const pid of [...s.workerPids, s.embeddedRedisPid]) expect(isAlive(pid), `pid ${pid}`).toBe(false);
     expect(processesMentioning(join(cwd, '.surety'))).toEqual([]);
   }, 120_000);
+});
+
+describe('surety groups, group, group-limits, rate-limit', () => {
+  it('lists groups by backlog, shows one group, sets default and per-group limits and the rate limit', async () => {
+    const name = uniqueName('groups');
+    const q = queue(name);
+    await q.addBulk([
+      ...Array.from({ length: 3 }, (_, n) => ({ data: { n }, opts: { group: 'big', id: `b${n}` } })),
+      { data: {}, opts: { group: 'small', id: 's0' } },
+    ]);
+    const setDefault = await cli(['group-limits', name, '--concurrency', '2', '--rate', '10/1000']);
+    expect(setDefault.code).toBe(0);
+    expect(setDefault.stdout).toContain('every group (default) of');
+    expect(setDefault.stdout).toContain('concurrency 2, 10 per 1000 ms');
+    const setOne = await cli(['group-limits', name, '--group', 'big', '--concurrency', '1', '--json']);
+    expect(JSON.parse(setOne.stdout)).toMatchObject({
+      group: 'big',
+      limits: { concurrency: 1, rateLimit: { max: 10, durationMs: 1000 }, override: { concurrency: 1 } },
+    });
+    expect(await q.getGroupLimits({ group: 'big' })).toMatchObject({ concurrency: 1 });
+    const list = await cli(['groups', name]);
+    expect(list.code).toBe(0);
+    const lines = list.stdout.trimEnd().split('\n');
+    expect(lines[1]).toMatch(/^big\s+3\s+0\s+concurrency 1, 10 per 1000 ms$/);
+    expect(lines[2]).toMatch(/^small\s+1\s+0\s+concurrency 2, 10 per 1000 ms$/);
+    const json = JSON.parse((await cli(['groups', name, '--json'])).stdout) as {
+      groups: { group: string }[];
+    };
+    expect(json.groups.map((x) => x.group)).toEqual(['big', 'small']);
+    const one = await cli(['group', name, 'big']);
+    expect(one.stdout).toContain('group big in');
+    expect(one.stdout).toContain('override: concurrency 1');
+    expect(one.stdout).toMatch(/^ {2}b0 {2}priority 0/m);
+    const cleared = await cli(['group-limits', name, '--group', 'big', '--clear']);
+    expect(cleared.stdout).toContain('inherits the defaults');
+    expect((await q.getGroupLimits({ group: 'big' })).override).toBeNull();
+    expect((await cli(['rate-limit', name])).stdout).toContain('no stored rate limit');
+    expect((await cli(['rate-limit', name, '100/1000'])).stdout).toContain('100 job starts per 1000 ms');
+    expect(await q.getRateLimit()).toEqual({ max: 100, durationMs: 1000 });
+    await cli(['rate-limit', name, 'none']);
+    expect(await q.getRateLimit()).toBeNull();
+    const job = await cli(['job', name, 'b0']);
+    expect(job.stdout).toMatch(/group\s+big/);
+  });
+
+  it('bad limits are usage errors (exit 2) and change nothing', async () => {
+    const name = uniqueName('groups');
+    const q = queue(name);
+    const [badRate, badConc] = await Promise.all([
+      cli(['rate-limit', name, '10']),
+      cli(['group-limits', name, '--concurrency', '0']),
+    ]);
+    expect(badRate.code).toBe(2);
+    expect(badRate.stderr).toContain('MAX/DURATION_MS');
+    expect(badConc.code).toBe(2);
+    expect(await q.getRateLimit()).toBeNull();
+    expect(await q.getGroupLimits()).toEqual({ concurrency: null, rateLimit: null });
+  });
+
+  it('a flag left out keeps its stored value, none lifts one limit, --clear with a flag is a usage error', async () => {
+    const name = uniqueName('groups');
+    const q = queue(name);
+    await q.setGroupLimits({ concurrency: 2, rateLimit: { max: 10, durationMs: 1000 } });
+    await q.setGroupLimits({ rateLimit: { max: 5, durationMs: 1000 } }, { group: 'g' });
+    // setGroupLimits replaces the record: the CLI must merge, or --concurrency would drop the rate.
+    expect((await cli(['group-limits', name, '--concurrency', '3'])).code).toBe(0);
+    expect(await q.getGroupLimits()).toEqual({ concurrency: 3, rateLimit: { max: 10, durationMs: 1000 } });
+    expect((await cli(['group-limits', name, '--group', 'g', '--concurrency', '1'])).code).toBe(0);
+    expect((await q.getGroupLimits({ group: 'g' })).override).toEqual({
+      concurrency: 1,
+      rateLimit: { max: 5, durationMs: 1000 },
+    });
+    const lifted = await cli([
+      'group-limits',
+      name,
+      '--group',
+      'g',
+      '--rate',
+      'none',
+      '--concurrency',
+      'none',
+    ]);
+    expect(lifted.code).toBe(0);
+    expect(lifted.stdout).toContain(
+      'no concurrency limit, no rate limit (override: concurrency none, rate none)',
+    );
+    expect((await cli(['group-limits', name, '--rate', 'none', '--json'])).stdout).toContain(
+      '"rateLimit": null',
+    );
+    expect(await q.getGroupLimits()).toEqual({ concurrency: 3, rateLimit: null });
+    const both = await cli(['group-limits', name, '--clear', '--concurrency', '4']);
+    expectOneLineError(both, 2, /--clear removes the limits: use it without --concurrency or --rate/);
+    expect(await q.getGroupLimits()).toEqual({ concurrency: 3, rateLimit: null });
+  });
+
+  it('an unknown queue reads as empty (exit 0) as in surety jobs; a bad queue or group name exits 2', async () => {
+    const name = uniqueName('nogroups');
+    const [list, one, rate, limits, badQueue, badGroup] = await Promise.all([
+      cli(['groups', name]),
+      cli(['group', name, 'g', '--json']),
+      cli(['rate-limit', name]),
+      cli(['group-limits', name, '--json']),
+      cli(['groups', 'bad name!']),
+      cli(['group-limits', name, '--group', 'a|b', '--concurrency', '1']),
+    ]);
+    expect(list).toMatchObject({ code: 0, stdout: `no group of ${name} has jobs\n` });
+    expect(JSON.parse(one.stdout)).toEqual({
+      queue: name,
+      group: 'g',
+      limits: { concurrency: null, rateLimit: null, override: null },
+      waiting: [],
+    });
+    expect(rate).toMatchObject({ code: 0, stdout: `${name}: no stored rate limit\n` });
+    expect(JSON.parse(limits.stdout)).toEqual({
+      queue: name,
+      group: null,
+      limits: { concurrency: null, rateLimit: null },
+    });
+    expectOneLineError(badQueue, 2, /ERR_INVALID_QUEUE_NAME/);
+    expectOneLineError(badGroup, 2, /ERR_INVALID_OPTION: group must be a string/);
+    expect((await queue(name).getGroupLimits({ group: 'g' })).override).toBeNull();
+  });
+
+  it('a group whose rate window is full shows parked until, and the group page shows job ages', async () => {
+    const name = uniqueName('parked');
+    const q = queue(name);
+    await q.setGroupLimits({ rateLimit: { max: 1, durationMs: 60_000 } }, { group: 'slow' });
+    await q.addBulk([0, 1].map((n) => ({ data: { n }, opts: { group: 'slow', id: `p${n}` } })));
+    const worker = new Worker(name, async () => 'ok', { connection: fx.url });
+    try {
+      await waitUntil(async () => (await q.counts()).completed === 1, 'the first job of slow completed');
+    } finally {
+      await worker.close();
+    }
+    const list = await cli(['groups', name]);
+    expect(list.stdout).toMatch(
+      /^slow\s+1\s+0\s+no concurrency limit, 1 per 60000 ms {2}parked until \S+Z \(in \d+s\)$/m,
+    );
+    const json = JSON.parse((await cli(['groups', name, '--json'])).stdout) as {
+      groups: { parkedUntil?: number }[];
+    };
+    expect(json.groups[0]!.parkedUntil).toBeGreaterThan(Date.now());
+    expect((await cli(['group', name, 'slow'])).stdout).toMatch(
+      /^ {2}p1 {2}priority 0 {2}added (now|\S+ ago) \(/m,
+    );
+  });
 });

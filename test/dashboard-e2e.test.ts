@@ -173,13 +173,90 @@ suite(`dashboard page in headless Chromium (${CHROMIUM}; skipped only when it is
     expect(dialogs).toEqual([]);
   });
 
+  it("the job page says why a job isn't running: the DELAYED reason with its due time", async () => {
+    const q = new Queue(uniqueName('later'), { connection: fx.url });
+    queues.push(q);
+    const { id } = await q.add({ n: 1 }, { delayMs: 3_600_000 });
+    const due = new Date((await q.getJob(id))!.runAt).toISOString();
+    await page.goto(`${url}#/queue/${encodeURIComponent(q.name)}/job/${encodeURIComponent(id)}`);
+    const delayed = page.locator('#job-why li[data-reason="DELAYED"]');
+    await delayed.waitFor({ timeout: 10_000 });
+    await page.getByRole('heading', { name: "Why isn't it running?" }).waitFor();
+    expect(await delayed.textContent()).toContain(`DELAYED delayed: due at ${due}`);
+    expect(await page.locator('#job-why li[data-reason="NO_WORKERS"]').textContent()).toContain(
+      'no worker of this queue is alive',
+    );
+    expect(dialogs).toEqual([]);
+    expect(pageErrors).toEqual([]);
+  });
+
+  it('the queue page lists groups by backlog; a group page shows its jobs, and its form sets an override', async () => {
+    const q = new Queue(uniqueName('groups'), { connection: fx.url });
+    queues.push(q);
+    await q.addBulk([
+      ...Array.from({ length: 3 }, (_, n) => ({ data: { n }, opts: { group: 'tenant-a', id: `a${n}` } })),
+      { data: {}, opts: { group: 'tenant-b', id: 'b0' } },
+    ]);
+    await page.goto(`${url}#/queue/${encodeURIComponent(q.name)}`);
+    const rows = page.locator('#groups tbody tr');
+    await rows.first().waitFor();
+    expect(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-group')))).toEqual([
+      'tenant-a',
+      'tenant-b',
+    ]);
+    expect(await page.locator('#groups tr[data-group="tenant-a"]').textContent()).toContain('3');
+    await page.locator('#groups a', { hasText: 'tenant-a' }).click();
+    await page.locator('#group-jobs tr[data-job="a0"]').waitFor();
+    expect(await page.locator('#group-override').textContent()).toContain('none (inherits the defaults)');
+    await page.locator('#group-form input[name="concurrency"]').fill('1');
+    await page.locator('#group-form button[type="submit"]').click();
+    await page.locator('#group-limits', { hasText: 'concurrency 1' }).waitFor();
+    expect(await q.getGroupLimits({ group: 'tenant-a' })).toMatchObject({
+      concurrency: 1,
+      override: { concurrency: 1 },
+    });
+    expect(dialogs).toEqual([]);
+    expect(pageErrors).toEqual([]);
+  });
+
+  it("the queue page's forms change the group defaults and the rate limit; the groups table follows", async () => {
+    const q = new Queue(uniqueName('limits'), { connection: fx.url });
+    queues.push(q);
+    await q.add({}, { group: 'tenant-x', id: 'x0' });
+    await q.setGroupLimits({ rateLimit: { max: 10, durationMs: 1000 } });
+    await q.setRateLimit({ max: 100, durationMs: 1000 });
+    await page.goto(`${url}#/queue/${encodeURIComponent(q.name)}`);
+    const row = page.locator('#groups tr[data-group="tenant-x"]');
+    await row.waitFor();
+    expect(await row.textContent()).toContain('no concurrency limit, 10 per 1000 ms');
+    await page.locator('#group-defaults-form input[name="concurrency"]').fill('2');
+    await page.locator('#group-defaults-form button[type="submit"]').click();
+    // Only concurrency was filled: the default rate limit stays (the API merges into what is stored).
+    await page
+      .locator('#groups tr[data-group="tenant-x"]', { hasText: 'concurrency 2, 10 per 1000 ms' })
+      .waitFor();
+    expect(await page.locator('#group-defaults').textContent()).toContain('concurrency 2, 10 per 1000 ms');
+    expect(await q.getGroupLimits()).toEqual({ concurrency: 2, rateLimit: { max: 10, durationMs: 1000 } });
+    // An empty rate form is refused with a message, and the stored limit stays.
+    await page.locator('#rate-form button[type="submit"]').click();
+    await page.locator('.flash.bad', { hasText: 'max is required' }).waitFor();
+    expect(await q.getRateLimit()).toEqual({ max: 100, durationMs: 1000 });
+    await page.locator('#rate-form input[name="max"]').fill('5');
+    await page.locator('#rate-form input[name="durationMs"]').fill('2000');
+    await page.locator('#rate-form button[type="submit"]').click();
+    await page.locator('#rate-limit', { hasText: '5 starts per 2000 ms' }).waitFor();
+    expect(await q.getRateLimit()).toEqual({ max: 5, durationMs: 2000 });
+    expect(dialogs).toEqual([]);
+    expect(pageErrors).toEqual([]);
+  });
+
   it('searches a job by id from the queue view and shows a 404 as a message', async () => {
     await page.goto(`${url}#/queue/${encodeURIComponent(name)}?state=completed`);
     // A hash change renders the view asynchronously: filling the previous view's search box would be
     // lost when the new view replaces it, so wait for the completed tab to be the selected one.
     await page.locator('a.on[data-tab="completed"]').waitFor();
     await page.locator('input[name="id"]').fill('no-such-job');
-    await page.locator('form button[type="submit"]').click();
+    await page.locator('#job-search button[type="submit"]').click();
     await page.getByText('ERR_JOB_NOT_FOUND').waitFor();
     expect(dialogs).toEqual([]);
   });

@@ -127,6 +127,152 @@ describe('dashboard HTTP API', () => {
     expect(body).toMatchObject({ id: 'welcome:ada/1 ?', state: 'waiting', data: { to: 'ada' } });
   });
 
+  it('flow control: groups by backlog, one group, limits; POSTs set group limits and the rate limit (refused read-only)', async () => {
+    const q = queue();
+    await q.addBulk([
+      ...Array.from({ length: 3 }, (_, n) => ({ data: {}, opts: { group: 'big', id: `b${n}` } })),
+      { data: {}, opts: { group: 'small', id: 's0' } },
+    ]);
+    const groups = await get(`/api/queues/${q.name}/groups?limit=10`);
+    expect(groups.res.status).toBe(200);
+    expect(groups.body.groups.map((g: { group: string; waiting: number }) => [g.group, g.waiting])).toEqual([
+      ['big', 3],
+      ['small', 1],
+    ]);
+    const set = await post(`/api/queues/${q.name}/group-limits?concurrency=2&rateMax=10&rateDurationMs=1000`);
+    expect(set.res.status).toBe(200);
+    expect(set.body.limits).toEqual({ concurrency: 2, rateLimit: { max: 10, durationMs: 1000 } });
+    const own = await post(`/api/queues/${q.name}/group-limits?group=big&concurrency=none`);
+    expect(own.body.limits).toMatchObject({ concurrency: null, override: { concurrency: null } });
+    expect(await q.getGroupLimits({ group: 'big' })).toMatchObject({ concurrency: null });
+    const big = await get(`/api/queues/${q.name}/groups/big`);
+    expect(big.body.waiting.map((j: { id: string }) => j.id)).toEqual(['b0', 'b1', 'b2']);
+    expect(big.body.limits.override).toEqual({ concurrency: null });
+    await post(`/api/queues/${q.name}/group-limits?group=big&clear=1`);
+    expect((await q.getGroupLimits({ group: 'big' })).override).toBeNull();
+    const rate = await post(`/api/queues/${q.name}/rate-limit?max=50&durationMs=1000`);
+    expect(rate.body.rateLimit).toEqual({ max: 50, durationMs: 1000 });
+    expect((await get(`/api/queues/${q.name}/limits`)).body).toMatchObject({
+      rateLimit: { max: 50, durationMs: 1000 },
+      groupLimits: { concurrency: 2 },
+    });
+    const bad = await post(`/api/queues/${q.name}/group-limits?concurrency=0`);
+    expect(bad.res.status).toBe(400);
+    expect((await post(`/api/queues/${q.name}/rate-limit?max=abc`)).res.status).toBe(400);
+    const ro = await serve({ readOnly: true });
+    expect((await get(`/api/queues/${q.name}/groups`, ro)).res.status).toBe(200);
+    expect((await post(`/api/queues/${q.name}/rate-limit?max=1&durationMs=1000`, ro)).res.status).toBe(403);
+    expect(await q.getRateLimit()).toEqual({ max: 50, durationMs: 1000 });
+    await post(`/api/queues/${q.name}/rate-limit?max=none`);
+    expect(await q.getRateLimit()).toBeNull();
+  });
+
+  it('a limits POST changes only the fields it sends; an empty or half rate, or clear with fields, is a 400', async () => {
+    const q = queue();
+    await q.setGroupLimits({ concurrency: 2, rateLimit: { max: 10, durationMs: 1000 } });
+    await q.setGroupLimits({ rateLimit: { max: 5, durationMs: 1000 } }, { group: 'g' });
+    await q.setRateLimit({ max: 50, durationMs: 1000 });
+    // setGroupLimits replaces the record: without a merge, concurrency=3 would drop the default rate.
+    const conc = await post(`/api/queues/${q.name}/group-limits?concurrency=3`);
+    expect(conc.body.limits).toEqual({ concurrency: 3, rateLimit: { max: 10, durationMs: 1000 } });
+    const own = await post(`/api/queues/${q.name}/group-limits?group=g&concurrency=1`);
+    expect(own.body.limits.override).toEqual({ concurrency: 1, rateLimit: { max: 5, durationMs: 1000 } });
+    const noRate = await post(`/api/queues/${q.name}/group-limits?group=g&rateMax=none`);
+    expect(noRate.body.limits).toEqual({
+      concurrency: 1,
+      rateLimit: null,
+      override: { concurrency: 1, rateLimit: null },
+    });
+    const refused: [string, RegExp][] = [
+      ['rate-limit', /max is required/],
+      ['rate-limit?max=5', /max needs durationMs/],
+      ['group-limits?rateMax=5', /rateMax needs rateDurationMs/],
+      ['group-limits?rateDurationMs=5', /rateDurationMs needs rateMax/],
+      ['group-limits?group=g&clear=1&concurrency=4', /clear=1 removes the limits/],
+      ['group-limits?concurrency=-1', /concurrency must be a positive integer or none/],
+    ];
+    for (const [path, message] of refused) {
+      const { res, body } = await post(`/api/queues/${q.name}/${path}`);
+      expect(res.status, path).toBe(400);
+      expect(body.error.message, path).toMatch(message);
+    }
+    expect(await q.getRateLimit()).toEqual({ max: 50, durationMs: 1000 });
+    expect(await q.getGroupLimits()).toEqual({ concurrency: 3, rateLimit: { max: 10, durationMs: 1000 } });
+    expect((await q.getGroupLimits({ group: 'g' })).override).toEqual({ concurrency: 1, rateLimit: null });
+    const wrongMethod = await get(`/api/queues/${q.name}/group-limits?concurrency=1`);
+    expect(wrongMethod.res.status).toBe(405);
+    expect((await post(`/api/queues/${q.name}/groups`)).res.status).toBe(405);
+  });
+
+  it('the limit POSTs need the CSRF token and the auth token, and read-only mode refuses them', async () => {
+    const q = queue();
+    const ro = await serve({ readOnly: true });
+    const authed = await serve({ auth: { token: 'flow-token-1234' } });
+    for (const path of [
+      'group-limits?concurrency=1',
+      'group-limits?group=g&concurrency=1',
+      'rate-limit?max=1&durationMs=1000',
+    ]) {
+      const url = `/api/queues/${q.name}/${path}`;
+      const noCsrf = await fetch(`${main.url}${url}`, { method: 'POST' });
+      expect(noCsrf.status, path).toBe(403);
+      expect((await noCsrf.json()).error.code).toBe('ERR_CSRF');
+      const readOnly = await post(url, ro);
+      expect(readOnly.res.status, path).toBe(403);
+      expect(readOnly.body.error.code).toBe('ERR_READ_ONLY');
+      expect((await post(url, authed)).res.status, path).toBe(401);
+    }
+    for (const path of ['groups', 'groups/g', 'limits'])
+      expect((await get(`/api/queues/${q.name}/${path}`, authed)).res.status, path).toBe(401);
+    const bearer = { authorization: 'Bearer flow-token-1234' };
+    expect((await get(`/api/queues/${q.name}/limits`, authed, bearer)).res.status).toBe(200);
+    expect(await q.getRateLimit()).toBeNull();
+    expect(await q.getGroupLimits({ group: 'g' })).toEqual({
+      concurrency: null,
+      rateLimit: null,
+      override: null,
+    });
+    // The same request with both tokens goes through: the refusals above were the checks, not the route.
+    expect(
+      (await post(`/api/queues/${q.name}/rate-limit?max=1&durationMs=1000`, authed, bearer)).res.status,
+    ).toBe(200);
+    expect(await q.getRateLimit()).toEqual({ max: 1, durationMs: 1000 });
+  });
+
+  it('GET /api/queues/:q/jobs/:id/explain returns why the job is not running, through queue.explain', async () => {
+    const q = queue();
+    await q.add({}, { id: 'later', delayMs: 60_000 });
+    await q.add({}, { id: 'first' });
+    await q.add({}, { id: 'next' });
+    await q.pause();
+    const runAt = (await q.getJob('later'))!.runAt;
+    const { res, body } = await get(`/api/queues/${q.name}/jobs/later/explain`);
+    expect(res.status).toBe(200);
+    expect(body).toMatchObject({ queue: q.name, id: 'later', state: 'delayed' });
+    expect(body.reasons.map((r: { code: string }) => r.code)).toEqual(['DELAYED', 'PAUSED', 'NO_WORKERS']);
+    expect(body.reasons[0]).toEqual({
+      code: 'DELAYED',
+      message: `delayed: due at ${new Date(runAt).toISOString()}`,
+      until: runAt,
+    });
+    const next = await get(`/api/queues/${q.name}/jobs/next/explain`);
+    expect(next.body.reasons[0]).toMatchObject({ code: 'QUEUED', ahead: 1 });
+    expect(next.body).toEqual({ queue: q.name, ...(await q.explain('next')) });
+    const missing = await get(`/api/queues/${q.name}/jobs/nope/explain`);
+    expect(missing.res.status).toBe(404);
+    expect(missing.body.error.code).toBe('ERR_JOB_NOT_FOUND');
+    // A read: POST is the wrong method, read-only mode still answers it, and auth applies to it.
+    expect((await post(`/api/queues/${q.name}/jobs/later/explain`)).res.status).toBe(405);
+    const ro = await serve({ readOnly: true });
+    expect((await get(`/api/queues/${q.name}/jobs/later/explain`, ro)).body.state).toBe('delayed');
+    const authed = await serve({ auth: { token: 'explain-token-123' } });
+    expect((await get(`/api/queues/${q.name}/jobs/later/explain`, authed)).res.status).toBe(401);
+    const ok = await get(`/api/queues/${q.name}/jobs/later/explain`, authed, {
+      authorization: 'Bearer explain-token-123',
+    });
+    expect(ok.body.reasons[0].code).toBe('DELAYED');
+  });
+
   it('answers 404 ERR_JOB_NOT_FOUND, 409 ERR_INVALID_STATE and 400 for bad input', async () => {
     const q = queue();
     const { id } = await q.add({});

@@ -1,4 +1,5 @@
 /** queue.explain(id): why a job is where it is (issue 14's "why isn't this job running?"). */
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { type ExplainReason, JobNotFoundError, Queue, Worker } from '../src/index.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
@@ -81,5 +82,94 @@ describe('queue.explain', () => {
     await expect(q.explain('nope')).rejects.toBeInstanceOf(JobNotFoundError);
     await q.add({}, { id: 'w' });
     expect((await q.explain('w')).reasons[0]).toMatchObject({ code: 'QUEUED', ahead: 0 });
+  });
+
+  it('the stored rate limit: RATE_LIMITED until the window reopens', async () => {
+    const q = queue(uniqueName());
+    await q.setRateLimit({ max: 1, durationMs: 60_000 });
+    const w = new Worker(q.name, () => 'ok', { connection: fx.url });
+    open.push(w);
+    await q.add({}, { id: 'first' });
+    await q.waitFor('first');
+    await q.add({}, { id: 'second' });
+    const second = await q.explain('second');
+    expect(codes(second.reasons)).toEqual(['QUEUED', 'RATE_LIMITED']);
+    expect(second.reasons[1]).toMatchObject({ limit: 1, active: 1 });
+    expect(second.reasons[1]!.until).toBeGreaterThan(Date.now() + 50_000);
+  });
+
+  it('a grouped job: its place in its group, and the group concurrency, rate limit or retry hold', async () => {
+    const q = queue(uniqueName());
+    await q.setGroupLimits({ concurrency: 1 }, { group: 'c' });
+    await q.setGroupLimits({ rateLimit: { max: 1, durationMs: 60_000 } }, { group: 'r' });
+    await q.setGroupLimits({ concurrency: 1 }, { group: 'h' });
+    let release = () => {};
+    const w = new Worker<{ hold?: boolean; fail?: boolean }>(
+      q.name,
+      async (job) => {
+        if (job.data.hold) await new Promise<void>((r) => (release = r));
+        if (job.data.fail && job.attempt === 1) throw new Error('once');
+      },
+      { connection: fx.url, concurrency: 5 },
+    );
+    open.push(w);
+    await q.add({ hold: true }, { id: 'c1', group: 'c' });
+    await q.add({}, { id: 'c2', group: 'c' });
+    await q.add({}, { id: 'r1', group: 'r' });
+    await q.add({ fail: true }, { id: 'h1', group: 'h', backoff: { type: 'fixed', delayMs: 60_000 } });
+    await waitUntil(async () => (await q.getJob('r1'))?.state === 'completed', 'r1 completed');
+    await waitUntil(async () => (await q.getJob('h1'))?.state === 'delayed', 'h1 waits for its retry');
+    await q.add({}, { id: 'r2', group: 'r' });
+    await q.add({}, { id: 'h2', group: 'h' });
+    const c2 = await q.explain('c2');
+    expect(codes(c2.reasons)).toEqual(['QUEUED', 'GROUP_CONCURRENCY_LIMIT']);
+    expect(c2.reasons[0]).toMatchObject({ group: 'c', ahead: 0 });
+    expect(c2.reasons[1]).toMatchObject({ group: 'c', limit: 1, active: 1 });
+    const r2 = await q.explain('r2');
+    expect(codes(r2.reasons)).toEqual(['QUEUED', 'GROUP_RATE_LIMITED']);
+    expect(r2.reasons[1]!.until).toBeGreaterThan(Date.now() + 50_000);
+    const h2 = await q.explain('h2');
+    expect(codes(h2.reasons)).toEqual(['QUEUED', 'GROUP_HELD']);
+    expect(h2.reasons[1]!.until).toBe((await q.getJob('h1'))!.runAt);
+    release();
+    await q.waitFor('c2');
+  });
+
+  it('a job claimed ahead of a free slot is PREFETCHED, with no attempt counted', async () => {
+    const q = queue(uniqueName());
+    let release = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    const w = new Worker(
+      q.name,
+      async (job) => {
+        if (job.id === 'running') await held;
+      },
+      { connection: fx.url, concurrency: 1, prefetch: 5 },
+    );
+    open.push(w);
+    await q.add({}, { id: 'running' });
+    await waitUntil(() => w.activeCount === 1, 'first running');
+    await q.add({}, { id: 'next' });
+    const next = await waitUntil(async () => {
+      const e = await q.explain('next');
+      return e.state === 'active' ? e : null;
+    }, 'next prefetched');
+    expect(next.reasons[0]).toMatchObject({ code: 'PREFETCHED' });
+    expect((await q.getJob('next'))?.attempts).toBe(0);
+    release();
+    await q.waitFor('next');
+  });
+
+  it('every reason code is documented in docs/groups.md and produced by a test in this file', () => {
+    const source = readFileSync(new URL('../src/queue/explain.ts', import.meta.url), 'utf8');
+    const union = /code:\s*((?:\s*\|\s*'[A-Z_]+')+)/.exec(source)![1]!;
+    const all = [...union.matchAll(/'([A-Z_]+)'/g)].map((m) => m[1]!);
+    expect(all.length).toBeGreaterThan(10);
+    const doc = readFileSync(new URL('../docs/groups.md', import.meta.url), 'utf8');
+    const self = readFileSync(new URL(import.meta.url), 'utf8');
+    for (const code of all) {
+      expect(doc, `docs/groups.md documents ${code}`).toContain(`| \`${code}\` |`);
+      expect(self.split(`'${code}'`).length - 1, `a test expects ${code}`).toBeGreaterThan(0);
+    }
   });
 });

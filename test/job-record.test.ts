@@ -39,6 +39,8 @@ describe('job record layout', () => {
       F_PRIORITY: 'priority',
       F_MAX_ATTEMPTS: 'maxAttempts',
       F_LEASE: 'leaseMs',
+      F_GROUP: 'group',
+      F_DEDUPE: 'dedupe',
     };
     expect([...byName.keys()].sort()).toEqual(Object.keys(lua2ts).sort());
     for (const [luaName, pos] of byName) expect(HEADER[lua2ts[luaName]!] + 1, luaName).toBe(pos);

@@ -394,6 +394,10 @@ class Harness {
             data: JSON.stringify(data),
             dependsOn: '',
             depMode: '',
+            group: '',
+            dedupeKey: '',
+            dedupeMode: '',
+            dedupeTtlMs: '',
           },
         ])) as [string, number, string];
         const due = this.now + (op.delayMs ?? op.runAtIn ?? 0);

@@ -78,10 +78,20 @@ function expectFull(err: unknown): void {
 }
 
 /**
- * Scripts refused over maxmemory before they run: those that add work, and set-concurrency (a settings
- * write, refused as the plain HSET it replaced was). Every other script is allow-oom.
+ * Scripts refused over maxmemory before they run: those that add work, and the settings writes
+ * (set-concurrency, set-rate-limit, set-group-limits), refused as plain HSETs would be. Every other
+ * script is allow-oom.
  */
-const ADDS_WORK = ['add', 'schedule', 'advance-schedule', 'retry', 'move-in', 'set-concurrency'];
+const ADDS_WORK = [
+  'add',
+  'schedule',
+  'advance-schedule',
+  'retry',
+  'move-in',
+  'set-concurrency',
+  'set-rate-limit',
+  'set-group-limits',
+];
 
 describe('Redis at maxmemory (noeviction)', () => {
   it('every script opens with its shebang: allow-oom unless it adds work', () => {

@@ -9,6 +9,8 @@ import { registerAdd } from './commands/add.js';
 import { registerAdmin } from './commands/admin.js';
 import { registerDashboard } from './commands/dashboard.js';
 import { registerDemo } from './commands/demo.js';
+import { registerExplain } from './commands/explain.js';
+import { registerGroups } from './commands/groups.js';
 import { registerJobs } from './commands/jobs.js';
 import { registerReaper } from './commands/reaper.js';
 import { registerSchedules } from './commands/schedules.js';
@@ -46,6 +48,8 @@ export function buildProgram(): Command {
   registerStats(program);
   registerWorkers(program);
   registerJobs(program);
+  registerExplain(program);
+  registerGroups(program);
   registerAdd(program);
   registerAdmin(program);
   registerSchedules(program);
@@ -62,6 +66,8 @@ Examples:
   $ surety worker ./email-processor.js --queue emails --concurrency 10
   $ surety stats --watch
   $ surety jobs emails --state dead && surety retry emails --all-dead
+  $ surety explain emails 42                     # why isn't job 42 running?
+  $ surety groups emails && surety group-limits emails --group tenant-42 --concurrency 1
   $ REDIS_URL=redis://10.0.0.5:6379 surety queues --json
 
 Exit codes: 0 ok, 1 failure, 2 usage error. Set DEBUG=surety for stack traces.

@@ -5,11 +5,13 @@
  *   GET  /api/queues/:q                           the same for one queue
  *   GET  /api/queues/:q/jobs?state=&offset=&limit=   offset <= 10 000, limit 1 to 500 (default 50)
  *   GET  /api/queues/:q/jobs/:id
+ *   GET  /api/queues/:q/jobs/:id/explain           why it is not running (queue.explain)
  *   GET  /api/queues/:q/workers | /schedules
  *   POST /api/queues/:q/jobs/:id/retry|remove|promote|cancel
  *   GET  /api/queues/:q/metrics?windowMs=          completed/failed/dead per minute (queue.metrics)
  *   POST /api/queues/:q/pause|resume|retry-dead    retry-dead retries 10 000 at most per call
  *   POST /api/queues/:q/clean?state=completed|dead&olderThanMs=   removes old finished jobs (10 000 max)
+ *   groups, limits, group-limits, rate-limit: see flow-api.ts
  *
  * Errors are `{ error: { code, message } }`: 404 ERR_JOB_NOT_FOUND, 409 ERR_INVALID_STATE, 400 for
  * validation (ERR_INVALID_OPTION...), 405 for a known path with the wrong method.
@@ -18,7 +20,8 @@ import { ValidationError } from '../errors.js';
 import type { Queue } from '../queue/queue.js';
 import { isJobState, JOB_STATES } from '../states.js';
 import type { JobState } from '../types.js';
-import { HttpError, json } from './http.js';
+import { FLOW_ROUTES, flowApi } from './flow-api.js';
+import { HttpError, json, method } from './http.js';
 import type { QueueRegistry } from './queues.js';
 
 const JOB_ACTIONS = ['retry', 'remove', 'promote', 'cancel'] as const;
@@ -26,14 +29,6 @@ const QUEUE_ACTIONS = ['pause', 'resume', 'retry-dead'] as const;
 
 function notFound(path: string): HttpError {
   return new HttpError(404, 'ERR_NOT_FOUND', `no such endpoint: ${path}`);
-}
-
-function method(req: Request, expected: 'GET' | 'POST'): void {
-  const actual = req.method === 'HEAD' ? 'GET' : req.method;
-  if (actual !== expected)
-    throw new HttpError(405, 'ERR_METHOD_NOT_ALLOWED', `${req.method} not allowed here, use ${expected}`, {
-      allow: expected,
-    });
 }
 
 /** Deepest offset the job list serves: a partitioned queue's page reads offset + limit ids per partition. */
@@ -111,11 +106,19 @@ async function queueApi(
     if (!job) throw new HttpError(404, 'ERR_JOB_NOT_FOUND', `job ${JSON.stringify(id)} does not exist`);
     return json(job);
   }
+  if (sub === 'jobs' && id !== undefined && action === 'explain') {
+    // A read (allowed in read-only mode): queue.explain throws JobNotFoundError for an unknown id (404).
+    method(req, 'GET');
+    return json({ queue: name, ...(await queue.explain(id)) });
+  }
   if (sub === 'jobs' && id !== undefined && (JOB_ACTIONS as readonly string[]).includes(action!)) {
     method(req, 'POST');
     const op = action as (typeof JOB_ACTIONS)[number];
     await queue[op](id);
     return json({ ok: true, queue: name, id, action: op });
+  }
+  if ((FLOW_ROUTES as readonly string[]).includes(sub)) {
+    return flowApi(req, params, queue, name, sub as (typeof FLOW_ROUTES)[number], id);
   }
   if (id !== undefined) throw notFound(path);
   if (sub === 'workers') {

@@ -22,6 +22,15 @@ export class HttpError extends Error {
   }
 }
 
+/** Refuses a request whose method is not `expected` (HEAD counts as GET) with 405 and an Allow header. */
+export function method(req: Request, expected: 'GET' | 'POST'): void {
+  const actual = req.method === 'HEAD' ? 'GET' : req.method;
+  if (actual !== expected)
+    throw new HttpError(405, 'ERR_METHOD_NOT_ALLOWED', `${req.method} not allowed here, use ${expected}`, {
+      allow: expected,
+    });
+}
+
 const SECURITY_HEADERS: Record<string, string> = {
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',

@@ -19,6 +19,7 @@ export const SCRIPT_FILES = [
   'api.js',
   'overview.js',
   'queue-view.js',
+  'groups-view.js',
   'job-view.js',
   'app.js',
 ] as const;

@@ -17,7 +17,18 @@ import { checkKnownKeys, checkObject, toJson } from '../validate.js';
 import type { QueueContext } from './context.js';
 
 type AddRow = Record<
-  'id' | 'priority' | 'delayMs' | 'runAt' | 'optionTail' | 'data' | 'dependsOn' | 'depMode',
+  | 'id'
+  | 'priority'
+  | 'delayMs'
+  | 'runAt'
+  | 'optionTail'
+  | 'data'
+  | 'dependsOn'
+  | 'depMode'
+  | 'group'
+  | 'dedupeKey'
+  | 'dedupeMode'
+  | 'dedupeTtlMs',
   string | number
 >;
 type RoutedRow = AddRow & { partitionKey: string };
@@ -60,10 +71,19 @@ function toRow(ctx: QueueContext, data: unknown, opts: JobOptions | undefined, w
     priority: o.priority,
     delayMs: o.delayMs,
     runAt: o.runAt,
-    optionTail: encodeOptionTail(o),
+    // The record keeps the dedupe key only when the job frees it at its end (no ttl, or debounce).
+    optionTail: encodeOptionTail(
+      o,
+      o.group,
+      o.dedupeKey !== '' && (o.dedupeMode === 'd' || o.dedupeTtlMs === '') ? o.dedupeKey : '',
+    ),
     data: toJson(what, data, ctx.options.maxPayloadBytes),
     dependsOn: o.dependsOn,
     depMode: o.depMode,
+    group: o.group,
+    dedupeKey: o.dedupeKey,
+    dedupeMode: o.dedupeMode,
+    dedupeTtlMs: o.dedupeTtlMs,
     partitionKey: o.partitionKey,
   };
 }
@@ -71,12 +91,15 @@ function toRow(ctx: QueueContext, data: unknown, opts: JobOptions | undefined, w
 /** The partition a new job goes to; a job's parents must share one partition. */
 function route(layout: Layout, row: RoutedRow): number {
   const parents = row.dependsOn === '' ? [] : String(row.dependsOn).split('\n');
-  const p = layout.route(String(row.id), row.partitionKey, parents);
+  // A group lives in one partition (its limits and rotation are per partition), and so does a dedupe
+  // key (its check is atomic only there).
+  const key = row.partitionKey !== '' ? row.partitionKey : String(row.group || row.dedupeKey);
+  const p = layout.route(String(row.id), key, parents);
   if (row.partitionKey === '' && parents.some((parent) => layout.home(parent) !== p)) {
     throw new CrossPartitionError(
       `job ${row.id === '' ? '(new)' : JSON.stringify(row.id)} depends on jobs in different partitions (${parents
         .map((x) => `${x}: ${layout.home(x)}`)
-        .join(', ')}); give the parents and the child one partitionKey`,
+        .join(', ')}); give the parents and the child one partitionKey (or one group)`,
     );
   }
   return p;

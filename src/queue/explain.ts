@@ -6,10 +6,12 @@
  */
 import { JobNotFoundError } from '../errors.js';
 import { settling } from '../in-flight.js';
-import type { QueueKeys } from '../keys.js';
+import { groupKeys, type QueueKeys } from '../keys.js';
 import type { Layout } from '../partitions.js';
+import { serverNow } from '../redis-clock.js';
 import type { RedisClient } from '../scripts.js';
 import type { JobInfo, JobState, WorkerDescription } from '../types.js';
+import { effectiveLimits } from './flow-control.js';
 import { listWorkers, locate, readJob } from './reads.js';
 
 /** One reason; `code` is stable, `message` is for people, the other fields are data. */
@@ -20,6 +22,10 @@ export interface ExplainReason {
     | 'BLOCKED'
     | 'QUEUED'
     | 'CONCURRENCY_LIMIT'
+    | 'RATE_LIMITED'
+    | 'GROUP_CONCURRENCY_LIMIT'
+    | 'GROUP_RATE_LIMITED'
+    | 'GROUP_HELD'
     | 'NO_WORKERS'
     | 'RUNNING'
     | 'PREFETCHED'
@@ -32,7 +38,10 @@ export interface ExplainReason {
   ahead?: number;
   /** BLOCKED: the parents that have not completed yet. */
   parents?: string[];
-  /** CONCURRENCY_LIMIT: the limit and the jobs active now. */
+  /** GROUP_*: the job's group. */
+  group?: string;
+  /** CONCURRENCY_LIMIT, GROUP_CONCURRENCY_LIMIT: the limit and the jobs active now (RATE_LIMITED,
+   * GROUP_RATE_LIMITED: the starts allowed per window and those made in this one). */
   limit?: number;
   active?: number;
   /** RUNNING, PREFETCHED: the worker whose heartbeat lists the job, if one does. */
@@ -89,7 +98,8 @@ export async function explainJob(rawClient: RedisClient, layout: Layout, id: str
       reasons.push(...(await queueWide(rawClient, k, layout)));
       break;
     case 'waiting':
-      reasons.push(await queued(client, k, job));
+      if (job.group === undefined) reasons.push(await queued(client, k, job));
+      else reasons.push(...(await groupReasons(client, k, job, job.group)));
       reasons.push(...(await queueWide(rawClient, k, layout)));
       break;
   }
@@ -100,10 +110,13 @@ export async function explainJob(rawClient: RedisClient, layout: Layout, id: str
 async function queueWide(raw: RedisClient, k: QueueKeys, layout: Layout): Promise<ExplainReason[]> {
   const client = settling(raw);
   const out: ExplainReason[] = [];
-  const [[paused, limitText], activeCount, workers] = await Promise.all([
-    client.hmget(k.meta, 'paused', 'concurrency'),
+  const [[paused, limitText, rate], activeCount, workers, used, ttl, now] = await Promise.all([
+    client.hmget(k.meta, 'paused', 'concurrency', 'rate'),
     client.zcard(k.active),
     listWorkers(raw, layout),
+    client.get(k.queueLimiter),
+    client.pttl(k.queueLimiter),
+    serverNow(raw),
   ]);
   if (paused) out.push({ code: 'PAUSED', message: 'the queue is paused: no worker claims until resume()' });
   // `active` holds a sentinel member besides the jobs (see includes/active_sentinel.lua).
@@ -116,6 +129,20 @@ async function queueWide(raw: RedisClient, k: QueueKeys, layout: Layout): Promis
       limit,
       active,
     });
+  }
+  // The stored rate limit (setRateLimit). A worker's own `limiter` option is not stored, so a window
+  // it filled is not reported.
+  if (rate) {
+    const [max = 0, windowMs = 0] = rate.split('|').map(Number);
+    if (Number(used ?? 0) >= max && ttl > 0) {
+      out.push({
+        code: 'RATE_LIMITED',
+        message: `the queue's rate limit (${max} starts per ${windowMs} ms${layout.partitioned ? ' in this partition' : ''}) is reached until ${new Date(now + ttl).toISOString()}`,
+        until: now + ttl,
+        limit: max,
+        active: Number(used),
+      });
+    }
   }
   if (workers.length === 0) out.push({ code: 'NO_WORKERS', message: 'no worker of this queue is alive' });
   return out;
@@ -146,6 +173,57 @@ async function queued(
     message: `waiting: ${exact ? '' : 'at least '}${ahead} job(s) are claimed before it (priority ${job.priority})`,
     ahead,
   };
+}
+
+/** A grouped waiting job: its place in its group, and what holds the group back. */
+async function groupReasons(
+  client: RedisClient,
+  k: QueueKeys,
+  job: JobInfo<unknown, unknown>,
+  group: string,
+): Promise<ExplainReason[]> {
+  const g = groupKeys(k, group);
+  const [place, limits, activeText, used, ttl, parked, now] = await Promise.all([
+    queued(client, { ...k, waiting: g.waiting, prio: g.prio }, job),
+    effectiveLimits(client, k, group),
+    client.hget(k.groupActive, group),
+    client.get(g.rate),
+    client.pttl(g.rate),
+    client.zscore(k.groupParked, group),
+    serverNow(client),
+  ]);
+  const out: ExplainReason[] = [
+    { ...place, group, message: `${place.message.replace('waiting: ', `waiting in group ${group}: `)}` },
+  ];
+  const active = Number(activeText ?? 0);
+  if (limits.concurrency !== null && active >= limits.concurrency) {
+    out.push({
+      code: 'GROUP_CONCURRENCY_LIMIT',
+      message: `group ${group} has ${active} of ${limits.concurrency} job(s) active: its next job starts when one finishes`,
+      group,
+      limit: limits.concurrency,
+      active,
+    });
+  }
+  const rateFull = limits.rateLimit !== null && Number(used ?? 0) >= limits.rateLimit.max && ttl > 0;
+  if (rateFull && limits.rateLimit) {
+    out.push({
+      code: 'GROUP_RATE_LIMITED',
+      message: `group ${group} used its ${limits.rateLimit.max} starts per ${limits.rateLimit.durationMs} ms; the window reopens at ${new Date(now + ttl).toISOString()}`,
+      group,
+      until: now + ttl,
+      limit: limits.rateLimit.max,
+      active: Number(used),
+    });
+  } else if (parked !== null && Number(parked) > now) {
+    out.push({
+      code: 'GROUP_HELD',
+      message: `group ${group} (concurrency 1) keeps its order behind a retry due at ${new Date(Number(parked)).toISOString()}`,
+      group,
+      until: Number(parked),
+    });
+  }
+  return out;
 }
 
 async function blocked(

@@ -8,6 +8,7 @@
  *   reads.ts      getJob, getJobs, counts, metrics, workers
  *   explain.ts    explain: why a job is where it is
  *   admin.ts      retry, remove, promote, cancel, clean, pause/resume, global concurrency, recovery
+ *   flow-control.ts  stored rate limit, group limits, the list of groups
  *   bulk.ts       retryJobs / removeJobs over many jobs (used by the CLI and the dashboard)
  *   schedules.ts  schedule, schedules, unschedule (timing in schedule-timing.ts)
  *   events.ts     events() (and the QueueEvents class)
@@ -38,6 +39,17 @@ import type { QueueContext } from './context.js';
 import { addJob, addJobs } from './enqueue.js';
 import { type QueueEvent, queueEvents, type ReadEventsOptions } from './events.js';
 import { type Explanation, explainJob } from './explain.js';
+import {
+  type EffectiveGroupLimits,
+  type GroupLimits,
+  type GroupPage,
+  getGroupLimits,
+  getRateLimit,
+  listGroups,
+  type RateLimit,
+  setGroupLimits,
+  setRateLimit,
+} from './flow-control.js';
 import { countJobs, listJobs, listWorkers, readJob, readMetrics } from './reads.js';
 import type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './schedule-timing.js';
 import { listSchedules, removeSchedule, upsertSchedule } from './schedules.js';
@@ -137,8 +149,14 @@ export class Queue<Data = unknown, Result = unknown> {
     return readJob<Data, Result>(this.conn.client, await this.open(), id);
   }
 
-  /** Jobs in one state, oldest first (waiting: in claim order for priority 0), paged. */
-  getJobs(state: JobState, opts: { offset?: number; limit?: number } = {}): Promise<JobInfo<Data, Result>[]> {
+  /**
+   * Jobs in one state, oldest first (waiting: ungrouped ones in claim order, then each group's), paged.
+   * With `group` (state waiting only): that group's waiting jobs in claim order.
+   */
+  getJobs(
+    state: JobState,
+    opts: { offset?: number; limit?: number; group?: string } = {},
+  ): Promise<JobInfo<Data, Result>[]> {
     return listJobs<Data, Result>(this.ctx, state, opts);
   }
 
@@ -247,6 +265,38 @@ export class Queue<Data = unknown, Result = unknown> {
 
   getGlobalConcurrency(): Promise<number | null> {
     return admin.getGlobalConcurrency(this.ctx);
+  }
+
+  /**
+   * Caps job starts of this queue per window across all workers (`null` removes it). Stored in Redis
+   * and obeyed by every worker at once; while set it replaces the workers' own `limiter` option. In a
+   * partitioned queue each partition allows max / partitions (rounded up). See docs/groups.md.
+   */
+  setRateLimit(limit: RateLimit | null): Promise<void> {
+    return setRateLimit(this.ctx, limit);
+  }
+
+  getRateLimit(): Promise<RateLimit | null> {
+    return getRateLimit(this.ctx);
+  }
+
+  /**
+   * Sets the default limits of every group, or with `{ group }` one group's override (fields left out
+   * inherit the default; `null` fields mean no limit for that group). `null` limits remove them (the
+   * override, or every default). Takes effect at the next claim, without restarts. See docs/groups.md.
+   */
+  setGroupLimits(limits: GroupLimits | null, opts?: { group?: string }): Promise<void> {
+    return setGroupLimits(this.ctx, limits, opts);
+  }
+
+  /** The default group limits, or with `{ group }` the limits in force for that group and its override. */
+  getGroupLimits(opts?: { group?: string }): Promise<EffectiveGroupLimits> {
+    return getGroupLimits(this.ctx, opts);
+  }
+
+  /** Groups with waiting or active jobs, most waiting first, with their counts and limits; paged. */
+  groups(opts?: { limit?: number; cursor?: string | null }): Promise<GroupPage> {
+    return listGroups(this.ctx, opts);
   }
 
   /**

@@ -8,13 +8,13 @@
 import { ValidationError } from '../errors.js';
 import { settling } from '../in-flight.js';
 import { annexFields, annexOf, decodeRecord } from '../job-record.js';
-import type { QueueKeys } from '../keys.js';
+import { groupKeys, type QueueKeys } from '../keys.js';
 import type { Layout } from '../partitions.js';
 import { serverNow } from '../redis-clock.js';
 import type { RedisClient } from '../scripts.js';
 import { isJobState, JOB_STATES } from '../states.js';
 import type { JobCounts, JobInfo, JobState, QueueMetrics, WorkerDescription } from '../types.js';
-import { checkCallOptions, checkInt } from '../validate.js';
+import { checkCallOptions, checkInt, checkLabel } from '../validate.js';
 import type { QueueContext } from './context.js';
 
 /** The partition holding job `id` (its home first, then the others), or -1 if none does. */
@@ -45,6 +45,35 @@ export async function readJob<D, R>(
   return null;
 }
 
+/**
+ * Waiting ids of one pool (the queue's list and prio zset, or a group's) in claim order: priorities
+ * < 0 (prio scores < 0), then the list, then priorities > 0. Each part is read from its own offset, so
+ * a page replies n ids whatever the offset (never the ids before it). `total`: the pool's size.
+ */
+async function poolIds(
+  client: RedisClient,
+  waiting: string,
+  prio: string,
+  offset: number,
+  n: number,
+): Promise<{ list: string[]; total: number }> {
+  const [urgent, listed, all] = await Promise.all([
+    client.zcount(prio, '-inf', '(0'),
+    client.llen(waiting),
+    client.zcard(prio),
+  ]);
+  const list: string[] = [];
+  let skip = offset;
+  if (skip < urgent) list.push(...(await client.zrangebyscore(prio, '-inf', '(0', 'LIMIT', skip, n)));
+  skip = Math.max(0, skip - urgent);
+  if (list.length < n && skip < listed)
+    list.push(...(await client.lrange(waiting, skip, skip + n - list.length - 1)));
+  skip = Math.max(0, skip - listed);
+  if (list.length < n)
+    list.push(...(await client.zrangebyscore(prio, 0, '+inf', 'LIMIT', skip, n - list.length)));
+  return { list: list.slice(0, n), total: listed + all };
+}
+
 /** Ids (with sort scores) of one state in one partition: the first `n`, in listing order. */
 async function idsOf(
   client: RedisClient,
@@ -54,20 +83,26 @@ async function idsOf(
   n: number,
 ): Promise<[string, number][]> {
   if (state === 'waiting') {
-    // Claim order: priorities < 0 (prio scores < 0), then the list, then priorities > 0. Each part is
-    // read from its own offset, so a page replies n ids whatever the offset (never the ids before it).
-    const [urgent, listed] = await Promise.all([client.zcount(k.prio, '-inf', '(0'), client.llen(k.waiting)]);
-    const ids: string[] = [];
-    let skip = offset;
-    if (skip < urgent) ids.push(...(await client.zrangebyscore(k.prio, '-inf', '(0', 'LIMIT', skip, n)));
-    skip = Math.max(0, skip - urgent);
-    if (ids.length < n && skip < listed)
-      ids.push(...(await client.lrange(k.waiting, skip, skip + n - ids.length - 1)));
-    skip = Math.max(0, skip - listed);
-    if (ids.length < n)
-      ids.push(...(await client.zrangebyscore(k.prio, 0, '+inf', 'LIMIT', skip, n - ids.length)));
+    // Ungrouped jobs first, then each group's, groups with the most waiting first (claims interleave
+    // the two, so this is an order to page through, not the exact claim order).
+    const ids = await poolIds(client, k.waiting, k.prio, offset, n);
+    let skip = Math.max(0, offset - ids.total);
+    for (let from = 0; ids.list.length < n; from += 100) {
+      const flat = await client.zrevrange(k.groupBacklog, from, from + 99, 'WITHSCORES');
+      if (flat.length === 0) break;
+      for (let i = 0; i < flat.length && ids.list.length < n; i += 2) {
+        const size = Number(flat[i + 1]);
+        if (skip >= size) {
+          skip -= size;
+          continue;
+        }
+        const g = groupKeys(k, flat[i] as string);
+        ids.list.push(...(await poolIds(client, g.waiting, g.prio, skip, n - ids.list.length)).list);
+        skip = 0;
+      }
+    }
     // The position is the score, so partitions interleave.
-    return ids.slice(0, n).map((id, i) => [id, offset + i]);
+    return ids.list.slice(0, n).map((id, i) => [id, offset + i]);
   }
   if (state === 'blocked') {
     // A hash has no order: blocked jobs are listed in id order.
@@ -84,20 +119,43 @@ async function idsOf(
   return out;
 }
 
+async function readMany<D, R>(client: RedisClient, k: QueueKeys, ids: string[]): Promise<JobInfo<D, R>[]> {
+  if (ids.length === 0) return [];
+  const [records, annex] = await Promise.all([
+    client.hmget(k.jobs, ...ids),
+    client.hmget(k.annex, ...ids.flatMap(annexFields)),
+  ]);
+  return ids.flatMap((id, i) => {
+    const rec = records[i];
+    return rec ? [decodeRecord<D, R>(id, rec, annexOf(annex, i))] : [];
+  });
+}
+
 /** Jobs in one state, oldest first (waiting: in claim order), paged, merged over the partitions. */
 export async function listJobs<D, R>(
   ctx: QueueContext,
   state: JobState,
-  opts: { offset?: number; limit?: number },
+  opts: { offset?: number; limit?: number; group?: string },
 ): Promise<JobInfo<D, R>[]> {
-  checkCallOptions('getJobs options', opts, ['offset', 'limit']);
+  checkCallOptions('getJobs options', opts, ['offset', 'limit', 'group']);
   const offset = checkInt('offset', opts.offset ?? 0, 0);
   const limit = checkInt('limit', opts.limit ?? 100, 1, 10_000);
+  const group = opts.group === undefined ? undefined : checkLabel('group', opts.group);
+  if (group !== undefined && state !== 'waiting') {
+    throw new ValidationError(`getJobs lists a group's jobs in state waiting only, got ${String(state)}`);
+  }
   const layout = await ctx.open();
   if (!isJobState(state)) {
     throw new ValidationError(`state must be one of ${JOB_STATES.join(', ')}, got ${String(state)}`);
   }
   const client = settling(ctx.client);
+  if (group !== undefined) {
+    // One group lives in one partition: its waiting jobs in claim order.
+    const k = layout.parts[layout.route('', group, [])]!;
+    const g = groupKeys(k, group);
+    const { list } = await poolIds(client, g.waiting, g.prio, offset, limit);
+    return readMany<D, R>(client, k, list);
+  }
   // One partition pages in Redis; several must each give their first offset+limit, merged here.
   const perPart = await Promise.all(
     layout.parts.map((k) =>
@@ -113,16 +171,7 @@ export async function listJobs<D, R>(
   const found = new Map<string, JobInfo<D, R>>();
   for (let p = 0; p < layout.count; p++) {
     const ids = page.filter((r) => r.p === p).map((r) => r.id);
-    if (ids.length === 0) continue;
-    const k = layout.parts[p]!;
-    const [records, annex] = await Promise.all([
-      client.hmget(k.jobs, ...ids),
-      client.hmget(k.annex, ...ids.flatMap(annexFields)),
-    ]);
-    ids.forEach((id, i) => {
-      const rec = records[i];
-      if (rec) found.set(`${p}\n${id}`, decodeRecord<D, R>(id, rec, annexOf(annex, i)));
-    });
+    for (const job of await readMany<D, R>(client, layout.parts[p]!, ids)) found.set(`${p}\n${job.id}`, job);
   }
   return page.flatMap((r) => found.get(`${r.p}\n${r.id}`) ?? []);
 }
@@ -140,11 +189,13 @@ export async function countJobs(rawClient: RedisClient, layout: Layout): Promise
         client.zcard(k.active),
         client.zcard(k.completed),
         client.zcard(k.dead),
+        client.get(k.groupWaiting).then(Number),
       ]),
     ),
   );
-  for (const [waiting, prio, delayed, blocked, active, completed, dead] of parts) {
-    total.waiting += waiting + prio;
+  for (const [waiting, prio, delayed, blocked, active, completed, dead, grouped] of parts) {
+    // Jobs of a group wait in their group's list, counted in groupWaiting.
+    total.waiting += waiting + prio + grouped;
     total.delayed += delayed;
     total.blocked += blocked;
     // `active` holds a sentinel member besides the jobs (see includes/active_sentinel.lua).

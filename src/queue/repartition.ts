@@ -7,7 +7,8 @@
  *  2. Switch: the old partitions are marked `moved` (add.lua refuses producers still on the old count
  *     with PartitionMismatchError) and the new count is recorded. From here new-layout producers and
  *     workers run normally.
- *  3. Move waiting, delayed, completed and dead jobs, then schedules, one batch at a time: copy into the
+ *  3. Copy the stored rate limit and group limits. Move waiting (grouped ones to their group's new
+ *     partition), delayed, completed and dead jobs, then schedules, one batch at a time: copy into the
  *     new partition (move-in.lua skips ids already there), then delete from the old one (remove.lua).
  *  4. Clear the in-progress mark. A run cut off anywhere can be started again with the same count.
  *
@@ -17,8 +18,8 @@
 import { DEFAULT_PREFIX } from '../defaults.js';
 import { RepartitionError, ValidationError } from '../errors.js';
 import { settling } from '../in-flight.js';
-import { annexFields, annexOf } from '../job-record.js';
-import { type QueueKeys, queueKeys } from '../keys.js';
+import { annexFields, annexOf, readHeader } from '../job-record.js';
+import { groupKeys, type QueueKeys, queueKeys } from '../keys.js';
 import { occurrenceId } from '../occurrence-id.js';
 import { Layout, setPausedAll } from '../partitions.js';
 import { callScript, type RedisClient, scripts } from '../scripts.js';
@@ -30,6 +31,7 @@ import {
   checkQueueName,
   show,
 } from '../validate.js';
+import { writeGroupLimits } from './flow-control.js';
 import { countJobs } from './reads.js';
 
 export interface RepartitionOptions {
@@ -108,6 +110,7 @@ export async function repartition(
   await setPausedAll(client, target.parts, wasPaused);
   say(`recorded ${to} partition(s); producers and workers on ${from} are now refused`);
 
+  await moveFlowControl(client, old, target);
   let count = 0;
   for (const k of old.parts) count += await moveJobs(client, k, target, say);
   let schedules = 0;
@@ -149,6 +152,18 @@ async function nextBatch(client: RedisClient, k: QueueKeys): Promise<{ id: strin
   if (listed.length > 0) return listed.map((id) => ({ id, score: '' }));
   const prio = await client.zrange(k.prio, 0, BATCH - 1);
   if (prio.length > 0) return prio.map((id) => ({ id, score: '' }));
+  // Then the groups' waiting jobs, a group at a time, in their claim order (remove.lua keeps the
+  // group's bookkeeping right as they leave).
+  const [group] = await client.zrange(k.groupBacklog, 0, 0);
+  if (group !== undefined) {
+    const g = groupKeys(k, group);
+    const ids = [
+      ...(await client.zrangebyscore(g.prio, '-inf', '(0', 'LIMIT', 0, BATCH)),
+      ...(await client.lrange(g.waiting, 0, BATCH - 1)),
+      ...(await client.zrangebyscore(g.prio, 0, '+inf', 'LIMIT', 0, BATCH)),
+    ].slice(0, BATCH);
+    if (ids.length > 0) return ids.map((id) => ({ id, score: '' }));
+  }
   for (const set of [k.delayed, k.completed, k.dead]) {
     const flat = await client.zrange(set, 0, BATCH - 1, 'WITHSCORES');
     if (flat.length > 0) {
@@ -184,7 +199,13 @@ async function moveJobs(
       if (record == null) return; // a stale index entry: remove.lua below cleans it
       const a = annexOf(annexes, i);
       const parents = a.parents ?? '';
-      const p = parents ? target.home(parents.split('\n')[0]!) : target.home(b.id);
+      // A group lives in one partition: its jobs go where new jobs of the group are routed.
+      const group = readHeader(record.slice(0, record.indexOf('\n'))).group;
+      const p = parents
+        ? target.home(parents.split('\n')[0]!)
+        : group !== ''
+          ? target.route('', group, [])
+          : target.home(b.id);
       const rows = byPartition.get(p) ?? [];
       rows.push({
         id: b.id,
@@ -216,6 +237,26 @@ async function moveJobs(
       ),
     );
     say(`moved ${moved} job(s) so far`);
+  }
+}
+
+/**
+ * The stored rate limit and group limits follow the queue: the default group limits and the rate limit
+ * (split anew over the new count) to every new partition, each group's override to its group's new
+ * partition. Written by the same scripts as setRateLimit and setGroupLimits.
+ */
+async function moveFlowControl(client: RedisClient, old: Layout, target: Layout): Promise<void> {
+  const from = old.parts[0]!;
+  const [defaults, rate] = await client.hmget(from.meta, 'glimits', 'rate');
+  const overrides = await Promise.all(old.parts.map((k) => client.hgetall(k.groupLimits)));
+  const [perPart = 0, windowMs = 0] = (rate ?? '').split('|').map(Number);
+  const split = rate ? `${Math.ceil((perPart * old.count) / target.count)}|${windowMs}` : '';
+  for (const tk of target.parts) {
+    await callScript(client, scripts.setRateLimit, tk, { rate: split, wakeChannel: tk.wakeChannel });
+    await writeGroupLimits(client, tk, '', defaults ?? '');
+  }
+  for (const [group, limits] of overrides.flatMap((o) => Object.entries(o))) {
+    await writeGroupLimits(client, target.parts[target.route('', group, [])]!, group, limits);
   }
 }
 

@@ -17,7 +17,7 @@ export interface ScheduleOptions<Data> {
    * Options of each occurrence job: priority, maxAttempts, leaseMs, backoff, timeoutMs (the schedule
    * sets its id and due time; other job options are refused).
    */
-  opts?: Pick<JobOptions, (typeof DEFAULTS_KEYS)[number]>;
+  opts?: Pick<JobOptions, (typeof DEFAULTS_KEYS)[number] | 'group'>;
   /** After downtime, also run up to this many missed ticks (default 0: one run for all missed ticks). */
   catchUp?: number;
 }
@@ -83,7 +83,7 @@ export function validateSchedule<Data>(
   };
   // Validates the occurrence options the same way add() does. Options an occurrence cannot honour
   // (id, delayMs, runAt, dependsOn, partitionKey...) are refused, not stored and ignored.
-  checkKnownKeys('schedule opts', checkObject('schedule opts', spec.opts), DEFAULTS_KEYS);
+  checkKnownKeys('schedule opts', checkObject('schedule opts', spec.opts), [...DEFAULTS_KEYS, 'group']);
   resolveAddOptions(spec.opts, LIBRARY_JOB_DEFAULTS);
   if ('cron' in t) {
     checkKnownKeys('schedule timing', t, ['cron', 'tz']);

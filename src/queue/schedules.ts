@@ -7,6 +7,8 @@
  * repairs schedules whose pending occurrence has started, in case the worker that claimed it died first.
  * Timing and validation: schedule-timing.ts.
  */
+
+import { ValidationError } from '../errors.js';
 import { untilClosed } from '../in-flight.js';
 import { encodeOptionTail } from '../job-record.js';
 import type { QueueKeys } from '../keys.js';
@@ -30,7 +32,7 @@ function occurrenceFields(spec: StoredSpec, maxPayloadBytes: number) {
   const o = resolveAddOptions(spec.opts, LIBRARY_JOB_DEFAULTS);
   return {
     priority: o.priority,
-    optionTail: encodeOptionTail(o),
+    optionTail: encodeOptionTail(o, o.group),
     data: toJson('schedule data', spec.data, maxPayloadBytes),
   };
 }
@@ -47,10 +49,15 @@ export async function upsertSchedule<Data>(
   timing: ScheduleTiming,
   options: ScheduleOptions<Data>,
 ): Promise<{ version: number; changed: boolean }> {
-  const keys = homeOf(await ctx.open(), key);
+  const layout = await ctx.open();
+  const keys = homeOf(layout, key);
   const client = ctx.client;
   const now = await serverNow(client);
   const spec = validateSchedule(key, timing, options, now);
+  if (layout.partitioned && (spec.opts as { group?: string }).group !== undefined) {
+    // Occurrences live in the schedule's partition, a group in its own: they would rarely agree.
+    throw new ValidationError('a schedule of a partitioned queue cannot give its occurrences a group');
+  }
   const fields = occurrenceFields(spec, ctx.options.maxPayloadBytes);
   // The anchor must not make an unchanged everyMs spec look new at every start: compare without it.
   const existing = await untilClosed(client, client.hget(keys.schedules, key));

@@ -25,11 +25,19 @@
 -- ARGV[4] partitions    the caller's partition count (refused if the queue records another)
 -- ARGV[5] idSuffix      appended to generated ids ('@<partition>' in a partitioned queue, else '')
 -- ARGV[6] checkOnly     '1' = only run the checks (parents, layout) and write nothing, else ''
--- ARGV[7..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode
+-- ARGV[7..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode, group, dedupeKey, dedupeMode, dedupeTtlMs
 --   id ('' = generate), priority (integer), delayMs ('' = none), runAt (epoch ms, '' = none),
 --   optionTail (header fields 9.. in Lua numbering, see job-record.ts), data (JSON),
---   dependsOn (parent ids, newline-separated, '' = none), depMode ('i' = run even if a parent dies, else 's')
--- Returns: { id, isNew (1|0), state letter, ... } per job, in order ({} with checkOnly);
+--   dependsOn (parent ids, newline-separated, '' = none), depMode ('i' = run even if a parent dies, else 's'),
+--   group ('' = none: the job waits in its group's list, includes/enqueue.lua),
+--   dedupeKey ('' = none), dedupeMode ('t' throttle, 'd' debounce), dedupeTtlMs ('' = until the job finishes)
+-- Dedupe: the key `{tag}:dd:<dedupeKey>` holds the id of the job that took it. Throttle: while that
+--   job exists unfinished (or, with a ttl, until the key expires) an add returns it and writes nothing.
+--   Debounce: while that job is waiting or delayed, an add rewrites it in place (same id, new data and
+--   options, new due time); once it has started, the add creates a new job that takes the key.
+--   Jobs with a dedupe key are written at once (not batched), so later items of the call see them.
+-- Returns: { id, isNew (1|0), state letter, ... } per job, in order ({} with checkOnly); a debounced
+--   add answers the rewritten job with isNew 0;
 --   error `SURETY_UNKNOWN_PARENT <id>` when a parent neither exists nor is added earlier in the call;
 --   error `SURETY_PARTITIONS <n>` when this tag belongs to a queue of n partitions (or was moved to n
 --   by a migration): the caller's layout is stale, and nothing is written
@@ -39,11 +47,14 @@
 -- @include announce_delayed
 -- @include emit_event
 -- @include body_marker
+-- @include record_group
+-- @include unlink
+-- @include annex_fields
 
 local jobs, waiting, prio, seq, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local annex, dead, deps, dependents = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local now = current_time(ARGV[1])
-local FIXED, R, CHUNK = 6, 8, 1000
+local FIXED, R, CHUNK = 6, 12, 1000
 local suffix = ARGV[5]
 
 -- Runs `cmd key values...` in chunks of at most CHUNK values (`step` keeps pairs together); returns
@@ -116,15 +127,42 @@ for from = 1, n, CHUNK do
   for j = 1, #part do existing[from + j - 1] = part[j] end
 end
 local out, records, to_list, delayed_args = {}, {}, {}, {}
-local seen, woken, min_due = {}, false, nil
+local seen, woken, min_due, added = {}, false, nil, {}
+local gk = group_keys(jobs)
 for i = 1, n do
   local base = FIXED + 1 + (i - 1) * R
   local id = ids[i]
+  local group = ARGV[base + 8] ~= '' and ARGV[base + 8] or nil
+  local dedupe_key, dedupe_mode = ARGV[base + 9], ARGV[base + 10]
+  local holder, holder_rec, replace = nil, nil, false
+  if dedupe_key ~= '' and not existing[i] and not seen[id] then
+    holder = redis.call('GET', gk.dedupe .. dedupe_key)
+    holder_rec = holder and redis.call('HGET', jobs, holder)
+    local hs = holder_rec and string.sub(holder_rec, 1, 1)
+    if dedupe_mode == 'd' and (hs == 'w' or hs == 'd') then
+      -- Debounce: the pending job is rewritten in place under its own id.
+      replace = true
+      id = holder
+      unlink({ jobs = jobs, waiting = waiting, prio = prio, delayed = delayed }, id, hs, holder_rec, now)
+      -- A new job under the old id: the old one's payload, errors, progress and logs go with it.
+      redis.call('HDEL', annex, unpack(annex_fields({ id })))
+    elseif dedupe_mode ~= 'd' and holder then
+      -- Throttle: a key without ttl is freed when its job ends, so one that is set means the window is
+      -- open; a ttl key outlives its job (which retention may have deleted: reported as completed).
+      if holder_rec then
+        existing[i] = holder_rec
+        id = holder
+      elseif redis.call('PTTL', gk.dedupe .. dedupe_key) > 0 then
+        existing[i] = 'c'
+        id = holder
+      end
+    end
+  end
   if existing[i] then
     out[#out + 1] = id
     out[#out + 1] = 0
     out[#out + 1] = string.sub(existing[i], 1, 1)
-  elseif seen[id] then
+  elseif seen[id] and not replace then
     out[#out + 1] = id
     out[#out + 1] = 0
     out[#out + 1] = seen[id]
@@ -167,7 +205,6 @@ for i = 1, n do
         end
       end
     end
-    records[#records + 1] = id
     local data = ARGV[base + 5]
     if #data > BODY_INLINE_MAX then
       -- A large payload lives in the annex and the record holds a marker, so the transitions that
@@ -175,27 +212,47 @@ for i = 1, n do
       redis.call('HSET', annex, id .. '\1b', data)
       data = BODY_MARKER
     end
-    records[#records + 1] = state .. '||0||' .. now .. '|' .. (due or '') .. '||' .. finished .. '|' .. ARGV[base + 4] .. '\n' .. data
-    if state == 'x' or state == 'b' then
+    local record = state .. '||0||' .. now .. '|' .. (due or '') .. '||' .. finished .. '|' .. ARGV[base + 4] .. '\n' .. data
+    if dedupe_key ~= '' then
+      -- Written at once (see the header), with its structure, so later items of the call see it.
+      redis.call('HSET', jobs, id, record)
+      local ttl = ARGV[base + 11]
+      if ttl ~= '' then
+        redis.call('SET', gk.dedupe .. dedupe_key, id, 'PX', ttl)
+      else
+        redis.call('SET', gk.dedupe .. dedupe_key, id)
+      end
+      if state == 'd' then
+        redis.call('ZADD', delayed, due, id)
+        if min_due == nil or due < min_due then min_due = due end
+      elseif state == 'w' then
+        if enqueue(waiting, prio, seq, id, priority, false, group, now) then woken = true end
+      end
+    else
+      records[#records + 1] = id
+      records[#records + 1] = record
+    end
+    if dedupe_key ~= '' or state == 'x' or state == 'b' then
       -- Nothing to enqueue: dead at once, or released by settle_dependents when its parents finish.
     elseif state == 'd' then
       delayed_args[#delayed_args + 1] = due
       delayed_args[#delayed_args + 1] = id
       if min_due == nil or due < min_due then min_due = due end
-    elseif priority == 0 then
+    elseif priority == 0 and not group then
       to_list[#to_list + 1] = id
     else
-      -- Written below with the other records; enqueue only touches the prio zset here.
-      if enqueue(waiting, prio, seq, id, priority, false) then woken = true end
+      -- Written below with the other records; enqueue only touches the prio zset or the group here.
+      if enqueue(waiting, prio, seq, id, priority, false, group, now) then woken = true end
     end
     seen[id] = state
     out[#out + 1] = id
-    out[#out + 1] = 1
+    out[#out + 1] = replace and 0 or 1
     out[#out + 1] = state
+    if not replace then added[#added + 1] = id end
   end
 end
 
-chunked('HSET', jobs, records, 2)
+if #records > 0 then chunked('HSET', jobs, records, 2) end
 -- The list was empty before (idle workers must be woken) when the first RPUSH left only its own ids.
 if #to_list > 0 and chunked('RPUSH', waiting, to_list)[1] == math.min(#to_list, CHUNK) then woken = true end
 if #delayed_args > 0 then
@@ -203,9 +260,5 @@ if #delayed_args > 0 then
   announce_delayed(delayed, ARGV[2], min_due)
 end
 if woken then redis.call('SPUBLISH', ARGV[2], 'w') end
-if #records > 0 then
-  local added = {}
-  for i = 1, #records, 2 do added[#added + 1] = records[i] end
-  emit_event(KEYS[7], tonumber(ARGV[3]), 'added', added)
-end
+emit_event(KEYS[7], tonumber(ARGV[3]), 'added', added)
 return out

@@ -35,6 +35,7 @@
 -- @include settle_dependents
 -- @include unlink
 -- @include unlink_parents
+-- @include release_dedupe
 
 local jobs, errors, waiting, prio, delayed, active, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id = ARGV[2]
@@ -45,10 +46,11 @@ local state = f[F_STATE]
 if state == 'c' or state == 'x' then return 'INVALID_STATE:' .. state end
 local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = KEYS[10], delayed = delayed, dead = dead,
   active = active, deps = KEYS[11], dependents = KEYS[12], wake = ARGV[3], done = ARGV[4], stats = KEYS[13] }
-unlink(k, id, state)
+local now = current_time(ARGV[1])
+unlink(k, id, state, rec, now)
 if state == 'b' then unlink_parents(k, id) end
 if state == 'a' then wake_starved(KEYS[8], ARGV[3]) end
-local now = current_time(ARGV[1])
+release_dedupe(jobs, id, rec)
 f[F_STATE] = 'x'
 f[F_TOKEN] = ''
 f[F_FINISHED] = now

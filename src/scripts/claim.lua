@@ -20,11 +20,13 @@
 -- KEYS[10] annex          HASH annex: large payloads (field id .. "\1b") among others
 -- KEYS[11] claims         HASH claimer -> its last claim that leased jobs (includes/record_claim.lua)
 -- KEYS[12] tokens         STRING counter of lease ids (the first part of fencing tokens); never reset
+-- KEYS[13] queueLimiter   STRING job starts in the current window of the queue-wide rate limit
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] count           jobs wanted (0 = only promote)
 -- ARGV[3] defaultLeaseMs
 -- ARGV[4] limit           most delayed jobs promoted per call
--- ARGV[5] rateMax         job starts allowed per window across all workers (0 = no rate limit)
+-- ARGV[5] rateMax         job starts allowed per window across all workers (0 = no rate limit); the
+--                         queue's stored limit (meta `rate`, queue.setRateLimit) replaces it when set
 -- ARGV[6] rateWindowMs
 -- ARGV[7] eventsMaxLen    event stream cap (0 = no events)
 -- ARGV[8] claimer         '' or the claiming worker's fetcher and claim slot: its field in `claims`
@@ -33,15 +35,22 @@
 -- Returns: { now, nextDue, paused, limitedMs, id1, record1, id2, record2, ... }
 --   A retry (same claimer and nonce as the claim recorded for claimer, whose reply the worker lost)
 --   claims nothing new: it returns that claim's jobs still under its leases (includes/replay_claim.lua).
---   nextDue: due time of the first delayed job when fewer than `count` were claimed, else ''
+--   nextDue: when fewer than `count` were claimed, the earliest time more may become claimable (the
+--     first delayed job, or a parked group's time), else ''
 --   paused: 1 when the queue is paused (nothing is claimed)
---   limitedMs: > 0 when the rate limit is reached: the window reopens in that many ms
+--   limitedMs: > 0 when the rate limit is reached (before or by this claim): the window reopens in that
+--     many ms
 -- The global concurrency limit (meta `concurrency`) caps active jobs across all workers; a claim cut
 -- short by it sets meta `starved`, and the next completion anywhere wakes idle workers.
+-- Groups (includes/group_claim.lua): jobs with a group wait in their group's own list; when groups
+-- are ready, ungrouped jobs get the share of one more group, and the groups share the rest
+-- round-robin under their own limits.
 -- @include current_time
 -- @include parse_record
 -- @include with_header
 -- @include enqueue
+-- @include record_group
+-- @include group_claim
 -- @include active_sentinel
 -- @include emit_event
 -- @include body_marker
@@ -78,7 +87,11 @@ if #due > 0 then
       updated[#updated + 1] = due[i]
       updated[#updated + 1] = with_header(f, recs[i], nl)
       local priority = tonumber(f[F_PRIORITY]) or 0
-      if priority == 0 then
+      local group = record_group(recs[i])
+      if group then
+        -- A retry goes first in its group (per-group FIFO across retries).
+        enqueue(waiting, prio, seq, due[i], priority, f[F_ATTEMPTS] ~= '0', group, now)
+      elseif priority == 0 then
         to_list[#to_list + 1] = due[i]
       else
         enqueue(waiting, prio, seq, due[i], priority, false)
@@ -89,7 +102,7 @@ if #due > 0 then
   chunked_call('RPUSH', waiting, to_list)
 end
 
-local flags = redis.call('HMGET', meta, 'paused', 'concurrency')
+local flags = redis.call('HMGET', meta, 'paused', 'concurrency', 'rate')
 if flags[1] then return { now, '', 1, 0 } end
 if flags[2] and count > 0 then
   local room = tonumber(flags[2]) - active_count(active)
@@ -98,7 +111,11 @@ if flags[2] and count > 0 then
     redis.call('HSET', meta, 'starved', '1')
   end
 end
-local rate_max = tonumber(ARGV[5])
+local rate_max, rate_window, limiter = tonumber(ARGV[5]), ARGV[6], limiter
+if flags[3] then
+  local m, w = string.match(flags[3], '^(%d+)|(%d+)$')
+  rate_max, rate_window, limiter = tonumber(m), w, KEYS[13]
+end
 if rate_max > 0 and count > 0 then
   local used = tonumber(redis.call('GET', limiter) or '0')
   if used >= rate_max then
@@ -108,44 +125,41 @@ if rate_max > 0 and count > 0 then
   count = math.min(count, rate_max - used)
 end
 
-local ids = {}
-local need = count
-local has_prio = need > 0 and redis.call('EXISTS', prio) == 1
-if has_prio then
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', prio, '-inf', '(0', 'LIMIT', 0, need)) do ids[#ids + 1] = id end
-  need = count - #ids
-end
-local from_prio = #ids
-if need > 0 then
-  local popped = redis.call('LPOP', waiting, need)
-  if popped then
-    for _, id in ipairs(popped) do ids[#ids + 1] = id end
-    need = count - #ids
+local ids
+local gk = group_keys(jobs)
+local grouped = count > 0 and redis.call('EXISTS', gk.ready, gk.parked) > 0
+if not grouped then
+  ids = count > 0 and take_from_pool(waiting, prio, count) or {}
+else
+  group_unpark(gk, now)
+  local groups = redis.call('ZCARD', gk.ready)
+  local plain = redis.call('EXISTS', waiting, prio) > 0
+  ids = plain and take_from_pool(waiting, prio, groups > 0 and math.ceil(count / (groups + 1)) or count) or {}
+  if #ids < count and groups > 0 then
+    for _, id in ipairs(group_claim(gk, count - #ids, now)) do ids[#ids + 1] = id end
   end
-end
-if has_prio and need > 0 then
-  for _, id in ipairs(redis.call('ZRANGE', prio, from_prio, from_prio + need - 1)) do
-    ids[#ids + 1] = id
-    from_prio = from_prio + 1
+  if plain and #ids < count then
+    for _, id in ipairs(take_from_pool(waiting, prio, count - #ids)) do ids[#ids + 1] = id end
   end
-end
-if has_prio then
-  local taken = {}
-  for _, id in ipairs(ids) do taken[#taken + 1] = id end
-  -- List ids are not in prio; ZREM ignores them.
-  chunked_call('ZREM', prio, taken)
 end
 
-if rate_max > 0 and #ids > 0 and redis.call('INCRBY', limiter, #ids) == #ids then
-  redis.call('PEXPIRE', limiter, ARGV[6])
+local limited_ms = 0
+if rate_max > 0 and #ids > 0 then
+  local used = redis.call('INCRBY', limiter, #ids)
+  if used == #ids then redis.call('PEXPIRE', limiter, rate_window) end
+  -- The window is now full: say when it reopens, so a worker left with free slots sleeps until then
+  -- instead of until its next poll.
+  if used >= rate_max then limited_ms = math.max(redis.call('PTTL', limiter), 1) end
 end
 
 local next_due = ''
 if #ids < wanted then
   local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
   if first[2] then next_due = first[2] end
+  local parked = redis.call('ZRANGE', gk.parked, 0, 0, 'WITHSCORES')
+  if parked[2] and (next_due == '' or tonumber(parked[2]) < tonumber(next_due)) then next_due = parked[2] end
 end
-local out = { now, next_due, 0, 0 }
+local out = { now, next_due, 0, limited_ms }
 if #ids == 0 then return out end
 
 local recs = chunked_hmget(jobs, ids)

@@ -33,6 +33,8 @@
 -- @include parse_record
 -- @include with_header
 -- @include enqueue
+-- @include group_leave
+-- @include release_dedupe
 -- @include append_errors
 -- @include count_stats
 -- @include settle_dependents
@@ -55,6 +57,7 @@ for i = 1, n do ids[i] = ARGV[FIXED + 1 + (i - 1) * 3] end
 local recs = chunked_hmget(jobs, ids)
 
 local refused, done, updated, scores = {}, {}, {}, {}
+local left_groups, finished_recs = {}, {}
 -- Formatting a number in Lua is a sprintf (~0.3 us): do it once per call, not per job.
 local now_s = tostring(now)
 for i = 1, n do
@@ -69,6 +72,9 @@ for i = 1, n do
     local state, token, attempts, mid, rest = string.match(rec, COMPLETE_PATTERN)
     if state == 'a' and token == ARGV[base + 1] then
       done[#done + 1] = ids[i]
+      finished_recs[#done] = rec
+      local group = record_group(rec)
+      if group then left_groups[group] = (left_groups[group] or 0) + 1 end
       updated[#updated + 1] = ids[i]
       updated[#updated + 1] = 'c|' .. token .. '|' .. attempts .. mid .. now_s .. rest .. '\n' .. ARGV[base + 2]
       scores[#scores + 1] = now
@@ -82,6 +88,8 @@ end
 
 if #done > 0 then
   chunked_call('ZREM', active, done)
+  for group, count in pairs(left_groups) do group_leave(group_keys(jobs), group, count, now) end
+  for j = 1, #done do release_dedupe(jobs, done[j], finished_recs[j]) end
   if keep_count == 0 then
     chunked_call('HDEL', jobs, done)
     chunked_call('HDEL', errors, annex_fields(done))

@@ -33,6 +33,9 @@
 -- @include with_header
 -- @include attempts_left
 -- @include enqueue
+-- @include record_group
+-- @include group_leave
+-- @include release_dedupe
 -- @include annex_fields
 -- @include trim_finished
 -- @include announce_delayed
@@ -65,6 +68,7 @@ for i = 1, n do
     local f, nl = parse_record(rec)
     if f[F_STATE] == 'a' and f[F_TOKEN] == ARGV[base + 1] then
       accepted[#accepted + 1] = id
+      local group = record_group(rec)
       lines[#lines + 1] = now .. '|' .. f[F_ATTEMPTS] .. '|' .. ARGV[base + 3]
       local delay = tonumber(ARGV[base + 2])
       if delay < 0 or not attempts_left(f, default_max) then
@@ -73,14 +77,22 @@ for i = 1, n do
         dead_scores[#dead_scores + 1] = now
         dead_scores[#dead_scores + 1] = id
         dead_ids[#dead_ids + 1] = id
+        release_dedupe(jobs, id, rec)
+        if group then group_leave(group_keys(jobs), group, 1, now) end
       elseif delay == 0 then
         retrying[#retrying + 1] = id
         f[F_STATE] = 'w'
-        if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false) then woken = true end
+        if group then group_leave(group_keys(jobs), group, 1, now) end
+        -- A grouped retry goes first in its group (per-group FIFO across retries).
+        if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, group ~= nil, group, now) then woken = true end
       else
         retrying[#retrying + 1] = id
         f[F_STATE] = 'd'
         f[F_RUN_AT] = now + delay
+        if group then
+          group_hold(group_keys(jobs), group, f[F_RUN_AT])
+          group_leave(group_keys(jobs), group, 1, now)
+        end
         redis.call('ZADD', delayed, f[F_RUN_AT], id)
         if min_due == nil or f[F_RUN_AT] < min_due then min_due = f[F_RUN_AT] end
       end

@@ -18,7 +18,9 @@
 -- Returns: the number of jobs written (skipped ones are not counted);
 --   error `SURETY_NOT_MOVABLE <id> <state>` for an active or blocked job (nothing of that job is written)
 -- @include parse_record
+-- @include current_time
 -- @include enqueue
+-- @include record_group
 -- @include annex_fields
 -- @include announce_delayed
 
@@ -40,7 +42,7 @@ for i = 0, (#ARGV - FIXED) / R - 1 do
       if ARGV[base + 2 + k] ~= '' then redis.call('HSET', annex, fields[k], ARGV[base + 2 + k]) end
     end
     if state == 'w' then
-      if enqueue(KEYS[3], KEYS[4], KEYS[5], id, tonumber(f[F_PRIORITY]) or 0, false) then woken = true end
+      if enqueue(KEYS[3], KEYS[4], KEYS[5], id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), current_time('')) then woken = true end
     elseif state == 'd' then
       redis.call('ZADD', KEYS[6], score, id)
       if min_due == nil or tonumber(score) < min_due then min_due = tonumber(score) end

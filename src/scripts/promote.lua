@@ -12,7 +12,9 @@
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>'
 -- @include parse_record
 -- @include with_header
+-- @include current_time
 -- @include enqueue
+-- @include record_group
 -- @include emit_event
 
 local jobs, waiting, prio, seq, delayed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -24,6 +26,6 @@ if f[F_STATE] ~= 'd' then return 'INVALID_STATE:' .. f[F_STATE] end
 redis.call('ZREM', delayed, id)
 f[F_STATE] = 'w'
 redis.call('HSET', jobs, id, with_header(f, rec, nl))
-if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false) then redis.call('SPUBLISH', ARGV[2], 'w') end
+if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), current_time('')) then redis.call('SPUBLISH', ARGV[2], 'w') end
 emit_event(KEYS[6], tonumber(ARGV[3]), 'promoted', { id })
 return 'OK'

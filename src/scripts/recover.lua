@@ -34,6 +34,9 @@
 -- @include with_header
 -- @include attempts_left
 -- @include enqueue
+-- @include record_group
+-- @include group_leave
+-- @include release_dedupe
 -- @include annex_fields
 -- @include trim_finished
 -- @include append_errors
@@ -47,7 +50,6 @@ local now = current_time(ARGV[1])
 local expired = redis.call('ZRANGEBYSCORE', active, '-inf', '(' .. now, 'LIMIT', 0, tonumber(ARGV[2]))
 if #expired == 0 then return { {}, {} } end
 chunked_call('ZREM', active, expired)
-wake_starved(KEYS[8], ARGV[6])
 
 local recs = chunked_hmget(jobs, expired)
 local requeued, dead_ids, dead_scores, updated, err_ids, lines = {}, {}, {}, {}, {}, {}
@@ -59,6 +61,8 @@ for i = #expired, 1, -1 do
   if rec then
     local f, nl = parse_record(rec)
     local reserved = f[F_STARTED] == ''
+    local group = record_group(rec)
+    if group then group_leave(group_keys(jobs), group, 1, now) end
     if not reserved then
       err_ids[#err_ids + 1] = id
       lines[#lines + 1] = now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"LeaseExpiredError","code":"ERR_LEASE_EXPIRED","message":"lease expired: the worker running attempt ' .. f[F_ATTEMPTS] .. ' stopped renewing it (crashed, stalled or disconnected)"}'
@@ -67,13 +71,14 @@ for i = #expired, 1, -1 do
     f[F_TOKEN] = ''
     if reserved or attempts_left(f, tonumber(ARGV[3])) then
       f[F_STATE] = 'w'
-      if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, true) then woken = true end
+      if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, true, group, now) then woken = true end
       requeued[#requeued + 1] = id
       if reserved then unbegun[#unbegun + 1] = id else lost_ids[#lost_ids + 1] = id end
     else
       f[F_STATE] = 'x'
       f[F_FINISHED] = now
       dead_ids[#dead_ids + 1] = id
+      release_dedupe(jobs, id, rec)
       dead_scores[#dead_scores + 1] = now
       dead_scores[#dead_scores + 1] = id
     end
@@ -81,6 +86,8 @@ for i = #expired, 1, -1 do
     updated[#updated + 1] = with_header(f, rec, nl)
   end
 end
+-- After the loop: group_leave may have found room for a group a claim went short on.
+wake_starved(KEYS[8], ARGV[6])
 chunked_call('HSET', jobs, updated)
 append_errors(errors, err_ids, lines)
 if #dead_ids > 0 then

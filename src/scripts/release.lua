@@ -18,15 +18,19 @@
 -- ARGV[3..] repeated: id, token
 --   token: the fencing token the worker got with the job from claim
 -- Returns: { id, ... } of the jobs handed back (the others' lease was no longer held)
+-- @include current_time
 -- @include parse_record
 -- @include with_header
 -- @include enqueue
+-- @include record_group
+-- @include group_leave
 -- @include wake_starved
 -- @include emit_event
 
 local jobs, active, waiting, prio, seq = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local CHUNK = 500 -- jobs per HMGET / HSET / ZREM (HSET takes 2 values per job: 1 000 values)
 local n = (#ARGV - 2) / 2
+local now = current_time('')
 local released = {}
 local woken = false
 -- Chunks (and the jobs in each) are walked backwards, so that the front inserts leave the jobs in the
@@ -49,7 +53,9 @@ for first = math.floor((n - 1) / CHUNK) * CHUNK + 1, 1, -CHUNK do
         updated[#updated + 1] = ids[j]
         updated[#updated + 1] = with_header(f, rec, nl)
         gone[#gone + 1] = ids[j]
-        if enqueue(waiting, prio, seq, ids[j], tonumber(f[F_PRIORITY]) or 0, true) then woken = true end
+        local group = record_group(rec)
+        if group then group_leave(group_keys(jobs), group, 1, now) end
+        if enqueue(waiting, prio, seq, ids[j], tonumber(f[F_PRIORITY]) or 0, true, group, now) then woken = true end
       end
     end
   end

@@ -29,6 +29,7 @@
 -- @include settle_dependents
 -- @include unlink
 -- @include unlink_parents
+-- @include release_dedupe
 -- @include annex_fields
 -- @include emit_event
 
@@ -40,12 +41,14 @@ local state = string.sub(rec, 1, 1)
 if state == 'a' then return 'INVALID_STATE:a' end
 local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = KEYS[9], delayed = delayed, dead = dead,
   completed = completed, deps = KEYS[10], dependents = KEYS[11], wake = ARGV[3], done = ARGV[4], stats = KEYS[12] }
-unlink(k, id, state)
+local now = current_time('')
+unlink(k, id, state, rec, now)
 unlink_parents(k, id)
+release_dedupe(jobs, id, rec)
 redis.call('HDEL', jobs, id)
 redis.call('HDEL', errors, unpack(annex_fields({ id })))
 emit_event(KEYS[8], tonumber(ARGV[2]), 'removed', { id })
 if state ~= 'c' then
-  emit_event(KEYS[8], tonumber(ARGV[2]), 'dead', settle_dependents(k, current_time(''), {}, { id }))
+  emit_event(KEYS[8], tonumber(ARGV[2]), 'dead', settle_dependents(k, now, {}, { id }))
 end
 return 'OK'

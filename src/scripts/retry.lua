@@ -14,7 +14,9 @@
 -- ARGV[3] eventsMaxLen    event stream cap (0 = no events)
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>'
 -- @include parse_record
+-- @include current_time
 -- @include enqueue
+-- @include record_group
 -- @include emit_event
 
 local jobs, waiting, prio, seq, completed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -31,6 +33,6 @@ f[F_FINISHED] = ''
 local nl2 = string.find(rec, '\n', nl + 1, true)
 local body = nl2 and string.sub(rec, nl, nl2 - 1) or string.sub(rec, nl)
 redis.call('HSET', jobs, id, table.concat(f, '|') .. body)
-if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false) then redis.call('SPUBLISH', ARGV[2], 'w') end
+if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), current_time('')) then redis.call('SPUBLISH', ARGV[2], 'w') end
 emit_event(KEYS[7], tonumber(ARGV[3]), 'retried', { id })
 return 'OK'

@@ -14,6 +14,8 @@ export interface ChildMessage {
   at?: number;
   attempt?: number;
   completed?: string;
+  /** The processor returned (sent before the completion is written). */
+  finished?: string;
   error?: string;
   message?: string;
 }

@@ -8,7 +8,7 @@ import { checkNames, openQueue, openRedis } from '../connection.js';
 import { UsageError } from '../errors.js';
 import { formatDuration, formatTime, formatWhen, preview, table } from '../format.js';
 
-const STATE_STYLE = {
+export const STATE_STYLE = {
   waiting: 'cyan',
   blocked: 'magenta',
   delayed: 'blue',
@@ -56,6 +56,7 @@ function showJob(queue: string, j: JobInfo): void {
   out.line(`${paint('bold', `job ${j.id}`)} in ${queue}: ${paint(STATE_STYLE[j.state], j.state)}`);
   field('attempts', `${j.attempts} (max ${j.maxAttempts} per budget)`);
   field('priority', String(j.priority));
+  if (j.group !== undefined) field('group', j.group);
   field('lease', formatDuration(j.leaseMs));
   field(
     'backoff',

@@ -5,12 +5,18 @@
  */
 function jobView(name, id) {
   var base = `/queues/${enc(name)}/jobs/${enc(id)}`;
-  return api(base).then((j) => {
+  // The explanation is a second read: when it fails (the job removed meanwhile), the job still shows.
+  var why = api(`${base}/explain`).then(
+    (x) => x.reasons,
+    (err) => err,
+  );
+  return Promise.all([api(base), why]).then(([j, reasons]) => {
     var finished = j.state === 'completed' || j.state === 'dead';
     var fields = [
       ['state', badge(j.state)],
       ['attempts', `${j.attempts} of ${j.maxAttempts}`],
       ['priority', j.priority],
+      ['group', j.group ? el('a', { href: groupHref(name, j.group), text: j.group }) : ''],
       ['created', time(j.createdAt)],
       ['run at', time(j.runAt)],
       ['started', time(j.startedAt)],
@@ -51,6 +57,8 @@ function jobView(name, id) {
           el('dd', null, f[1] === undefined ? '' : typeof f[1] === 'object' ? f[1] : String(f[1])),
         ]),
       ),
+      el('h2', { text: "Why isn't it running?" }),
+      whyList(reasons),
       el('h2', { text: 'Data' }),
       el('pre', { id: 'job-data', text: pretty(j.data) }),
       'result' in j
@@ -79,4 +87,38 @@ function jobView(name, id) {
         : el('p', { class: 'muted', text: 'No log lines.' }),
     ];
   });
+}
+
+/**
+ * The reasons of queue.explain (GET .../explain): code, message, and every other field as data, so
+ * reason codes and fields the library adds later show without a change here.
+ */
+function whyList(reasons) {
+  if (reasons instanceof Error) return el('p', { class: 'flash bad', text: reasons.message });
+  if (!reasons.length) return el('p', { class: 'muted', text: 'No reason reported.' });
+  return el(
+    'ul',
+    { id: 'job-why' },
+    reasons.map((r) => {
+      var details = reasonDetails(r);
+      return el(
+        'li',
+        { 'data-reason': r.code },
+        el('strong', { text: r.code }),
+        ' ',
+        el('span', { text: r.message }),
+        details ? [' ', el('span', { class: 'muted', text: `[${details}]` })] : null,
+      );
+    }),
+  );
+}
+function reasonDetails(r) {
+  return Object.keys(r)
+    .filter((k) => k !== 'code' && k !== 'message' && r[k] !== undefined && r[k] !== null)
+    .map((k) =>
+      k === 'until' && typeof r[k] === 'number'
+        ? `until ${time(r[k])}`
+        : `${k} ${Array.isArray(r[k]) ? r[k].join(', ') : typeof r[k] === 'object' ? JSON.stringify(r[k]) : r[k]}`,
+    )
+    .join('; ');
 }

@@ -1,7 +1,7 @@
 // @ts-check
 /**
  * A queue (#/queue/NAME): state tabs with live counts, a page of jobs, and the queue's actions
- * (pause/resume, retry dead, clean).
+ * (pause/resume, retry dead, clean), workers, flow control (groups-view.js) and schedules.
  * One of the dashboard page's script files: page.ts joins them into one script (SCRIPT_FILES).
  */
 function queueView(name, params) {
@@ -12,6 +12,8 @@ function queueView(name, params) {
     api(`/queues/${enc(name)}/jobs?state=${state}&offset=${offset}&limit=${PAGE}`),
     api(`/queues/${enc(name)}/workers`),
     api(`/queues/${enc(name)}/schedules`),
+    api(`/queues/${enc(name)}/groups?limit=20`),
+    api(`/queues/${enc(name)}/limits`),
   ]).then((r) => {
     var q = r[0],
       page = r[1],
@@ -22,6 +24,7 @@ function queueView(name, params) {
       'form',
       {
         class: 'bar',
+        id: 'job-search',
         onsubmit: (e) => {
           e.preventDefault();
           if (search.value) location.hash = jobHref(name, search.value.trim());
@@ -119,6 +122,7 @@ function queueView(name, params) {
               ),
             ),
           ),
+      groupsPanel(name, r[4], r[5]),
       el('h2', { text: `Schedules (${schedules.length})` }),
       schedules.length === 0
         ? el('p', { class: 'muted', text: 'No schedules.' })

@@ -1,3 +1,4 @@
+-- @include record_group
 -- Creates job `id` unless it exists: delayed when `due` is after `now`, else waiting. Returns true when
 -- it created the job and it became claimable in an empty structure (idle workers must be woken).
 -- Used by the schedule scripts; add.lua has its own batched version of the same steps.
@@ -9,5 +10,5 @@ local function create_job(jobs_key, waiting_key, prio_key, seq_key, delayed_key,
     redis.call('ZADD', delayed_key, due, id)
     return false
   end
-  return enqueue(waiting_key, prio_key, seq_key, id, priority, false)
+  return enqueue(waiting_key, prio_key, seq_key, id, priority, false, record_group(rec), now)
 end

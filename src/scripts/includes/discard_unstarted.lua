@@ -5,7 +5,7 @@ local function discard_unstarted(jobs_key, errors_key, waiting_key, prio_key, de
   if not rec then return end
   local state = string.sub(rec, 1, 1)
   if state ~= 'w' and state ~= 'd' then return end
-  unlink({ waiting = waiting_key, prio = prio_key, delayed = delayed_key }, id, state)
+  unlink({ jobs = jobs_key, waiting = waiting_key, prio = prio_key, delayed = delayed_key }, id, state, rec, nil)
   redis.call('HDEL', jobs_key, id)
   redis.call('HDEL', errors_key, unpack(annex_fields({ id })))
 end

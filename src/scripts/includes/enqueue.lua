@@ -1,3 +1,4 @@
+-- @include group_wake
 -- Makes job `id` claimable. Priority 0 goes to the waiting list (at the back, or the front when
 -- `front`). Other priorities go to the prio zset, scored priority * 2^32 + 2^31 + n at the back or
 -- - n at the front, n drawn from the order counter `seq`: inside a priority, back inserts stay FIFO
@@ -13,7 +14,7 @@
 -- stay in order: while that counter is below 2^31 their offsets are below it too, and once it has
 -- passed 2^31 the first insert renumbers them in their current order.
 -- Returns true when that structure was empty before: idle workers must then be woken.
-local function enqueue(waiting_key, prio_key, seq_key, id, priority, front)
+local function enqueue_in(waiting_key, prio_key, seq_key, id, priority, front)
   if priority == 0 then
     return redis.call(front and 'LPUSH' or 'RPUSH', waiting_key, id) == 1
   end
@@ -57,4 +58,17 @@ local function enqueue(waiting_key, prio_key, seq_key, id, priority, front)
   if front then n = -n end
   redis.call('ZADD', prio_key, priority * BAND + HALF + n, id)
   return empty
+end
+
+-- Job `id` of `group` (nil: none) becomes claimable: a grouped job goes to its group's own list or
+-- prio zset (ordered like the queue's), and the group joins the rotation if it can run (group_wake).
+-- Returns true when idle workers must be woken.
+local function enqueue(waiting_key, prio_key, seq_key, id, priority, front, group, now)
+  if not group then return enqueue_in(waiting_key, prio_key, seq_key, id, priority, front) end
+  local gk = group_keys(waiting_key)
+  local base = gk.group .. group
+  enqueue_in(base .. ':w', base .. ':p', base .. ':s', id, priority, front)
+  redis.call('ZINCRBY', gk.backlog, 1, group)
+  redis.call('INCR', gk.waiting)
+  return group_wake(gk, group, now)
 end

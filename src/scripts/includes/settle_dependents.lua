@@ -1,3 +1,4 @@
+-- @include record_group
 -- Dependencies: after parents finished, completed parents release their children (a child leaves the
 -- blocked state once every parent completed: waiting, or delayed until its runAt), and dead parents
 -- fail theirs with a DependencyFailedError, cascading to grandchildren, unless a child ignores
@@ -62,7 +63,7 @@ local function settle_dependents(k, now, completed_ids, dead_ids)
             later = true
           else
             f[F_STATE] = 'w'
-            if enqueue(k.waiting, k.prio, k.seq, child, tonumber(f[F_PRIORITY]) or 0, false) then woken = true end
+            if enqueue(k.waiting, k.prio, k.seq, child, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), now) then woken = true end
           end
           redis.call('HSET', k.jobs, child, with_header(f, rec, nl))
         end
