@@ -122,16 +122,11 @@ export function judge(v: VerdictInput): Judgement {
     'duplicates',
     'every wasted execution explained by a fault, within its bound: 0 unexplained',
   );
+  // Also a kill -9 between a claim and its processor's start, or a claim reply lost to the network for
+  // longer than the lease: recovery refunds a lease lost before its first renewal (recover.lua).
   const unrun = new Tally(
     'killed unrun',
     'no job ends dead without a processor ever having begun one of its attempts: 0',
-  );
-  // The one killed-unrun case still open (docs/guarantees.md): a worker killed with kill -9 between a
-  // claim that counted a job's attempt (jobs started at once for free slots) and the processor's start.
-  // Counted and shown on every run, but only a killed-unrun job with no such kill near its claim fails it.
-  const unrunClaimWindow = new Tally(
-    'killed unrun in a claim window (open)',
-    `a kill -9 of a worker up to ${CLAIM_WINDOW_MS} ms after the job's claim: its attempt was counted, never begun`,
   );
   const staleApplied = new Tally(
     'stale acks applied',
@@ -225,9 +220,7 @@ export function judge(v: VerdictInput): Judgement {
     if (job.state !== 'completed' && job.state !== 'dead') continue;
     const problem = outcomeProblem(v.seed, job);
     if (job.state === 'dead' && !v.logs.begunJobs.has(`${job.id}#${job.data.s}`)) {
-      const example = `${history(job, v.logs.executions, v.t0)}${nearFaults(v.faults, job, v.t0)}`;
-      if (killedInClaimWindow(v.faults, job)) unrunClaimWindow.add(example);
-      else unrun.add(example);
+      unrun.add(`${history(job, v.logs.executions, v.t0)}${nearFaults(v.faults, job, v.t0)}`);
       continue;
     }
     if (problem.startsWith('stale:')) {
@@ -326,25 +319,8 @@ export function judge(v: VerdictInput): Judgement {
     crashed,
     coverage,
   ];
-  const checks = [...all.map((t) => t.check()), { ...unrunClaimWindow.check(), ok: true, open: true }];
+  const checks = all.map((t) => t.check());
   return { checks, deadByLeaseLoss, deadByLeaseLossExamples, fromUnknownAdds };
-}
-
-/** How long after a claim a kill -9 of a worker still falls in the claim's window (reply, buffer, start). */
-const CLAIM_WINDOW_MS = 500;
-/** Longest delay from a lease's expiry to its recovery (recovery period with jitter, a loaded machine). */
-const RECOVERY_DELAY_MS = 3_000;
-
-/**
- * True when a worker was killed (kill -9) just after the job's last lease was claimed: the job's last
- * error (its lease expiring) is recorded a lease after the claim, plus the recovery delay.
- */
-export function killedInClaimWindow(faults: readonly FaultRecord[], job: Info): boolean {
-  const expired = job.errors[job.errors.length - 1]?.at;
-  if (expired === undefined) return false;
-  const claimedFrom = expired - job.leaseMs - RECOVERY_DELAY_MS;
-  const claimedTo = expired - job.leaseMs;
-  return faults.some((f) => f.kind === 'kill' && f.at >= claimedFrom && f.at <= claimedTo + CLAIM_WINDOW_MS);
 }
 
 /** ` (faults near: netBlackhole at +12.3s, ...)`: faults in force within 5 s before the job's last error. */
@@ -396,11 +372,15 @@ function outcomeProblem(seed: number, job: Info): string {
       return `stale: completed at attempt ${attempts} with the result of attempt ${job.result?.a}`;
     return '';
   }
+  // attemptsLeft, not attempts: early lease losses are refunded (recover.lua), so a job may start more
+  // attempts than maxAttempts; it ends dead only once its charged attempts reach maxAttempts.
   if (kind === 'f')
-    return attempts === maxAttempts ? '' : `dead after ${attempts} of ${maxAttempts} attempts`;
+    return job.attemptsLeft === 0
+      ? ''
+      : `dead after ${attempts} of ${maxAttempts} attempts (${job.attemptsLeft} left)`;
   if (kind === 'u' && last?.name === 'UnrecoverableError') return '';
-  if (last?.name === LEASE_EXPIRED && attempts === maxAttempts) return 'dead-by-lease-loss';
-  return `dead at attempt ${attempts}/${maxAttempts} with last error ${last?.name}: ${last?.message}`;
+  if (last?.name === LEASE_EXPIRED && job.attemptsLeft === 0) return 'dead-by-lease-loss';
+  return `dead at attempt ${attempts}/${maxAttempts} (${job.attemptsLeft} left) with last error ${last?.name}: ${last?.message}`;
 }
 
 /** An error line must be a lost lease, or the failure the plan prescribes for that attempt. */

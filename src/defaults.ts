@@ -8,6 +8,13 @@ import type { BackoffOptions } from './types.js';
 export const DEFAULT_PREFIX = 'surety';
 export const DEFAULT_MAX_ATTEMPTS = 3;
 export const DEFAULT_LEASE_MS = 30_000;
+/**
+ * Early lease losses (a lease that expired before its first renewal: the worker never confirmed it
+ * held the job) that recovery refunds per job instead of charging them to maxAttempts. A claim whose
+ * reply a network fault swallowed looks like this, and must not kill a job that never ran; the bound
+ * keeps a processor that kills its worker at once from looping for ever. See recover.lua.
+ */
+export const EARLY_LOSS_REFUNDS = 3;
 export const DEFAULT_BACKOFF: Readonly<BackoffOptions> = Object.freeze({
   type: 'exponential',
   delayMs: 1_000,

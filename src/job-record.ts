@@ -7,15 +7,16 @@
  * the data. The header is `|`-separated so Lua can read and rewrite it without parsing the data:
  *
  *   0 state  1 token  2 attempts  3 base  4 createdAt  5 runAt  6 startedAt  7 finishedAt
- *   8 priority  9 maxAttempts  10 leaseMs  11 backoff  [12 timeoutMs  [13 group  [14 dedupe]]]
+ *   8 priority  9 maxAttempts  10 leaseMs  11 backoff  [12 timeoutMs  [13 group  [14 dedupe  [15 refunds]]]]
  *
  * (`HEADER` below names each position.) Fields 8.. are written by the client ("option tail") and are
  * empty when they equal the library default. `group` is the job's group ('' = none); `dedupe` the
  * dedupe key the job frees when it finishes (throttle without ttl, debounce; '' = none).
  * `token` is the fencing token of the latest claim: a lease id unique in the queue's history (so a job
  * removed and added again under the same id can never accept a stale worker's outcome), cleared when
- * the lease is revoked. `base` is the attempt count at the last manual retry, so a retried job gets a
- * fresh budget of attempts.
+ * the lease is revoked. `base` counts the attempts not charged to the budget of maxAttempts: those
+ * before the last manual retry (so a retried job gets a fresh budget), plus the early lease losses
+ * recover.lua refunded; `refunds` (written only by recover.lua) counts those refunds, which are bounded.
  * Keep in step with src/scripts/includes/parse_record.lua.
  */
 import { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './defaults.js';
@@ -43,6 +44,7 @@ export const HEADER = Object.freeze({
   timeoutMs: 12,
   group: 13,
   dedupe: 14,
+  refunds: 15,
 });
 
 /** The header fields of a record, with the library defaults filled in for empty option fields. */
@@ -65,6 +67,8 @@ export interface RecordHeader {
   timeoutMs: number;
   /** '' = no group. */
   group: string;
+  /** Early lease losses refunded so far (recover.lua). */
+  refunds: number;
 }
 
 /** Header field `i` as a number, or `fallback` when it is empty (an option left at its default). */
@@ -97,6 +101,7 @@ export function readHeader(header: string): RecordHeader {
     backoff: h[HEADER.backoff] ?? '',
     timeoutMs: numberOr(h, HEADER.timeoutMs, 0),
     group: h[HEADER.group] ?? '',
+    refunds: numberOr(h, HEADER.refunds, 0),
   };
 }
 
@@ -218,6 +223,7 @@ export function decodeRecord<D, R>(id: string, record: string, annex: Annex): Jo
     data: JSON.parse(dataJson) as D,
     attempts: h.attempts,
     maxAttempts: h.maxAttempts,
+    attemptsLeft: Math.max(0, h.maxAttempts - (h.attempts - h.base)),
     priority: h.priority,
     leaseMs: h.leaseMs,
     backoff: decodeBackoff(h.backoff),

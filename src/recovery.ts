@@ -6,8 +6,10 @@
  */
 import {
   DEFAULT_EVENTS_MAX_LEN,
+  DEFAULT_LEASE_MS,
   DEFAULT_MAX_ATTEMPTS,
   DEFAULT_RETENTION,
+  EARLY_LOSS_REFUNDS,
   SCRIPT_BATCH_LIMIT,
 } from './defaults.js';
 import type { QueueKeys } from './keys.js';
@@ -40,6 +42,8 @@ export async function recoverExpired(
     wakeChannel: keys.wakeChannel,
     doneChannel: keys.doneChannel,
     eventsMaxLen,
+    defaultLeaseMs: DEFAULT_LEASE_MS,
+    earlyRefunds: EARLY_LOSS_REFUNDS,
   });
   const repairedSchedules = await repairSchedules(client, keys);
   return { requeued, dead, repairedSchedules };

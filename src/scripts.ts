@@ -194,6 +194,8 @@ export const scripts = {
       'wakeChannel',
       'doneChannel',
       'eventsMaxLen',
+      'defaultLeaseMs',
+      'earlyRefunds',
     ],
     [],
     decodeRecover,

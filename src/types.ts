@@ -79,9 +79,15 @@ export interface JobInfo<Data = unknown, Result = unknown> {
   id: string;
   state: JobState;
   data: Data;
-  /** Attempts started so far (including ones before a manual retry). */
+  /** Attempts started so far (including ones before a manual retry, and refunded ones). */
   attempts: number;
   maxAttempts: number;
+  /**
+   * Attempts the job may still start before it ends dead: maxAttempts minus the attempts charged since
+   * the last manual retry. An attempt whose lease expired before its first renewal is not charged
+   * (at most EARLY_LOSS_REFUNDS times per job): see docs/guarantees.md.
+   */
+  attemptsLeft: number;
   priority: number;
   leaseMs: number;
   backoff: BackoffOptions;

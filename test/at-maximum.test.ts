@@ -5,6 +5,7 @@
  * 4 000 jobs used to lose them all, and an extend of 4 000 leases renewed none).
  */
 import { describe, expect, it } from 'vitest';
+import { EARLY_LOSS_REFUNDS } from '../src/defaults.js';
 import { Queue, Worker } from '../src/index.js';
 import { type QueueKeys, queueKeys } from '../src/keys.js';
 import { type ArgValue, runScript, scripts } from '../src/scripts.js';
@@ -225,6 +226,8 @@ describe('every batch script at the largest batch a worker sends', () => {
       keepCount: n,
       keepAgeMs: 86_400_000,
       ...channels,
+      defaultLeaseMs: 1_000,
+      earlyRefunds: EARLY_LOSS_REFUNDS,
     })) as [string[], string[]];
     expect([requeued.length, dead.length]).toEqual([stalled.length, 0]);
     const [cleaned] = (await call(

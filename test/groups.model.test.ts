@@ -10,6 +10,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { EARLY_LOSS_REFUNDS } from '../src/defaults.js';
 import { Queue } from '../src/index.js';
 import { decodeClaimed } from '../src/job-record.js';
 import { type ArgValue, runScript, type ScriptSpec, scripts } from '../src/scripts.js';
@@ -99,6 +100,7 @@ class Harness {
     const values: Record<string, ArgValue> = {
       now: this.now,
       defaultLeaseMs: LEASE,
+      earlyRefunds: EARLY_LOSS_REFUNDS,
       defaultMaxAttempts: 3,
       limit: 1000,
       keepCount: 1000,

@@ -41,6 +41,7 @@ describe('job record layout', () => {
       F_LEASE: 'leaseMs',
       F_GROUP: 'group',
       F_DEDUPE: 'dedupe',
+      F_REFUNDS: 'refunds',
     };
     expect([...byName.keys()].sort()).toEqual(Object.keys(lua2ts).sort());
     for (const [luaName, pos] of byName) expect(HEADER[lua2ts[luaName]!] + 1, luaName).toBe(pos);

@@ -3,7 +3,12 @@
  * and instant. Behaviour through real processes is in crash.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, SCRIPT_BATCH_LIMIT } from '../src/defaults.js';
+import {
+  DEFAULT_LEASE_MS,
+  DEFAULT_MAX_ATTEMPTS,
+  EARLY_LOSS_REFUNDS,
+  SCRIPT_BATCH_LIMIT,
+} from '../src/defaults.js';
 import { Queue } from '../src/index.js';
 import { queueKeys } from '../src/keys.js';
 import { runScript, scripts } from '../src/scripts.js';
@@ -96,6 +101,8 @@ function harness() {
       wakeChannel: keys.wakeChannel,
       doneChannel: keys.doneChannel,
       eventsMaxLen: 0,
+      defaultLeaseMs: DEFAULT_LEASE_MS,
+      earlyRefunds: EARLY_LOSS_REFUNDS,
     })) as [string[], string[]];
   return { keys, queue, claim, complete, fail, extend, begin, release, recover, tok };
 }
@@ -169,17 +176,78 @@ describe('leases and fencing tokens', () => {
     await h.queue.close();
   });
 
-  it('a job whose lease expires on its last attempt goes dead', async () => {
+  it('a job whose lease, once renewed, expires on its last attempt goes dead', async () => {
     const h = harness();
     const job = await h.queue.add({}, { leaseMs: 1_000, maxAttempts: 2 });
     await h.claim(T);
-    await h.recover(T + 1_001);
-    await h.claim(T + 1_002);
-    expect(await h.recover(T + 2_003)).toEqual([[], [job.id]]);
+    expect(await h.extend(T + 10, job.id, h.tok(job.id, 1))).toEqual([]);
+    await h.recover(T + 1_011);
+    await h.claim(T + 1_012);
+    expect(await h.extend(T + 1_020, job.id, h.tok(job.id, 2))).toEqual([]);
+    expect(await h.recover(T + 2_021)).toEqual([[], [job.id]]);
     const info = await h.queue.getJob(job.id);
-    expect(info).toMatchObject({ state: 'dead', attempts: 2, finishedAt: T + 2_003 });
+    expect(info).toMatchObject({ state: 'dead', attempts: 2, attemptsLeft: 0, finishedAt: T + 2_021 });
     expect(info!.errors.map((e) => e.code)).toEqual(['ERR_LEASE_EXPIRED', 'ERR_LEASE_EXPIRED']);
     await h.queue.close();
+  });
+
+  describe('early lease losses (expired before the first renewal)', () => {
+    // The worker never confirmed it held the job: a claim reply lost to a network fault that outlasted
+    // the lease looks exactly like this, and must not kill a job that never ran (chaos found one).
+    it(`are refunded: a maxAttempts 1 job goes back to waiting with its error recorded, ${EARLY_LOSS_REFUNDS} times, then the next one is charged`, async () => {
+      const h = harness();
+      const job = await h.queue.add({}, { leaseMs: 1_000, maxAttempts: 1 });
+      let now = T;
+      for (let n = 1; n <= EARLY_LOSS_REFUNDS; n++) {
+        expect(await h.claim(now)).toEqual([job.id]);
+        expect(await h.recover(now + 1_001)).toEqual([[job.id], []]);
+        expect(await h.queue.getJob(job.id)).toMatchObject({
+          state: 'waiting',
+          attempts: n,
+          attemptsLeft: 1,
+        });
+        now += 1_002;
+      }
+      expect(await h.claim(now)).toEqual([job.id]);
+      expect(await h.recover(now + 1_001)).toEqual([[], [job.id]]);
+      const info = await h.queue.getJob(job.id);
+      expect(info).toMatchObject({ state: 'dead', attempts: EARLY_LOSS_REFUNDS + 1, attemptsLeft: 0 });
+      // Every attempt keeps its error; the refunded ones say so.
+      expect(info!.errors.map((e) => [e.attempt, e.code])).toEqual(
+        Array.from({ length: EARLY_LOSS_REFUNDS + 1 }, (_, i) => [i + 1, 'ERR_LEASE_EXPIRED']),
+      );
+      expect(info!.errors[0]!.message).toMatch(/never renewed it .*not counted against maxAttempts/);
+      expect(info!.errors[EARLY_LOSS_REFUNDS]!.message).toMatch(/stopped renewing it/);
+      await h.queue.close();
+    });
+
+    it('a stale worker cannot complete a refunded attempt, and a refund does not outlive the budget of a retried job', async () => {
+      const h = harness();
+      const job = await h.queue.add({}, { leaseMs: 1_000, maxAttempts: 2 });
+      await h.claim(T);
+      await h.recover(T + 1_001);
+      expect(await h.complete(T + 1_002, job.id, h.tok(job.id, 1))).toEqual([job.id, 'STALE:w:1']);
+      // Attempt 2 is renewed, then lost: charged (1 of 2). Attempt 3 fails for good: dead, budget spent.
+      await h.claim(T + 1_003);
+      expect(await h.extend(T + 1_010, job.id, h.tok(job.id, 2))).toEqual([]);
+      await h.recover(T + 2_011);
+      expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'waiting', attempts: 2, attemptsLeft: 1 });
+      await h.claim(T + 2_012);
+      expect(await h.extend(T + 2_020, job.id, h.tok(job.id, 3))).toEqual([]);
+      expect(await h.recover(T + 3_021)).toEqual([[], [job.id]]);
+      expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'dead', attempts: 3, attemptsLeft: 0 });
+      await h.queue.close();
+    });
+
+    it('a begun (prefetched) job lost before its first renewal is refunded too', async () => {
+      const h = harness();
+      const job = await h.queue.add({}, { leaseMs: 1_000, maxAttempts: 1 });
+      await h.claim(T, 1, 0); // reserved
+      expect(await h.begin(T + 5, job.id, h.tok(job.id, 1))).toEqual([]);
+      expect(await h.recover(T + 1_006)).toEqual([[job.id], []]);
+      expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'waiting', attempts: 1, attemptsLeft: 1 });
+      await h.queue.close();
+    });
   });
 
   it('failing with a retry delay makes the job delayed until now + delay, then claimable', async () => {
@@ -286,7 +354,8 @@ describe('leases and fencing tokens', () => {
       const a = await h.queue.add({}, { leaseMs: 1_000, maxAttempts: 1 });
       const b = await h.queue.add({}, { leaseMs: 1_000, maxAttempts: 1 });
       await h.claim(T, 2, 1); // a started, b reserved
-      expect(await h.recover(T + 1_001)).toEqual([[b.id], [a.id]]);
+      expect(await h.extend(T + 1, a.id, h.tok(a.id, 1))).toEqual([]); // a renewed: its loss is charged
+      expect(await h.recover(T + 1_002)).toEqual([[b.id], [a.id]]);
       const info = await h.queue.getJob(b.id);
       expect(info).toMatchObject({ state: 'waiting', attempts: 0, errors: [] });
       expect((await h.queue.getJob(a.id))!.errors.map((e) => e.code)).toEqual(['ERR_LEASE_EXPIRED']);

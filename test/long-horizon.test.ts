@@ -6,7 +6,7 @@
  * generated-id counter (`ids`) likewise. Order, fencing and ids must hold at every one of them.
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_MAX_ATTEMPTS } from '../src/defaults.js';
+import { DEFAULT_MAX_ATTEMPTS, EARLY_LOSS_REFUNDS } from '../src/defaults.js';
 import { Queue, Worker } from '../src/index.js';
 import { type QueueKeys, queueKeys } from '../src/keys.js';
 import { type ArgValue, runScript, scripts } from '../src/scripts.js';
@@ -81,6 +81,8 @@ function recover(keys: QueueKeys, now: number) {
     wakeChannel: keys.wakeChannel,
     doneChannel: keys.doneChannel,
     eventsMaxLen: 0,
+    defaultLeaseMs: 1_000,
+    earlyRefunds: EARLY_LOSS_REFUNDS,
   });
 }
 function complete(keys: QueueKeys, now: number, id: string, token: string) {

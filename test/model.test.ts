@@ -14,7 +14,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import { describe, it } from 'vitest';
-import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from '../src/defaults.js';
+import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, EARLY_LOSS_REFUNDS } from '../src/defaults.js';
 import { InvalidStateError, JobNotFoundError } from '../src/errors.js';
 import { Queue } from '../src/index.js';
 import { decodeClaimed, encodeOptionTail } from '../src/job-record.js';
@@ -251,7 +251,14 @@ class Harness {
 
   constructor(readonly setup: Setup) {
     const { ids, seq, ...keep } = setup;
-    this.cfg = { now: T0, defaultLeaseMs: LEASE, defaultMaxAttempts: 3, ...keep, idStart: ids ?? 0 };
+    this.cfg = {
+      now: T0,
+      defaultLeaseMs: LEASE,
+      defaultMaxAttempts: 3,
+      earlyRefunds: EARLY_LOSS_REFUNDS,
+      ...keep,
+      idStart: ids ?? 0,
+    };
     this.model = new QueueModel(this.cfg);
     this.trace.push(
       `setup keepCount=${setup.keepCount} keepAgeMs=${setup.keepAgeMs} ids=${ids ?? 0} seq=${seq ?? 0}`,
@@ -309,6 +316,7 @@ class Harness {
     const values: Record<string, ArgValue> = {
       now: this.now,
       defaultLeaseMs: LEASE,
+      earlyRefunds: this.cfg.earlyRefunds,
       defaultMaxAttempts: this.cfg.defaultMaxAttempts,
       limit: LIMIT,
       keepCount: this.setup.keepCount,
@@ -597,6 +605,7 @@ class Harness {
         info && {
           state: info.state,
           attempts: info.attempts,
+          attemptsLeft: info.attemptsLeft,
           errors: info.errors.map((e) => `${e.attempt}@${at(e.at)}:${e.code}`),
           startedAt: at(info.startedAt),
           finishedAt: at(info.finishedAt),
@@ -607,6 +616,7 @@ class Harness {
         {
           state: STATE_NAMES[j.state],
           attempts: j.attempts,
+          attemptsLeft: Math.max(0, (j.maxAttempts ?? DEFAULT_MAX_ATTEMPTS) - (j.attempts - j.base)),
           errors: j.errors.map((e) => `${e.attempt}@${at(e.at)}:${e.code}`),
           startedAt: at(j.startedAt),
           finishedAt: at(j.finishedAt),

@@ -150,6 +150,56 @@ describe('a worker behind a network that fails', () => {
     p.heal(); // new connections work both ways
     await expectAllRanOnce(queue, ['first', ...ids], runs);
   });
+
+  it('a claim whose reply is lost for longer than the lease: the job is recovered with its attempt refunded, and runs', async () => {
+    // Chaos found this one (a single-attempt job dead unrun after a 2.4 s netReset with a 1 s lease):
+    // the retried claim comes too late to replay, so recovery must not charge the lost lease.
+    const { proxy: p, url } = await proxy();
+    const name = uniqueName();
+    const queue = new Queue(name, { connection: fx.url });
+    open.push(queue);
+    let releaseFirst = () => {};
+    const firstDone = new Promise<void>((r) => {
+      releaseFirst = r;
+    });
+    const runs = new Map<string, number>();
+    const worker = new Worker(
+      name,
+      async (job) => {
+        runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
+        if (job.id === 'first') await firstDone;
+        return job.id;
+      },
+      { ...WORKER, concurrency: 1, prefetch: 0, connection: url },
+    );
+    worker.on('error', () => {});
+    open.push(worker);
+    await queue.add({}, { ...JOB, leaseMs: 30_000, id: 'first' });
+    await waitUntil(() => runs.get('first') === 1, 'the first job running');
+    await queue.add({}, { ...JOB, id: 'lost-reply' }); // waits: the only slot is busy
+    p.blackhole('toClient'); // requests reach Redis, replies do not come back
+    releaseFirst(); // the next claim runs in Redis and leases `lost-reply`; its reply is held
+    await waitUntil(async () => (await queue.getJob('lost-reply'))?.state === 'active', 'leased, reply held');
+    // The lease (1 s) runs out while the reply is held; recovery (any process) puts the job back.
+    await waitUntil(
+      async () => {
+        await queue.recoverExpired();
+        return (await queue.getJob('lost-reply'))?.state === 'waiting';
+      },
+      'recovered while the reply is still held',
+      5_000,
+    );
+    expect(runs.get('lost-reply')).toBeUndefined();
+    p.reset(); // the held reply is lost with the connection
+    p.heal();
+    await waitUntil(async () => (await queue.getJob('lost-reply'))?.state === 'completed', 'completed', 20_000);
+    expect((await queue.getJob('first'))?.state).toBe('completed');
+    const job = (await queue.getJob('lost-reply'))!;
+    expect(runs.get('lost-reply')).toBe(1);
+    expect(job).toMatchObject({ attempts: 2, maxAttempts: 1, result: 'lost-reply' });
+    expect(job.errors.map((e) => [e.attempt, e.code])).toEqual([[1, 'ERR_LEASE_EXPIRED']]);
+    expect(job.errors[0]!.message).toMatch(/not counted against maxAttempts/);
+  });
 });
 
 describe('reads on the worker path behind a network that fails', () => {

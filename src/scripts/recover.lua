@@ -4,7 +4,13 @@
 -- attempt is recorded as a LeaseExpiredError. A RESERVED job (claimed as prefetch, never begun: empty
 -- startedAt, see claim.lua and begin.lua) spent no attempt and never ran: it goes back to the front of
 -- waiting with its attempts as they are and no error (a `released` event, like release.lua), whatever
--- attempts it has left. Any worker may run this; no PID bookkeeping is needed.
+-- attempts it has left. A STARTED job whose lease was never renewed (its deadline in `active` is still
+-- startedAt + leaseMs) is an EARLY loss: the worker never confirmed it held the job, so it may never
+-- have seen it (the claim's reply lost to a network fault that outlasted the lease) or died just after
+-- the claim. Its error is recorded, but the attempt is refunded (base + 1: not counted against
+-- maxAttempts), at most `earlyRefunds` times in a job's life (field F_REFUNDS), so that a processor
+-- that kills its worker at once still runs out of attempts. Any worker may run this; no PID
+-- bookkeeping is needed.
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] annex           HASH annex: error lines, progress, logs
 -- KEYS[3] active          ZSET
@@ -26,6 +32,8 @@
 -- ARGV[6] wakeChannel     shard channel for idle workers
 -- ARGV[7] doneChannel     shard channel for waitFor
 -- ARGV[8] eventsMaxLen    event stream cap (0 = no events)
+-- ARGV[9] defaultLeaseMs  the lease of jobs whose record leaves it empty (to tell an unrenewed lease)
+-- ARGV[10] earlyRefunds   early losses refunded per job at most (see above)
 -- Returns: { requeued ids (table, reserved ones included), dead ids (table) }
 -- @include current_time
 -- @include chunked_call
@@ -47,9 +55,15 @@
 
 local jobs, errors, active, waiting, prio, seq, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local now = current_time(ARGV[1])
-local expired = redis.call('ZRANGEBYSCORE', active, '-inf', '(' .. now, 'LIMIT', 0, tonumber(ARGV[2]))
-if #expired == 0 then return { {}, {} } end
+local scored = redis.call('ZRANGEBYSCORE', active, '-inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
+if #scored == 0 then return { {}, {} } end
+local expired, deadlines = {}, {}
+for i = 1, #scored, 2 do
+  expired[#expired + 1] = scored[i]
+  deadlines[#deadlines + 1] = tonumber(scored[i + 1])
+end
 chunked_call('ZREM', active, expired)
+local default_lease, early_refunds = tonumber(ARGV[9]), tonumber(ARGV[10])
 
 local recs = chunked_hmget(jobs, expired)
 local requeued, dead_ids, dead_scores, updated, err_ids, lines = {}, {}, {}, {}, {}, {}
@@ -64,8 +78,18 @@ for i = #expired, 1, -1 do
     local group = record_group(rec)
     if group then group_leave(group_keys(jobs), group, 1, now) end
     if not reserved then
+      -- Never renewed: the deadline is still the one the claim (or begin) set.
+      local refunds = tonumber(f[F_REFUNDS]) or 0
+      local early = deadlines[i] == tonumber(f[F_STARTED]) + (tonumber(f[F_LEASE]) or default_lease)
+      local why = ' stopped renewing it (crashed, stalled or disconnected)'
+      if early and refunds < early_refunds then
+        why = ' never renewed it (its claim reply was lost, or it stopped at once); not counted against maxAttempts'
+        f[F_BASE] = (tonumber(f[F_BASE]) or 0) + 1
+        for k = #f + 1, F_REFUNDS - 1 do f[k] = '' end
+        f[F_REFUNDS] = refunds + 1
+      end
       err_ids[#err_ids + 1] = id
-      lines[#lines + 1] = now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"LeaseExpiredError","code":"ERR_LEASE_EXPIRED","message":"lease expired: the worker running attempt ' .. f[F_ATTEMPTS] .. ' stopped renewing it (crashed, stalled or disconnected)"}'
+      lines[#lines + 1] = now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"LeaseExpiredError","code":"ERR_LEASE_EXPIRED","message":"lease expired: the worker running attempt ' .. f[F_ATTEMPTS] .. why .. '"}'
     end
     -- Revoke the lease: the old holder's token must never match again.
     f[F_TOKEN] = ''

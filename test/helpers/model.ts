@@ -23,6 +23,8 @@ export interface ModelConfig {
   defaultLeaseMs: number;
   /** `defaultMaxAttempts` argument of fail/recover. */
   defaultMaxAttempts: number;
+  /** `earlyRefunds` argument of recover: early lease losses refunded per job at most. */
+  earlyRefunds: number;
   /** Retention of completed and dead jobs (the same rule for both). */
   keepCount: number;
   keepAgeMs: number;
@@ -62,8 +64,10 @@ export interface ModelJob {
   incarnation: number;
   state: Letter;
   attempts: number;
-  /** attempts at the last retry(): the budget restarts there. */
+  /** Attempts not charged: those before the last retry() (the budget restarts there), plus refunds. */
   base: number;
+  /** Early lease losses (expired before any renewal) recover refunded. */
+  refunds: number;
   priority: number;
   maxAttempts: number | undefined;
   leaseMs: number | undefined;
@@ -204,6 +208,7 @@ export class QueueModel {
       state: 'w',
       attempts: 0,
       base: 0,
+      refunds: 0,
       priority: opts.priority,
       maxAttempts: opts.maxAttempts,
       leaseMs: opts.leaseMs,
@@ -369,6 +374,12 @@ export class QueueModel {
       // A reserved job (never begun) spent no attempt: back to waiting as it was, no error.
       const reserved = j.startedAt === undefined;
       if (!reserved) j.errors.push({ at: this.now, attempt: j.attempts, code: LEASE_EXPIRED });
+      // An early loss (the lease never renewed since the claim or begin set it) is refunded, within the bound.
+      const early = !reserved && j.leaseUntil === j.startedAt! + this.leaseOf(j);
+      if (early && j.refunds < this.cfg.earlyRefunds) {
+        j.refunds += 1;
+        j.base += 1;
+      }
       j.tokenOf = null;
       if (reserved || this.attemptsLeft(j)) requeued.push(j);
       else {

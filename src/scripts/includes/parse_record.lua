@@ -2,10 +2,10 @@
 -- src/job-record.ts). '' means the library default for the option fields.
 local F_STATE, F_TOKEN, F_ATTEMPTS, F_BASE, F_CREATED, F_RUN_AT = 1, 2, 3, 4, 5, 6
 local F_STARTED, F_FINISHED, F_PRIORITY, F_MAX_ATTEMPTS, F_LEASE = 7, 8, 9, 10, 11
-local F_GROUP, F_DEDUPE = 14, 15
+local F_GROUP, F_DEDUPE, F_REFUNDS = 14, 15, 16
 -- state: w d a c x; token: the fencing token (lease id) of the latest claim, '' once the lease is
 -- revoked (recovered, cancelled, retried); attempts: attempts started; base: attempts at the last
--- manual retry.
+-- manual retry, plus the early lease losses refunded (recover.lua); refunds: how many of those.
 
 -- Splits a record into its header fields and the position of the newline that ends the header.
 local function parse_record(rec)
