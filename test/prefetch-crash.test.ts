@@ -6,7 +6,9 @@
  * begin.lua starts them. Real child processes and real signals, like test/crash.test.ts.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { DEFAULT_PREFIX, EARLY_LOSS_REFUNDS } from '../src/defaults.js';
 import { Queue, Worker } from '../src/index.js';
+import { queueKeys } from '../src/keys.js';
 import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 import { useWorkerChildren } from './helpers/worker-children.js';
 
@@ -18,6 +20,13 @@ afterEach(async () => {
 });
 // Registered after the hook above, so it runs first: children are killed before the queues close.
 const startChild = useWorkerChildren();
+
+/** The job's lease was renewed: its deadline in `active` is past the one its claim set (startedAt + lease). */
+async function renewed(queue: Queue, id: string, leaseMs: number): Promise<boolean> {
+  const score = await fx.redis.zscore(queueKeys(DEFAULT_PREFIX, queue.name).active, id);
+  const info = await queue.getJob(id);
+  return score !== null && info?.startedAt !== undefined && Number(score) > info.startedAt + leaseMs;
+}
 
 describe('kill -9 of a worker holding prefetched jobs', () => {
   for (const prefetch of [3, 'auto'] as const) {
@@ -48,6 +57,8 @@ describe('kill -9 of a worker holding prefetched jobs', () => {
       const [blocked, ...prefetched] = added.map((a) => a.id);
       await waitUntil(() => messages.some((m) => m.started === blocked), 'first job started in the child');
       await waitUntil(async () => (await queue.counts()).active === 4, 'the other three prefetched (active)');
+      // Renewed once: a lease lost before its first renewal would be refunded (see the poison test below).
+      await waitUntil(() => renewed(queue, blocked!, leaseMs), 'the blocked job renewed');
       expect(messages.some((m) => prefetched.includes(m.started ?? ''))).toBe(false);
       child.kill('SIGKILL');
 
@@ -78,4 +89,31 @@ describe('kill -9 of a worker holding prefetched jobs', () => {
       expect(ranBy.has(blocked!)).toBe(false);
     }, 30_000);
   }
+});
+
+describe('kill -9 of a worker before it renewed the lease of a job it started', () => {
+  it(`a processor that kills its worker at once is refunded ${EARLY_LOSS_REFUNDS} times, then its attempts run out: no endless loop`, async () => {
+    const name = uniqueName();
+    const queue = new Queue<{ die: boolean }, string>(name, { connection: fx.url });
+    open.push(queue);
+    const leaseMs = 300;
+    const job = await queue.add({ die: true }, { leaseMs, maxAttempts: 1 });
+    // Each child claims the job (recovering it first once its lease expired) and dies as it starts it.
+    let children = 0;
+    while ((await queue.getJob(job.id))?.state !== 'dead') {
+      expect(children, 'children started').toBeLessThan(EARLY_LOSS_REFUNDS + 3);
+      const { child } = startChild(fx.url, name, leaseMs, { concurrency: 1, prefetch: 0 });
+      children++;
+      const exited = new Promise<void>((r) => child.once('exit', () => r()));
+      await Promise.race([
+        exited,
+        waitUntil(async () => (await queue.getJob(job.id))?.state === 'dead', 'dead', 20_000),
+      ]);
+      child.kill('SIGKILL');
+    }
+    const info = (await queue.getJob(job.id))!;
+    expect(info).toMatchObject({ state: 'dead', attempts: EARLY_LOSS_REFUNDS + 1, attemptsLeft: 0 });
+    expect(info.errors.map((e) => e.code)).toEqual(Array(EARLY_LOSS_REFUNDS + 1).fill('ERR_LEASE_EXPIRED'));
+    expect(info.errors.filter((e) => /not counted/.test(e.message))).toHaveLength(EARLY_LOSS_REFUNDS);
+  }, 60_000);
 });

@@ -54,7 +54,7 @@ function showJob(queue: string, j: JobInfo): void {
   const field = (name: string, value: string) => out.line(`${paint('dim', name.padEnd(12))}${value}`);
   const now = Date.now();
   out.line(`${paint('bold', `job ${j.id}`)} in ${queue}: ${paint(STATE_STYLE[j.state], j.state)}`);
-  field('attempts', `${j.attempts} (max ${j.maxAttempts} per budget)`);
+  field('attempts', `${j.attempts} (${j.attemptsLeft} of ${j.maxAttempts} left)`);
   field('priority', String(j.priority));
   if (j.group !== undefined) field('group', j.group);
   field('lease', formatDuration(j.leaseMs));
