@@ -192,7 +192,11 @@ describe('a worker behind a network that fails', () => {
     expect(runs.get('lost-reply')).toBeUndefined();
     p.reset(); // the held reply is lost with the connection
     p.heal();
-    await waitUntil(async () => (await queue.getJob('lost-reply'))?.state === 'completed', 'completed', 20_000);
+    await waitUntil(
+      async () => (await queue.getJob('lost-reply'))?.state === 'completed',
+      'completed',
+      20_000,
+    );
     expect((await queue.getJob('first'))?.state).toBe('completed');
     const job = (await queue.getJob('lost-reply'))!;
     expect(runs.get('lost-reply')).toBe(1);
