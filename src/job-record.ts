@@ -7,7 +7,8 @@
  * the data. The header is `|`-separated so Lua can read and rewrite it without parsing the data:
  *
  *   0 state  1 token  2 attempts  3 base  4 createdAt  5 runAt  6 startedAt  7 finishedAt
- *   8 priority  9 maxAttempts  10 leaseMs  11 backoff  [12 timeoutMs  [13 group  [14 dedupe  [15 refunds]]]]
+ *   8 priority  9 maxAttempts  10 leaseMs  11 backoff  [12 timeoutMs  [13 group  [14 dedupe  [15 refunds
+ *   [16 name  [17 expireAt  [18 snoozes  [19 batch  [20 keep]]]]]]]]]
  *
  * (`HEADER` below names each position.) Fields 8.. are written by the client ("option tail") and are
  * empty when they equal the library default. `group` is the job's group ('' = none); `dedupe` the
@@ -17,6 +18,10 @@
  * the lease is revoked. `base` counts the attempts not charged to the budget of maxAttempts: those
  * before the last manual retry (so a retried job gets a fresh budget), plus the early lease losses
  * recover.lua refunded; `refunds` (written only by recover.lua) counts those refunds, which are bounded.
+ * `name` is the job's name ('' = none); `expireAt` the epoch ms after which it must not start ('' = never);
+ * `snoozes` how many times a processor snoozed it (written by scripts only); `batch` its batch id
+ * ('' = none); `keep` its own retention: 'c' delete when completed, 'x' delete when dead, 'cx' both.
+ * A field a script writes past the end of a shorter header pads the fields before it with ''.
  * Keep in step with src/scripts/includes/parse_record.lua.
  */
 import { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './defaults.js';
@@ -45,6 +50,11 @@ export const HEADER = Object.freeze({
   group: 13,
   dedupe: 14,
   refunds: 15,
+  name: 16,
+  expireAt: 17,
+  snoozes: 18,
+  batch: 19,
+  keep: 20,
 });
 
 /** The header fields of a record, with the library defaults filled in for empty option fields. */
@@ -69,6 +79,16 @@ export interface RecordHeader {
   group: string;
   /** Early lease losses refunded so far (recover.lua). */
   refunds: number;
+  /** '' = no name. */
+  name: string;
+  /** Epoch ms after which the job must not start; 0 = never expires. */
+  expireAt: number;
+  /** Times a processor snoozed the job. */
+  snoozes: number;
+  /** '' = not in a batch. */
+  batch: string;
+  /** The job's own retention: 'c' = delete when completed, 'x' = when dead, 'cx' both, '' = the worker's rules. */
+  keep: string;
 }
 
 /** Header field `i` as a number, or `fallback` when it is empty (an option left at its default). */
@@ -102,6 +122,11 @@ export function readHeader(header: string): RecordHeader {
     timeoutMs: numberOr(h, HEADER.timeoutMs, 0),
     group: h[HEADER.group] ?? '',
     refunds: numberOr(h, HEADER.refunds, 0),
+    name: h[HEADER.name] ?? '',
+    expireAt: numberOr(h, HEADER.expireAt, 0),
+    snoozes: numberOr(h, HEADER.snoozes, 0),
+    batch: h[HEADER.batch] ?? '',
+    keep: h[HEADER.keep] ?? '',
   };
 }
 
@@ -114,15 +139,42 @@ export interface ResolvedJobOptions {
   timeoutMs: number;
 }
 
-/** Fields 8..11 (and 12, timeoutMs, only when set) of the header, empty where the value is the library default. */
-export function encodeOptionTail(o: ResolvedJobOptions, group = '', dedupe = ''): string {
+/** The header fields past the job options that the client writes at add ('' = none). */
+export interface TailExtras {
+  group?: string;
+  dedupe?: string;
+  name?: string;
+  /** Epoch ms as a string. */
+  expireAt?: string;
+  batch?: string;
+  keep?: string;
+}
+
+/**
+ * Fields 8.. of the header: 8..11 always, then up to the last non-empty one of 12 (timeoutMs), 13
+ * group, 14 dedupe, 16 name, 17 expireAt, 19 batch, 20 keep; empty where the value is the library
+ * default. 15 (refunds) and 18 (snoozes) start empty: only scripts write them.
+ */
+export function encodeOptionTail(o: ResolvedJobOptions, x: TailExtras = {}): string {
   const prio = o.priority === 0 ? '' : String(o.priority);
   const max = o.maxAttempts === DEFAULT_MAX_ATTEMPTS ? '' : String(o.maxAttempts);
   const lease = o.leaseMs === DEFAULT_LEASE_MS ? '' : String(o.leaseMs);
   const tail = `${prio}|${max}|${lease}|${encodeBackoff(o.backoff)}`;
   const timeout = o.timeoutMs > 0 ? String(o.timeoutMs) : '';
-  if (group !== '' || dedupe !== '') return `${tail}|${timeout}|${group}|${dedupe}`;
-  return timeout !== '' ? `${tail}|${timeout}` : tail;
+  const rest = [
+    timeout,
+    x.group ?? '',
+    x.dedupe ?? '',
+    '',
+    x.name ?? '',
+    x.expireAt ?? '',
+    '',
+    x.batch ?? '',
+    x.keep ?? '',
+  ];
+  let last = rest.length;
+  while (last > 0 && rest[last - 1] === '') last--;
+  return last === 0 ? tail : `${tail}|${rest.slice(0, last).join('|')}`;
 }
 
 export function encodeBackoff(b: BackoffOptions): string {
@@ -228,6 +280,7 @@ export function decodeRecord<D, R>(id: string, record: string, annex: Annex): Jo
     leaseMs: h.leaseMs,
     backoff: decodeBackoff(h.backoff),
     timeoutMs: h.timeoutMs,
+    snoozes: h.snoozes,
     errors: annex.errorLines ? decodeErrorLines(annex.errorLines) : [],
     logs: annex.logs ? annex.logs.split('\n').map((l) => JSON.parse(l) as string) : [],
     dependsOn: annex.parents ? annex.parents.split('\n') : [],
@@ -236,6 +289,10 @@ export function decodeRecord<D, R>(id: string, record: string, annex: Annex): Jo
   };
   if (annex.progress !== null) info.progress = JSON.parse(annex.progress);
   if (h.group !== '') info.group = h.group;
+  if (h.name !== '') info.name = h.name;
+  if (h.expireAt > 0) info.expireAt = h.expireAt;
+  if (h.batch !== '') info.batch = h.batch;
+  if (h.keep !== '') info.keep = { completed: !h.keep.includes('c'), dead: !h.keep.includes('x') };
   if (h.startedAt !== undefined) info.startedAt = h.startedAt;
   if (h.finishedAt !== undefined) info.finishedAt = h.finishedAt;
   if (nl2 !== -1) {

@@ -89,6 +89,10 @@ export interface QueueOptions extends CommonOptions {
 
 const JOB_OPTION_KEYS = [
   'id',
+  'name',
+  'expireAt',
+  'ttlMs',
+  'keep',
   'delayMs',
   'runAt',
   'priority',
@@ -281,6 +285,22 @@ export interface ResolvedAdd extends ResolvedJobOptions {
   dedupeMode: string;
   /** '' = no ttl. */
   dedupeTtlMs: string;
+  /** '' = no name. */
+  name: string;
+  /** Epoch ms ('' = never expires). */
+  expireAt: string;
+  /** ms after the add, computed by the add script on Redis's clock ('' = none). */
+  ttlMs: string;
+  /** 'c', 'x', 'cx' or '' (see job-record.ts). */
+  keep: string;
+}
+
+function resolveKeep(value: unknown): string {
+  const k = checkObject('keep', value);
+  checkKnownKeys('keep', k, ['completed', 'dead']);
+  const completed = k.completed === undefined ? true : checkBool('keep.completed', k.completed);
+  const dead = k.dead === undefined ? true : checkBool('keep.dead', k.dead);
+  return `${completed ? '' : 'c'}${dead ? '' : 'x'}`;
 }
 
 function resolveDedupe(value: unknown): { key: string; mode: string; ttl: string } {
@@ -305,6 +325,10 @@ const NO_ADD_EXTRAS = Object.freeze({
   dedupeKey: '',
   dedupeMode: '',
   dedupeTtlMs: '',
+  name: '',
+  expireAt: '',
+  ttlMs: '',
+  keep: '',
 });
 
 /** add() options as the add script wants them: '' where absent. */
@@ -336,6 +360,14 @@ export function resolveAddOptions(opts: JobOptions | undefined, defaults: Resolv
   }
   const dedupe = o.dedupe === undefined ? undefined : resolveDedupe(o.dedupe);
   if (dedupe && dependsOn !== '') throw new ValidationError('dedupe cannot be combined with dependsOn');
+  if (o.expireAt !== undefined && o.ttlMs !== undefined) {
+    throw new ValidationError('give either expireAt or ttlMs, not both');
+  }
+  let expireAt = '';
+  if (o.expireAt !== undefined) {
+    const t = o.expireAt instanceof Date ? o.expireAt.getTime() : o.expireAt;
+    expireAt = String(checkInt('expireAt', t, 1, MAX_RUN_AT));
+  }
   const ignore =
     o.ignoreDependencyFailure === undefined
       ? false
@@ -352,6 +384,10 @@ export function resolveAddOptions(opts: JobOptions | undefined, defaults: Resolv
     dedupeKey: dedupe?.key ?? '',
     dedupeMode: dedupe?.mode ?? '',
     dedupeTtlMs: dedupe?.ttl ?? '',
+    name: o.name === undefined ? '' : checkLabel('name', o.name),
+    expireAt,
+    ttlMs: o.ttlMs === undefined ? '' : String(checkInt('ttlMs', o.ttlMs, 1, MAX_DELAY_MS)),
+    keep: o.keep === undefined ? '' : resolveKeep(o.keep),
   };
 }
 

@@ -20,6 +20,24 @@ export interface BackoffOptions {
 export interface JobOptions {
   /** Your id: adding an id that exists returns the existing job and enqueues nothing. */
   id?: string;
+  /**
+   * The job's name (e.g. 'send-email'): shown by getJob, the CLI and the dashboard; a Worker given a
+   * `{ [name]: processor }` map runs the processor of that name. 1-256 characters, no '|' or control
+   * characters.
+   */
+  name?: string;
+  /**
+   * A job not started by this time (epoch ms or Date) never runs: it ends dead with an ExpiredError.
+   * Give either expireAt or ttlMs.
+   */
+  expireAt?: Date | number;
+  /** As expireAt, this many ms after the add (Redis clock). */
+  ttlMs?: number;
+  /**
+   * The job's own retention, beside the worker's rules: `completed: false` deletes the job as soon as it
+   * completes, `dead: false` as soon as it ends dead. Default: kept by the worker's retention rules.
+   */
+  keep?: { completed?: boolean; dead?: boolean };
   /** Run no earlier than this many ms from now (Redis clock). */
   delayMs?: number;
   /** Run no earlier than this time (epoch ms or Date). */
@@ -95,6 +113,16 @@ export interface JobInfo<Data = unknown, Result = unknown> {
   timeoutMs: number;
   /** The job's group, when it has one. */
   group?: string;
+  /** The job's name, when it has one. */
+  name?: string;
+  /** When it expires if not started (epoch ms), when it has a limit. */
+  expireAt?: number;
+  /** Times a processor snoozed it (SnoozeError). */
+  snoozes: number;
+  /** Its batch id, when added by addBatch. */
+  batch?: string;
+  /** Its own retention, when set at add. */
+  keep?: { completed: boolean; dead: boolean };
   result?: Result;
   errors: JobAttemptError[];
   /** Last value passed to job.progress() by the latest attempt that reported any. */

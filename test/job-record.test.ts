@@ -42,6 +42,11 @@ describe('job record layout', () => {
       F_GROUP: 'group',
       F_DEDUPE: 'dedupe',
       F_REFUNDS: 'refunds',
+      F_NAME: 'name',
+      F_EXPIRE: 'expireAt',
+      F_SNOOZES: 'snoozes',
+      F_BATCH: 'batch',
+      F_KEEP: 'keep',
     };
     expect([...byName.keys()].sort()).toEqual(Object.keys(lua2ts).sort());
     for (const [luaName, pos] of byName) expect(HEADER[lua2ts[luaName]!] + 1, luaName).toBe(pos);

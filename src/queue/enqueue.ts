@@ -72,11 +72,13 @@ function toRow(ctx: QueueContext, data: unknown, opts: JobOptions | undefined, w
     delayMs: o.delayMs,
     runAt: o.runAt,
     // The record keeps the dedupe key only when the job frees it at its end (no ttl, or debounce).
-    optionTail: encodeOptionTail(
-      o,
-      o.group,
-      o.dedupeKey !== '' && (o.dedupeMode === 'd' || o.dedupeTtlMs === '') ? o.dedupeKey : '',
-    ),
+    optionTail: encodeOptionTail(o, {
+      group: o.group,
+      dedupe: o.dedupeKey !== '' && (o.dedupeMode === 'd' || o.dedupeTtlMs === '') ? o.dedupeKey : '',
+      name: o.name,
+      expireAt: o.expireAt,
+      keep: o.keep,
+    }),
     data: toJson(what, data, ctx.options.maxPayloadBytes),
     dependsOn: o.dependsOn,
     depMode: o.depMode,

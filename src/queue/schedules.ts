@@ -32,7 +32,7 @@ function occurrenceFields(spec: StoredSpec, maxPayloadBytes: number) {
   const o = resolveAddOptions(spec.opts, LIBRARY_JOB_DEFAULTS);
   return {
     priority: o.priority,
-    optionTail: encodeOptionTail(o, o.group),
+    optionTail: encodeOptionTail(o, { group: o.group }),
     data: toJson('schedule data', spec.data, maxPayloadBytes),
   };
 }

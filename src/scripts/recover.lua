@@ -40,6 +40,7 @@
 -- @include chunked_hmget
 -- @include parse_record
 -- @include with_header
+-- @include set_field
 -- @include attempts_left
 -- @include enqueue
 -- @include record_group
@@ -85,8 +86,7 @@ for i = #expired, 1, -1 do
       if early and refunds < early_refunds then
         why = ' never renewed it (its claim reply was lost, or it stopped at once); not counted against maxAttempts'
         f[F_BASE] = (tonumber(f[F_BASE]) or 0) + 1
-        for k = #f + 1, F_REFUNDS - 1 do f[k] = '' end
-        f[F_REFUNDS] = refunds + 1
+        set_field(f, F_REFUNDS, refunds + 1)
       end
       err_ids[#err_ids + 1] = id
       lines[#lines + 1] = now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"LeaseExpiredError","code":"ERR_LEASE_EXPIRED","message":"lease expired: the worker running attempt ' .. f[F_ATTEMPTS] .. why .. '"}'

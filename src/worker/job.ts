@@ -19,6 +19,12 @@ export class Job<Data = unknown> {
   /** Raw backoff field of the record (decoded only when the attempt fails). */
   readonly backoff: string;
   readonly timeoutMs: number;
+  /** The job's name ('' when it has none). */
+  readonly name: string;
+  /** The job's batch id ('' when it is not in a batch). */
+  readonly batch: string;
+  /** Times the job was snoozed so far. */
+  readonly snoozes: number;
   /** @internal Claimed as prefetch: begin.lua counts its attempt before the processor runs. */
   readonly reserved: boolean;
   /** When the processor was called for this attempt (epoch ms, this worker's clock). */
@@ -52,6 +58,9 @@ export class Job<Data = unknown> {
     this.runAt = record.runAt;
     this.backoff = record.backoff;
     this.timeoutMs = record.timeoutMs;
+    this.name = record.name;
+    this.batch = record.batch;
+    this.snoozes = record.snoozes;
   }
 
   /** True when this is the last attempt of the current budget. */

@@ -14,7 +14,7 @@ function jobView(name, id) {
     var finished = j.state === 'completed' || j.state === 'dead';
     var fields = [
       ['state', badge(j.state)],
-      ['attempts', `${j.attempts} of ${j.maxAttempts}`],
+      ['attempts', `${j.attempts} started, ${j.attemptsLeft} of ${j.maxAttempts} left`],
       ['priority', j.priority],
       ['group', j.group ? el('a', { href: groupHref(name, j.group), text: j.group }) : ''],
       ['created', time(j.createdAt)],
