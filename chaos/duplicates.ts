@@ -8,6 +8,7 @@
  * jobs average 25 ms.
  */
 
+import { autoPrefetchCap } from '../src/worker/runner.js';
 import type { Info } from './collect.js';
 import type { Execution } from './exec-log.js';
 import type { FaultRecord } from './faults.js';
@@ -58,7 +59,11 @@ export function analyseDuplicates(
   o: { leaseMs: number; concurrency: number; prefetch: number | 'auto'; workers: number },
   begun: ReadonlySet<string>,
 ): DuplicateReport {
-  const prefetch = o.prefetch === 'auto' ? 2 * o.concurrency : o.prefetch;
+  // A process's wasted executions in one fault: the jobs it held (running, finished with the outcome
+  // not yet written, and claimed beyond its slots), twice (two claims in flight). 'auto' prefetch can
+  // reach autoPrefetchCap: chaos seed 72754 wasted 111 executions in one stop of a worker at
+  // concurrency 10, more than the 60 the earlier guess of 2 x concurrency allowed.
+  const prefetch = o.prefetch === 'auto' ? autoPrefetchCap(o.concurrency) : o.prefetch;
   const perProcess = 2 * (o.concurrency + prefetch);
   const windowMs = o.leaseMs + 3_000;
   const perFault: FaultAttribution[] = faults.map((f) => ({

@@ -29,6 +29,11 @@ import { handBack } from './shutdown.js';
 /** See WorkerOptions.prefetch: a prefetched job waits locally for about this long at most. */
 const PREFETCH_HORIZON_MS = 20;
 
+/** The most jobs `prefetch: 'auto'` claims beyond the free slots (very short jobs reach it). */
+export function autoPrefetchCap(concurrency: number): number {
+  return Math.max(concurrency, 100);
+}
+
 export type Processor<Data, Result> = (job: Job<Data>) => Promise<Result> | Result;
 
 export interface RunnerDeps<Data, Result> {
@@ -115,7 +120,7 @@ export class Runner<Data, Result> implements LaneRunner {
     const c = this.deps.options.concurrency;
     return Math.min(
       Math.floor((c * PREFETCH_HORIZON_MS) / Math.max(this.avgDurationMs, 0.01)),
-      Math.max(c, 100),
+      autoPrefetchCap(c),
     );
   }
 
