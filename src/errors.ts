@@ -42,6 +42,57 @@ export class UnrecoverableError extends SuretyError {
   }
 }
 
+/** The most a processor may snooze a job or pause its queue for: 10 years, like delayMs. */
+const MAX_PAUSE_MS = 10 * 365 * 24 * 3_600_000;
+
+function checkPauseMs(what: string, delayMs: unknown): number {
+  if (typeof delayMs !== 'number' || !Number.isInteger(delayMs) || delayMs < 0 || delayMs > MAX_PAUSE_MS) {
+    throw new ValidationError(
+      `${what} delayMs must be an integer from 0 to ${MAX_PAUSE_MS}, got ${String(delayMs)}`,
+    );
+  }
+  return delayMs;
+}
+
+/**
+ * Thrown by a processor to put its job back, delayed by `delayMs`, without spending an attempt and
+ * without an error entry (River's JobSnooze). The job's `snoozes` count grows; past the Worker's
+ * `maxSnoozes` the attempt fails instead, with SnoozeLimitError.
+ */
+export class SnoozeError extends SuretyError {
+  readonly delayMs: number;
+  constructor(delayMs: number) {
+    super('ERR_SNOOZED', `snoozed for ${String(delayMs)} ms`);
+    this.delayMs = checkPauseMs('SnoozeError', delayMs);
+  }
+}
+
+/** The attempt snoozed once more than the Worker's `maxSnoozes` allows: it fails like any error. */
+export class SnoozeLimitError extends SuretyError {
+  constructor(
+    readonly jobId: string,
+    readonly maxSnoozes: number,
+  ) {
+    super(
+      'ERR_SNOOZE_LIMIT',
+      `job ${JSON.stringify(jobId)} snoozed ${maxSnoozes} times already (Worker maxSnoozes)`,
+    );
+  }
+}
+
+/**
+ * Thrown by a processor when the service it calls says "too many requests" (HTTP 429): the job goes
+ * back to waiting without spending an attempt, and the queue's workers claim nothing for `delayMs`
+ * (only the job's group's jobs, when the job has a group). See docs/job-control.md.
+ */
+export class RateLimitError extends SuretyError {
+  readonly delayMs: number;
+  constructor(delayMs: number, message?: string) {
+    super('ERR_RATE_LIMITED', message ?? `rate limited for ${String(delayMs)} ms`);
+    this.delayMs = checkPauseMs('RateLimitError', delayMs);
+  }
+}
+
 export class JobNotFoundError extends SuretyError {
   constructor(readonly jobId: string) {
     super(

@@ -76,7 +76,7 @@ export function decodeComplete(reply: unknown): RefusedRow[] {
 
 /** fail.lua: one entry per row, in order: where the job went, or why the failure was refused. */
 export type FailedRow =
-  | { id: string; outcome: 'waiting' | 'delayed' | 'dead' }
+  | { id: string; outcome: 'waiting' | 'delayed' | 'dead' | 'snoozed' | 'limited' }
   | { id: string; refusal: Refusal };
 
 export function decodeFail(reply: unknown): FailedRow[] {
@@ -85,7 +85,14 @@ export function decodeFail(reply: unknown): FailedRow[] {
   for (let i = 0; i + 1 < r.length; i += 2) {
     const id = String(r[i]);
     const outcome = String(r[i + 1]);
-    if (outcome === 'waiting' || outcome === 'delayed' || outcome === 'dead') out.push({ id, outcome });
+    if (
+      outcome === 'waiting' ||
+      outcome === 'delayed' ||
+      outcome === 'dead' ||
+      outcome === 'snoozed' ||
+      outcome === 'limited'
+    )
+      out.push({ id, outcome });
     else out.push({ id, refusal: refusalOf(outcome) });
   }
   return out;

@@ -62,7 +62,14 @@ function harness() {
       },
       [{ id, token, result }],
     ) as Promise<string[]>;
-  const fail = (now: number, id: string, token: string, retryDelayMs = 0) =>
+  /** error: the attempt's error JSON, or `S` (snooze) / `R` (rate limit), see fail.lua. */
+  const fail = (
+    now: number,
+    id: string,
+    token: string,
+    retryDelayMs = 0,
+    error = '{"name":"Error","message":"x"}',
+  ) =>
     runScript(
       fx.redis,
       scripts.fail,
@@ -77,7 +84,7 @@ function harness() {
         doneChannel: keys.doneChannel,
         eventsMaxLen: 0,
       },
-      [{ id, token, retryDelayMs, error: '{"name":"Error","message":"x"}' }],
+      [{ id, token, retryDelayMs, error }],
     ) as Promise<string[]>;
   const extend = (now: number, id: string, token: string) =>
     runScript(fx.redis, scripts.extend, keys, { now, defaultLeaseMs: DEFAULT_LEASE_MS }, [
@@ -188,6 +195,25 @@ describe('leases and fencing tokens', () => {
     const info = await h.queue.getJob(job.id);
     expect(info).toMatchObject({ state: 'dead', attempts: 2, attemptsLeft: 0, finishedAt: T + 2_021 });
     expect(info!.errors.map((e) => e.code)).toEqual(['ERR_LEASE_EXPIRED', 'ERR_LEASE_EXPIRED']);
+    await h.queue.close();
+  });
+
+  it('a snooze or rate limit from a worker whose lease was lost is refused as stale: nothing moves', async () => {
+    const h = harness();
+    const job = await h.queue.add({}, { leaseMs: 1_000 });
+    await h.claim(T);
+    expect(await h.extend(T + 10, job.id, h.tok(job.id, 1))).toEqual([]);
+    await h.recover(T + 1_011); // the lease is revoked; the job waits again
+    await h.claim(T + 1_012); // attempt 2, another worker
+    for (const kind of ['S', 'R'])
+      expect(await h.fail(T + 1_013, job.id, h.tok(job.id, 1), 5_000, kind)).toEqual([job.id, 'STALE:a:2']);
+    expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'active', attempts: 2, snoozes: 0 });
+    // The holder of the lease may snooze: attempt given back, delayed, no error line added.
+    expect(await h.fail(T + 1_014, job.id, h.tok(job.id, 2), 5_000, 'S')).toEqual([job.id, 'snoozed']);
+    expect(await h.fail(T + 1_015, job.id, h.tok(job.id, 2), 5_000, 'S')).toEqual([job.id, 'snoozed']); // re-sent
+    const info = await h.queue.getJob(job.id);
+    expect(info).toMatchObject({ state: 'delayed', attempts: 1, snoozes: 1, runAt: T + 6_014 });
+    expect(info!.errors).toHaveLength(1); // the lease loss of attempt 1 only
     await h.queue.close();
   });
 

@@ -33,7 +33,11 @@ export type QueueEventName =
   | 'cancelled'
   | 'removed'
   /** A closing worker handed back a job it had claimed but not started (back to waiting, attempt not spent). */
-  | 'released';
+  | 'released'
+  /** A processor snoozed the job (SnoozeError): delayed, attempt not spent. */
+  | 'snoozed'
+  /** A processor hit a rate limit (RateLimitError): back to waiting, attempt not spent, claims paused. */
+  | 'rateLimited';
 
 export interface QueueEvent {
   event: QueueEventName;

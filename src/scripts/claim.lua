@@ -14,7 +14,8 @@
 -- KEYS[4] seq             STRING order counter of the prio zset (see includes/enqueue.lua)
 -- KEYS[5] delayed         ZSET
 -- KEYS[6] active          ZSET
--- KEYS[7] meta            HASH (fields `paused`, `concurrency`, `starved`)
+-- KEYS[7] meta            HASH (fields `paused`, `concurrency`, `starved`, `rate`, `limited`: no claims
+--                         before that time, set by fail.lua for a RateLimitError)
 -- KEYS[8] limiter         STRING job starts in the current rate-limit window (expires with it)
 -- KEYS[9] events          STREAM lifecycle events
 -- KEYS[10] annex          HASH annex: large payloads (field id .. "\1b") among others
@@ -102,8 +103,13 @@ if #due > 0 then
   chunked_call('RPUSH', waiting, to_list)
 end
 
-local flags = redis.call('HMGET', meta, 'paused', 'concurrency', 'rate')
+local flags = redis.call('HMGET', meta, 'paused', 'concurrency', 'rate', 'limited')
 if flags[1] then return { now, '', 1, 0 } end
+-- A processor threw RateLimitError (fail.lua): no claims until then; the worker sleeps that long.
+if flags[4] and count > 0 then
+  local left = tonumber(flags[4]) - now
+  if left > 0 then return { now, '', 0, left } end
+end
 if flags[2] and count > 0 then
   local room = tonumber(flags[2]) - active_count(active)
   if room < count then

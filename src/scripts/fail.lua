@@ -25,12 +25,19 @@
 -- ARGV[8] eventsMaxLen    event stream cap (0 = no events)
 -- ARGV[9..] repeated: id, token, retryDelayMs, error
 --   token (fencing token from claim), retryDelayMs (>= 0, or -1 for no retry), error (JSON: name, message, stack, code)
--- Returns: { id, outcome, ... } per job; outcome is `waiting`, `delayed`, `dead`, `STALE:<state>:<attempts>` or `NOT_FOUND`
+--   error `S` instead of JSON: the processor SNOOZED the job (SnoozeError): the attempt is given back
+--     (attempts - 1, no error line, not counted as failed), snoozes + 1, delayed by retryDelayMs
+--   error `R`: the processor hit a RATE LIMIT (RateLimitError): the attempt is given back, the job goes
+--     to the front of waiting, and claims stop for retryDelayMs: the job's group is parked that long
+--     when it has one, else the queue (meta `limited` = until, read by claim.lua)
+-- Returns: { id, outcome, ... } per job; outcome is `waiting`, `delayed`, `dead`, `snoozed`,
+--   `limited`, `STALE:<state>:<attempts>` or `NOT_FOUND`
 -- @include current_time
 -- @include chunked_call
 -- @include chunked_hmget
 -- @include parse_record
 -- @include with_header
+-- @include set_field
 -- @include attempts_left
 -- @include enqueue
 -- @include record_group
@@ -57,7 +64,8 @@ for i = 1, n do ids[i] = ARGV[FIXED + 1 + (i - 1) * 4] end
 local recs = chunked_hmget(jobs, ids)
 
 local out, accepted, lines, updated, dead_scores, dead_ids = {}, {}, {}, {}, {}, {}
-local woken, min_due, retrying = false, nil, {}
+local woken, min_due, retrying, snoozed, limited = false, nil, {}, {}, {}
+local given_back = {} -- snoozed and rate-limited: out of active, no error line
 for i = 1, n do
   local base = FIXED + 1 + (i - 1) * 4
   local id, rec = ids[i], recs[i]
@@ -66,7 +74,41 @@ for i = 1, n do
     out[#out + 1] = 'NOT_FOUND'
   else
     local f, nl = parse_record(rec)
-    if f[F_STATE] == 'a' and f[F_TOKEN] == ARGV[base + 1] then
+    local kind = ARGV[base + 3]
+    if f[F_STATE] == 'a' and f[F_TOKEN] == ARGV[base + 1] and (kind == 'S' or kind == 'R') then
+      -- Snoozed or rate-limited: the attempt did not fail; it is given back, like release.lua does.
+      given_back[#given_back + 1] = id
+      f[F_ATTEMPTS] = math.max(0, (tonumber(f[F_ATTEMPTS]) or 1) - 1)
+      local group = record_group(rec)
+      local delay = math.max(0, tonumber(ARGV[base + 2]) or 0)
+      if group then group_leave(group_keys(jobs), group, 1, now) end
+      if kind == 'S' then
+        snoozed[#snoozed + 1] = id
+        set_field(f, F_SNOOZES, (tonumber(f[F_SNOOZES]) or 0) + 1)
+        f[F_STATE] = 'd'
+        f[F_RUN_AT] = now + delay
+        if group then group_hold(group_keys(jobs), group, f[F_RUN_AT]) end
+        redis.call('ZADD', delayed, f[F_RUN_AT], id)
+        if min_due == nil or f[F_RUN_AT] < min_due then min_due = f[F_RUN_AT] end
+        out[#out + 1] = 'snoozed'
+      else
+        limited[#limited + 1] = id
+        f[F_STATE] = 'w'
+        if group then
+          local gk = group_keys(jobs)
+          redis.call('ZREM', gk.ready, group)
+          redis.call('ZADD', gk.parked, 'GT', now + delay, group)
+        else
+          local until_ms = tonumber(redis.call('HGET', KEYS[9], 'limited') or '0')
+          if now + delay > until_ms then redis.call('HSET', KEYS[9], 'limited', now + delay) end
+        end
+        -- Back first in line: it was claimed first and must not lose its turn to the pause.
+        if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, true, group, now) then woken = true end
+        out[#out + 1] = 'limited'
+      end
+      updated[#updated + 1] = id
+      updated[#updated + 1] = with_header(f, rec, nl)
+    elseif f[F_STATE] == 'a' and f[F_TOKEN] == ARGV[base + 1] then
       accepted[#accepted + 1] = id
       local group = record_group(rec)
       lines[#lines + 1] = now .. '|' .. f[F_ATTEMPTS] .. '|' .. ARGV[base + 3]
@@ -102,15 +144,18 @@ for i = 1, n do
     elseif f[F_TOKEN] == ARGV[base + 1] and f[F_STATE] ~= 'a' then
       -- The same failure re-sent after a lost reply: already applied (the token is kept until the
       -- job is claimed again, and cleared when its lease is revoked, so this cannot be a stale one).
-      out[#out + 1] = ({ x = 'dead', w = 'waiting', d = 'delayed', c = 'completed' })[f[F_STATE]]
+      if kind == 'S' then out[#out + 1] = 'snoozed'
+      elseif kind == 'R' then out[#out + 1] = 'limited'
+      else out[#out + 1] = ({ x = 'dead', w = 'waiting', d = 'delayed', c = 'completed' })[f[F_STATE]] end
     else
       out[#out + 1] = 'STALE:' .. f[F_STATE] .. ':' .. f[F_ATTEMPTS]
     end
   end
 end
 
-if #accepted > 0 then
+if #accepted > 0 or #given_back > 0 then
   chunked_call('ZREM', active, accepted)
+  chunked_call('ZREM', active, given_back)
   wake_starved(KEYS[9], ARGV[6])
   chunked_call('HSET', jobs, updated)
   append_errors(errors, accepted, lines)
@@ -125,6 +170,8 @@ emit_event(KEYS[10], max_len, 'failed', accepted)
 count_stats(KEYS[13], now, 'f', #accepted)
 count_stats(KEYS[13], now, 'x', #dead_ids)
 emit_event(KEYS[10], max_len, 'retrying', retrying)
+emit_event(KEYS[10], max_len, 'snoozed', snoozed)
+emit_event(KEYS[10], max_len, 'rateLimited', limited)
 emit_event(KEYS[10], max_len, 'dead', dead_ids)
 if #dead_ids > 0 then
   local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = seq, delayed = delayed, dead = dead,

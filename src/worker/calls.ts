@@ -76,7 +76,7 @@ export class WorkerCalls {
   /** One entry per row: where the job went, or the script's refusal (see refusalError). */
   async fail(
     rows: FailRow[],
-  ): Promise<({ outcome: 'waiting' | 'delayed' | 'dead' } | { refusal: Refusal })[]> {
+  ): Promise<({ outcome: 'waiting' | 'delayed' | 'dead' | 'snoozed' | 'limited' } | { refusal: Refusal })[]> {
     const { dead } = this.options.retention;
     const out = await callScript(
       this.client,

@@ -26,6 +26,8 @@ import type { ResolvedWorkerOptions } from './options.js';
 export type LaneOutcome =
   | { kind: 'completed'; job: Job<unknown>; value: unknown }
   | { kind: 'failed'; job: Job<unknown>; cause: Error; outcome: 'waiting' | 'delayed' | 'dead' }
+  /** The processor snoozed the job (SnoozeError) or hit a rate limit (RateLimitError): no attempt spent. */
+  | { kind: 'snoozed' | 'rateLimited'; job: Job<unknown>; delayMs: number }
   | { kind: 'refused'; error: SuretyError };
 
 /** What the lanes hand their jobs to: the worker's runner, which owns the slots they share. */
@@ -266,7 +268,13 @@ export class Lane {
       this.host.onOutcome(
         'refusal' in r
           ? { kind: 'refused', error: refusalError(r.refusal, this.outcomeOf(row)) }
-          : { kind: 'failed', job: row.job, cause: row.cause, outcome: r.outcome },
+          : r.outcome === 'snoozed' || r.outcome === 'limited'
+            ? {
+                kind: r.outcome === 'snoozed' ? 'snoozed' : 'rateLimited',
+                job: row.job,
+                delayMs: row.retryDelayMs,
+              }
+            : { kind: 'failed', job: row.job, cause: row.cause, outcome: r.outcome },
       );
     });
   }

@@ -51,6 +51,11 @@ export interface WorkerOptions extends CommonOptions {
   limiter?: { max: number; durationMs: number };
   /** Start claiming at construction. Default true; with false, call start(). */
   autostart?: boolean;
+  /**
+   * How many times one job may be snoozed (SnoozeError); the snooze after that fails the attempt with
+   * SnoozeLimitError instead. Default 100, 0..1 000 000.
+   */
+  maxSnoozes?: number;
 }
 
 export interface ResolvedWorkerOptions {
@@ -70,6 +75,7 @@ export interface ResolvedWorkerOptions {
   prefetch: number | 'auto';
   limiter: { max: number; durationMs: number } | null;
   autostart: boolean;
+  maxSnoozes: number;
 }
 
 const KEYS = [
@@ -90,6 +96,7 @@ const KEYS = [
   'prefetch',
   'limiter',
   'autostart',
+  'maxSnoozes',
 ] as const;
 
 function resolveLimiter(value: unknown): { max: number; durationMs: number } | null {
@@ -128,5 +135,6 @@ export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions
         : checkInt('prefetch', o.prefetch, 0, MAX_PREFETCH),
     limiter: resolveLimiter(o.limiter),
     autostart: o.autostart === undefined ? true : checkBool('autostart', o.autostart),
+    maxSnoozes: int('maxSnoozes', 100, 0, 1_000_000),
   });
 }

@@ -10,13 +10,22 @@
  * It never touches a lane's maps: it asks the lane to begin, start or stop running, forget, hand back
  * or acknowledge jobs, and the lane reports written outcomes to the worker.
  */
-import { CancelledError, ClosedError, LeaseExpiredError, TimeoutError } from '../errors.js';
+import {
+  CancelledError,
+  ClosedError,
+  LeaseExpiredError,
+  RateLimitError,
+  SnoozeError,
+  SnoozeLimitError,
+  TimeoutError,
+} from '../errors.js';
 import { safeTimeout } from '../timers.js';
 import { toJson } from '../validate.js';
 import { retryDelayMs } from './backoff.js';
 import type { BeginOutcome } from './beginner.js';
 import {
   type AttemptError,
+  isA,
   normaliseThrown,
   resultError,
   serializeAttemptError,
@@ -250,6 +259,20 @@ export class Runner<Data, Result> implements LaneRunner {
         lane.ackCompleted({ id: job.id, token: job.token, result: json, job, value: result });
       }
     }
+    const pause = failure === undefined ? undefined : this.pauseOf(job, failure.error);
+    if (pause === 'limit') {
+      failure = normaliseThrown(new SnoozeLimitError(job.id, this.deps.options.maxSnoozes));
+    } else if (pause !== undefined) {
+      failure = undefined;
+      lane.ackFailed({
+        id: job.id,
+        token: job.token,
+        retryDelayMs: pause.delayMs,
+        error: pause.kind,
+        job,
+        cause: pause.cause,
+      });
+    }
     if (failure !== undefined) {
       let delay = -1;
       if (!failure.unrecoverable && !job.isLastAttempt) {
@@ -270,6 +293,21 @@ export class Runner<Data, Result> implements LaneRunner {
       });
     }
     this.afterSlotFreed();
+  }
+
+  /**
+   * A SnoozeError or RateLimitError is no failure: its row's `error` is `S` or `R`, and fail.lua gives
+   * the attempt back. 'limit': a snooze past the Worker's maxSnoozes, which fails the attempt instead.
+   * undefined: any other error.
+   */
+  private pauseOf(
+    job: Job<Data>,
+    e: Error,
+  ): { kind: 'S' | 'R'; delayMs: number; cause: Error } | 'limit' | undefined {
+    if (isA(e, RateLimitError)) return { kind: 'R', delayMs: (e as RateLimitError).delayMs, cause: e };
+    if (!isA(e, SnoozeError)) return undefined;
+    if (job.snoozes >= this.deps.options.maxSnoozes) return 'limit';
+    return { kind: 'S', delayMs: (e as SnoozeError).delayMs, cause: e };
   }
 
   private afterSlotFreed(): void {

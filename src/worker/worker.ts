@@ -64,6 +64,10 @@ export interface WorkerEvents<Data, Result> {
   leaseLost: [ids: string[]];
   /** Jobs of dead workers this worker put back (requeued) or ended (dead). */
   recovered: [result: { requeued: string[]; dead: string[] }];
+  /** The processor threw SnoozeError: the job is delayed by delayMs, no attempt spent. */
+  snoozed: [job: Job<Data>, delayMs: number];
+  /** The processor threw RateLimitError: the job waits again, and claims pause for delayMs. */
+  rateLimited: [job: Job<Data>, delayMs: number];
   error: [error: SuretyError];
 }
 
@@ -219,7 +223,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   private onOutcome(o: LaneOutcome): void {
     if (o.kind === 'completed') this.notify('completed', o.job as Job<Data>, o.value as Result);
     else if (o.kind === 'failed') this.notify('failed', o.job as Job<Data>, o.cause, o.outcome);
-    else this.reportError(o.error);
+    else if (o.kind === 'refused') this.reportError(o.error);
+    else this.notify(o.kind, o.job as Job<Data>, o.delayMs);
   }
 
   private reportError(err: unknown): void {
@@ -240,7 +245,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
    * captureRejections) never disturbs the engine: the outcome it was told about stays recorded once,
    * and the exception is reported as an `error` event (ListenerError).
    */
-  private notify<E extends 'completed' | 'failed' | 'leaseLost' | 'recovered'>(
+  private notify<E extends 'completed' | 'failed' | 'leaseLost' | 'recovered' | 'snoozed' | 'rateLimited'>(
     event: E,
     ...args: WorkerEvents<Data, Result>[E]
   ): void {
