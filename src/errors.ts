@@ -102,6 +102,16 @@ export class JobNotFoundError extends SuretyError {
   }
 }
 
+/** queue.addBatch was given the id of a batch that exists (unfinished, or finished within its retention). Nothing was written. */
+export class BatchExistsError extends SuretyError {
+  constructor(readonly batchId: string) {
+    super(
+      'ERR_BATCH_EXISTS',
+      `batch ${JSON.stringify(batchId)} exists already; give the new batch another id`,
+    );
+  }
+}
+
 /** The job is not in a state that allows the operation (e.g. retrying a waiting job, removing an active one). */
 export class InvalidStateError extends SuretyError {
   constructor(
@@ -320,6 +330,7 @@ export type Refusal =
   | { code: 'UNKNOWN_PARENT'; parent: string }
   | { code: 'PARTITIONS'; recorded: number }
   | { code: 'NOT_MOVABLE'; jobId: string; state: string }
+  | { code: 'BATCH_EXISTS'; batchId: string }
   | { code: 'UNEXPECTED'; text: string };
 
 /** The refusal a script's reply or error message spells, or null when it spells none. */
@@ -336,6 +347,7 @@ export function parseRefusal(text: string): Refusal | null {
   const [, code, rest = ''] = m;
   if (code === 'UNKNOWN_PARENT') return { code, parent: rest };
   if (code === 'PARTITIONS') return { code, recorded: Number(rest) };
+  if (code === 'BATCH_EXISTS') return { code, batchId: rest };
   if (code === 'NOT_MOVABLE') {
     const space = rest.lastIndexOf(' ');
     return { code, jobId: rest.slice(0, space), state: rest.slice(space + 1) };
@@ -381,6 +393,8 @@ export function refusalError(r: Refusal, ctx: RefusalContext): SuretyError {
       return new JobNotFoundError(r.parent);
     case 'PARTITIONS':
       return new PartitionMismatchError(ctx.queue ?? '', ctx.partitions ?? 0, r.recorded);
+    case 'BATCH_EXISTS':
+      return new BatchExistsError(r.batchId);
     case 'NOT_MOVABLE':
       return new RepartitionError(
         `job ${JSON.stringify(r.jobId)} is ${stateName(r.state) ?? r.state} and cannot be moved; wait until it finishes`,

@@ -1,6 +1,7 @@
 export { EmbeddedRedis, type EmbeddedRedisOptions } from './embedded-redis.js';
 // Every error class (docs/errors.md); the script-refusal mapping stays internal.
 export {
+  BatchExistsError,
   CancelledError,
   ClosedError,
   ConnectionError,
@@ -56,8 +57,12 @@ export {
 } from './queue/repartition.js';
 export type { RecoveredJobs } from './recovery.js';
 export type {
+  AddedBatch,
   AddedJob,
   BackoffOptions,
+  BatchCallbackData,
+  BatchInfo,
+  BatchOptions,
   DedupeOptions,
   JobCounts,
   JobInfo,

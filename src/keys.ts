@@ -131,6 +131,16 @@ export function dedupeKey(k: QueueKeys, key: string): string {
 }
 
 /**
+ * HASH `{tag}:b:<id>`: batch `id` of queue.addBatch: total, pending, completed, dead, deadIds (first
+ * 100, newline-separated), createdAt, finishedAt, callbackId, and the callback's spec (cbId, cbPriority,
+ * cbDelayMs, cbRunAt, cbTail, cbData; sfx: the id suffix, ev: the events cap). Expires 7 days after it
+ * finishes. Lua builds it the same way (add.lua, includes/batch_settle.lua).
+ */
+export function batchKey(k: QueueKeys, id: string): string {
+  return `${k.tag}:b:${id}`;
+}
+
+/**
  * Keys of queue `queue` under `prefix` (of one partition when `partition` is given). The mapping
  * (prefix, queue, partition) -> tag is one-to-one: queue names have no ':' (checkQueueName), and the
  * one pair that could still read two ways, an all-digit name under a prefix with ':', is refused

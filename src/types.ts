@@ -144,6 +144,57 @@ export interface AddedJob {
   state: JobState;
 }
 
+/** Options of queue.addBatch (docs/batches.md). */
+export interface BatchOptions<CallbackData = unknown> {
+  /**
+   * The job added (once) when every member has finished, completed or dead. Its data is
+   * `{ batch, total, completed, dead, deadIds, data }` (BatchCallbackData), `data` being this `data`.
+   * Its options are those of queue.add, except `dedupe`, `dependsOn` and `partitionKey`.
+   */
+  onComplete?: { data?: CallbackData; opts?: JobOptions };
+  /** The batch id (rules of job ids); default a random UUID. An id that exists is refused (BatchExistsError). */
+  id?: string;
+}
+
+/** What queue.addBatch added: the batch id and one AddedJob per item, in order. */
+export interface AddedBatch {
+  id: string;
+  /** Items with an id that existed (`isNew: false`) are not members of the batch. */
+  jobs: AddedJob[];
+}
+
+/** A batch's progress (queue.batch). Kept 7 days after it finishes. */
+export interface BatchInfo {
+  id: string;
+  /** Members: the jobs the addBatch call created. */
+  total: number;
+  /** Members not finished yet. */
+  pending: number;
+  completed: number;
+  /** Members that ended dead, were cancelled, or were removed before finishing. */
+  dead: number;
+  /** The first 100 dead members' ids. */
+  deadIds: string[];
+  /** Epoch ms (Redis clock) of the addBatch call. */
+  createdAt: number;
+  /** The callback job's id, once the batch has finished (when it has onComplete). */
+  callbackId?: string;
+  /** Epoch ms at which the last member finished. */
+  finishedAt?: number;
+}
+
+/** The data of a batch's onComplete job. */
+export interface BatchCallbackData<CallbackData = unknown> {
+  batch: string;
+  total: number;
+  completed: number;
+  dead: number;
+  /** The first 100 dead members' ids. */
+  deadIds: string[];
+  /** onComplete.data (absent when it was undefined). */
+  data?: CallbackData;
+}
+
 export interface JobCounts {
   waiting: number;
   delayed: number;

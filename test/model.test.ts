@@ -329,6 +329,13 @@ class Harness {
       partitions: 1,
       idSuffix: '',
       checkOnly: '',
+      batch: '', // no batches here (test/batches.test.ts)
+      cbId: '',
+      cbPriority: 0,
+      cbDelayMs: '',
+      cbRunAt: '',
+      cbTail: '',
+      cbData: '',
       claimer: '', // claims keep no record here (test/network-blip.test.ts covers claim retries)
       nonce: '',
       startNow: '',

@@ -31,7 +31,22 @@ type AddRow = Record<
   | 'dedupeTtlMs',
   string | number
 >;
-type RoutedRow = AddRow & { partitionKey: string };
+export type RoutedRow = AddRow & { partitionKey: string };
+
+/** add.lua's batch arguments (queue.addBatch, batches.ts); NO_BATCH for every other add. */
+export type BatchArgs = Record<
+  'batch' | 'cbId' | 'cbPriority' | 'cbDelayMs' | 'cbRunAt' | 'cbTail' | 'cbData',
+  string | number
+>;
+const NO_BATCH: BatchArgs = {
+  batch: '',
+  cbId: '',
+  cbPriority: 0,
+  cbDelayMs: '',
+  cbRunAt: '',
+  cbTail: '',
+  cbData: '',
+};
 
 /** Adds one job. With an `id` that exists, returns that job (`isNew: false`) and enqueues nothing. */
 export async function addJob(
@@ -64,7 +79,13 @@ export async function addJobs(
   return runAdd(ctx, layout, rows, parts);
 }
 
-function toRow(ctx: QueueContext, data: unknown, opts: JobOptions | undefined, what: string): RoutedRow {
+export function toRow(
+  ctx: QueueContext,
+  data: unknown,
+  opts: JobOptions | undefined,
+  what: string,
+  batch = '',
+): RoutedRow {
   const o = resolveAddOptions(opts, ctx.options.defaults);
   return {
     id: o.id,
@@ -78,6 +99,7 @@ function toRow(ctx: QueueContext, data: unknown, opts: JobOptions | undefined, w
       name: o.name,
       expireAt: o.expireAt,
       keep: o.keep,
+      batch,
     }),
     data: toJson(what, data, ctx.options.maxPayloadBytes),
     dependsOn: o.dependsOn,
@@ -152,6 +174,19 @@ async function runAdd(
   return out;
 }
 
+/** A batch's rows and its record, in one add.lua call on partition p (queue.addBatch). */
+export async function addBatchRows(
+  ctx: QueueContext,
+  layout: Layout,
+  p: number,
+  rows: AddRow[],
+  batch: BatchArgs,
+): Promise<AddedJob[]> {
+  const added = await addScript(ctx, layout, p, rows, false, batch);
+  await waitReplicas(ctx, layout.parts[p]!);
+  return added;
+}
+
 /** add.lua on partition p; a refusal (unknown parent, stale layout) is thrown as its typed error. */
 function addScript(
   ctx: QueueContext,
@@ -159,6 +194,7 @@ function addScript(
   p: number,
   rows: AddRow[],
   checkOnly = false,
+  batch: BatchArgs = NO_BATCH,
 ): Promise<AddedRow[]> {
   const k = layout.parts[p]!;
   const args = {
@@ -168,6 +204,7 @@ function addScript(
     partitions: layout.count,
     idSuffix: layout.idSuffix(p),
     checkOnly: checkOnly ? '1' : '',
+    ...batch,
   };
   return callScript(ctx.client, scripts.add, k, args, rows, {
     operation: 'add',

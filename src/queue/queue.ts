@@ -4,6 +4,7 @@
  * which validates the call's options before it touches Redis (files named for what they do):
  *
  *   enqueue.ts    add, addBulk: validation, routing to partitions, add.lua, WAIT for replicas
+ *   batches.ts    addBatch, batch: jobs counted together, with a callback job when all finished
  *   wait-for.ts   waitFor (done channel, no polling)
  *   reads.ts      getJob, getJobs, counts, metrics, workers
  *   explain.ts    explain: why a job is where it is
@@ -23,7 +24,10 @@ import { Layout, resolveLayout } from '../partitions.js';
 import type { RecoveredJobs } from '../recovery.js';
 import type { RedisClient } from '../scripts.js';
 import type {
+  AddedBatch,
   AddedJob,
+  BatchInfo,
+  BatchOptions,
   JobCounts,
   JobInfo,
   JobOptions,
@@ -34,6 +38,7 @@ import type {
 } from '../types.js';
 import { checkJobId, checkQueueAddress, checkQueueName } from '../validate.js';
 import * as admin from './admin.js';
+import { addBatch, readBatch } from './batches.js';
 import { type BulkOptions, type BulkOutcome, removeJobs, retryJobs } from './bulk.js';
 import type { QueueContext } from './context.js';
 import { addJob, addJobs } from './enqueue.js';
@@ -132,6 +137,22 @@ export class Queue<Data = unknown, Result = unknown> {
    */
   addBulk(items: readonly { data: Data; opts?: JobOptions }[]): Promise<AddedJob[]> {
     return addJobs(this.ctx, items);
+  }
+
+  /**
+   * Adds up to MAX_BULK jobs as one batch, atomically (one partition, chosen by the batch id); when all
+   * of them have finished (completed or dead), `onComplete` is added once (docs/batches.md).
+   */
+  addBatch<CallbackData = unknown>(
+    items: readonly { data: Data; opts?: JobOptions }[],
+    opts?: BatchOptions<CallbackData>,
+  ): Promise<AddedBatch> {
+    return addBatch(this.ctx, items, opts);
+  }
+
+  /** A batch's progress, or null (never added, or expired 7 days after it finished). */
+  batch(id: string): Promise<BatchInfo | null> {
+    return readBatch(this.ctx, id);
   }
 
   /**

@@ -25,7 +25,14 @@
 -- ARGV[4] partitions    the caller's partition count (refused if the queue records another)
 -- ARGV[5] idSuffix      appended to generated ids ('@<partition>' in a partitioned queue, else '')
 -- ARGV[6] checkOnly     '1' = only run the checks (parents, layout) and write nothing, else ''
--- ARGV[7..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode, group, dedupeKey, dedupeMode, dedupeTtlMs
+-- ARGV[7] batch         batch id ('' = none): the new jobs of the call are its members (queue.addBatch)
+-- ARGV[8] cbId          its callback job's id ('' = generated when the batch finishes)
+-- ARGV[9] cbPriority    the callback's priority (integer)
+-- ARGV[10] cbDelayMs    the callback's delay after the batch finishes ('' = none)
+-- ARGV[11] cbRunAt      the callback's due time (epoch ms, '' = none)
+-- ARGV[12] cbTail       the callback's option tail ('' = no callback)
+-- ARGV[13] cbData       the callback's user data (JSON, '' = undefined)
+-- ARGV[14..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode, group, dedupeKey, dedupeMode, dedupeTtlMs
 --   id ('' = generate), priority (integer), delayMs ('' = none), runAt (epoch ms, '' = none),
 --   optionTail (header fields 9.. in Lua numbering, see job-record.ts), data (JSON),
 --   dependsOn (parent ids, newline-separated, '' = none), depMode ('i' = run even if a parent dies, else 's'),
@@ -39,6 +46,7 @@
 -- Returns: { id, isNew (1|0), state letter, ... } per job, in order ({} with checkOnly); a debounced
 --   add answers the rewritten job with isNew 0;
 --   error `SURETY_UNKNOWN_PARENT <id>` when a parent neither exists nor is added earlier in the call;
+--   error `SURETY_BATCH_EXISTS <id>` when the batch exists already (nothing is written);
 --   error `SURETY_PARTITIONS <n>` when this tag belongs to a queue of n partitions (or was moved to n
 --   by a migration): the caller's layout is stale, and nothing is written
 -- @include current_time
@@ -50,11 +58,12 @@
 -- @include record_group
 -- @include unlink
 -- @include annex_fields
+-- @include batch_settle
 
 local jobs, waiting, prio, seq, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local annex, dead, deps, dependents = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local now = current_time(ARGV[1])
-local FIXED, R, CHUNK = 6, 12, 1000
+local FIXED, R, CHUNK = 13, 12, 1000
 local suffix = ARGV[5]
 
 -- Runs `cmd key values...` in chunks of at most CHUNK values (`step` keeps pairs together); returns
@@ -73,6 +82,9 @@ local layout = redis.call('HMGET', KEYS[12], 'partitions', 'moved')
 if layout[2] then return redis.error_reply('SURETY_PARTITIONS ' .. layout[2]) end
 if layout[1] and layout[1] ~= ARGV[4] then return redis.error_reply('SURETY_PARTITIONS ' .. layout[1]) end
 local n = (#ARGV - FIXED) / R
+local batch = ARGV[7]
+local batch_hash = batch ~= '' and string.match(jobs, '^({[^}]*}:)') .. 'b:' .. batch
+if batch_hash and redis.call('EXISTS', batch_hash) == 1 then return redis.error_reply('SURETY_BATCH_EXISTS ' .. batch) end
 
 -- Checks, before any write: parents must exist already or be added (by id) earlier in this call.
 local parent_state = {}
@@ -143,6 +155,7 @@ for i = 1, n do
       -- Debounce: the pending job is rewritten in place under its own id.
       replace = true
       id = holder
+      batch_settle(jobs, holder, holder_rec, false, now)
       unlink({ jobs = jobs, waiting = waiting, prio = prio, delayed = delayed }, id, hs, holder_rec, now)
       -- A new job under the old id: the old one's payload, errors, progress and logs go with it.
       redis.call('HDEL', annex, unpack(annex_fields({ id })))
@@ -261,4 +274,21 @@ if #delayed_args > 0 then
 end
 if woken then redis.call('SPUBLISH', ARGV[2], 'w') end
 emit_event(KEYS[7], tonumber(ARGV[3]), 'added', added)
+if batch_hash then
+  -- Members: the jobs this call created (ids that existed are not). Some may be dead already.
+  local dead_now, dead_count = {}, 0
+  for _, id in ipairs(added) do
+    if seen[id] == 'x' then
+      dead_count = dead_count + 1
+      if dead_count <= BATCH_DEAD_IDS_MAX then dead_now[dead_count] = id end
+    end
+  end
+  redis.call('HSET', batch_hash, 'total', #added, 'pending', #added - dead_count, 'completed', 0, 'dead', dead_count,
+    'deadIds', table.concat(dead_now, '\n'), 'createdAt', now, 'sfx', suffix, 'ev', ARGV[3])
+  if ARGV[12] ~= '' then
+    redis.call('HSET', batch_hash, 'cbId', ARGV[8], 'cbPriority', ARGV[9], 'cbDelayMs', ARGV[10], 'cbRunAt', ARGV[11],
+      'cbTail', ARGV[12], 'cbData', ARGV[13])
+  end
+  if #added == dead_count then batch_finish(jobs, batch_hash, batch, now) end
+end
 return out

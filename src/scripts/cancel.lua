@@ -36,6 +36,7 @@
 -- @include unlink
 -- @include unlink_parents
 -- @include release_dedupe
+-- @include batch_settle
 
 local jobs, errors, waiting, prio, delayed, active, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id = ARGV[2]
@@ -51,6 +52,7 @@ unlink(k, id, state, rec, now)
 if state == 'b' then unlink_parents(k, id) end
 if state == 'a' then wake_starved(KEYS[8], ARGV[3]) end
 release_dedupe(jobs, id, rec)
+batch_settle(jobs, id, rec, false, now)
 f[F_STATE] = 'x'
 f[F_TOKEN] = ''
 f[F_FINISHED] = now

@@ -38,6 +38,7 @@
 -- @include append_errors
 -- @include count_stats
 -- @include settle_dependents
+-- @include batch_settle
 -- @include annex_fields
 -- @include trim_finished
 -- @include wake_starved
@@ -104,6 +105,7 @@ if #done > 0 then
   local k = { jobs = jobs, errors = errors, waiting = KEYS[7], prio = KEYS[8], seq = KEYS[9], delayed = KEYS[10],
     dead = KEYS[11], deps = KEYS[12], dependents = KEYS[13], wake = ARGV[6], done = ARGV[5], stats = KEYS[14] }
   count_stats(KEYS[14], now, 'c', #done)
+  for j = 1, #done do batch_settle(jobs, done[j], finished_recs[j], true, now) end
   emit_event(KEYS[6], tonumber(ARGV[7]), 'dead', settle_dependents(k, now, done, {}))
 end
 return refused

@@ -51,6 +51,7 @@
 -- @include emit_event
 -- @include count_stats
 -- @include settle_dependents
+-- @include batch_settle
 
 local jobs, errors, active, delayed, waiting, prio, seq, dead =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -120,6 +121,7 @@ for i = 1, n do
         dead_scores[#dead_scores + 1] = id
         dead_ids[#dead_ids + 1] = id
         release_dedupe(jobs, id, rec)
+        batch_settle(jobs, id, rec, false, now)
         if group then group_leave(group_keys(jobs), group, 1, now) end
       elseif delay == 0 then
         retrying[#retrying + 1] = id

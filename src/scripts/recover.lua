@@ -53,6 +53,7 @@
 -- @include emit_event
 -- @include count_stats
 -- @include settle_dependents
+-- @include batch_settle
 
 local jobs, errors, active, waiting, prio, seq, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local now = current_time(ARGV[1])
@@ -103,6 +104,7 @@ for i = #expired, 1, -1 do
       f[F_FINISHED] = now
       dead_ids[#dead_ids + 1] = id
       release_dedupe(jobs, id, rec)
+      batch_settle(jobs, id, rec, false, now)
       dead_scores[#dead_scores + 1] = now
       dead_scores[#dead_scores + 1] = id
     end

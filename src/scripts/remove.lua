@@ -32,6 +32,7 @@
 -- @include release_dedupe
 -- @include annex_fields
 -- @include emit_event
+-- @include batch_settle
 
 local jobs, errors, waiting, prio, delayed, completed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id = ARGV[1]
@@ -45,6 +46,8 @@ local now = current_time('')
 unlink(k, id, state, rec, now)
 unlink_parents(k, id)
 release_dedupe(jobs, id, rec)
+-- An unfinished batch member removed counts as dead in its batch.
+if state ~= 'c' and state ~= 'x' then batch_settle(jobs, id, rec, false, now) end
 redis.call('HDEL', jobs, id)
 redis.call('HDEL', errors, unpack(annex_fields({ id })))
 emit_event(KEYS[8], tonumber(ARGV[2]), 'removed', { id })

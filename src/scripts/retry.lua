@@ -18,6 +18,7 @@
 -- @include enqueue
 -- @include record_group
 -- @include emit_event
+-- @include batch_settle
 
 local jobs, waiting, prio, seq, completed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
@@ -26,6 +27,7 @@ if not rec then return 'NOT_FOUND' end
 local f, nl = parse_record(rec)
 if f[F_STATE] ~= 'x' and f[F_STATE] ~= 'c' then return 'INVALID_STATE:' .. f[F_STATE] end
 redis.call('ZREM', f[F_STATE] == 'x' and dead or completed, id)
+batch_reopen(jobs, id, rec, f[F_STATE])
 f[F_STATE] = 'w'
 f[F_TOKEN] = ''
 f[F_BASE] = f[F_ATTEMPTS]

@@ -1,4 +1,5 @@
 -- @include record_group
+-- @include batch_settle
 -- Dependencies: after parents finished, completed parents release their children (a child leaves the
 -- blocked state once every parent completed: waiting, or delayed until its runAt), and dead parents
 -- fail theirs with a DependencyFailedError, cascading to grandchildren, unless a child ignores
@@ -50,6 +51,7 @@ local function settle_dependents(k, now, completed_ids, dead_ids)
           })
           redis.call('ZADD', k.dead, now, child)
           failed[#failed + 1] = child
+          batch_settle(k.jobs, child, rec, false, now)
           local grand = redis.call('HGET', k.dependents, child)
           if grand then pending[#pending + 1] = { child, true, grand } end
         elseif remaining > 1 then
