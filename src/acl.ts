@@ -47,7 +47,8 @@ const WORKER_COMMANDS = {
   zincrby: 'scripts: the waiting count of each group',
   zadd: 'scripts: delayed, active (leases), completed and dead sets, priorities, heartbeats',
   zrem: 'scripts: every transition out of a sorted set',
-  exists: 'scripts: claim (any prioritised job?), clean and retention (any annex?), partitions, addBatch (batch id taken?)',
+  exists:
+    'scripts: claim (any prioritised job?), clean and retention (any annex?), partitions, addBatch (batch id taken?)',
   get: 'counts (waiting grouped jobs); scripts: rate limiter windows, the prio order counter (reset), lease ids of older queues, dedupe keys',
   incr: 'scripts: generated job ids, FIFO order within a priority',
   incrby: 'scripts: blocks of job ids (addBulk), lease ids (fencing tokens), rate limiter',
