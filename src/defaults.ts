@@ -35,6 +35,11 @@ export const DEFAULT_EVENTS_MAX_LEN = 10_000;
 export const MAX_BULK = 10_000;
 /** Upper bound of jobs moved per call by promotion, recovery and retention trimming, to keep scripts short. */
 export const SCRIPT_BATCH_LIMIT = 1_000;
+/**
+ * The most bytes of durable step results (job.step, as stored: `name \t json` lines) one job may hold:
+ * a step that would pass it fails its attempt with PayloadTooLargeError.
+ */
+export const MAX_STEPS_BYTES = 1024 * 1024;
 /** Longest error stack kept per attempt. */
 export const MAX_STACK_CHARS = 4_096;
 export const MAX_MESSAGE_CHARS = 2_048;

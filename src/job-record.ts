@@ -234,6 +234,8 @@ export const ANNEX_SUFFIX = Object.freeze({
   logs: '\x01l',
   parents: '\x01d',
   body: '\x01b',
+  /** Durable step results (job.step): lines `name \t json`. */
+  steps: '\x01s',
 });
 export type AnnexPart = keyof typeof ANNEX_SUFFIX;
 const ANNEX_PARTS = Object.keys(ANNEX_SUFFIX) as AnnexPart[];
@@ -259,6 +261,18 @@ export function annexOf(values: readonly (string | null)[], i: number): Annex {
   ANNEX_PARTS.forEach((part, j) => {
     out[part] = values[i * ANNEX_PARTS.length + j] ?? null;
   });
+  return out;
+}
+
+/** The steps field of the annex (lines `name \t json`, json '' = undefined; a later line wins). */
+export function decodeSteps(field: string): Map<string, unknown> {
+  const out = new Map<string, unknown>();
+  for (const line of field.split('\n')) {
+    const tab = line.indexOf('\t');
+    if (tab < 0) continue;
+    const json = line.slice(tab + 1);
+    out.set(line.slice(0, tab), json === '' ? undefined : JSON.parse(json));
+  }
   return out;
 }
 
@@ -288,6 +302,7 @@ export function decodeRecord<D, R>(id: string, record: string, annex: Annex): Jo
     runAt: h.runAt,
   };
   if (annex.progress !== null) info.progress = JSON.parse(annex.progress);
+  if (annex.steps) info.steps = decodeSteps(annex.steps);
   if (h.group !== '') info.group = h.group;
   if (h.name !== '') info.name = h.name;
   if (h.expireAt > 0) info.expireAt = h.expireAt;

@@ -13,6 +13,7 @@ import {
 } from './defaults.js';
 import { ValidationError } from './errors.js';
 import type { ResolvedJobOptions } from './job-record.js';
+import { resolveKeep } from './retention.js';
 import type { RedisClient } from './scripts.js';
 import { MAX_TIMER_MS } from './timers.js';
 import type { BackoffOptions, JobOptions, Retention, RetentionRule } from './types.js';
@@ -295,14 +296,6 @@ export interface ResolvedAdd extends ResolvedJobOptions {
   keep: string;
 }
 
-function resolveKeep(value: unknown): string {
-  const k = checkObject('keep', value);
-  checkKnownKeys('keep', k, ['completed', 'dead']);
-  const completed = k.completed === undefined ? true : checkBool('keep.completed', k.completed);
-  const dead = k.dead === undefined ? true : checkBool('keep.dead', k.dead);
-  return `${completed ? '' : 'c'}${dead ? '' : 'x'}`;
-}
-
 function resolveDedupe(value: unknown): { key: string; mode: string; ttl: string } {
   const d = checkObject('dedupe', value);
   checkKnownKeys('dedupe', d, ['key', 'mode', 'ttlMs']);
@@ -401,25 +394,4 @@ function checkOwnJobId(value: unknown): string {
     );
   }
   return id;
-}
-
-export function resolveRetention(name: string, value: unknown): Retention {
-  if (value === undefined) return DEFAULT_RETENTION;
-  const r = checkObject(name, value);
-  checkKnownKeys(name, r, ['completed', 'dead']);
-  return Object.freeze({
-    completed: resolveRetentionRule(`${name}.completed`, r.completed, DEFAULT_RETENTION.completed),
-    dead: resolveRetentionRule(`${name}.dead`, r.dead, DEFAULT_RETENTION.dead),
-  });
-}
-
-/** One retention rule ({ maxCount?, maxAgeMs? }); absent fields take `dflt`'s. */
-export function resolveRetentionRule(name: string, value: unknown, dflt: RetentionRule): RetentionRule {
-  if (value === undefined) return dflt;
-  const v = checkObject(name, value);
-  checkKnownKeys(name, v, ['maxCount', 'maxAgeMs']);
-  return Object.freeze({
-    maxCount: v.maxCount === undefined ? dflt.maxCount : checkInt(`${name}.maxCount`, v.maxCount, 0),
-    maxAgeMs: v.maxAgeMs === undefined ? dflt.maxAgeMs : checkInt(`${name}.maxAgeMs`, v.maxAgeMs, 0),
-  });
 }

@@ -277,6 +277,8 @@ export const scripts = {
     ['line'],
     decodeFlag,
   ),
+  step: define('step', ['jobs', 'annex'], ['id', 'token', 'name', 'value', 'maxBytes'], [], decodeNumber),
+  setData: define('set-data', ['jobs', 'annex'], ['id', 'token', 'data'], [], decodeFlag),
   setPaused: define('set-paused', ['meta'], ['paused', 'wakeChannel'], [], decodeNothing),
   setConcurrency: define('set-concurrency', ['meta'], ['concurrency', 'wakeChannel'], [], decodeNothing),
   setRateLimit: define(

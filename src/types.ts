@@ -125,6 +125,8 @@ export interface JobInfo<Data = unknown, Result = unknown> {
   keep?: { completed: boolean; dead: boolean };
   result?: Result;
   errors: JobAttemptError[];
+  /** Results of the job's durable steps (job.step), by step name, when it has any. */
+  steps?: Map<string, unknown>;
   /** Last value passed to job.progress() by the latest attempt that reported any. */
   progress?: unknown;
   /** Lines from job.log(), oldest first (the last 100 are kept). */

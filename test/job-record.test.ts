@@ -58,9 +58,9 @@ describe('job record layout', () => {
       m[1] ? `\x01${m[1]}` : '',
     );
     expect(suffixes).toEqual(Object.values(ANNEX_SUFFIX));
-    expect(annexFields('j')).toEqual(['j', 'j\x01p', 'j\x01l', 'j\x01d', 'j\x01b']);
-    const two = annexOf(['e1', null, null, 'p1', null, 'e2', '3', 'l', null, 'b'], 1);
-    expect(two).toEqual({ errorLines: 'e2', progress: '3', logs: 'l', parents: null, body: 'b' });
+    expect(annexFields('j')).toEqual(['j', 'j\x01p', 'j\x01l', 'j\x01d', 'j\x01b', 'j\x01s']);
+    const two = annexOf(['e1', null, null, 'p1', null, null, 'e2', '3', 'l', null, 'b', 's'], 1);
+    expect(two).toEqual({ errorLines: 'e2', progress: '3', logs: 'l', parents: null, body: 'b', steps: 's' });
   });
 
   it('readHeader fills the library defaults for empty option fields, and reads set ones', () => {

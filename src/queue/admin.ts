@@ -7,10 +7,10 @@
 import { DEFAULT_RETENTION, SCRIPT_BATCH_LIMIT } from '../defaults.js';
 import { refusalError, ValidationError } from '../errors.js';
 import { settling } from '../in-flight.js';
-import { resolveRetentionRule } from '../options.js';
 import { setPausedAll } from '../partitions.js';
 import { type RecoveredJobs, recoverExpired } from '../recovery.js';
 import { serverNow } from '../redis-clock.js';
+import { resolveRetentionRule } from '../retention.js';
 import { callScript, scripts } from '../scripts.js';
 import type { RetentionRule } from '../types.js';
 import { checkCallOptions, checkInt, checkJobId, show } from '../validate.js';

@@ -2,7 +2,7 @@
  * The worker's Redis calls: each builds one script's arguments from the worker's options and parses
  * the reply. No state and no decisions: the Worker decides what the replies mean for its jobs.
  */
-import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, SCRIPT_BATCH_LIMIT } from '../defaults.js';
+import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, MAX_STEPS_BYTES, SCRIPT_BATCH_LIMIT } from '../defaults.js';
 import type { Refusal } from '../errors.js';
 import { untilClosed } from '../in-flight.js';
 import { annexField, resultOf } from '../job-record.js';
@@ -178,6 +178,31 @@ export class WorkerCalls {
       },
       lines.map((l) => ({ line: JSON.stringify(l.slice(0, 2_000)) })),
     );
+  }
+
+  /** The job's durable steps field (job.step), or null when it has none. */
+  async readSteps(jobId: string): Promise<string | null> {
+    return untilClosed(this.client, this.client.hget(this.keys.annex, annexField(jobId, 'steps')));
+  }
+
+  /** Stores one step result, fenced by the attempt's token: 1 stored, 0 lease lost, -1 over the size bound. */
+  async writeStep(job: Job<unknown>, name: string, valueJson: string): Promise<number> {
+    return callScript(this.client, scripts.step, this.keys, {
+      id: job.id,
+      token: job.token,
+      name,
+      value: valueJson,
+      maxBytes: MAX_STEPS_BYTES,
+    });
+  }
+
+  /** Replaces a running job's data, fenced by the attempt's token; false if the lease is lost. */
+  async setData(job: Job<unknown>, dataJson: string): Promise<boolean> {
+    return callScript(this.client, scripts.setData, this.keys, {
+      id: job.id,
+      token: job.token,
+      data: dataJson,
+    });
   }
 
   /** Stored results of the jobs `jobId` depends on (undefined for a parent gone or not completed). */

@@ -1,8 +1,34 @@
 /** The job as a processor sees it. */
-import type { ClaimedRecord } from '../job-record.js';
+import { LeaseExpiredError, PayloadTooLargeError, SnoozeError, ValidationError } from '../errors.js';
+import { type ClaimedRecord, decodeSteps } from '../job-record.js';
+import { toJson } from '../validate.js';
 
 /** Writes progress and log lines of a running attempt (fenced by its token); false if the lease is lost. */
 export type AnnexWriter = (job: Job<unknown>, progress: unknown, lines: string[]) => Promise<boolean>;
+
+/** Durable state of a running attempt, in Redis (the worker's script calls; writes fenced by the token). */
+export interface JobStore {
+  readSteps(jobId: string): Promise<string | null>;
+  /** 1 stored, 0 the lease is lost, -1 over MAX_STEPS_BYTES. */
+  writeStep(job: Job<unknown>, name: string, valueJson: string): Promise<number>;
+  setData(job: Job<unknown>, dataJson: string): Promise<boolean>;
+}
+
+/** Step names the library uses for job.sleep; a user's step name may not start with it. */
+const SLEEP_STEP = '~sleep:';
+/** Largest data job.updateData stores (as for add: the queue's maxPayloadBytes default). */
+const MAX_DATA_BYTES = 512 * 1024;
+
+function checkStepName(name: unknown): string {
+  if (typeof name !== 'string' || name.length === 0 || name.length > 256 || /[\t\n\r]/.test(name)) {
+    throw new ValidationError(
+      `a step name must be a string of 1-256 characters without tabs or newlines, got ${String(name)}`,
+    );
+  }
+  if (name.startsWith(SLEEP_STEP))
+    throw new ValidationError(`step names starting with ${SLEEP_STEP} are reserved`);
+  return name;
+}
 
 export class Job<Data = unknown> {
   /** Attempt number, from 1. Keeps counting after a manual retry. */
@@ -34,6 +60,12 @@ export class Job<Data = unknown> {
   private controller: AbortController | undefined;
   /** @internal Set by the worker. */
   writer: AnnexWriter | undefined;
+  /** @internal Set by the worker. */
+  store: JobStore | undefined;
+  /** Steps stored by earlier attempts (and this one), read once per attempt on first use. */
+  private steps: Promise<Map<string, unknown>> | undefined;
+  /** job.sleep calls made so far in this attempt: the n-th call is step `~sleep:n`. */
+  private sleeps = 0;
   /** @internal Set by the worker. */
   parentReader: ((job: Job<unknown>) => Promise<Record<string, unknown>>) | undefined;
   private abortReason: Error | undefined;
@@ -103,6 +135,79 @@ export class Job<Data = unknown> {
     return this.parentReader
       ? (this.parentReader(this as Job<unknown>) as Promise<Record<string, R | undefined>>)
       : Promise.resolve({});
+  }
+
+  /**
+   * A durable step: on the first attempt that reaches it, runs `fn` and stores its result with the job
+   * (fenced: only while this attempt holds the job's lease); on a later attempt, returns the stored
+   * result without running `fn` again. The result must be JSON-serialisable (undefined is kept as
+   * undefined). A job's steps hold at most 1 MiB (MAX_STEPS_BYTES) in all. If the lease was lost, the
+   * result is not stored and this throws LeaseExpiredError (the job may be running elsewhere).
+   */
+  async step<T>(name: string, fn: () => Promise<T> | T): Promise<T> {
+    const stepName = checkStepName(name);
+    const found = await this.readStep(stepName);
+    if (found.found) return found.value as T;
+    const value = await fn();
+    await this.writeStep(stepName, value);
+    return value;
+  }
+
+  /** The stored result of step `name`, if an attempt stored one. */
+  async readStep(name: string): Promise<{ found: boolean; value?: unknown }> {
+    if (!this.store) return { found: false };
+    const store = this.store;
+    this.steps ??= store.readSteps(this.id).then((field) => (field ? decodeSteps(field) : new Map()));
+    const steps = await this.steps;
+    return steps.has(name) ? { found: true, value: steps.get(name) } : { found: false };
+  }
+
+  /** Stores the result of step `name` (fenced); false when there is no store (a job built by hand). */
+  async writeStep(name: string, value: unknown): Promise<boolean> {
+    if (!this.store) return false;
+    const json =
+      value === undefined ? '' : toJson(`result of step ${name} of job ${this.id}`, value, MAX_DATA_BYTES);
+    const r = await this.store.writeStep(this as Job<unknown>, name, json);
+    if (r === 0)
+      throw new LeaseExpiredError(
+        `job ${this.id}: the lease of attempt ${this.attempt} was lost; step ${name} not stored`,
+      );
+    if (r < 0) throw new PayloadTooLargeError(`job ${this.id}: step ${name} would take its steps past 1 MiB`);
+    (await this.steps)?.set(name, value);
+    return true;
+  }
+
+  /**
+   * A durable sleep: the job goes back to delayed for `ms` without spending an attempt (it is a snooze),
+   * and its next attempt passes this call at once, after re-running (or replaying, with job.step) what
+   * came before it. Call it as `await job.sleep(ms)` and let what it throws propagate (a SnoozeError).
+   */
+  async sleep(ms: number): Promise<void> {
+    const name = `${SLEEP_STEP}${this.sleeps++}`;
+    const found = await this.readStep(name);
+    const now = Date.now();
+    if (found.found) {
+      // Woken early (promoted, or a crash between storing the wake time and snoozing): sleep the rest.
+      const left = Number(found.value) - now;
+      if (left > 0) throw new SnoozeError(left);
+      return;
+    }
+    const snooze = new SnoozeError(ms); // validates ms first
+    await this.writeStep(name, now + ms);
+    throw snooze;
+  }
+
+  /**
+   * Replaces the job's data in Redis (the next attempt sees it) and in this object. Fenced: refused
+   * with LeaseExpiredError when this attempt no longer holds the job.
+   */
+  async updateData(data: Data): Promise<void> {
+    const json = toJson(`data of job ${this.id}`, data, MAX_DATA_BYTES);
+    if (this.store && !(await this.store.setData(this as Job<unknown>, json)))
+      throw new LeaseExpiredError(
+        `job ${this.id}: the lease of attempt ${this.attempt} was lost; data not updated`,
+      );
+    (this as { data: Data }).data = data;
   }
 
   /** @internal */

@@ -160,6 +160,7 @@ export class Lane {
       const job = new Job<unknown>(this.host.queueName, id, record, data, this.partition);
       job.writer = (j, progress, lines) => this.calls.writeAnnex(j, progress, lines);
       job.parentReader = (j) => this.calls.parentResults(j.id);
+      job.store = this.calls;
       this.hold(job);
       jobs.push(job);
     }

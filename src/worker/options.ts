@@ -1,7 +1,8 @@
 /** Worker options: documented defaults, validated once, frozen. */
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '../defaults.js';
 import { ValidationError } from '../errors.js';
-import { type CommonOptions, type Logger, resolveCommon, resolveRetention } from '../options.js';
+import { type CommonOptions, type Logger, resolveCommon } from '../options.js';
+import { resolveRetention } from '../retention.js';
 import { MAX_TIMER_MS } from '../timers.js';
 import type { Retention } from '../types.js';
 import { checkBool, checkInt, checkKnownKeys, checkObject } from '../validate.js';

@@ -1,7 +1,7 @@
 -- The annex hash (key `errors`) keeps, per job: its error lines under the field `id`, its progress
 -- under `id .. "\1p"`, its log lines under `id .. "\1l"`, its parents (dependsOn) under
 -- `id .. "\1d"` and, for a payload over 512 bytes, the payload itself under `id .. "\1b"` (ids never
--- contain control characters).
+-- contain control characters), and its durable step results (job.step) under `id .. "\1s"`.
 -- Returns every annex field of the given ids, for one HDEL.
 local function annex_fields(ids)
   local fields = {}
@@ -11,6 +11,7 @@ local function annex_fields(ids)
     fields[#fields + 1] = ids[i] .. '\1l'
     fields[#fields + 1] = ids[i] .. '\1d'
     fields[#fields + 1] = ids[i] .. '\1b'
+    fields[#fields + 1] = ids[i] .. '\1s'
   end
   return fields
 end

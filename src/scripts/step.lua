@@ -1,0 +1,34 @@
+#!lua flags=allow-oom
+-- step.lua: a running attempt stores the result of a durable step (job.step), so a later attempt of
+-- the job returns it without running the step again. Fenced: only while the job is active under the
+-- caller's token, so a worker whose lease was lost can never write step state (unlike a plain data
+-- update). Steps live in the job's annex field `id .. "\1s"`, one line per step, `name \t json`
+-- (json '' = undefined); a later line of the same name wins. The field is bounded: a step that would
+-- take it past `maxBytes` is refused and nothing is written.
+-- KEYS[1] jobs            HASH id -> record
+-- KEYS[2] annex           HASH annex (field id .. "\1s": the steps)
+-- ARGV[1] id
+-- ARGV[2] token           the fencing token of the caller's attempt
+-- ARGV[3] name            step name (no tab or newline: checked by the client)
+-- ARGV[4] value           the step's result as JSON ('' = undefined)
+-- ARGV[5] maxBytes        the most bytes the steps field of one job may hold
+-- Returns: 1 stored, 0 the caller no longer holds the job, -1 over maxBytes (nothing stored)
+-- @include pipe_positions
+-- @include parse_record
+
+local jobs, annex = KEYS[1], KEYS[2]
+local id = ARGV[1]
+local rec = redis.call('HGET', jobs, id)
+if not rec then return 0 end
+local p = pipe_positions(rec, F_TOKEN, {})
+if string.sub(rec, 1, 1) ~= 'a' or string.sub(rec, p[F_STATE] + 1, p[F_TOKEN] - 1) ~= ARGV[2] then return 0 end
+local field = id .. '\1s'
+local line = ARGV[3] .. '\t' .. ARGV[4]
+local size = redis.call('HSTRLEN', annex, field)
+if size + #line + 1 > tonumber(ARGV[5]) then return -1 end
+if size == 0 then
+  redis.call('HSET', annex, field, line)
+else
+  redis.call('HSET', annex, field, redis.call('HGET', annex, field) .. '\n' .. line)
+end
+return 1
