@@ -5,6 +5,9 @@
  * an occurrence starts, the worker creates the next one (advance-schedule.lua, compare-and-set on the
  * pending id, so exactly one job per tick however many workers race); every worker's recovery loop also
  * repairs schedules whose pending occurrence has started, in case the worker that claimed it died first.
+ * Bounds: ticks before startAt or after endAt are never created, and the schedulePending entry
+ * (`version|pending id|count[|ended]`) counts the occurrences created, so the scripts stop at `limit`
+ * atomically; a schedule with nothing left to produce is kept, marked ended, until unschedule.
  * Timing and validation: schedule-timing.ts.
  */
 
@@ -20,6 +23,9 @@ import { callScript, type RedisClient, scripts } from '../scripts.js';
 import { toJson } from '../validate.js';
 import type { QueueContext } from './context.js';
 import {
+  beforeEnd,
+  firstTick,
+  immediateTick,
   nextTick,
   type ScheduleInfo,
   type ScheduleOptions,
@@ -35,6 +41,20 @@ function occurrenceFields(spec: StoredSpec, maxPayloadBytes: number) {
     optionTail: encodeOptionTail(o, { group: o.group }),
     data: toJson('schedule data', spec.data, maxPayloadBytes),
   };
+}
+
+/** A schedule's entry in the schedulePending hash (parse_pending.lua reads it in the scripts). */
+interface Pending {
+  version: number;
+  /** The pending occurrence; for an ended schedule its last one ('' if none). */
+  id: string;
+  count: number;
+  ended: boolean;
+}
+
+function parsePending(value: string): Pending {
+  const [version = '0', id = '', count = '0', ended = ''] = value.split('|');
+  return { version: Number(version), id, count: Number(count) || 0, ended: ended === 'ended' };
 }
 
 /** The keys of the partition that holds schedule `key` (and its occurrence jobs). */
@@ -60,20 +80,28 @@ export async function upsertSchedule<Data>(
   }
   const fields = occurrenceFields(spec, ctx.options.maxPayloadBytes);
   // The anchor must not make an unchanged everyMs spec look new at every start: compare without it.
+  // With startAt the anchor is startAt itself, the same at every upsert.
   const existing = await untilClosed(client, client.hget(keys.schedules, key));
-  if (existing && spec.everyMs !== undefined) {
+  if (existing && spec.everyMs !== undefined && spec.startAt === undefined) {
     const old = JSON.parse(existing) as StoredSpec;
-    if (old.everyMs === spec.everyMs) spec.anchor = old.anchor;
+    if (old.everyMs === spec.everyMs && old.startAt === undefined) spec.anchor = old.anchor;
   }
-  const due = nextTick(spec, now);
+  // The script picks the immediate occurrence only if the schedule has produced none yet; either may
+  // be '' when its tick is after endAt (the schedule is then stored ended).
+  const due = firstTick(spec, now);
+  const immediate = spec.immediately ? immediateTick(spec, now) : undefined;
+  const inBounds = immediate !== undefined && beforeEnd(spec, immediate);
   return callScript(client, scripts.schedule, keys, {
     now,
     wakeChannel: keys.wakeChannel,
     key,
     spec: JSON.stringify(spec),
-    occurrenceId: occurrenceId(key, due),
+    occurrenceId: beforeEnd(spec, due) ? occurrenceId(key, due) : '',
     due,
     ...fields,
+    limit: spec.limit ?? '',
+    immediateId: inBounds ? occurrenceId(key, immediate) : '',
+    immediateDue: immediate ?? '',
   });
 }
 
@@ -94,8 +122,8 @@ export async function advanceSchedule(
     untilClosed(client, client.hget(keys.schedulePending, key)),
   ]);
   if (!specJson || !pending) return false;
-  const currentId = occurrenceId(key, currentTick);
-  if (!pending.endsWith(`|${currentId}`)) return false;
+  const current = parsePending(pending);
+  if (current.ended || current.id !== occurrenceId(key, currentTick)) return false;
   const spec = JSON.parse(specJson) as StoredSpec;
   const now = await serverNow(client);
   const ticks: number[] = [];
@@ -103,13 +131,16 @@ export async function advanceSchedule(
     ticks.push(t);
   const missed = spec.catchUp > 0 ? ticks.slice(-spec.catchUp) : [];
   const next = nextTick(spec, Math.max(now, currentTick));
-  const rows = [...missed, next].map((due) => ({ id: occurrenceId(key, due), due }));
+  // No tick after endAt: with no rows left the script marks the schedule ended.
+  const rows = [...missed, next]
+    .filter((due) => beforeEnd(spec, due))
+    .map((due) => ({ id: occurrenceId(key, due), due }));
   const fields = occurrenceFields(spec, Number.MAX_SAFE_INTEGER);
   return callScript(
     client,
     scripts.advanceSchedule,
     keys,
-    { now, wakeChannel: keys.wakeChannel, key, expected: pending, ...fields },
+    { now, wakeChannel: keys.wakeChannel, key, expected: pending, ...fields, limit: spec.limit ?? '' },
     rows,
   );
 }
@@ -118,7 +149,11 @@ export async function advanceSchedule(
 export async function listSchedules<Data>(ctx: QueueContext): Promise<ScheduleInfo<Data>[]> {
   const layout = await ctx.open();
   const all = await Promise.all(layout.parts.map((k) => schedulesIn<Data>(ctx.client, k)));
-  return all.flat().sort((a, b) => a.nextRunAt - b.nextRunAt || (a.key < b.key ? -1 : 1));
+  return all
+    .flat()
+    .sort(
+      (a, b) => Number(a.ended) - Number(b.ended) || a.nextRunAt - b.nextRunAt || (a.key < b.key ? -1 : 1),
+    );
 }
 
 async function schedulesIn<Data>(client: RedisClient, keys: QueueKeys): Promise<ScheduleInfo<Data>[]> {
@@ -129,23 +164,31 @@ async function schedulesIn<Data>(client: RedisClient, keys: QueueKeys): Promise<
   const out: ScheduleInfo<Data>[] = [];
   for (const [key, json] of Object.entries(specs)) {
     const spec = JSON.parse(json) as StoredSpec;
-    const pending = pendings[key] ?? '0|';
-    const sep = pending.indexOf('|');
-    const pendingJobId = pending.slice(sep + 1);
-    const nextRunAt = parseOccurrenceId(pendingJobId)?.tick ?? 0;
+    const p = parsePending(pendings[key] ?? '0|');
+    const nextRunAt = parseOccurrenceId(p.id)?.tick ?? 0;
+    // The ticks that will still be created: within endAt and what the limit leaves.
+    const left = p.ended ? 0 : Math.min(3, spec.limit === undefined ? 3 : spec.limit - p.count);
     const upcoming: number[] = [];
-    for (let t = nextRunAt, i = 0; i < 3; i++) {
-      t = nextTick(spec, t);
+    for (
+      let t = nextTick(spec, nextRunAt);
+      upcoming.length < left && beforeEnd(spec, t);
+      t = nextTick(spec, t)
+    )
       upcoming.push(t);
-    }
     out.push({
       key,
       ...(spec.cron !== undefined ? { cron: spec.cron, tz: spec.tz ?? 'UTC' } : { everyMs: spec.everyMs! }),
       data: spec.data as Data,
       opts: spec.opts,
       catchUp: spec.catchUp,
-      version: Number(pending.slice(0, sep)),
-      pendingJobId,
+      ...(spec.startAt !== undefined ? { startAt: spec.startAt } : {}),
+      ...(spec.endAt !== undefined ? { endAt: spec.endAt } : {}),
+      ...(spec.limit !== undefined ? { limit: spec.limit } : {}),
+      ...(spec.immediately ? { immediately: true } : {}),
+      version: p.version,
+      count: p.count,
+      ended: p.ended,
+      pendingJobId: p.id,
       nextRunAt,
       upcoming,
     });
@@ -165,9 +208,10 @@ export async function removeSchedule(ctx: QueueContext, key: string): Promise<bo
  */
 export async function repairSchedules(client: RedisClient, keys: QueueKeys): Promise<number> {
   const pendings = await untilClosed(client, client.hgetall(keys.schedulePending));
-  const entries = Object.entries(pendings);
+  // An ended schedule has nothing to advance.
+  const entries = Object.entries(pendings).filter(([, p]) => !parsePending(p).ended);
   if (entries.length === 0) return 0;
-  const ids = entries.map(([, p]) => p.slice(p.indexOf('|') + 1));
+  const ids = entries.map(([, p]) => parsePending(p).id);
   const records = await untilClosed(client, client.hmget(keys.jobs, ...ids));
   let repaired = 0;
   for (let i = 0; i < entries.length; i++) {

@@ -1,39 +1,53 @@
 #!lua
 -- advance-schedule.lua: once an occurrence of a schedule has started (or finished), create the next
--- one(s). Compare-and-set on `version|current occurrence id`, so however many workers try to advance
--- the same tick, exactly one succeeds and each tick gets exactly one job (ids are per tick, too).
+-- one(s). Compare-and-set on the whole pending entry (`version|current occurrence id|count`), so however
+-- many workers try to advance the same tick, exactly one succeeds and each tick gets exactly one job (ids
+-- are per tick, too). The count of occurrences is kept in the same entry, so a limit holds however many
+-- workers race: once it is reached, or no tick is left before endAt (no rows), the schedule ends.
 -- KEYS[1] jobs              HASH id -> record
 -- KEYS[2] waiting           LIST
 -- KEYS[3] prio              ZSET
 -- KEYS[4] seq               STRING
 -- KEYS[5] delayed           ZSET
--- KEYS[6] schedulePending   HASH key -> `version|pending occurrence id`
+-- KEYS[6] schedulePending   HASH key -> `version|pending occurrence id|count[|ended]`
 -- ARGV[1] now               epoch ms, '' = Redis TIME
 -- ARGV[2] wakeChannel
 -- ARGV[3] key
--- ARGV[4] expected          `version|current occurrence id`
+-- ARGV[4] expected          the pending entry the caller read (current occurrence id)
 -- ARGV[5] priority
 -- ARGV[6] optionTail
 -- ARGV[7] data              JSON
--- ARGV[8..] repeated: id, due
---   occurrences to create, oldest first (missed ticks to catch up, then the next tick); the last one
---   becomes the pending occurrence
--- Returns: 1 when advanced, 0 when someone else already did or the schedule changed or was removed
+-- ARGV[8] limit             most occurrences in total, '' = no limit
+-- ARGV[9..] repeated: id, due
+--   occurrences to create, oldest first (missed ticks to catch up, then the next tick, none after
+--   endAt); those past the limit are dropped; the last one created becomes the pending occurrence
+-- Returns: 1 when advanced (or ended), 0 when someone else already did or the schedule changed, was
+-- removed or has ended
 -- @include current_time
 -- @include enqueue
 -- @include create_job
+-- @include parse_pending
+-- @include pending_value
 
 local jobs, waiting, prio, seq, delayed, pending_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 if redis.call('HGET', pending_key, ARGV[3]) ~= ARGV[4] then return 0 end
+local version, current, count, ended = parse_pending(ARGV[4])
+if ended then return 0 end
 local now = current_time(ARGV[1])
-local version = string.sub(ARGV[4], 1, string.find(ARGV[4], '|', 1, true) - 1)
+local limit = tonumber(ARGV[8])
 local woken, last = false, nil
-for i = 8, #ARGV, 2 do
+for i = 9, #ARGV, 2 do
+  if limit and count >= limit then break end
+  if redis.call('HEXISTS', jobs, ARGV[i]) == 0 then count = count + 1 end
   if create_job(jobs, waiting, prio, seq, delayed, ARGV[i], now, tonumber(ARGV[i + 1]), tonumber(ARGV[5]), ARGV[6], ARGV[7]) then
     woken = true
   end
   last = ARGV[i]
 end
-redis.call('HSET', pending_key, ARGV[3], version .. '|' .. last)
+if not last then
+  redis.call('HSET', pending_key, ARGV[3], pending_value(version, current, count, true))
+  return 1
+end
+redis.call('HSET', pending_key, ARGV[3], pending_value(version, last, count, false))
 redis.call('SPUBLISH', ARGV[2], woken and 'w' or 'd')
 return 1

@@ -1,22 +1,25 @@
 #!lua flags=allow-oom
--- unschedule.lua: delete the schedule `key` and its pending occurrence if that has not started.
+-- unschedule.lua: delete the schedule `key` (ended or not; its count goes with it) and its pending
+-- occurrence if that has not started.
 -- KEYS[1] jobs              HASH id -> record
 -- KEYS[2] annex             HASH annex: error lines, progress, logs
 -- KEYS[3] waiting           LIST
 -- KEYS[4] prio              ZSET
 -- KEYS[5] delayed           ZSET
 -- KEYS[6] schedules         HASH key -> spec JSON
--- KEYS[7] schedulePending   HASH key -> `version|pending occurrence id`
+-- KEYS[7] schedulePending   HASH key -> `version|pending occurrence id|count[|ended]`
 -- ARGV[1] key
 -- Returns: 1 when the schedule existed, else 0
 -- @include annex_fields
 -- @include unlink
 -- @include discard_unstarted
+-- @include parse_pending
 
 local jobs, errors, waiting, prio, delayed, schedules, pending_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local pending = redis.call('HGET', pending_key, ARGV[1])
 if not pending then return 0 end
-discard_unstarted(jobs, errors, waiting, prio, delayed, string.sub(pending, string.find(pending, '|', 1, true) + 1))
+local _, id = parse_pending(pending)
+discard_unstarted(jobs, errors, waiting, prio, delayed, id)
 redis.call('HDEL', schedules, ARGV[1])
 redis.call('HDEL', pending_key, ARGV[1])
 return 1
