@@ -2,7 +2,10 @@
  * Batches through the public API: queue.addBatch, queue.batch, and the onComplete callback job, added
  * exactly once when the last member finishes, whatever way it finishes.
  */
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { createDashboard } from '../src/dashboard/index.js';
 import { MAX_BULK } from '../src/defaults.js';
 import {
   type BatchCallbackData,
@@ -267,4 +270,56 @@ describe('batches', () => {
       expect(info.callbackId!.split('@')[1]).toBe(b.jobs[0]!.id.split('@')[1]);
     }
   });
+
+  it('shows a batch in the CLI (surety batch) and the dashboard API, and links it from its jobs', async () => {
+    const { name, q } = setup();
+    const b = await q.addBatch(members(3), { id: 'seen', onComplete: {} });
+    await q.cancel(b.jobs[0]!.id);
+
+    const dashboard = createDashboard({ connection: fx.url });
+    open.push(dashboard);
+    const res = await dashboard.fetch(new Request(`http://127.0.0.1/api/queues/${name}/batches/seen`));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ queue: name, id: 'seen', total: 3, pending: 2, dead: 1 });
+    const missing = await dashboard.fetch(new Request(`http://127.0.0.1/api/queues/${name}/batches/nope`));
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toMatchObject({ error: { code: 'ERR_BATCH_NOT_FOUND' } });
+    const job = await dashboard.fetch(
+      new Request(`http://127.0.0.1/api/queues/${name}/jobs/${b.jobs[1]!.id}`),
+    );
+    expect(await job.json()).toMatchObject({ batch: 'seen' });
+
+    const text = await cli(['batch', name, 'seen']);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/batch seen in .*: running/);
+    expect(text.stdout).toMatch(/1\/3 finished \(33%\): 0 completed, 1 dead, 2 pending/);
+    expect(text.stdout).toContain(`dead      ${b.jobs[0]!.id}`);
+    const json = await cli(['batch', name, 'seen', '--json']);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      queue: name,
+      id: 'seen',
+      total: 3,
+      deadIds: [b.jobs[0]!.id],
+    });
+    const none = await cli(['batch', name, 'nope']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/^surety: batch "nope" does not exist/);
+  });
 });
+
+const BIN = fileURLToPath(new URL('../bin/surety.js', import.meta.url));
+
+/** Runs the CLI against the test's Redis; resolves with its exit code and output. */
+function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: fx.url, NO_COLOR: '1' };
+  delete env.FORCE_COLOR;
+  const proc = spawn(process.execPath, [BIN, ...args], { env });
+  const out = { stdout: '', stderr: '' };
+  proc.stdout.on('data', (d) => {
+    out.stdout += d;
+  });
+  proc.stderr.on('data', (d) => {
+    out.stderr += d;
+  });
+  return new Promise((resolve) => proc.on('close', (code) => resolve({ code, ...out })));
+}

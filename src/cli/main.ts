@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { registerAdd } from './commands/add.js';
 import { registerAdmin } from './commands/admin.js';
+import { registerBatch } from './commands/batch.js';
 import { registerDashboard } from './commands/dashboard.js';
 import { registerDemo } from './commands/demo.js';
 import { registerExplain } from './commands/explain.js';
@@ -49,6 +50,7 @@ export function buildProgram(): Command {
   registerWorkers(program);
   registerJobs(program);
   registerExplain(program);
+  registerBatch(program);
   registerGroups(program);
   registerAdd(program);
   registerAdmin(program);

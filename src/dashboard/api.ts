@@ -6,6 +6,7 @@
  *   GET  /api/queues/:q/jobs?state=&offset=&limit=   offset <= 10 000, limit 1 to 500 (default 50)
  *   GET  /api/queues/:q/jobs/:id
  *   GET  /api/queues/:q/jobs/:id/explain           why it is not running (queue.explain)
+ *   GET  /api/queues/:q/batches/:id                a batch's progress (queue.batch); 404 ERR_BATCH_NOT_FOUND
  *   GET  /api/queues/:q/workers | /schedules
  *   POST /api/queues/:q/jobs/:id/retry|remove|promote|cancel
  *   GET  /api/queues/:q/metrics?windowMs=          completed/failed/dead per minute (queue.metrics)
@@ -116,6 +117,12 @@ async function queueApi(
     const op = action as (typeof JOB_ACTIONS)[number];
     await queue[op](id);
     return json({ ok: true, queue: name, id, action: op });
+  }
+  if (sub === 'batches' && id !== undefined && action === undefined) {
+    method(req, 'GET');
+    const batch = await queue.batch(id);
+    if (!batch) throw new HttpError(404, 'ERR_BATCH_NOT_FOUND', `batch ${JSON.stringify(id)} does not exist`);
+    return json({ queue: name, ...batch });
   }
   if ((FLOW_ROUTES as readonly string[]).includes(sub)) {
     return flowApi(req, params, queue, name, sub as (typeof FLOW_ROUTES)[number], id);

@@ -20,10 +20,12 @@ function render() {
           ? jobView(p[1], p[3])
           : p[0] === 'queue' && p.length === 4 && p[2] === 'group'
             ? groupView(p[1], p[3])
-            : Promise.resolve([
-                el('h1', { text: 'Not found' }),
-                el('a', { href: '#/', text: 'back to the queues' }),
-              ]);
+            : p[0] === 'queue' && p.length === 4 && p[2] === 'batch'
+              ? batchView(p[1], p[3])
+              : Promise.resolve([
+                  el('h1', { text: 'Not found' }),
+                  el('a', { href: '#/', text: 'back to the queues' }),
+                ]);
   built.then(
     (nodes) => {
       if (mine === generation) view.replaceChildren(el('div', null, nodes));

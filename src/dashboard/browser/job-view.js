@@ -17,6 +17,7 @@ function jobView(name, id) {
       ['attempts', `${j.attempts} started, ${j.attemptsLeft} of ${j.maxAttempts} left`],
       ['priority', j.priority],
       ['group', j.group ? el('a', { href: groupHref(name, j.group), text: j.group }) : ''],
+      ['batch', j.batch ? el('a', { id: 'job-batch', href: batchHref(name, j.batch), text: j.batch }) : ''],
       ['created', time(j.createdAt)],
       ['run at', time(j.runAt)],
       ['started', time(j.startedAt)],
@@ -121,4 +122,53 @@ function reasonDetails(r) {
         : `${k} ${Array.isArray(r[k]) ? r[k].join(', ') : typeof r[k] === 'object' ? JSON.stringify(r[k]) : r[k]}`,
     )
     .join('; ');
+}
+
+function batchHref(name, id) {
+  return `#/queue/${enc(name)}/batch/${enc(id)}`;
+}
+
+/** A batch (#/queue/NAME/batch/ID): its counts, its dead members and its callback job (queue.batch). */
+function batchView(name, id) {
+  return api(`/queues/${enc(name)}/batches/${enc(id)}`).then((b) => {
+    var done = b.finishedAt !== undefined;
+    if (!done && !timer)
+      timer = setTimeout(() => {
+        timer = null;
+        render();
+      }, 1000);
+    var jobLink = (jid) => el('a', { href: jobHref(name, jid), text: jid });
+    var fields = [
+      ['state', done ? 'finished' : 'running'],
+      ['progress', `${b.total - b.pending} of ${b.total} finished`],
+      ['completed', b.completed],
+      ['dead', b.dead],
+      ['pending', b.pending],
+      ['created', time(b.createdAt)],
+      ['finished', time(b.finishedAt)],
+      ['callback', b.callbackId ? jobLink(b.callbackId) : ''],
+    ];
+    return [
+      el('div', { class: 'muted' }, el('a', { href: queueHref(name, 'waiting'), text: name }), ' / batch'),
+      el('h1', { id: 'batch-id', text: b.id }),
+      el(
+        'dl',
+        { id: 'batch-fields' },
+        fields.map((f) => [
+          el('dt', { text: f[0] }),
+          el('dd', null, typeof f[1] === 'object' ? f[1] : String(f[1] ?? '')),
+        ]),
+      ),
+      b.deadIds.length > 0
+        ? [
+            el('h2', { text: `Dead members (first ${b.deadIds.length} of ${b.dead})` }),
+            el(
+              'p',
+              null,
+              b.deadIds.map((d, i) => [i > 0 ? ', ' : '', jobLink(d)]),
+            ),
+          ]
+        : null,
+    ];
+  });
 }
