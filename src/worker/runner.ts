@@ -73,7 +73,39 @@ export class Runner<Data, Result> implements LaneRunner {
   /** Release calls in flight: jobs claimed but never started, handed back by a closing worker. */
   private readonly handingBack = new Set<Promise<void>>();
 
-  constructor(private readonly deps: RunnerDeps<Data, Result>) {}
+  /** Slots: the concurrency option, changed at run time by worker.concurrency = n. */
+  private concurrencyNow: number;
+  /** worker.pause(): no claims and no starts until resume(); claimed jobs are handed back. */
+  private paused = false;
+
+  constructor(private readonly deps: RunnerDeps<Data, Result>) {
+    this.concurrencyNow = deps.options.concurrency;
+  }
+
+  get concurrency(): number {
+    return this.concurrencyNow;
+  }
+
+  /** New number of slots: more starts buffered jobs and claims at once; fewer lets running jobs finish. */
+  setConcurrency(n: number): void {
+    this.concurrencyNow = n;
+    this.afterSlotFreed();
+  }
+
+  get isPaused(): boolean {
+    return this.paused;
+  }
+
+  /** Stops claiming and starting jobs here; jobs claimed but not started go back to waiting at once. */
+  pause(): void {
+    this.paused = true;
+    this.handBackBuffered();
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.afterSlotFreed();
+  }
 
   /** Number of jobs whose processor is running now. */
   get activeCount(): number {
@@ -92,8 +124,9 @@ export class Runner<Data, Result> implements LaneRunner {
    * among the lanes that are not drained, so one busy partition cannot starve the others.
    */
   claimable(lane: Lane): number {
+    if (this.paused) return 0;
     const lanes = this.deps.lanes();
-    const capacity = this.deps.options.concurrency + this.prefetchLimit();
+    const capacity = this.concurrencyNow + this.prefetchLimit();
     let requested = 0;
     let busy = 0;
     for (const l of lanes) {
@@ -113,7 +146,7 @@ export class Runner<Data, Result> implements LaneRunner {
   startable(count: number): number {
     let starting = 0;
     for (const l of this.deps.lanes()) starting += l.startsRequested;
-    const free = this.deps.options.concurrency - this.runningCount - this.buffer.length - starting;
+    const free = this.concurrencyNow - this.runningCount - this.buffer.length - starting;
     return Math.max(0, Math.min(count, free));
   }
 
@@ -126,7 +159,7 @@ export class Runner<Data, Result> implements LaneRunner {
   private prefetchLimit(): number {
     const p = this.deps.options.prefetch;
     if (p !== 'auto') return p;
-    const c = this.deps.options.concurrency;
+    const c = this.concurrencyNow;
     return Math.min(
       Math.floor((c * PREFETCH_HORIZON_MS) / Math.max(this.avgDurationMs, 0.01)),
       autoPrefetchCap(c),
@@ -142,7 +175,7 @@ export class Runner<Data, Result> implements LaneRunner {
   accept(jobs: Job<unknown>[]): void {
     this.buffer.push(...(jobs as Job<Data>[]));
     // A claim answered while closing: its jobs must not start; they go back at once.
-    if (this.deps.isRunning()) this.runBuffered();
+    if (this.deps.isRunning() && !this.paused) this.runBuffered();
     else this.handBackBuffered();
   }
 
@@ -165,7 +198,8 @@ export class Runner<Data, Result> implements LaneRunner {
     // A closing worker starts nothing: close() hands its buffered jobs back instead.
     while (
       this.deps.isRunning() &&
-      this.runningCount < this.deps.options.concurrency &&
+      !this.paused &&
+      this.runningCount < this.concurrencyNow &&
       this.buffer.length > 0
     ) {
       const job = this.buffer.shift()!;

@@ -41,13 +41,27 @@ import { parseOccurrenceId } from '../occurrence-id.js';
 import { Layout, resolveLayout } from '../partitions.js';
 import { advanceSchedule } from '../queue/schedules.js';
 import type { RedisClient } from '../scripts.js';
-import { delay, reconnectDelayMs } from '../timers.js';
-import { checkCallOptions, checkQueueAddress, checkQueueName, checkTimerMs } from '../validate.js';
+import { delay, MAX_TIMER_MS, reconnectDelayMs } from '../timers.js';
+import {
+  checkCallOptions,
+  checkInt,
+  checkKnownKeys,
+  checkObject,
+  checkQueueAddress,
+  checkQueueName,
+  checkTimerMs,
+} from '../validate.js';
 import { isA, normaliseThrown } from './error-normaliser.js';
 import { Heartbeat, workerInfo } from './heartbeat.js';
 import type { Job } from './job.js';
 import { Lane, type LaneDiagnostics, type LaneHost, type LaneOutcome } from './lane.js';
-import { type ResolvedWorkerOptions, resolveWorkerOptions, type WorkerOptions } from './options.js';
+import { type ProcessorMap, routeByName } from './named-processors.js';
+import {
+  MAX_CONCURRENCY,
+  type ResolvedWorkerOptions,
+  resolveWorkerOptions,
+  type WorkerOptions,
+} from './options.js';
 import { Recoverer, recoverEach } from './recoverer.js';
 import { type Processor, Runner } from './runner.js';
 import { settledWithin } from './shutdown.js';
@@ -87,13 +101,30 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   private state: 'new' | 'running' | 'closing' | 'closed' = 'new';
   private startPromise: Promise<void> | null = null;
 
-  constructor(name: string, processor: Processor<Data, Result>, opts: WorkerOptions = {}) {
+  /**
+   * `processor`: a function, or `{ [jobName]: function }` to route jobs by their name (key '*' for the
+   * rest; see named-processors.ts).
+   */
+  constructor(
+    name: string,
+    processor: Processor<Data, Result> | ProcessorMap<Data, Result>,
+    opts: WorkerOptions = {},
+  ) {
     // Async listeners that reject are reported like listeners that throw (see notify), not left as
     // unhandled rejections.
     super({ captureRejections: true });
     this.name = checkQueueName(name);
+    if (
+      processor !== null &&
+      typeof processor === 'object' &&
+      Object.getPrototypeOf(processor) === Object.prototype
+    )
+      processor = routeByName(processor as ProcessorMap<Data, Result>);
     if (typeof processor !== 'function')
-      throw new SuretyError('ERR_INVALID_OPTION', 'processor must be a function');
+      throw new SuretyError(
+        'ERR_INVALID_OPTION',
+        'processor must be a function or a { [jobName]: function } map',
+      );
     this.options = resolveWorkerOptions(opts);
     checkQueueAddress(this.options.prefix, name);
     this.id = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -141,7 +172,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         await this.lanes[0]?.calls.beat(
           this.id,
           ttl,
-          workerInfo(this.startedAt, this.options.concurrency, running),
+          workerInfo(this.startedAt, this.runner.concurrency, running),
         );
       },
       onError,
@@ -166,6 +197,47 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   /** Number of jobs whose processor is running now. */
   get activeCount(): number {
     return this.runner.activeCount;
+  }
+
+  /** Jobs run at once (the `concurrency` option, or the last value set here). */
+  get concurrency(): number {
+    return this.runner.concurrency;
+  }
+
+  /**
+   * Changes how many jobs this worker runs at once, without a restart (1..MAX_CONCURRENCY). Raising it
+   * claims for the new slots at once; lowering it lets the running jobs finish and claims no more
+   * until fewer run than the new value.
+   */
+  set concurrency(n: number) {
+    this.runner.setConcurrency(checkInt('concurrency', n, 1, MAX_CONCURRENCY));
+  }
+
+  /** True between pause() and resume(). */
+  get isPaused(): boolean {
+    return this.runner.isPaused;
+  }
+
+  /**
+   * Stops this worker (only this one: queue.pause() stops every worker) from claiming and starting
+   * jobs; jobs it had claimed but not started go back to waiting at once, for other workers. Running
+   * jobs carry on; with `{ waitForRunning: true }` the promise resolves once they have finished and
+   * their outcomes are written.
+   * Leases, recovery and heartbeats go on while paused.
+   */
+  async pause(opts: { waitForRunning?: boolean } = {}): Promise<void> {
+    const o = checkObject('pause options', opts);
+    checkKnownKeys('pause options', o, ['waitForRunning']);
+    this.runner.pause();
+    await this.runner.handedBack();
+    if (o.waitForRunning !== true) return;
+    await this.runner.whenIdle(MAX_TIMER_MS);
+    await Promise.all(this.lanes.map((l) => l.drainOutcomes(MAX_TIMER_MS)));
+  }
+
+  /** Claims and starts jobs again after pause(). */
+  resume(): void {
+    this.runner.resume();
   }
 
   /** @internal Per lane: leases held, jobs running, claims and outcomes in flight (for diagnosing a stuck worker). */
