@@ -1,3 +1,7 @@
+import { execFile } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { type Job, Queue, ValidationError, Worker } from '../src/index.js';
 import { MAX_RUN_AT } from '../src/options.js';
@@ -230,5 +234,30 @@ describe('schedule bounds', () => {
     const { s } = await untilEnded(q, 'p');
     expect(s).toMatchObject({ count: 2, ended: true });
     expect(runs).toHaveLength(2);
+  });
+
+  it('surety schedules shows the runs so far against the limit, the bounds, and ended', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    const runs: string[] = [];
+    worker(name, runs);
+    await q.schedule('capped', { everyMs: 100 }, { data: {}, limit: 1 });
+    await untilEnded(q, 'capped');
+    await q.schedule(
+      'window',
+      { everyMs: 60_000 },
+      { data: {}, startAt: 4_102_444_800_000, endAt: new Date('2100-01-02T00:00:00Z'), immediately: true },
+    );
+    const bin = fileURLToPath(new URL('../bin/surety.js', import.meta.url));
+    const env = { ...process.env, REDIS_URL: fx.url, NO_COLOR: '1' };
+    const { stdout } = await promisify(execFile)(process.execPath, [bin, 'schedules', name], {
+      env,
+      cwd: tmpdir(),
+    });
+    expect(stdout).toMatch(/RUNS\s+BOUNDS/);
+    expect(stdout).toMatch(/capped\s+every 100ms\s+ended\s+1\/1\s+-\s+schedule:capped:\d+/);
+    expect(stdout).toMatch(
+      /window\s+every 1m\s+in .+\s+1\s+from 2100-01-01T00:00:00Z until 2100-01-02T00:00:00Z immediately\s+schedule:window:4102444800000/,
+    );
   });
 });

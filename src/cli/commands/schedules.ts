@@ -10,12 +10,23 @@ function timing(s: ScheduleInfo): string {
   return s.everyMs !== undefined ? `every ${formatDuration(s.everyMs)}` : '-';
 }
 
+/** `from <time> until <time> immediately`, or '-' for a schedule without bounds. */
+function bounds(s: ScheduleInfo): string {
+  const at = (t: number) => new Date(t).toISOString().replace('.000Z', 'Z');
+  const parts = [
+    s.startAt !== undefined ? `from ${at(s.startAt)}` : '',
+    s.endAt !== undefined ? `until ${at(s.endAt)}` : '',
+    s.immediately ? 'immediately' : '',
+  ].filter(Boolean);
+  return parts.length > 0 ? parts.join(' ') : '-';
+}
+
 export function registerSchedules(program: Command): void {
   const cmd = program
     .command('schedules')
     .summary('repeatable schedules')
     .description(
-      'repeatable schedules (cron or every N) with their next run, of every queue when none is named',
+      'repeatable schedules (cron or every N) with their next run, occurrences so far (of the limit) and bounds, of every queue when none is named',
     )
     .argument('[queue...]', 'queue names')
     .action(async (names: string[], _o: unknown, c: Command) => {
@@ -26,16 +37,18 @@ export function registerSchedules(program: Command): void {
       const now = Date.now();
       out.line(
         table(
-          ['QUEUE', 'KEY', 'TIMING', 'NEXT RUN', 'PENDING JOB', 'DATA'],
+          ['QUEUE', 'KEY', 'TIMING', 'NEXT RUN', 'RUNS', 'BOUNDS', 'PENDING JOB', 'DATA'],
           rows.map((s) => [
             s.queue,
             s.key,
             timing(s),
-            formatWhen(s.nextRunAt, now),
-            s.pendingJobId,
+            s.ended ? 'ended' : formatWhen(s.nextRunAt, now),
+            s.limit !== undefined ? `${s.count}/${s.limit}` : String(s.count),
+            bounds(s),
+            s.pendingJobId || '-',
             preview(s.data, 200),
           ]),
-          { flex: [1, 4, 5], paint: out.paint },
+          { flex: [1, 5, 6, 7], paint: out.paint },
         ),
       );
     });

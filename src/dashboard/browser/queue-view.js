@@ -128,14 +128,16 @@ function queueView(name, params) {
         ? el('p', { class: 'muted', text: 'No schedules.' })
         : table(
             'schedules',
-            ['key', 'timing', 'next run', 'pending job'],
+            ['key', 'timing', 'next run', 'runs', 'bounds', 'pending job'],
             schedules.map((s) =>
               el(
                 'tr',
                 null,
                 el('td', { text: s.key }),
                 el('td', { text: s.cron ? `${s.cron} (${s.tz || 'UTC'})` : `every ${s.everyMs} ms` }),
-                el('td', { text: time(s.nextRunAt) }),
+                el('td', { text: s.ended ? 'ended' : time(s.nextRunAt) }),
+                el('td', { text: s.limit === undefined ? String(s.count) : `${s.count}/${s.limit}` }),
+                el('td', { text: scheduleBounds(s) }),
                 el(
                   'td',
                   null,
@@ -173,4 +175,13 @@ function cleanBar(name, state, total) {
     }),
     age,
   );
+}
+
+// A schedule's bounds (startAt, endAt, immediately), or '-' when it has none.
+function scheduleBounds(s) {
+  var parts = [];
+  if (s.startAt !== undefined) parts.push(`from ${time(s.startAt)}`);
+  if (s.endAt !== undefined) parts.push(`until ${time(s.endAt)}`);
+  if (s.immediately) parts.push('immediately');
+  return parts.length ? parts.join(' ') : '-';
 }
