@@ -41,6 +41,7 @@
 -- @include batch_settle
 -- @include annex_fields
 -- @include trim_finished
+-- @include drop_unkept
 -- @include wake_starved
 -- @include emit_event
 
@@ -97,6 +98,7 @@ if #done > 0 then
   else
     chunked_call('HSET', jobs, updated)
     chunked_call('ZADD', completed, scores)
+    drop_unkept(completed, jobs, errors, done, finished_recs, 'c')
     trim_finished(completed, jobs, errors, now, keep_count, tonumber(ARGV[3]), tonumber(ARGV[4]))
   end
   redis.call('SPUBLISH', ARGV[5], 'c\n' .. table.concat(done, '\n'))

@@ -45,6 +45,7 @@
 -- @include release_dedupe
 -- @include annex_fields
 -- @include trim_finished
+-- @include drop_unkept
 -- @include announce_delayed
 -- @include append_errors
 -- @include wake_starved
@@ -67,6 +68,7 @@ local recs = chunked_hmget(jobs, ids)
 local out, accepted, lines, updated, dead_scores, dead_ids = {}, {}, {}, {}, {}, {}
 local woken, min_due, retrying, snoozed, limited = false, nil, {}, {}, {}
 local given_back = {} -- snoozed and rate-limited: out of active, no error line
+local dead_recs = {} -- the records (as they were) of dead_ids, for drop_unkept
 for i = 1, n do
   local base = FIXED + 1 + (i - 1) * 4
   local id, rec = ids[i], recs[i]
@@ -120,6 +122,7 @@ for i = 1, n do
         dead_scores[#dead_scores + 1] = now
         dead_scores[#dead_scores + 1] = id
         dead_ids[#dead_ids + 1] = id
+        dead_recs[#dead_ids] = rec
         release_dedupe(jobs, id, rec)
         batch_settle(jobs, id, rec, false, now)
         if group then group_leave(group_keys(jobs), group, 1, now) end
@@ -164,6 +167,7 @@ if #accepted > 0 or #given_back > 0 then
 end
 if #dead_ids > 0 then
   chunked_call('ZADD', dead, dead_scores)
+  drop_unkept(dead, jobs, errors, dead_ids, dead_recs, 'x')
   trim_finished(dead, jobs, errors, now, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
   redis.call('SPUBLISH', ARGV[7], 'x\n' .. table.concat(dead_ids, '\n'))
 end

@@ -48,6 +48,7 @@
 -- @include release_dedupe
 -- @include annex_fields
 -- @include trim_finished
+-- @include drop_unkept
 -- @include append_errors
 -- @include wake_starved
 -- @include emit_event
@@ -70,6 +71,7 @@ local default_lease, early_refunds = tonumber(ARGV[9]), tonumber(ARGV[10])
 local recs = chunked_hmget(jobs, expired)
 local requeued, dead_ids, dead_scores, updated, err_ids, lines = {}, {}, {}, {}, {}, {}
 local lost_ids, unbegun = {}, {}
+local dead_recs = {} -- the records (as they were) of dead_ids, for drop_unkept
 local woken = false
 for i = #expired, 1, -1 do
   -- Walk backwards so that LPUSH leaves the oldest expired job first in line.
@@ -103,6 +105,7 @@ for i = #expired, 1, -1 do
       f[F_STATE] = 'x'
       f[F_FINISHED] = now
       dead_ids[#dead_ids + 1] = id
+      dead_recs[#dead_ids] = rec
       release_dedupe(jobs, id, rec)
       batch_settle(jobs, id, rec, false, now)
       dead_scores[#dead_scores + 1] = now
@@ -118,6 +121,7 @@ chunked_call('HSET', jobs, updated)
 append_errors(errors, err_ids, lines)
 if #dead_ids > 0 then
   chunked_call('ZADD', dead, dead_scores)
+  drop_unkept(dead, jobs, errors, dead_ids, dead_recs, 'x')
   trim_finished(dead, jobs, errors, now, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[2]))
   redis.call('SPUBLISH', ARGV[7], 'x\n' .. table.concat(dead_ids, '\n'))
 end
