@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { createDashboard } from '../src/dashboard/index.js';
-import { MAX_BULK } from '../src/defaults.js';
+import { DEFAULT_LEASE_MS, MAX_BULK, SCRIPT_BATCH_LIMIT } from '../src/defaults.js';
 import {
   type BatchCallbackData,
   BatchExistsError,
@@ -16,6 +16,8 @@ import {
   ValidationError,
   Worker,
 } from '../src/index.js';
+import { queueKeys } from '../src/keys.js';
+import { runScript, scripts } from '../src/scripts.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 import { useWorkerChildren } from './helpers/worker-children.js';
 
@@ -198,11 +200,71 @@ describe('batches', () => {
     expect((await q.counts()).completed).toBe(rounds * 41);
   });
 
-  it('a batch whose members are all dead at once finishes in the addBatch call', async () => {
+  it('counts a member whose lease expires with no attempt left as dead (recover.lua)', async () => {
+    // Script level, on an injected clock: the lease expires exactly, with no early-loss refund.
+    const { name, q } = setup();
+    const keys = queueKeys('surety', name);
+    const T = Date.now() - 3_600_000;
+    const b = await q.addBatch([{ data: { n: 0 }, opts: { maxAttempts: 1, leaseMs: 1_000 } }], {
+      onComplete: { data: { note: 'lease' } },
+    });
+    const claimed = (await runScript(fx.redis, scripts.claim, keys, {
+      now: T,
+      count: 1,
+      defaultLeaseMs: DEFAULT_LEASE_MS,
+      limit: SCRIPT_BATCH_LIMIT,
+      rateMax: 0,
+      rateWindowMs: 0,
+      eventsMaxLen: 0,
+      claimer: '',
+      nonce: '',
+      startNow: '',
+    })) as unknown[];
+    expect(claimed).toContain(b.jobs[0]!.id);
+    const recover = () =>
+      runScript(fx.redis, scripts.recover, keys, {
+        now: T + 1_001,
+        limit: 100,
+        defaultMaxAttempts: 3,
+        keepCount: 100,
+        keepAgeMs: 86_400_000,
+        wakeChannel: keys.wakeChannel,
+        doneChannel: keys.doneChannel,
+        eventsMaxLen: 0,
+        defaultLeaseMs: DEFAULT_LEASE_MS,
+        earlyRefunds: 0,
+      });
+    expect(await recover()).toEqual([[], [b.jobs[0]!.id]]);
+    expect(await recover()).toEqual([[], []]);
+    const info = (await q.batch(b.id))!;
+    expect(info).toMatchObject({ total: 1, pending: 0, completed: 0, dead: 1, finishedAt: T + 1_001 });
+    expect((await q.getJob(info.callbackId!))!.data).toEqual({
+      batch: b.id,
+      total: 1,
+      completed: 0,
+      dead: 1,
+      deadIds: [b.jobs[0]!.id],
+      data: { note: 'lease' },
+    });
+  });
+
+  it('counts members failed by a dead parent, and finishes in the addBatch call when all are dead already', async () => {
     const { q } = setup();
-    const parent = await q.add({ n: 0 }, { id: 'p' });
-    await q.cancel(parent.id);
-    const b = await q.addBatch([{ data: { n: 1 }, opts: { dependsOn: ['p'] } }], { onComplete: {} });
+    const gate = await q.add({ n: -1 }, { id: 'gate' });
+    const blocked = await q.addBatch(
+      [
+        { data: { n: 0 }, opts: { dependsOn: ['gate'] } },
+        { data: { n: 1 }, opts: { dependsOn: ['gate'] } },
+      ],
+      { onComplete: {} },
+    );
+    expect(blocked.jobs.map((j) => j.state)).toEqual(['blocked', 'blocked']);
+    await q.cancel(gate.id); // its children fail with DependencyFailedError (settle_dependents)
+    expect(await q.batch(blocked.id)).toMatchObject({ total: 2, pending: 0, dead: 2 });
+    expect((await q.batch(blocked.id))!.callbackId).toBeDefined();
+
+    // Already dead at addBatch (the parent is dead): counted at once, and the batch finishes in the call.
+    const b = await q.addBatch([{ data: { n: 1 }, opts: { dependsOn: ['gate'] } }], { onComplete: {} });
     expect(b.jobs[0]!.state).toBe('dead');
     const info = (await q.batch(b.id))!;
     expect(info).toMatchObject({ total: 1, pending: 0, dead: 1, deadIds: [b.jobs[0]!.id] });
@@ -303,7 +365,7 @@ describe('batches', () => {
     });
     const none = await cli(['batch', name, 'nope']);
     expect(none.code).toBe(1);
-    expect(none.stderr).toMatch(/^surety: batch "nope" does not exist/);
+    expect(none.stderr).toMatch(/^surety: batch "nope" does not exist/m);
   });
 });
 
