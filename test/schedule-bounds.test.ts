@@ -2,10 +2,10 @@ import { execFile } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import { type Job, Queue, ValidationError, Worker } from '../src/index.js';
 import { MAX_RUN_AT } from '../src/options.js';
-import { MAX_SCHEDULE_LIMIT } from '../src/queue/schedule-timing.js';
+import { MAX_SCHEDULE_LIMIT, type ScheduleInfo, type ScheduleOptions } from '../src/queue/schedule-timing.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
@@ -65,7 +65,7 @@ describe('schedule bounds', () => {
   it('endAt stops production: no tick after it is created, and the schedule is listed as ended', async () => {
     const name = uniqueName();
     const q = queue(name);
-    const startAt = (await redisNow()) + 500;
+    const startAt = (await redisNow()) + 1_000;
     const endAt = startAt + 350;
     const runs: string[] = [];
     worker(name, runs);
@@ -86,7 +86,7 @@ describe('schedule bounds', () => {
   it('startAt defers the first occurrence to startAt', async () => {
     const name = uniqueName();
     const q = queue(name);
-    const startAt = (await redisNow()) + 1_000;
+    const startAt = (await redisNow()) + 1_500;
     await q.schedule('later', { everyMs: 100 }, { data: {}, startAt: new Date(startAt), limit: 2 });
     await q.schedule('cron', { cron: '*/1 * * * * *' }, { data: {}, startAt: startAt + 1 });
     const byKey = Object.fromEntries((await q.schedules()).map((s) => [s.key, s]));
@@ -142,6 +142,16 @@ describe('schedule bounds', () => {
     const gone = (await q.schedules()).find((s) => s.key === 'gone');
     expect(gone).toMatchObject({ ended: true, count: 0, pendingJobId: '', upcoming: [] });
     expect((await q.counts()).delayed).toBe(1);
+  });
+
+  it('the bound options and listing fields are typed', () => {
+    expectTypeOf<ScheduleOptions<unknown>['startAt']>().toEqualTypeOf<Date | number | undefined>();
+    expectTypeOf<ScheduleOptions<unknown>['endAt']>().toEqualTypeOf<Date | number | undefined>();
+    expectTypeOf<ScheduleOptions<unknown>['limit']>().toEqualTypeOf<number | undefined>();
+    expectTypeOf<ScheduleOptions<unknown>['immediately']>().toEqualTypeOf<boolean | undefined>();
+    expectTypeOf<ScheduleInfo['count']>().toEqualTypeOf<number>();
+    expectTypeOf<ScheduleInfo['ended']>().toEqualTypeOf<boolean>();
+    expectTypeOf<ScheduleInfo['endAt']>().toEqualTypeOf<number | undefined>();
   });
 
   it('bad bounds are ValidationErrors naming the option, and nothing is written', async () => {
