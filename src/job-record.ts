@@ -302,7 +302,7 @@ export function decodeRecord<D, R>(id: string, record: string, annex: Annex): Jo
     runAt: h.runAt,
   };
   if (annex.progress !== null) info.progress = JSON.parse(annex.progress);
-  if (annex.steps) info.steps = decodeSteps(annex.steps);
+  if (annex.steps) info.steps = Object.fromEntries(decodeSteps(annex.steps));
   if (h.group !== '') info.group = h.group;
   if (h.name !== '') info.name = h.name;
   if (h.expireAt > 0) info.expireAt = h.expireAt;

@@ -126,7 +126,7 @@ export interface JobInfo<Data = unknown, Result = unknown> {
   result?: Result;
   errors: JobAttemptError[];
   /** Results of the job's durable steps (job.step), by step name, when it has any. */
-  steps?: Map<string, unknown>;
+  steps?: Record<string, unknown>;
   /** Last value passed to job.progress() by the latest attempt that reported any. */
   progress?: unknown;
   /** Lines from job.log(), oldest first (the last 100 are kept). */

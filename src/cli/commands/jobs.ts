@@ -54,7 +54,12 @@ function showJob(queue: string, j: JobInfo): void {
   const field = (name: string, value: string) => out.line(`${paint('dim', name.padEnd(12))}${value}`);
   const now = Date.now();
   out.line(`${paint('bold', `job ${j.id}`)} in ${queue}: ${paint(STATE_STYLE[j.state], j.state)}`);
+  if (j.name !== undefined) field('name', j.name);
   field('attempts', `${j.attempts} (${j.attemptsLeft} of ${j.maxAttempts} left)`);
+  if (j.snoozes > 0) field('snoozes', String(j.snoozes));
+  if (j.batch !== undefined) field('batch', j.batch);
+  if (j.keep !== undefined)
+    field('keep', `completed: ${j.keep.completed ? 'yes' : 'no'}, dead: ${j.keep.dead ? 'yes' : 'no'}`);
   field('priority', String(j.priority));
   if (j.group !== undefined) field('group', j.group);
   field('lease', formatDuration(j.leaseMs));
@@ -68,6 +73,11 @@ function showJob(queue: string, j: JobInfo): void {
   if (j.finishedAt) field('finished', `${formatTime(j.finishedAt)} (${formatWhen(j.finishedAt, now)})`);
   out.line(paint('dim', 'data'));
   out.line(indent(JSON.stringify(j.data, null, 2)));
+  if (j.steps !== undefined) {
+    out.line(paint('dim', `steps (${Object.keys(j.steps).length})`));
+    for (const [name, value] of Object.entries(j.steps))
+      out.line(`  ${name}: ${value === undefined ? 'undefined' : JSON.stringify(value)}`);
+  }
   if (j.result !== undefined) {
     out.line(paint('dim', 'result'));
     out.line(indent(JSON.stringify(j.result, null, 2)));

@@ -14,7 +14,9 @@ function jobView(name, id) {
     var finished = j.state === 'completed' || j.state === 'dead';
     var fields = [
       ['state', badge(j.state)],
+      ['name', j.name ?? ''],
       ['attempts', `${j.attempts} started, ${j.attemptsLeft} of ${j.maxAttempts} left`],
+      ['snoozes', j.snoozes || ''],
       ['priority', j.priority],
       ['group', j.group ? el('a', { href: groupHref(name, j.group), text: j.group }) : ''],
       ['batch', j.batch ? el('a', { id: 'job-batch', href: batchHref(name, j.batch), text: j.batch }) : ''],
@@ -66,6 +68,12 @@ function jobView(name, id) {
         ? [el('h2', { text: 'Result' }), el('pre', { id: 'job-result', text: pretty(j.result) })]
         : null,
       'progress' in j ? [el('h2', { text: 'Progress' }), el('pre', { text: pretty(j.progress) })] : null,
+      j.steps
+        ? [
+            el('h2', { text: `Steps (${Object.keys(j.steps).length})` }),
+            el('pre', { id: 'job-steps', text: pretty(j.steps) }),
+          ]
+        : null,
       el('h2', { text: `Errors (${j.errors.length})` }),
       j.errors.map((e) =>
         el(
