@@ -4,12 +4,14 @@
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import { createDashboard } from '../src/dashboard/index.js';
 import { DEFAULT_LEASE_MS, MAX_BULK, SCRIPT_BATCH_LIMIT } from '../src/defaults.js';
 import {
+  type AddedBatch,
   type BatchCallbackData,
   BatchExistsError,
+  type BatchInfo,
   type Job,
   Queue,
   UnrecoverableError,
@@ -78,6 +80,8 @@ describe('batches', () => {
       id: 'b1',
       onComplete: { data: { note: 'hi' }, opts: { priority: 3, name: 'after' } },
     });
+    expectTypeOf(b).toEqualTypeOf<AddedBatch>();
+    expectTypeOf(q.batch).returns.resolves.toEqualTypeOf<BatchInfo | null>();
     expect(b.id).toBe('b1');
     expect(b.jobs.map((j) => [j.isNew, j.state])).toEqual(Array(5).fill([true, 'waiting']));
     expect((await q.getJob(b.jobs[0]!.id))!.batch).toBe('b1');

@@ -155,7 +155,6 @@ for i = 1, n do
       -- Debounce: the pending job is rewritten in place under its own id.
       replace = true
       id = holder
-      batch_settle(jobs, holder, holder_rec, false, now)
       unlink({ jobs = jobs, waiting = waiting, prio = prio, delayed = delayed }, id, hs, holder_rec, now)
       -- A new job under the old id: the old one's payload, errors, progress and logs go with it.
       redis.call('HDEL', annex, unpack(annex_fields({ id })))
