@@ -25,7 +25,7 @@ const WORKER_COMMANDS = {
   hgetall: 'schedules, repair of schedules, batch()',
   hkeys: "getJobs('blocked')",
   hlen: 'counts (blocked)',
-  hexists: 'isPaused; scripts (add: dependencies, batch callbacks)',
+  hexists: 'isPaused; scripts (add: dependencies, batch callbacks; schedules: pending entries)',
   hset: 'scripts (job records, meta: pause, global concurrency; heartbeats, metrics)',
   hdel: 'scripts (removal, retention, heartbeats, meta)',
   hsetnx: 'scripts: add (a job record is created once)',

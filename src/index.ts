@@ -55,6 +55,7 @@ export {
   type RepartitionResult,
   repartition,
 } from './queue/repartition.js';
+export type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './queue/schedule-timing.js';
 export type { RecoveredJobs } from './recovery.js';
 export type {
   AddedBatch,
