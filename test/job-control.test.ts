@@ -138,6 +138,31 @@ describe('RateLimitError', () => {
     expect(runs.filter((r) => r.n === 0)).toHaveLength(2);
   });
 
+  it('explain says RATE_LIMITED until the pause ends, and GROUP_HELD for a group paused this way', async () => {
+    const q = queue<{ g?: string }>();
+    const w = new Worker<{ g?: string }>(
+      q.name,
+      () => {
+        throw new RateLimitError(60_000);
+      },
+      { connection: fx.url },
+    );
+    open.push(w);
+    const plain = await q.add({});
+    const grouped = await q.add({ g: 'x' }, { group: 'x' });
+    await waitUntil(async () => {
+      const [a, b] = await Promise.all([q.explain(plain.id), q.explain(grouped.id)]);
+      return (
+        a.reasons.some((r) => r.code === 'RATE_LIMITED') || b.reasons.some((r) => r.code === 'GROUP_HELD')
+      );
+    }, 'a pause explained');
+    // Whichever ran first paused the queue (ungrouped) or its group: both are explained with a time.
+    const reasons = [...(await q.explain(plain.id)).reasons, ...(await q.explain(grouped.id)).reasons];
+    const paused = reasons.filter((r) => r.code === 'RATE_LIMITED' || r.code === 'GROUP_HELD');
+    expect(paused.length).toBeGreaterThan(0);
+    for (const r of paused) expect(r.until! - Date.now()).toBeGreaterThan(50_000);
+  });
+
   it("a grouped job's RateLimitError pauses only its group", async () => {
     const q = queue<{ g: string; n: number }>();
     const runs: string[] = [];

@@ -110,8 +110,8 @@ export async function explainJob(rawClient: RedisClient, layout: Layout, id: str
 async function queueWide(raw: RedisClient, k: QueueKeys, layout: Layout): Promise<ExplainReason[]> {
   const client = settling(raw);
   const out: ExplainReason[] = [];
-  const [[paused, limitText, rate], activeCount, workers, used, ttl, now] = await Promise.all([
-    client.hmget(k.meta, 'paused', 'concurrency', 'rate'),
+  const [[paused, limitText, rate, pausedUntil], activeCount, workers, used, ttl, now] = await Promise.all([
+    client.hmget(k.meta, 'paused', 'concurrency', 'rate', 'limited'),
     client.zcard(k.active),
     listWorkers(raw, layout),
     client.get(k.queueLimiter),
@@ -143,6 +143,14 @@ async function queueWide(raw: RedisClient, k: QueueKeys, layout: Layout): Promis
         active: Number(used),
       });
     }
+  }
+  // A processor threw RateLimitError (fail.lua): no claims until then.
+  if (pausedUntil && Number(pausedUntil) > now) {
+    out.push({
+      code: 'RATE_LIMITED',
+      message: `a processor threw RateLimitError: no worker claims${layout.partitioned ? ' in this partition' : ''} until ${new Date(Number(pausedUntil)).toISOString()}`,
+      until: Number(pausedUntil),
+    });
   }
   if (workers.length === 0) out.push({ code: 'NO_WORKERS', message: 'no worker of this queue is alive' });
   return out;
@@ -218,7 +226,7 @@ async function groupReasons(
   } else if (parked !== null && Number(parked) > now) {
     out.push({
       code: 'GROUP_HELD',
-      message: `group ${group} (concurrency 1) keeps its order behind a retry due at ${new Date(Number(parked)).toISOString()}`,
+      message: `group ${group} is held until ${new Date(Number(parked)).toISOString()}: its order behind a retry or snooze (concurrency 1), or a processor's RateLimitError`,
       group,
       until: Number(parked),
     });
