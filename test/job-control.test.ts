@@ -163,6 +163,30 @@ describe('RateLimitError', () => {
     for (const r of paused) expect(r.until! - Date.now()).toBeGreaterThan(50_000);
   });
 
+  it('queue.resume() lifts a pause a RateLimitError set', async () => {
+    const q = queue();
+    let limited = false;
+    const w = new Worker(
+      q.name,
+      () => {
+        if (!limited) {
+          limited = true;
+          throw new RateLimitError(600_000);
+        }
+        return 'ran';
+      },
+      { connection: fx.url },
+    );
+    open.push(w);
+    const { id } = await q.add({});
+    await waitUntil(
+      async () => (await q.explain(id)).reasons.some((r) => r.code === 'RATE_LIMITED'),
+      'paused',
+    );
+    await q.resume();
+    expect(await q.waitFor(id, { timeoutMs: 10_000 })).toBe('ran');
+  });
+
   it("a grouped job's RateLimitError pauses only its group", async () => {
     const q = queue<{ g: string; n: number }>();
     const runs: string[] = [];

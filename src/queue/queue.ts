@@ -266,6 +266,7 @@ export class Queue<Data = unknown, Result = unknown> {
     return admin.setPaused(this.ctx, true);
   }
 
+  /** Lets workers claim again; also lifts a pause set by a processor's RateLimitError. */
   resume(): Promise<void> {
     return admin.setPaused(this.ctx, false);
   }

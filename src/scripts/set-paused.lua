@@ -1,6 +1,8 @@
 #!lua flags=allow-oom
--- set-paused.lua: pause or resume claiming for every worker of the queue. Resuming wakes idle workers.
--- KEYS[1] meta            HASH (field `paused`)
+-- set-paused.lua: pause or resume claiming for every worker of the queue. Resuming wakes idle workers,
+-- and also lifts a pause a processor's RateLimitError set (field `limited`, see fail.lua), so an
+-- operator can end one that was too long.
+-- KEYS[1] meta            HASH (fields `paused`, `limited`)
 -- ARGV[1] paused          '1' to pause, '0' to resume
 -- ARGV[2] wakeChannel
 -- Returns: 1
@@ -8,7 +10,7 @@ local meta = KEYS[1]
 if ARGV[1] == '1' then
   redis.call('HSET', meta, 'paused', '1')
 else
-  redis.call('HDEL', meta, 'paused')
+  redis.call('HDEL', meta, 'paused', 'limited')
   redis.call('SPUBLISH', ARGV[2], 'w')
 end
 return 1
