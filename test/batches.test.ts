@@ -18,7 +18,7 @@ import {
   ValidationError,
   Worker,
 } from '../src/index.js';
-import { queueKeys } from '../src/keys.js';
+import { batchKey, queueKeys } from '../src/keys.js';
 import { runScript, scripts } from '../src/scripts.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 import { useWorkerChildren } from './helpers/worker-children.js';
@@ -75,7 +75,8 @@ const FAST = { type: 'fixed', delayMs: 1 } as const;
 
 describe('batches', () => {
   it('counts members as they complete, then adds the callback once with the counts and its data', async () => {
-    const { q, callbacks, worker } = setup();
+    const { name, q, callbacks, worker } = setup();
+    const key = batchKey(queueKeys('surety', name), 'b1');
     const b = await q.addBatch(members(5), {
       id: 'b1',
       onComplete: { data: { note: 'hi' }, opts: { priority: 3, name: 'after' } },
@@ -89,6 +90,7 @@ describe('batches', () => {
     expect(before).toMatchObject({ id: 'b1', total: 5, pending: 5, completed: 0, dead: 0, deadIds: [] });
     expect(before!.finishedAt).toBeUndefined();
     expect(before!.callbackId).toBeUndefined();
+    expect(await fx.redis.pttl(key)).toBe(-1); // kept while unfinished
 
     // One member finished by hand before any worker runs: counted, the rest still pending.
     await q.cancel(b.jobs[4]!.id);
@@ -106,6 +108,10 @@ describe('batches', () => {
     }, 'the callback ran');
     expect(info).toMatchObject({ total: 5, pending: 0, completed: 4, dead: 1 });
     expect(info.finishedAt).toBeGreaterThan(0);
+    // Retention: the record expires 7 days after the batch finished.
+    const WEEK = 7 * 24 * 3_600_000;
+    expect(await fx.redis.pttl(key)).toBeGreaterThan(WEEK - 60_000);
+    expect(await fx.redis.pttl(key)).toBeLessThanOrEqual(WEEK);
     expect(callbacks[0]).toEqual({
       id: info.callbackId,
       data: { batch: 'b1', total: 5, completed: 4, dead: 1, deadIds: [b.jobs[4]!.id], data: { note: 'hi' } },
