@@ -112,6 +112,25 @@ describe('job.step', () => {
     expect((await q.getJob(id))!.steps).toBeUndefined();
   });
 
+  it('bounds the steps of a job at 1 000', async () => {
+    const q = queue();
+    const w = new Worker(
+      q.name,
+      async (job) => {
+        for (let i = 0; i < 1_000; i++) await job.step(`s${i}`, () => i);
+        await job.step('s0', () => -1); // stored already: replayed, not a new step
+        return job.step('one-too-many', () => 0);
+      },
+      { connection: fx.url },
+    );
+    open.push(w);
+    const { id } = await q.add({}, { maxAttempts: 1 });
+    await waitUntil(async () => (await q.getJob(id))?.state === 'dead', 'dead', 20_000);
+    const info = (await q.getJob(id))!;
+    expect(info.errors[0]!.message).toMatch(/at most 1000 steps per job/);
+    expect(Object.keys(info.steps!)).toHaveLength(1_000);
+  });
+
   it('bounds the steps of a job at 1 MiB, and refuses bad step names', async () => {
     const q = queue();
     const errors: string[] = [];

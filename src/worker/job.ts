@@ -16,6 +16,11 @@ export interface JobStore {
 
 /** Step names the library uses for job.sleep; a user's step name may not start with it. */
 const SLEEP_STEP = '~sleep:';
+/**
+ * Most steps one job stores. Each write rewrites the job's steps field in Redis (at most 1 MiB), so
+ * the count bounds the work a job's steps can cost Redis, not only their size.
+ */
+const MAX_STEPS = 1_000;
 /** Largest data job.updateData stores (as for add: the queue's maxPayloadBytes default). */
 const MAX_DATA_BYTES = 512 * 1024;
 
@@ -165,6 +170,11 @@ export class Job<Data = unknown> {
   /** Stores the result of step `name` (fenced); false when there is no store (a job built by hand). */
   async writeStep(name: string, value: unknown): Promise<boolean> {
     if (!this.store) return false;
+    const stored = await this.steps;
+    if (stored && !stored.has(name) && stored.size >= MAX_STEPS)
+      throw new ValidationError(
+        `job ${this.id}: at most ${MAX_STEPS} steps per job; step ${name} not stored`,
+      );
     const json =
       value === undefined ? '' : toJson(`result of step ${name} of job ${this.id}`, value, MAX_DATA_BYTES);
     const r = await this.store.writeStep(this as Job<unknown>, name, json);
