@@ -24,11 +24,8 @@ local p = pipe_positions(rec, F_TOKEN, {})
 if string.sub(rec, 1, 1) ~= 'a' or string.sub(rec, p[F_STATE] + 1, p[F_TOKEN] - 1) ~= ARGV[2] then return 0 end
 local field = id .. '\1s'
 local line = ARGV[3] .. '\t' .. ARGV[4]
-local size = redis.call('HSTRLEN', annex, field)
+local old = redis.call('HGET', annex, field)
+local size = old and #old or 0
 if size + #line + 1 > tonumber(ARGV[5]) then return -1 end
-if size == 0 then
-  redis.call('HSET', annex, field, line)
-else
-  redis.call('HSET', annex, field, redis.call('HGET', annex, field) .. '\n' .. line)
-end
+redis.call('HSET', annex, field, old and (old .. '\n' .. line) or line)
 return 1
