@@ -15,7 +15,9 @@ import { hash01 } from './rng.js';
  * h hang: added with a timeoutMs; the attempt ignores its abort signal and runs on past its lease,
  * b big result: returns a result above maxPayloadBytes (refused: the attempt fails), then a huge one
  *   just under it,
- * 1 single attempt: maxAttempts 1, never fails by plan (a lost lease kills it: it must have run first).
+ * 1 single attempt: maxAttempts 1, never fails by plan (a lost lease kills it: it must have run first),
+ * z snooze and step: stores a durable step (job.step) first, snoozes once (SnoozeError, no attempt
+ *   spent), then behaves like n; its result carries the step's value, which must be the stored one.
  * Every kind but f and u succeeds on its last attempt.
  *
  * Why slow jobs, when the workload is 0-50 ms jobs: an attempt shorter than its lease never needs a
@@ -23,7 +25,7 @@ import { hash01 } from './rng.js';
  * refuses it. Without attempts that outlive the lease, a complete.lua that ignored the fencing token
  * while the job is active passed every check (mutation-tested); with them it fails "wrong outcome".
  */
-export type Kind = 'n' | 'f' | 'u' | 'd' | 'r' | 'i' | 's' | 'o' | 'h' | 'b' | '1';
+export type Kind = 'n' | 'f' | 'u' | 'd' | 'r' | 'i' | 's' | 'o' | 'h' | 'b' | '1' | 'z';
 
 export const KIND_NAMES: Record<Kind, string> = {
   n: 'normal',
@@ -37,11 +39,12 @@ export const KIND_NAMES: Record<Kind, string> = {
   h: 'hang past timeout and lease',
   b: 'huge result',
   1: 'single attempt',
+  z: 'snooze and step',
 };
 
 /** Share of each kind among the adds (percent). */
 export const KIND_WEIGHTS: Record<Kind, number> = {
-  n: 57.8,
+  n: 54.8,
   f: 4,
   u: 2,
   d: 8,
@@ -52,6 +55,7 @@ export const KIND_WEIGHTS: Record<Kind, number> = {
   h: 1,
   b: 0.2,
   1: 2,
+  z: 3,
 };
 
 /** The kinds a processor misbehaves in (left out by `--workload plain`). */
@@ -79,6 +83,10 @@ export interface ChaosResult {
   p: number;
   /** Padding of the huge results. */
   pad?: string;
+  /** The job's snoozes when this attempt ran (kind z snoozes once, then runs attempt a again). */
+  z?: number;
+  /** Kind z: the value of its durable step, as job.step returned it. */
+  step?: { a: number; p: number };
 }
 
 export const RANDOM_FAILURE_RATE = 0.1;
@@ -99,16 +107,21 @@ export function maxAttemptsOf(kind: Kind): number {
  * result larger than maxPayloadBytes.
  */
 export type PlannedOutcome = 'ok' | 'fail' | 'unrec' | 'odd' | 'hang' | 'big';
+/**
+ * What an execution did: its planned outcome, or (kind z) `snooze` (threw SnoozeError; not a failure)
+ * or `stepfail` (job.step threw, e.g. the connection dropped: the attempt fails with that error).
+ */
+export type ExecutionOutcome = PlannedOutcome | 'snooze' | 'stepfail';
 
 export const PLANNED_FAILURE_MESSAGE = 'planned failure';
 
 /** The error each planned failure must be recorded with (null: any name; odd values have no name). */
-export function expectedErrorName(outcome: PlannedOutcome): string | null | undefined {
+export function expectedErrorName(outcome: ExecutionOutcome): string | null | undefined {
   if (outcome === 'fail') return 'Error';
   if (outcome === 'unrec') return 'UnrecoverableError';
   if (outcome === 'hang') return 'TimeoutError';
   if (outcome === 'big') return 'PayloadTooLargeError';
-  if (outcome === 'odd') return null;
+  if (outcome === 'odd' || outcome === 'stepfail') return null;
   return undefined; // ok: no error may be recorded
 }
 

@@ -49,6 +49,8 @@ const LEASE_EXPIRED = 'LeaseExpiredError';
 /** Did Redis record this execution's outcome? */
 export function outcomeRecorded(e: Execution, job: Info): boolean {
   if (e.o === 'ok') return job.state === 'completed' && job.attempts === e.a;
+  // A snooze is recorded when the job's snooze count passed the one the execution ran with.
+  if (e.o === 'snooze') return job.snoozes > (e.z ?? 0);
   return job.errors.some((err) => err.attempt === e.a && err.name !== LEASE_EXPIRED);
 }
 

@@ -4,7 +4,7 @@
  * appending, so a line that was written survives a kill -9 of its process.
  */
 import { existsSync, openSync, readFileSync, writeSync } from 'node:fs';
-import type { PlannedOutcome } from './behaviour.js';
+import type { ExecutionOutcome } from './behaviour.js';
 
 export type LogLine =
   /**
@@ -23,7 +23,9 @@ export type LogLine =
       start: number;
       end: number;
       runAt: number;
-      o: PlannedOutcome;
+      o: ExecutionOutcome;
+      /** The job's snoozes when it ran (kind z runs an attempt again after its snooze). */
+      z?: number;
     }
   /** Redis accepted this completion (the worker's `completed` event), at `at`. */
   | { t: 'c'; id: string; a: number; at: number }

@@ -235,8 +235,9 @@ export function judge(v: VerdictInput): Judgement {
   const okExecs = new Set<string>();
   const perToken = new Map<string, Execution>();
   for (const e of v.logs.executions) {
-    // (id, seq, attempt): with retention 0 a reused id is a new job whose attempts start at 1 again.
-    const key = `${e.id}#${e.s}#${e.a}`;
+    // (id, seq, attempt, snoozes): with retention 0 a reused id is a new job whose attempts start at 1
+    // again; a snooze gives its attempt back, so the same attempt runs again with one more snooze.
+    const key = `${e.id}#${e.s}#${e.a}#${e.z ?? 0}`;
     const prev = perToken.get(key);
     if (prev)
       fencing.add(
@@ -254,7 +255,7 @@ export function judge(v: VerdictInput): Judgement {
   }
   for (const job of jobs.values()) {
     if (job.state !== 'completed' || !job.result) continue;
-    if (!okExecs.has(`${job.id}#${job.data.s}#${job.result.a}@${job.result.p}`))
+    if (!okExecs.has(`${job.id}#${job.data.s}#${job.result.a}#${job.result.z ?? 0}@${job.result.p}`))
       wrong.add(
         `${job.id}: its result (attempt ${job.result.a}, pid ${job.result.p}) matches no logged execution`,
       );
@@ -370,6 +371,7 @@ function outcomeProblem(seed: number, job: Info): string {
     if (kind === 'f' || kind === 'u') return 'completed, but every attempt of this kind fails';
     if (!job.result || job.result.a !== attempts)
       return `stale: completed at attempt ${attempts} with the result of attempt ${job.result?.a}`;
+    if (kind === 'z') return stepProblem(job);
     return '';
   }
   // attemptsLeft, not attempts: early lease losses are refunded (recover.lua), so a job may start more
@@ -383,9 +385,30 @@ function outcomeProblem(seed: number, job: Info): string {
   return `dead at attempt ${attempts}/${maxAttempts} (${job.attemptsLeft} left) with last error ${last?.name}: ${last?.message}`;
 }
 
+/**
+ * Kind z: it snoozed once, and its result carries the value of its durable step, which must be the one
+ * stored with the job (a stale attempt can never overwrite step state, and a later attempt replays it).
+ */
+function stepProblem(job: Info): string {
+  if (job.snoozes < 1) return 'completed without its snooze';
+  const stored = job.steps?.first;
+  if (stored === undefined) return 'completed with no stored step';
+  if (JSON.stringify(stored) !== JSON.stringify(job.result?.step))
+    return `stale: its result carries step ${JSON.stringify(job.result?.step)}, the job stored ${JSON.stringify(stored)}`;
+  return '';
+}
+
+/** Errors job.step may fail an attempt with under faults (kind z): the step's own Redis calls. */
+const STEP_FAULT_CODES: readonly (string | undefined)[] = [
+  'ERR_CONNECTION',
+  'ERR_REDIS_OOM',
+  'ERR_LEASE_EXPIRED',
+];
+
 /** An error line must be a lost lease, or the failure the plan prescribes for that attempt. */
 function errorProblem(seed: number, job: Info, e: JobAttemptError): string {
   if (e.name === LEASE_EXPIRED) return '';
+  if (job.data.k === 'z' && STEP_FAULT_CODES.includes(e.code)) return '';
   const planned = planAttempt(seed, job.data, e.attempt, job.maxAttempts).outcome;
   const want = expectedErrorName(planned);
   // An odd throw may be recorded under any name: what matters is that the attempt failed and says so.

@@ -7,10 +7,11 @@
  *   parent -> child  { type: 'close' } graceful close then exit 0; { type: 'diag' }
  * It exits at once when the parent goes away (IPC disconnect), so a dead harness leaves no workers.
  */
-import { StaleJobError, UnrecoverableError, Worker } from '../src/index.js';
+import { SnoozeError, StaleJobError, UnrecoverableError, Worker } from '../src/index.js';
 import type { LaneDiagnostics } from '../src/worker/lane.js';
 import {
   type ChaosResult,
+  type ExecutionOutcome,
   type JobData,
   MAX_RESULT_BYTES,
   oddThrow,
@@ -62,27 +63,47 @@ const worker = new Worker<JobData, ChaosResult>(
     // Logged before anything else: a job that ends dead with no 'b' line for any attempt never ran.
     log.write({ t: 'b', id: job.id, s: job.data.s, a: job.attempt, pid: process.pid, at: start });
     const plan = planAttempt(cfg.seed, job.data, job.attempt, job.maxAttempts);
+    const z = job.snoozes;
+    const executed = (o: ExecutionOutcome) => {
+      lastExecutionAt = Date.now();
+      log.write({
+        t: 'x',
+        id: job.id,
+        s: job.data.s,
+        a: job.attempt,
+        pid: process.pid,
+        start,
+        end: lastExecutionAt,
+        runAt: job.runAt,
+        o,
+        z,
+      });
+    };
+    let step: ChaosResult['step'];
+    if (job.data.k === 'z') {
+      // A durable step first (stored once, fenced), then one snooze (no attempt spent).
+      try {
+        step = await job.step('first', () => ({ a: job.attempt, p: process.pid }));
+      } catch (err) {
+        executed('stepfail');
+        throw err;
+      }
+      if (z === 0) {
+        executed('snooze');
+        throw new SnoozeError(20);
+      }
+    }
     // Every attempt ignores job.signal on purpose: a hang runs on past its timeout and its lease.
     await new Promise((r) => setTimeout(r, plan.durationMs));
-    lastExecutionAt = Date.now();
-    log.write({
-      t: 'x',
-      id: job.id,
-      s: job.data.s,
-      a: job.attempt,
-      pid: process.pid,
-      start,
-      end: lastExecutionAt,
-      runAt: job.runAt,
-      o: plan.outcome,
-    });
+    executed(plan.outcome);
     if (plan.outcome === 'unrec') throw new UnrecoverableError(`${PLANNED_FAILURE_MESSAGE} (unrecoverable)`);
     if (plan.outcome === 'fail') throw new Error(PLANNED_FAILURE_MESSAGE);
     if (plan.outcome === 'odd') throw oddThrow(plan.variant);
-    if (plan.outcome === 'big') return { a: job.attempt, p: process.pid, pad: 'x'.repeat(MAX_RESULT_BYTES) };
+    if (plan.outcome === 'big')
+      return { a: job.attempt, p: process.pid, z, pad: 'x'.repeat(MAX_RESULT_BYTES) };
     // A hang's late return is ignored by the worker (the attempt already failed with TimeoutError).
-    if (plan.variant > 0) return { a: job.attempt, p: process.pid, pad: 'x'.repeat(plan.variant) };
-    return { a: job.attempt, p: process.pid };
+    if (plan.variant > 0) return { a: job.attempt, p: process.pid, z, pad: 'x'.repeat(plan.variant) };
+    return step ? { a: job.attempt, p: process.pid, z, step } : { a: job.attempt, p: process.pid, z };
   },
   {
     // An options object (not a client), so Surety applies its own connection settings under test.
