@@ -22,7 +22,14 @@ import { queueKeys } from '../src/keys.js';
 import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../src/options.js';
 import { type ArgValue, runScript, type ScriptSpec, scripts } from '../src/scripts.js';
 import type { JobOptions } from '../src/types.js';
-import { type AdminReply, type Held, type ModelConfig, QueueModel, STATE_NAMES } from './helpers/model.js';
+import {
+  type AdminReply,
+  type FailKind,
+  type Held,
+  type ModelConfig,
+  QueueModel,
+  STATE_NAMES,
+} from './helpers/model.js';
 import { uniqueName, useRedis } from './helpers/setup.js';
 
 const STATE_LETTER: Record<string, string> = {
@@ -62,7 +69,7 @@ type Op =
   | { op: 'claim'; w: number; count: number; startNow?: number | undefined }
   | { op: 'begin'; w: number }
   | { op: 'complete'; w: number; pick: number | 'all' }
-  | { op: 'fail'; w: number; pick: number | 'all'; retryDelayMs: number }
+  | { op: 'fail'; w: number; pick: number | 'all'; retryDelayMs: number; as?: FailKind }
   | { op: 'resend'; w: number }
   | { op: 'extend'; w: number }
   | { op: 'tick'; ms: number }
@@ -145,6 +152,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       w: workerArb,
       pick: pickArb,
       retryDelayMs: fc.constantFrom(0, 0, 500, 2_000, -1),
+      // A failure, or a SnoozeError (S) / RateLimitError (R), which fail.lua takes as no failure.
+      as: fc.constantFrom<FailKind>('E', 'E', 'E', 'S', 'R'),
     }),
   },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('resend' as const), w: workerArb }) },
@@ -231,7 +240,7 @@ interface Claimed extends Held {
 
 interface SimWorker {
   held: Claimed[];
-  last: { kind: 'complete' | 'fail'; rows: Claimed[]; retryDelayMs: number } | null;
+  last: { kind: 'complete' | 'fail'; rows: Claimed[]; retryDelayMs: number; as: FailKind } | null;
 }
 
 class Divergence extends Error {}
@@ -467,13 +476,17 @@ class Harness {
         let kind: 'complete' | 'fail';
         let rows: Claimed[];
         let retryDelayMs = 0;
+        let as: FailKind = 'E';
         if (op.op === 'resend') {
-          ({ kind, rows, retryDelayMs } = w.last!);
+          ({ kind, rows, retryDelayMs, as } = w.last!);
         } else {
           kind = op.op;
           rows = this.pick(w, op.pick);
-          if (op.op === 'fail') retryDelayMs = op.retryDelayMs;
-          w.last = { kind, rows, retryDelayMs };
+          if (op.op === 'fail') {
+            retryDelayMs = op.retryDelayMs;
+            as = op.as ?? 'E';
+          }
+          w.last = { kind, rows, retryDelayMs, as };
         }
         const verb = `w${wi}.${op.op === 'resend' ? 'resend ' : ''}${kind}`;
         if (kind === 'complete') {
@@ -482,10 +495,10 @@ class Harness {
           this.log(`${verb}([${rows.map(fmtHeld).join(', ')}]) -> refused ${JSON.stringify(got)}`);
           this.agree(`${kind} reply (refused rows)`, got, want);
         } else {
-          const got = pairs(await this.failScript(rows, retryDelayMs));
-          const want = this.model.fail(rows, retryDelayMs);
+          const got = pairs(await this.failScript(rows, retryDelayMs, as));
+          const want = this.model.fail(rows, retryDelayMs, as);
           this.log(
-            `${verb}([${rows.map(fmtHeld).join(', ')}], retryDelayMs=${retryDelayMs}) -> ${JSON.stringify(got)}`,
+            `${verb}([${rows.map(fmtHeld).join(', ')}], retryDelayMs=${retryDelayMs}${as === 'E' ? '' : `, ${as}`}) -> ${JSON.stringify(got)}`,
           );
           this.agree(`${kind} reply`, got, want);
         }
@@ -558,6 +571,7 @@ class Harness {
       case 'resume':
         await this.queue[op.op]();
         this.model.paused = op.op === 'pause';
+        if (op.op === 'resume') this.model.limitedUntil = 0; // resume also lifts a RateLimitError pause
         this.log(op.op);
         break;
     }
@@ -572,11 +586,11 @@ class Harness {
     );
   }
 
-  private failScript(rows: Claimed[], retryDelayMs: number): Promise<unknown> {
+  private failScript(rows: Claimed[], retryDelayMs: number, as: FailKind = 'E'): Promise<unknown> {
     return this.run(
       scripts.fail,
       {},
-      rows.map((h) => ({ id: h.id, token: h.token, retryDelayMs, error: ERROR_JSON })),
+      rows.map((h) => ({ id: h.id, token: h.token, retryDelayMs, error: as === 'E' ? ERROR_JSON : as })),
     );
   }
 
@@ -613,6 +627,7 @@ class Harness {
           state: info.state,
           attempts: info.attempts,
           attemptsLeft: info.attemptsLeft,
+          snoozes: info.snoozes,
           errors: info.errors.map((e) => `${e.attempt}@${at(e.at)}:${e.code}`),
           startedAt: at(info.startedAt),
           finishedAt: at(info.finishedAt),
@@ -623,6 +638,7 @@ class Harness {
         {
           state: STATE_NAMES[j.state],
           attempts: j.attempts,
+          snoozes: j.snoozes,
           attemptsLeft: Math.max(0, (j.maxAttempts ?? DEFAULT_MAX_ATTEMPTS) - (j.attempts - j.base)),
           errors: j.errors.map((e) => `${e.attempt}@${at(e.at)}:${e.code}`),
           startedAt: at(j.startedAt),

@@ -59,6 +59,9 @@ export interface ModelError {
   code: string;
 }
 
+/** How a fail row is sent: E a failure (error JSON), S a snooze, R a rate limit (see fail.lua). */
+export type FailKind = 'E' | 'S' | 'R';
+
 export interface ModelJob {
   id: string;
   incarnation: number;
@@ -68,6 +71,8 @@ export interface ModelJob {
   base: number;
   /** Early lease losses (expired before any renewal) recover refunded. */
   refunds: number;
+  /** Snoozes (fail rows of kind S). */
+  snoozes: number;
   priority: number;
   maxAttempts: number | undefined;
   leaseMs: number | undefined;
@@ -103,6 +108,8 @@ function byMember(a: string, b: string): number {
 export class QueueModel {
   now: number;
   paused = false;
+  /** A RateLimitError's pause (fail row of kind R): no claims before this time (meta `limited`). */
+  limitedUntil = 0;
   readonly jobs = new Map<string, ModelJob>();
   /** priority -> waiting ids of that priority, in claim order. */
   private readonly lines = new Map<number, string[]>();
@@ -209,6 +216,7 @@ export class QueueModel {
       attempts: 0,
       base: 0,
       refunds: 0,
+      snoozes: 0,
       priority: opts.priority,
       maxAttempts: opts.maxAttempts,
       leaseMs: opts.leaseMs,
@@ -245,6 +253,7 @@ export class QueueModel {
   claim(count: number, startNow = count): { held: Held[]; nextDue: number | null; paused: boolean } {
     this.promoteDue();
     if (this.paused) return { held: [], nextDue: null, paused: true };
+    if (count > 0 && this.limitedUntil > this.now) return { held: [], nextDue: null, paused: false };
     const held: Held[] = [];
     for (const id of this.waitingOrder().slice(0, count)) {
       const j = this.jobs.get(id)!;
@@ -297,14 +306,24 @@ export class QueueModel {
     return refused;
   }
 
-  /** fail: retryDelayMs 0 -> waiting, > 0 -> delayed, -1 or no attempts left -> dead. */
-  fail(rows: Held[], retryDelayMs: number): [string, string][] {
+  /**
+   * fail: retryDelayMs 0 -> waiting, > 0 -> delayed, -1 or no attempts left -> dead. Kind S (snooze):
+   * the attempt is given back, no error, snoozes + 1, delayed by max(0, retryDelayMs). Kind R (rate
+   * limit): the attempt is given back, no error, front of waiting, claims stop until now + delay.
+   */
+  fail(rows: Held[], retryDelayMs: number, as: FailKind = 'E'): [string, string][] {
     const out: [string, string][] = [];
     const accepted: ModelJob[] = [];
+    const givenBack: ModelJob[] = [];
     for (const h of rows) {
       const j = this.jobs.get(h.id);
       if (!j) out.push([h.id, 'NOT_FOUND']);
-      else if (this.holds(j, h)) {
+      else if (as !== 'E' && this.holds(j, h)) {
+        givenBack.push(j);
+        out.push([h.id, as === 'S' ? 'snoozed' : 'limited']);
+      } else if (as !== 'E' && j.state !== 'a' && this.sameToken(j, h)) {
+        out.push([h.id, as === 'S' ? 'snoozed' : 'limited']);
+      } else if (this.holds(j, h)) {
         accepted.push(j);
         const dead = retryDelayMs < 0 || !this.attemptsLeft(j);
         out.push([h.id, dead ? 'dead' : retryDelayMs === 0 ? 'waiting' : 'delayed']);
@@ -313,6 +332,21 @@ export class QueueModel {
         out.push([h.id, STATE_NAMES[j.state]]);
       } else out.push([h.id, this.stale(j)]);
     }
+    const delay = Math.max(0, retryDelayMs);
+    const limited: ModelJob[] = [];
+    for (const j of givenBack) {
+      j.attempts = Math.max(0, j.attempts - 1);
+      if (as === 'S') {
+        j.snoozes += 1;
+        j.state = 'd';
+        j.dueAt = this.now + delay;
+      } else {
+        limited.push(j);
+        this.limitedUntil = Math.max(this.limitedUntil, this.now + delay);
+      }
+    }
+    // Each goes to the front in turn, as fail.lua enqueues them one by one (the last row ends first).
+    for (const j of limited) this.enqueueFront([j]);
     let died = false;
     for (const j of accepted) {
       j.errors.push({ at: this.now, attempt: j.attempts, code: WORKER_ERROR_CODE });
