@@ -47,6 +47,7 @@ const WORKER_COMMANDS = {
   zincrby: 'scripts: the waiting count of each group',
   zadd: 'scripts: delayed, active (leases), completed and dead sets, priorities, heartbeats',
   zrem: 'scripts: every transition out of a sorted set',
+  zpopmin: 'scripts: drain (prioritised waiting jobs, a batch at a time)',
   exists:
     'scripts: claim (any prioritised job?), clean and retention (any annex?), partitions, addBatch (batch id taken?)',
   get: 'counts (waiting grouped jobs); scripts: rate limiter windows, the prio order counter (reset), lease ids of older queues, dedupe keys',
@@ -56,6 +57,8 @@ const WORKER_COMMANDS = {
   decrby: 'scripts: the count of waiting grouped jobs',
   set: 'scripts: dedupe keys (add)',
   del: 'scripts: dedupe keys freed, the rate window reset by setRateLimit, idle groups forgotten',
+  unlink: "scripts: obliterate (every key of the queue, large ones freed off Redis's main thread)",
+  scan: "scripts: obliterate (finds the queue's group, dedupe and batch keys); SCAN is not key-restricted, it lists every key name",
   pexpire: 'scripts: rate limiter window, batch retention',
   pttl: 'scripts: rate limiter window',
   xread: 'queue.events(), QueueEvents (a blocking read on a connection of its own)',

@@ -123,6 +123,17 @@ export class InvalidStateError extends SuretyError {
   }
 }
 
+/** queue.obliterate() found active jobs and deleted nothing: stop the workers, or pass `{ force: true }`. */
+export class QueueActiveError extends SuretyError {
+  constructor(
+    queue: string,
+    readonly active: number,
+  ) {
+    const what = `queue ${JSON.stringify(queue)} has ${active} active job(s)`;
+    super('ERR_QUEUE_ACTIVE', `cannot obliterate: ${what}; stop its workers or pass { force: true }`);
+  }
+}
+
 /**
  * A worker's completion or failure of a job was refused because its lease had been lost: the job was
  * recovered (and may be running elsewhere), so the newer attempt's outcome stands. Emitted as an `error` event.

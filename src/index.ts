@@ -17,6 +17,7 @@ export {
   NotSerializableError,
   PartitionMismatchError,
   PayloadTooLargeError,
+  QueueActiveError,
   RateLimitError,
   RedisConfigError,
   RedisFullError,

@@ -130,6 +130,28 @@ export function decodeClean(reply: unknown): CleanAnswer {
   return { removed: Number(r[0] ?? 0), more: r[1] === 1 };
 }
 
+/** drain.lua: jobs deleted by the call, and jobs still in the drained states after it. */
+export interface DrainAnswer {
+  removed: number;
+  left: number;
+}
+
+export function decodeDrain(reply: unknown): DrainAnswer {
+  const r = flat(reply);
+  return { removed: Number(r[0] ?? 0), left: Number(r[1] ?? 0) };
+}
+
+/** obliterate.lua: the next SCAN cursor ('0': done), and the active jobs that refused the call (0: none). */
+export interface ObliterateAnswer {
+  cursor: string;
+  active: number;
+}
+
+export function decodeObliterate(reply: unknown): ObliterateAnswer {
+  const r = flat(reply);
+  return { cursor: String(r[0] ?? '0'), active: Number(r[1] ?? 0) };
+}
+
 /** schedule.lua. */
 export interface ScheduleAnswer {
   version: number;

@@ -5,13 +5,13 @@
  * Bulk operations over many jobs are in bulk.ts.
  */
 import { DEFAULT_RETENTION, SCRIPT_BATCH_LIMIT } from '../defaults.js';
-import { refusalError, ValidationError } from '../errors.js';
+import { type Refusal, refusalError, ValidationError } from '../errors.js';
 import { settling } from '../in-flight.js';
 import { setPausedAll } from '../partitions.js';
 import { type RecoveredJobs, recoverExpired } from '../recovery.js';
 import { serverNow } from '../redis-clock.js';
 import { resolveRetentionRule } from '../retention.js';
-import { callScript, scripts } from '../scripts.js';
+import { type ArgValue, callScript, type ScriptSpec, scripts } from '../scripts.js';
 import type { RetentionRule } from '../types.js';
 import { checkCallOptions, checkInt, checkJobId, show } from '../validate.js';
 import type { QueueContext } from './context.js';
@@ -26,20 +26,36 @@ const CHANGE_SCRIPTS = {
 } as const;
 
 /** Runs a single-job admin script in the partition that holds the job; unknown ids fail in their home. */
-export async function changeJob(ctx: QueueContext, change: JobChange, id: string): Promise<void> {
+export function changeJob(ctx: QueueContext, change: JobChange, id: string): Promise<void> {
+  return runJobScript(ctx, CHANGE_SCRIPTS[change], change, id);
+}
+
+/**
+ * Runs `spec`, a script about one job answering 'OK' or a refusal (NOT_FOUND, INVALID_STATE), in the
+ * partition that holds job `id`, with the usual arguments (now, id, channels, events cap) and `args`;
+ * a refusal is thrown as its typed error, naming `operation`. Also used by job-edits.ts.
+ */
+export async function runJobScript(
+  ctx: QueueContext,
+  spec: ScriptSpec<string, never, Refusal | null>,
+  operation: string,
+  id: string,
+  args: Record<string, ArgValue> = {},
+): Promise<void> {
   checkJobId(id);
   const layout = await ctx.open();
   // One partition: the script itself answers NOT_FOUND, no lookup needed.
   const found = layout.partitioned ? await locate(ctx.client, layout, id) : 0;
   const k = layout.parts[found < 0 ? layout.home(id) : found]!;
-  const refusal = await callScript(ctx.client, CHANGE_SCRIPTS[change], k, {
+  const refusal = await callScript(ctx.client, spec, k, {
     now: '',
     id,
     wakeChannel: k.wakeChannel,
     doneChannel: k.doneChannel,
     eventsMaxLen: ctx.options.eventsMaxLen,
+    ...args,
   });
-  if (refusal) throw refusalError(refusal, { operation: change, jobId: id });
+  if (refusal) throw refusalError(refusal, { operation, jobId: id });
 }
 
 /**

@@ -11,6 +11,7 @@
  *   admin.ts      retry, remove, promote, cancel, clean, pause/resume, global concurrency, recovery
  *   flow-control.ts  stored rate limit, group limits, the list of groups
  *   bulk.ts       retryJobs / removeJobs over many jobs (used by the CLI and the dashboard)
+ *   job-edits.ts  updateData, changePriority, changeDelay, drain, obliterate
  *   schedules.ts  schedule, schedules, unschedule (timing in schedule-timing.ts)
  *   events.ts     events() (and the QueueEvents class)
  *
@@ -55,6 +56,7 @@ import {
   setGroupLimits,
   setRateLimit,
 } from './flow-control.js';
+import * as edits from './job-edits.js';
 import { countJobs, listJobs, listWorkers, readJob, readMetrics } from './reads.js';
 import type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './schedule-timing.js';
 import { listSchedules, removeSchedule, upsertSchedule } from './schedules.js';
@@ -231,6 +233,37 @@ export class Queue<Data = unknown, Result = unknown> {
    */
   cancel(id: string): Promise<void> {
     return admin.changeJob(this.ctx, 'cancel', id);
+  }
+
+  /** New data (validated like add) for a job that is not active (an active one: job.updateData). */
+  updateData(id: string, data: Data): Promise<void> {
+    return edits.updateData(this.ctx, id, data);
+  }
+
+  /** New priority for a waiting, delayed or blocked job; a waiting one moves to the back of that priority. */
+  changePriority(id: string, priority: number): Promise<void> {
+    return edits.changePriority(this.ctx, id, priority);
+  }
+
+  /** A waiting, delayed or blocked job becomes due `delayMs` from now (Redis clock; 0: waiting at once). */
+  changeDelay(id: string, delayMs: number): Promise<void> {
+    return edits.changeDelay(this.ctx, id, delayMs);
+  }
+
+  /** Deletes every waiting and delayed job (and blocked ones with `blocked`); returns how many. docs/admin.md. */
+  drain(opts: { blocked?: boolean } = {}): Promise<number> {
+    return edits.drain(this.ctx, opts);
+  }
+
+  /**
+   * Deletes every key of the queue (jobs, schedules, settings, events, metrics, groups, dedupe keys...)
+   * in every partition. QueueActiveError while jobs are active, unless `force` (their workers' outcomes
+   * are then refused). Stop the workers first: a running worker writes its heartbeat again. See docs/admin.md.
+   */
+  async obliterate(opts: { force?: boolean } = {}): Promise<void> {
+    await edits.obliterate(this.ctx, opts);
+    // The partition count was deleted with the rest: the next call records it again.
+    this.opened = null;
   }
 
   /**

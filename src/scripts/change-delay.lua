@@ -1,0 +1,56 @@
+#!lua flags=allow-oom
+-- change-delay.lua: a job that has not started is due `delayMs` from now, on Redis's clock
+-- (queue.changeDelay). Delayed: due at the new time; with delayMs 0 it becomes waiting at once (at the
+-- back of its priority, as promote does). Waiting: with delayMs > 0 it leaves the claim order (its
+-- group's list too) and becomes delayed; with 0 it stays where it is. Blocked: its runAt changes, so
+-- when its last parent completes it waits until then. Active, completed and dead jobs are refused.
+-- KEYS[1] jobs            HASH id -> record
+-- KEYS[2] waiting         LIST
+-- KEYS[3] prio            ZSET
+-- KEYS[4] seq             STRING
+-- KEYS[5] delayed         ZSET
+-- ARGV[1] now             epoch ms ('' = Redis clock)
+-- ARGV[2] id
+-- ARGV[3] delayMs         integer >= 0 (checked by the client)
+-- ARGV[4] wakeChannel
+-- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>' (active, completed, dead)
+-- @include parse_record
+-- @include with_header
+-- @include current_time
+-- @include enqueue
+-- @include record_group
+-- @include unlink
+-- @include announce_delayed
+
+local jobs, waiting, prio, seq, delayed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local id, wake = ARGV[2], ARGV[4]
+local rec = redis.call('HGET', jobs, id)
+if not rec then return 'NOT_FOUND' end
+local f, nl = parse_record(rec)
+local state = f[F_STATE]
+if state ~= 'w' and state ~= 'd' and state ~= 'b' then return 'INVALID_STATE:' .. state end
+local now = current_time(ARGV[1])
+local delay = tonumber(ARGV[3])
+local due = now + delay
+f[F_RUN_AT] = string.format('%.0f', due)
+if state == 'b' or (state == 'w' and delay == 0) then
+  redis.call('HSET', jobs, id, with_header(f, rec, nl))
+  return 'OK'
+end
+if delay == 0 then
+  -- delayed -> waiting
+  redis.call('ZREM', delayed, id)
+  f[F_STATE] = 'w'
+  redis.call('HSET', jobs, id, with_header(f, rec, nl))
+  if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), now) then
+    redis.call('SPUBLISH', wake, 'w')
+  end
+  return 'OK'
+end
+if state == 'w' then unlink({ jobs = jobs, waiting = waiting, prio = prio }, id, 'w', rec, now) end
+f[F_STATE] = 'd'
+redis.call('HSET', jobs, id, with_header(f, rec, nl))
+redis.call('ZADD', delayed, due, id)
+-- An earlier first due time than idle workers' timers know: tell them.
+announce_delayed(delayed, wake, due)
+return 'OK'

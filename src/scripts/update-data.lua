@@ -1,0 +1,30 @@
+#!lua flags=allow-oom
+-- update-data.lua: an operator replaces the data of a job that is not running (queue.updateData):
+-- waiting, delayed, blocked, and also completed or dead (fix the data, then retry it). An active job
+-- is refused: its attempt replaces its own data with job.updateData (set-data.lua, fenced). The state,
+-- the place in line and a completed job's result are kept. A payload over BODY_INLINE_MAX bytes goes
+-- to the annex (field id .. "\1b") and the record keeps the marker, as add.lua does.
+-- KEYS[1] jobs            HASH id -> record
+-- KEYS[2] annex           HASH annex (field id .. "\1b": a large payload)
+-- ARGV[1] id
+-- ARGV[2] data            the new data, JSON (validated and size-checked by the client)
+-- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:a'
+-- @include body_marker
+
+local jobs, annex = KEYS[1], KEYS[2]
+local id, body = ARGV[1], ARGV[2]
+local rec = redis.call('HGET', jobs, id)
+if not rec then return 'NOT_FOUND' end
+if string.sub(rec, 1, 1) == 'a' then return 'INVALID_STATE:a' end
+if #body > BODY_INLINE_MAX then
+  redis.call('HSET', annex, id .. '\1b', body)
+  body = BODY_MARKER
+else
+  redis.call('HDEL', annex, id .. '\1b')
+end
+-- header "\n" data [ "\n" result ]: JSON and the marker hold no raw newline.
+local header_end = string.find(rec, '\n', 1, true)
+local data_end = string.find(rec, '\n', header_end + 1, true)
+local result = data_end and string.sub(rec, data_end) or ''
+redis.call('HSET', jobs, id, string.sub(rec, 1, header_end) .. body .. result)
+return 'OK'
