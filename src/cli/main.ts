@@ -10,6 +10,7 @@ import { registerAdmin } from './commands/admin.js';
 import { registerBatch } from './commands/batch.js';
 import { registerDashboard } from './commands/dashboard.js';
 import { registerDemo } from './commands/demo.js';
+import { registerEdits } from './commands/edits.js';
 import { registerExplain } from './commands/explain.js';
 import { registerGroups } from './commands/groups.js';
 import { registerJobs } from './commands/jobs.js';
@@ -54,6 +55,7 @@ export function buildProgram(): Command {
   registerGroups(program);
   registerAdd(program);
   registerAdmin(program);
+  registerEdits(program);
   registerSchedules(program);
   registerWorker(program);
   registerReaper(program);
