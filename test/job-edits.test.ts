@@ -3,7 +3,12 @@
  * the public API: states accepted and refused, claim order, groups, partitions, dedupe keys,
  * dependencies, batches of drain, and what obliterate leaves (nothing).
  */
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { chromium } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
+import { createDashboard, toNodeListener } from '../src/dashboard/index.js';
 import {
   DependencyFailedError,
   InvalidStateError,
@@ -408,4 +413,61 @@ describe('queue.obliterate', () => {
     expect(await keysOf(name)).toEqual([]);
     expect(await refusal(q.obliterate({ force: 1 } as never))).toBeInstanceOf(ValidationError);
   });
+});
+
+describe("the dashboard's drain", () => {
+  /** A dashboard on a random loopback port, closed after the test. */
+  async function dashboard(): Promise<{ url: string; csrf: string }> {
+    const d = createDashboard({ connection: fx.url });
+    const server = createServer(toNodeListener(d));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    open.push({
+      close: async () => {
+        server.closeAllConnections();
+        await new Promise((r) => server.close(r));
+        await d.close();
+      },
+    });
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, csrf: d.csrfToken };
+  }
+
+  it('POST /api/queues/:q/drain drains (blocked=1: blocked jobs too); it needs the CSRF header and POST', async () => {
+    const q = queue();
+    const { id: parent } = await q.add({}, { delayMs: 60_000 });
+    await q.add({}, { dependsOn: [parent] });
+    await q.add({});
+    const d = await dashboard();
+    const path = `${d.url}/api/queues/${q.name}/drain?blocked=1`;
+    expect((await fetch(path, { method: 'POST' })).status).toBe(403);
+    expect((await fetch(path)).status).toBe(405);
+    expect(await q.counts()).toMatchObject({ waiting: 1, delayed: 1, blocked: 1 });
+    const res = await fetch(path, { method: 'POST', headers: { 'x-surety-csrf': d.csrf } });
+    expect(await res.json()).toEqual({ queue: q.name, blocked: true, removed: 3 });
+    expect(await q.counts()).toMatchObject({ waiting: 0, delayed: 0, blocked: 0, dead: 0 });
+  });
+
+  const CHROMIUM = '/usr/bin/chromium';
+  it.skipIf(!existsSync(CHROMIUM))(
+    'the queue page has a Drain button that asks for a second click',
+    async () => {
+      const q = queue();
+      await q.addBulk([{ data: 1 }, { data: 2 }, { data: 3, opts: { delayMs: 60_000 } }]);
+      const d = await dashboard();
+      const browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        args: ['--headless', '--no-sandbox'],
+      });
+      open.push(browser);
+      const page = await browser.newPage();
+      await page.goto(`${d.url}/#/queue/${encodeURIComponent(q.name)}?state=waiting`);
+      const drain = page.locator('button[data-action="drain"]');
+      await drain.click(); // arms it: nothing deleted yet
+      await page.getByText('Confirm drain').waitFor();
+      expect((await q.counts()).waiting).toBe(2);
+      await drain.click();
+      await page.getByText('drained: removed 3 waiting and delayed jobs').waitFor();
+      expect(await q.counts()).toMatchObject({ waiting: 0, delayed: 0 });
+      await expect.poll(() => page.locator('button[data-action="drain"]').count()).toBe(0);
+    },
+  );
 });

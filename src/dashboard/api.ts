@@ -12,6 +12,7 @@
  *   GET  /api/queues/:q/metrics?windowMs=          completed/failed/dead per minute (queue.metrics)
  *   POST /api/queues/:q/pause|resume|retry-dead    retry-dead retries 10 000 at most per call
  *   POST /api/queues/:q/clean?state=completed|dead&olderThanMs=   removes old finished jobs (10 000 max)
+ *   POST /api/queues/:q/drain?blocked=1          deletes every waiting and delayed (and blocked) job (queue.drain)
  *   groups, limits, group-limits, rate-limit: see flow-api.ts
  *
  * Errors are `{ error: { code, message } }`: 404 ERR_JOB_NOT_FOUND, 409 ERR_INVALID_STATE, 400 for
@@ -149,6 +150,11 @@ async function queueApi(
       throw new ValidationError(`state must be completed or dead, got ${JSON.stringify(state)}`);
     const olderThanMs = intParam(params, 'olderThanMs', 0, Number.MAX_SAFE_INTEGER) ?? 0;
     return json({ queue: name, state, olderThanMs, ...(await queues.clean(name, state, olderThanMs)) });
+  }
+  if (sub === 'drain') {
+    method(req, 'POST');
+    const blocked = params.get('blocked') === '1';
+    return json({ queue: name, blocked, removed: await queue.drain({ blocked }) });
   }
   if ((QUEUE_ACTIONS as readonly string[]).includes(sub)) {
     method(req, 'POST');

@@ -75,6 +75,13 @@ function queueView(name, params) {
                 `retried ${o.done.length} dead jobs${o.failed.length ? `, ${o.failed.length} failed` : ''}`,
             })
           : null,
+        q.counts.waiting + q.counts.delayed > 0
+          ? act('Drain', `/queues/${enc(name)}/drain`, {
+              name: 'drain',
+              danger: true,
+              done: (o) => `drained: removed ${o.removed} waiting and delayed jobs`,
+            })
+          : null,
         form,
       ),
       el(
