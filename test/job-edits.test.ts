@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { chromium } from 'playwright-core';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import { createDashboard, toNodeListener } from '../src/dashboard/index.js';
 import {
   DependencyFailedError,
@@ -255,6 +255,34 @@ describe('queue.changeDelay', () => {
   });
 });
 
+describe('per-job edits in a partitioned queue', () => {
+  it('find the job in whichever partition holds it, and refuse an unknown id', async () => {
+    const q = queue<{ v: number }>(uniqueName(), { partitions: 3 });
+    // partitionKey puts these away from their ids' home partitions (some of them, at least).
+    const added = await q.addBulk(
+      Array.from({ length: 6 }, (_, i) => ({ data: { v: i }, opts: { id: `j${i}`, partitionKey: 'k' } })),
+    );
+    for (const { id } of added) {
+      await q.updateData(id, { v: 100 });
+      await q.changePriority(id, 2);
+      await q.changeDelay(id, 60_000);
+    }
+    const jobs = await Promise.all(added.map(({ id }) => q.getJob(id)));
+    expect(jobs.map((j) => [j?.state, j?.priority, j?.data])).toEqual(
+      Array(6).fill(['delayed', 2, { v: 100 }]),
+    );
+    expect(await refusal(q.changeDelay('j-none', 0))).toBeInstanceOf(JobNotFoundError);
+  });
+
+  it("have typed signatures: the data is the queue's Data", () => {
+    const q = queue<{ v: number }>();
+    expectTypeOf(q.updateData).parameter(1).toEqualTypeOf<{ v: number }>();
+    expectTypeOf(q.changePriority).returns.resolves.toBeVoid();
+    expectTypeOf(q.drain).returns.resolves.toBeNumber();
+    expectTypeOf(q.obliterate).parameter(0).toEqualTypeOf<{ force?: boolean } | undefined>();
+  });
+});
+
 describe('queue.drain', () => {
   it('deletes 2 600 waiting and delayed jobs of a partitioned queue in several batches', async () => {
     const q = queue(uniqueName(), { partitions: 3 });
@@ -333,6 +361,17 @@ describe('queue.drain', () => {
     expect(annex.every((f) => f.startsWith(child) || f.startsWith(grandchild))).toBe(true);
     expect(await refusal(q.drain({ blocked: 'yes' } as never))).toBeInstanceOf(ValidationError);
     expect(await refusal(q.drain({ blockd: true } as never))).toBeInstanceOf(ValidationError);
+  });
+  it('counts drained batch members as dead; the callback job the finished batch adds is drained too', async () => {
+    const q = queue();
+    const b = await q.addBatch([{ data: 1 }, { data: 2 }], { id: 'b1', onComplete: { data: { note: 'x' } } });
+    expect(await q.drain()).toBe(3);
+    const info = await q.batch('b1');
+    expect(info).toMatchObject({ total: 2, pending: 0, dead: 2 });
+    expect(info?.deadIds.sort()).toEqual(b.jobs.map((j) => j.id).sort());
+    expect(info?.callbackId).toBeDefined();
+    expect(await q.getJob(info?.callbackId ?? '')).toBeNull();
+    expect((await q.counts()).waiting).toBe(0);
   });
 });
 
