@@ -9,14 +9,13 @@ import {
   DEFAULT_MAX_ATTEMPTS,
   DEFAULT_MAX_PAYLOAD_BYTES,
   DEFAULT_PREFIX,
-  DEFAULT_RETENTION,
 } from './defaults.js';
 import { ValidationError } from './errors.js';
 import type { ResolvedJobOptions } from './job-record.js';
 import { resolveKeep } from './retention.js';
 import type { RedisClient } from './scripts.js';
 import { MAX_TIMER_MS } from './timers.js';
-import type { BackoffOptions, JobOptions, Retention, RetentionRule } from './types.js';
+import type { BackoffOptions, JobOptions } from './types.js';
 import {
   checkBool,
   checkInt,
