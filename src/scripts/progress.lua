@@ -13,16 +13,12 @@
 -- ARGV[6..] repeated: line
 --   log lines to append (JSON strings; none, one or many)
 -- Returns: 1 when applied, 0 when the caller no longer holds the job
--- @include pipe_positions
--- @include parse_record
+-- @include held_record
 -- @include emit_event
 
-local jobs, annex = KEYS[1], KEYS[2]
+local annex = KEYS[2]
 local id = ARGV[1]
-local rec = redis.call('HGET', jobs, id)
-if not rec then return 0 end
-local p = pipe_positions(rec, F_TOKEN, {})
-if string.sub(rec, 1, 1) ~= 'a' or string.sub(rec, p[F_STATE] + 1, p[F_TOKEN] - 1) ~= ARGV[2] then return 0 end
+if not held_record(KEYS[1], id, ARGV[2]) then return 0 end
 if ARGV[3] ~= '' then
   redis.call('HSET', annex, id .. '\1p', ARGV[3])
   emit_event(KEYS[3], tonumber(ARGV[5]), 'progress', { id }, ARGV[3])

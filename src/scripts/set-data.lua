@@ -9,24 +9,11 @@
 -- ARGV[2] token           the fencing token of the caller's attempt
 -- ARGV[3] data            the new data, JSON (size checked by the client)
 -- Returns: 1 replaced, 0 the caller no longer holds the job
--- @include pipe_positions
--- @include parse_record
--- @include body_marker
+-- @include held_record
+-- @include write_data
 
-local jobs, annex = KEYS[1], KEYS[2]
 local id = ARGV[1]
-local rec = redis.call('HGET', jobs, id)
+local rec = held_record(KEYS[1], id, ARGV[2])
 if not rec then return 0 end
-local p = pipe_positions(rec, F_TOKEN, {})
-if string.sub(rec, 1, 1) ~= 'a' or string.sub(rec, p[F_STATE] + 1, p[F_TOKEN] - 1) ~= ARGV[2] then return 0 end
-local data = ARGV[3]
-if #data > BODY_INLINE_MAX then
-  redis.call('HSET', annex, id .. '\1b', data)
-  data = BODY_MARKER
-else
-  redis.call('HDEL', annex, id .. '\1b')
-end
--- An active record holds no result: the data runs from the header's newline to the end.
-local nl = string.find(rec, '\n', 1, true)
-redis.call('HSET', jobs, id, string.sub(rec, 1, nl) .. data)
+write_data(KEYS[1], KEYS[2], id, rec, ARGV[3])
 return 1

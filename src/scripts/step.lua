@@ -13,15 +13,11 @@
 -- ARGV[4] value           the step's result as JSON ('' = undefined)
 -- ARGV[5] maxBytes        the most bytes the steps field of one job may hold
 -- Returns: 1 stored, 0 the caller no longer holds the job, -1 over maxBytes (nothing stored)
--- @include pipe_positions
--- @include parse_record
+-- @include held_record
 
-local jobs, annex = KEYS[1], KEYS[2]
+local annex = KEYS[2]
 local id = ARGV[1]
-local rec = redis.call('HGET', jobs, id)
-if not rec then return 0 end
-local p = pipe_positions(rec, F_TOKEN, {})
-if string.sub(rec, 1, 1) ~= 'a' or string.sub(rec, p[F_STATE] + 1, p[F_TOKEN] - 1) ~= ARGV[2] then return 0 end
+if not held_record(KEYS[1], id, ARGV[2]) then return 0 end
 local field = id .. '\1s'
 local line = ARGV[3] .. '\t' .. ARGV[4]
 local old = redis.call('HGET', annex, field)

@@ -9,22 +9,12 @@
 -- ARGV[1] id
 -- ARGV[2] data            the new data, JSON (validated and size-checked by the client)
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:a'
--- @include body_marker
+-- @include write_data
 
 local jobs, annex = KEYS[1], KEYS[2]
-local id, body = ARGV[1], ARGV[2]
+local id = ARGV[1]
 local rec = redis.call('HGET', jobs, id)
 if not rec then return 'NOT_FOUND' end
 if string.sub(rec, 1, 1) == 'a' then return 'INVALID_STATE:a' end
-if #body > BODY_INLINE_MAX then
-  redis.call('HSET', annex, id .. '\1b', body)
-  body = BODY_MARKER
-else
-  redis.call('HDEL', annex, id .. '\1b')
-end
--- header "\n" data [ "\n" result ]: JSON and the marker hold no raw newline.
-local header_end = string.find(rec, '\n', 1, true)
-local data_end = string.find(rec, '\n', header_end + 1, true)
-local result = data_end and string.sub(rec, data_end) or ''
-redis.call('HSET', jobs, id, string.sub(rec, 1, header_end) .. body .. result)
+write_data(jobs, annex, id, rec, ARGV[2])
 return 'OK'
