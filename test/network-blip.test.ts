@@ -73,6 +73,37 @@ async function expectAllRanOnce(queue: Queue, ids: string[], runs: Map<string, n
   }
 }
 
+/**
+ * A worker behind a proxy with one slot, busy with job `first` until `releaseFirst()`: jobs added
+ * meanwhile wait, and the claim that leases the next one runs when `first` finishes, so a test can
+ * black-hole the replies just before and catch that claim's reply in flight.
+ */
+async function busyWorker() {
+  const { proxy: p, url } = await proxy();
+  const name = uniqueName();
+  const queue = new Queue(name, { connection: fx.url });
+  open.push(queue);
+  let releaseFirst = () => {};
+  const firstDone = new Promise<void>((r) => {
+    releaseFirst = r;
+  });
+  const runs = new Map<string, number>();
+  const worker = new Worker(
+    name,
+    async (job) => {
+      runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
+      if (job.id === 'first') await firstDone;
+      return job.id;
+    },
+    { ...WORKER, concurrency: 1, prefetch: 0, connection: url },
+  );
+  worker.on('error', () => {});
+  open.push(worker);
+  await queue.add({}, { ...JOB, leaseMs: 30_000, id: 'first' });
+  await waitUntil(() => runs.get('first') === 1, 'the first job running');
+  return { p, queue, runs, releaseFirst };
+}
+
 describe('a worker behind a network that fails', () => {
   it('jobs added while its connections are reset and refused for 3 s all run once, none ends dead unrun', async () => {
     const { proxy: p, url } = await proxy();
@@ -116,28 +147,7 @@ describe('a worker behind a network that fails', () => {
   });
 
   it('a claim that ran but whose reply was lost hands its jobs to the worker on retry, no attempt lost', async () => {
-    const { proxy: p, url } = await proxy();
-    const name = uniqueName();
-    const queue = new Queue(name, { connection: fx.url });
-    open.push(queue);
-    let releaseFirst = () => {};
-    const firstDone = new Promise<void>((r) => {
-      releaseFirst = r;
-    });
-    const runs = new Map<string, number>();
-    const worker = new Worker(
-      name,
-      async (job) => {
-        runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
-        if (job.id === 'first') await firstDone;
-        return job.id;
-      },
-      { ...WORKER, concurrency: 1, prefetch: 0, connection: url },
-    );
-    worker.on('error', () => {});
-    open.push(worker);
-    await queue.add({}, { ...JOB, leaseMs: 30_000, id: 'first' });
-    await waitUntil(() => runs.get('first') === 1, 'the first job running');
+    const { p, queue, runs, releaseFirst } = await busyWorker();
     // The worker's only slot is busy, so these wait; the next claim comes when `first` finishes.
     const ids = ['second', 'third'];
     for (const id of ids) await queue.add({}, { ...JOB, id });
@@ -154,28 +164,7 @@ describe('a worker behind a network that fails', () => {
   it('a claim whose reply is lost for longer than the lease: the job is recovered with its attempt refunded, and runs', async () => {
     // Chaos found this one (a single-attempt job dead unrun after a 2.4 s netReset with a 1 s lease):
     // the retried claim comes too late to replay, so recovery must not charge the lost lease.
-    const { proxy: p, url } = await proxy();
-    const name = uniqueName();
-    const queue = new Queue(name, { connection: fx.url });
-    open.push(queue);
-    let releaseFirst = () => {};
-    const firstDone = new Promise<void>((r) => {
-      releaseFirst = r;
-    });
-    const runs = new Map<string, number>();
-    const worker = new Worker(
-      name,
-      async (job) => {
-        runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
-        if (job.id === 'first') await firstDone;
-        return job.id;
-      },
-      { ...WORKER, concurrency: 1, prefetch: 0, connection: url },
-    );
-    worker.on('error', () => {});
-    open.push(worker);
-    await queue.add({}, { ...JOB, leaseMs: 30_000, id: 'first' });
-    await waitUntil(() => runs.get('first') === 1, 'the first job running');
+    const { p, queue, runs, releaseFirst } = await busyWorker();
     await queue.add({}, { ...JOB, id: 'lost-reply' }); // waits: the only slot is busy
     p.blackhole('toClient'); // requests reach Redis, replies do not come back
     releaseFirst(); // the next claim runs in Redis and leases `lost-reply`; its reply is held
