@@ -4,6 +4,7 @@
  * `err instanceof X` or `err.code`.
  */
 import { stateName } from './states.js';
+import type { JobAttemptError } from './types.js';
 
 export class SuretyError extends Error {
   readonly code: string;
@@ -172,6 +173,13 @@ export class CancelledError extends SuretyError {
   }
 }
 
+/** Recorded as the error of a job that had not started by its expiry (add option `expireAt` or `ttlMs`). */
+export class ExpiredError extends SuretyError {
+  constructor(jobId: string, expireAt: number) {
+    super('ERR_EXPIRED', `job ${JSON.stringify(jobId)} expired at ${expireAt} (epoch ms) before it started`);
+  }
+}
+
 /** Recorded as the error of a job whose parent (dependsOn) ended dead. */
 export class DependencyFailedError extends SuretyError {
   constructor(jobId: string, parentId: string) {
@@ -317,16 +325,6 @@ export class RedisServerNotFoundError extends SuretyError {
   ) {
     super('ERR_REDIS_NOT_INSTALLED', `${binary} was not found on PATH. ${installHint}`);
   }
-}
-
-export interface JobAttemptError {
-  attempt: number;
-  name: string;
-  message: string;
-  stack?: string;
-  code?: string;
-  /** Epoch ms (Redis server clock) at which the attempt ended. */
-  at: number;
 }
 
 /**

@@ -25,9 +25,8 @@
  * Keep in step with src/scripts/includes/parse_record.lua.
  */
 import { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './defaults.js';
-import type { JobAttemptError } from './errors.js';
 import { stateName } from './states.js';
-import type { BackoffOptions, JobInfo } from './types.js';
+import type { BackoffOptions, JobAttemptError, JobInfo } from './types.js';
 
 /**
  * Positions of the header fields (0-based). Lua names the same positions F_STATE... in

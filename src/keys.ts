@@ -99,6 +99,12 @@ export interface QueueKeys {
   readonly groupWaiting: string;
   /** STRING job starts in the current window of the queue-wide rate limit (queue.setRateLimit). */
   readonly queueLimiter: string;
+  /**
+   * ZSET of jobs with an expiry (add option `expireAt` / `ttlMs`) that have not started; score =
+   * expireAt (epoch ms). Swept by expire.lua; claim and begin drop a job when it starts, and the sweep
+   * drops entries whose job started, finished or was removed meanwhile.
+   */
+  readonly expiring: string;
 }
 
 /**
@@ -183,5 +189,6 @@ export function queueKeys(prefix: string, queue: string, partition?: number): Qu
     groupTurn: `${tag}:gturn`,
     groupWaiting: `${tag}:gwaiting`,
     queueLimiter: `${tag}:qlimiter`,
+    expiring: `${tag}:expiring`,
   });
 }

@@ -1,8 +1,8 @@
 /**
  * One recovery pass over a queue, shared by every Worker's recovery loop, Queue.recoverExpired and the
  * CLI reaper: jobs whose lease expired go back to waiting (or to dead when their attempts are spent),
- * and schedules whose pending occurrence's claimer died are advanced. Atomic per script, so any
- * number of processes may run it at once.
+ * jobs whose expiry came before they started end dead (expire.lua), and schedules whose pending
+ * occurrence's claimer died are advanced. Atomic per script, so any number of processes may run it at once.
  */
 import {
   DEFAULT_EVENTS_MAX_LEN,
@@ -22,6 +22,8 @@ export interface RecoveredJobs {
   requeued: string[];
   /** Jobs that had no attempts left and went dead. */
   dead: string[];
+  /** Jobs that expired before they started (add option `expireAt` / `ttlMs`) and went dead. */
+  expired: string[];
   /** Schedules advanced because the worker that claimed their occurrence died first. */
   repairedSchedules: number;
 }
@@ -45,6 +47,15 @@ export async function recoverExpired(
     defaultLeaseMs: DEFAULT_LEASE_MS,
     earlyRefunds: EARLY_LOSS_REFUNDS,
   });
+  const expired = await callScript(client, scripts.expire, keys, {
+    now: '',
+    limit,
+    keepCount: deadRetention.maxCount,
+    keepAgeMs: deadRetention.maxAgeMs,
+    wakeChannel: keys.wakeChannel,
+    doneChannel: keys.doneChannel,
+    eventsMaxLen,
+  });
   const repairedSchedules = await repairSchedules(client, keys);
-  return { requeued, dead, repairedSchedules };
+  return { requeued, dead, expired, repairedSchedules };
 }

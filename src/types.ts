@@ -1,5 +1,15 @@
-import type { JobAttemptError } from './errors.js';
 import type { JobStateName } from './states.js';
+
+/** One attempt's error as a job keeps it (JobInfo.errors); `code` is a SuretyError code when it has one. */
+export interface JobAttemptError {
+  attempt: number;
+  name: string;
+  message: string;
+  stack?: string;
+  code?: string;
+  /** Epoch ms (Redis server clock) at which the attempt ended. */
+  at: number;
+}
 
 /** `blocked`: waiting for the jobs it depends on (dependsOn) to complete. */
 export type JobState = JobStateName;

@@ -91,7 +91,7 @@ function harness() {
       { id, token },
     ]) as Promise<string[]>;
   const begin = (now: number, id: string, token: string) =>
-    runScript(fx.redis, scripts.begin, keys, { now, defaultLeaseMs: DEFAULT_LEASE_MS }, [
+    runScript(fx.redis, scripts.begin, keys, { now, defaultLeaseMs: DEFAULT_LEASE_MS, eventsMaxLen: 0 }, [
       { id, token },
     ]) as Promise<string[]>;
   const release = (id: string, token: string) =>

@@ -422,6 +422,7 @@ class Harness {
             dedupeKey: '',
             dedupeMode: '',
             dedupeTtlMs: '',
+            ttlMs: '',
           },
         ])) as [string, number, string];
         const due = this.now + (op.delayMs ?? op.runAtIn ?? 0);

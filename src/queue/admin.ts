@@ -130,11 +130,12 @@ export async function recoverAll(
       ? undefined
       : resolveRetentionRule('deadRetention', opts.deadRetention, DEFAULT_RETENTION.dead);
   const layout = await ctx.open();
-  const out: RecoveredJobs = { requeued: [], dead: [], repairedSchedules: 0 };
+  const out: RecoveredJobs = { requeued: [], dead: [], expired: [], repairedSchedules: 0 };
   for (const k of layout.parts) {
     const r = await recoverExpired(ctx.client, k, deadRetention, ctx.options.eventsMaxLen);
     out.requeued.push(...r.requeued);
     out.dead.push(...r.dead);
+    out.expired.push(...r.expired);
     out.repairedSchedules += r.repairedSchedules;
   }
   return out;

@@ -28,7 +28,8 @@ type AddRow = Record<
   | 'group'
   | 'dedupeKey'
   | 'dedupeMode'
-  | 'dedupeTtlMs',
+  | 'dedupeTtlMs'
+  | 'ttlMs',
   string | number
 >;
 export type RoutedRow = AddRow & { partitionKey: string };
@@ -108,6 +109,7 @@ export function toRow(
     dedupeKey: o.dedupeKey,
     dedupeMode: o.dedupeMode,
     dedupeTtlMs: o.dedupeTtlMs,
+    ttlMs: o.ttlMs,
     partitionKey: o.partitionKey,
   };
 }

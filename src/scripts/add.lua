@@ -19,6 +19,7 @@
 -- KEYS[10] deps         HASH blocked child -> `remaining parents|i or s`
 -- KEYS[11] dependents   HASH parent -> its blocked children, newline-separated
 -- KEYS[12] meta         HASH queue settings: `partitions` (on the unpartitioned tag), `moved`
+-- KEYS[13] expiring     ZSET unstarted jobs with an expiry, by expireAt (see expire.lua)
 -- ARGV[1] now           epoch ms, '' = Redis TIME
 -- ARGV[2] wakeChannel   shard channel for idle workers
 -- ARGV[3] eventsMaxLen  event stream cap (0 = no events)
@@ -32,12 +33,15 @@
 -- ARGV[11] cbRunAt      the callback's due time (epoch ms, '' = none)
 -- ARGV[12] cbTail       the callback's option tail ('' = no callback)
 -- ARGV[13] cbData       the callback's user data (JSON, '' = undefined)
--- ARGV[14..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode, group, dedupeKey, dedupeMode, dedupeTtlMs
+-- ARGV[14..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode, group, dedupeKey, dedupeMode, dedupeTtlMs, ttlMs
 --   id ('' = generate), priority (integer), delayMs ('' = none), runAt (epoch ms, '' = none),
 --   optionTail (header fields 9.. in Lua numbering, see job-record.ts), data (JSON),
 --   dependsOn (parent ids, newline-separated, '' = none), depMode ('i' = run even if a parent dies, else 's'),
 --   group ('' = none: the job waits in its group's list, includes/enqueue.lua),
---   dedupeKey ('' = none), dedupeMode ('t' throttle, 'd' debounce), dedupeTtlMs ('' = until the job finishes)
+--   dedupeKey ('' = none), dedupeMode ('t' throttle, 'd' debounce), dedupeTtlMs ('' = until the job finishes),
+--   ttlMs ('' = none): the job expires at now + ttlMs on Redis's clock (header field F_EXPIRE); an
+--   expireAt given instead comes in the option tail. A job with an expiry that is not dead at once is
+--   indexed in `expiring`. A debounced rewrite takes the new add's expiry (or none).
 -- Dedupe: the key `{tag}:dd:<dedupeKey>` holds the id of the job that took it. Throttle: while that
 --   job exists unfinished (or, with a ttl, until the key expires) an add returns it and writes nothing.
 --   Debounce: while that job is waiting or delayed, an add rewrites it in place (same id, new data and
@@ -51,6 +55,8 @@
 --   by a migration): the caller's layout is stale, and nothing is written
 -- @include current_time
 -- @include parse_record
+-- @include with_header
+-- @include set_field
 -- @include enqueue
 -- @include announce_delayed
 -- @include emit_event
@@ -63,7 +69,9 @@
 local jobs, waiting, prio, seq, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local annex, dead, deps, dependents = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local now = current_time(ARGV[1])
-local FIXED, R, CHUNK = 13, 12, 1000
+local FIXED, R, CHUNK = 13, 13, 1000
+-- expireAt (header field 17) in an option tail, which starts at field 8.
+local TAIL_EXPIRE = '^' .. string.rep('[^|]*|', 9) .. '([^|]*)'
 local suffix = ARGV[5]
 
 -- Runs `cmd key values...` in chunks of at most CHUNK values (`step` keeps pairs together); returns
@@ -156,6 +164,7 @@ for i = 1, n do
       replace = true
       id = holder
       unlink({ jobs = jobs, waiting = waiting, prio = prio, delayed = delayed }, id, hs, holder_rec, now)
+      redis.call('ZREM', KEYS[13], id)
       -- A new job under the old id: the old one's payload, errors, progress and logs go with it.
       redis.call('HDEL', annex, unpack(annex_fields({ id })))
     elseif dedupe_mode ~= 'd' and holder then
@@ -225,6 +234,14 @@ for i = 1, n do
       data = BODY_MARKER
     end
     local record = state .. '||0||' .. now .. '|' .. (due or '') .. '||' .. finished .. '|' .. ARGV[base + 4] .. '\n' .. data
+    local expire_at = string.match(ARGV[base + 4], TAIL_EXPIRE)
+    if ARGV[base + 12] ~= '' then
+      expire_at = string.format('%.0f', now + tonumber(ARGV[base + 12]))
+      local f, nl = parse_record(record)
+      set_field(f, F_EXPIRE, expire_at)
+      record = with_header(f, record, nl)
+    end
+    if expire_at and expire_at ~= '' and state ~= 'x' then redis.call('ZADD', KEYS[13], expire_at, id) end
     if dedupe_key ~= '' then
       -- Written at once (see the header), with its structure, so later items of the call see it.
       redis.call('HSET', jobs, id, record)

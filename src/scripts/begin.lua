@@ -5,11 +5,28 @@
 -- token. Idempotent: a job already begun under that token (its startedAt is set) is left as it is and
 -- reported held, so a worker that lost the reply sends the same call again. Any number of jobs per
 -- call: multi-value commands go in slices of at most 1000 values.
+-- Expiry: a reserved job whose expireAt has passed is not begun: it leaves `active` (freeing its group
+-- slot), ends dead with an ExpiredError (includes/expire_jobs.lua) and is reported lost, so the
+-- worker does not run it. A job begun here leaves `expiring`. (The `wake` and `done` channels are named
+-- from the hash tag, as keys.ts names them; dead retention is left to the next transition that trims.)
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] active          ZSET
+-- KEYS[3] annex           HASH annex: error lines
+-- KEYS[4] waiting         LIST
+-- KEYS[5] prio            ZSET
+-- KEYS[6] seq             STRING
+-- KEYS[7] delayed         ZSET
+-- KEYS[8] dead            ZSET
+-- KEYS[9] deps            HASH blocked child -> `remaining parents|i or s`
+-- KEYS[10] dependents     HASH parent -> its blocked children, newline-separated
+-- KEYS[11] meta           HASH (field `starved`)
+-- KEYS[12] events         STREAM lifecycle events
+-- KEYS[13] stats          HASH per-minute counters for queue.metrics()
+-- KEYS[14] expiring       ZSET unstarted jobs with an expiry, by expireAt (see expire.lua)
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] defaultLeaseMs
--- ARGV[3..] repeated: id, token
+-- ARGV[3] eventsMaxLen    event stream cap (0 = no events)
+-- ARGV[4..] repeated: id, token
 --   token: the fencing token the worker got with the job from claim
 -- Returns: { id, ... } of jobs whose lease this worker no longer holds (not begun: do not run them)
 -- @include current_time
@@ -17,23 +34,36 @@
 -- @include with_header
 -- @include chunked_call
 -- @include chunked_hmget
+-- @include record_group
+-- @include group_leave
+-- @include wake_starved
+-- @include expire_jobs
 
 local jobs, active = KEYS[1], KEYS[2]
 local now = current_time(ARGV[1])
 local default_lease = tonumber(ARGV[2])
-local n = (#ARGV - 2) / 2
+local FIXED = 3
+local n = (#ARGV - FIXED) / 2
 local ids = {}
-for i = 1, n do ids[i] = ARGV[3 + (i - 1) * 2] end
+for i = 1, n do ids[i] = ARGV[FIXED + 1 + (i - 1) * 2] end
 local recs = chunked_hmget(jobs, ids)
 local lost, leases, updated = {}, {}, {}
+local expired_ids, expired_recs, begun_expiring = {}, {}, {}
 for i = 1, n do
   local rec = recs[i]
   local held = false
   if rec then
     local f, nl = parse_record(rec)
-    if f[F_STATE] == 'a' and f[F_TOKEN] == ARGV[4 + (i - 1) * 2] then
+    if f[F_STATE] == 'a' and f[F_TOKEN] == ARGV[FIXED + 2 + (i - 1) * 2] and f[F_STARTED] == '' and is_expired(rec, now) then
+      redis.call('ZREM', active, ids[i])
+      local group = record_group(rec)
+      if group then group_leave(group_keys(jobs), group, 1, now) end
+      expired_ids[#expired_ids + 1] = ids[i]
+      expired_recs[#expired_recs + 1] = rec
+    elseif f[F_STATE] == 'a' and f[F_TOKEN] == ARGV[FIXED + 2 + (i - 1) * 2] then
       held = true
       if f[F_STARTED] == '' then
+        if (tonumber(f[F_EXPIRE]) or 0) > 0 then begun_expiring[#begun_expiring + 1] = ids[i] end
         f[F_STARTED] = now
         f[F_ATTEMPTS] = (tonumber(f[F_ATTEMPTS]) or 0) + 1
         updated[#updated + 1] = ids[i]
@@ -47,4 +77,12 @@ for i = 1, n do
 end
 chunked_call('HSET', jobs, updated)
 chunked_call('ZADD', active, leases, 'XX')
+chunked_call('ZREM', KEYS[14], begun_expiring)
+if #expired_ids > 0 then
+  local tag = string.match(jobs, '^({[^}]*}:)')
+  expire_jobs({ jobs = jobs, errors = KEYS[3], waiting = KEYS[4], prio = KEYS[5], seq = KEYS[6], delayed = KEYS[7],
+    dead = KEYS[8], deps = KEYS[9], dependents = KEYS[10], events = KEYS[12], stats = KEYS[13], expiring = KEYS[14],
+    wake = tag .. 'wake', done = tag .. 'done' }, expired_ids, expired_recs, now, { events_max = tonumber(ARGV[3]) })
+  wake_starved(KEYS[11], tag .. 'wake')
+end
 return lost

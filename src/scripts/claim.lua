@@ -22,6 +22,11 @@
 -- KEYS[11] claims         HASH claimer -> its last claim that leased jobs (includes/record_claim.lua)
 -- KEYS[12] tokens         STRING counter of lease ids (the first part of fencing tokens); never reset
 -- KEYS[13] queueLimiter   STRING job starts in the current window of the queue-wide rate limit
+-- KEYS[14] dead           ZSET (jobs that expired before they started)
+-- KEYS[15] deps           HASH blocked child -> `remaining parents|i or s`
+-- KEYS[16] dependents     HASH parent -> its blocked children, newline-separated
+-- KEYS[17] stats          HASH per-minute counters for queue.metrics()
+-- KEYS[18] expiring       ZSET unstarted jobs with an expiry, by expireAt (see expire.lua)
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] count           jobs wanted (0 = only promote)
 -- ARGV[3] defaultLeaseMs
@@ -41,6 +46,11 @@
 --   paused: 1 when the queue is paused (nothing is claimed)
 --   limitedMs: > 0 when the rate limit is reached (before or by this claim): the window reopens in that
 --     many ms
+-- Expiry: a job taken whose expireAt has passed and that never started is not leased: it ends dead
+-- with an ExpiredError (includes/expire_jobs.lua), and when that leaves the claim short, nextDue is
+-- `now` so the worker claims again at once. A job started here leaves `expiring`. (The `wake` and `done`
+-- channels are named from the hash tag, as keys.ts names them; dead retention is left to the next
+-- transition that trims, so the claim's arguments stay as they were.)
 -- The global concurrency limit (meta `concurrency`) caps active jobs across all workers; a claim cut
 -- short by it sets meta `starved`, and the next completion anywhere wakes idle workers.
 -- Groups (includes/group_claim.lua): jobs with a group wait in their group's own list; when groups
@@ -59,6 +69,9 @@
 -- @include chunked_hmget
 -- @include replay_claim
 -- @include record_claim
+-- @include group_leave
+-- @include wake_starved
+-- @include expire_jobs
 
 -- state|token|(attempts)(|base|createdAt|runAt|)startedAt(|finishedAt|priority|maxAttempts|(leaseMs)|...)
 local CLAIM_PATTERN = '^[^|]*|[^|]*|([^|]*)(|[^|]*|[^|]*|[^|]*|)[^|]*(|[^|]*|[^|]*|[^|]*|([^|]*)|.*)$'
@@ -149,6 +162,36 @@ else
   end
 end
 
+-- Expiry (see the header): one anchored match per job; only jobs with an expiry pay more.
+local recs = {}
+local expired_ids, expired_recs, expiring_ids = {}, {}, {}
+if #ids > 0 then
+  local all = chunked_hmget(jobs, ids)
+  local kept = {}
+  for i = 1, #ids do
+    local rec = all[i]
+    local e = rec and record_expire(rec)
+    if e and is_expired(rec, now) then
+      expired_ids[#expired_ids + 1] = ids[i]
+      expired_recs[#expired_recs + 1] = rec
+      local g = record_group(rec)
+      if g then group_leave(gk, g, 1, now) end
+    else
+      kept[#kept + 1] = ids[i]
+      recs[#kept] = rec
+      if e then expiring_ids[ids[i]] = true end
+    end
+  end
+  ids = kept
+end
+if #expired_ids > 0 then
+  local tag = string.match(jobs, '^({[^}]*}:)')
+  expire_jobs({ jobs = jobs, errors = KEYS[10], waiting = waiting, prio = prio, seq = seq, delayed = delayed,
+    dead = KEYS[14], deps = KEYS[15], dependents = KEYS[16], events = KEYS[9], stats = KEYS[17], expiring = KEYS[18],
+    wake = tag .. 'wake', done = tag .. 'done' }, expired_ids, expired_recs, now, { events_max = tonumber(ARGV[7]) })
+  wake_starved(meta, tag .. 'wake')
+end
+
 local limited_ms = 0
 if rate_max > 0 and #ids > 0 then
   local used = redis.call('INCRBY', limiter, #ids)
@@ -164,12 +207,12 @@ if #ids < wanted then
   if first[2] then next_due = first[2] end
   local parked = redis.call('ZRANGE', gk.parked, 0, 0, 'WITHSCORES')
   if parked[2] and (next_due == '' or tonumber(parked[2]) < tonumber(next_due)) then next_due = parked[2] end
+  if #expired_ids > 0 then next_due = now end
 end
 local out = { now, next_due, 0, limited_ms }
 if #ids == 0 then return out end
 
-local recs = chunked_hmget(jobs, ids)
-local updated, leases = {}, {}
+local updated, leases, started_expiring = {}, {}, {}
 local default_lease = tonumber(ARGV[3])
 local top = redis.call('INCRBY', KEYS[12], #ids)
 if top == #ids then
@@ -192,6 +235,7 @@ for i = 1, #ids do
     -- %.0f: exact for every integer up to 2^53 (plain concatenation turns 1e14 and above into 1e+14).
     if started < start_now then
       started = started + 1
+      if expiring_ids[ids[i]] then started_expiring[#started_expiring + 1] = ids[i] end
       rec = 'a|' .. string.format('%.0f', token) .. '.' .. now_s .. '|' .. (tonumber(attempts) + 1) .. mid .. now_s .. rest
     else
       -- Reserved: begin.lua counts the attempt and sets startedAt when the worker starts it.
@@ -229,5 +273,6 @@ if #updated > 0 then
   chunked_call('ZADD', active, leases)
   emit_event(KEYS[9], tonumber(ARGV[7]), 'active', ids)
 end
+chunked_call('ZREM', KEYS[18], started_expiring)
 record_claim(KEYS[11], ARGV[8], ARGV[9], now, out, leases)
 return out

@@ -131,7 +131,7 @@ export class WorkerCalls {
       this.client,
       scripts.begin,
       this.keys,
-      { now: '', defaultLeaseMs: DEFAULT_LEASE_MS },
+      { now: '', defaultLeaseMs: DEFAULT_LEASE_MS, eventsMaxLen: this.options.eventsMaxLen },
       rows,
     );
   }
