@@ -4,6 +4,9 @@
  * (begin.lua) or nobody claims it at all (the recovery pass's sweep, expire.lua). A job that started
  * in time runs to the end.
  */
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { JobFailedError, type JobInfo, Queue, ValidationError, Worker } from '../src/index.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
@@ -200,6 +203,19 @@ describe('expiry with no worker claiming', () => {
     expect(late.id).toBe(first.id);
     await waitUntil(async () => (await q.recoverExpired()).expired.length === 1, 'the sweep');
     expectExpired(await q.getJob(first.id));
+  });
+});
+
+describe('expiry shown', () => {
+  it('surety job shows when the job expires', async () => {
+    const q = queue();
+    const expireAt = Date.UTC(2099, 0, 2, 3, 4, 5);
+    await q.add({ n: 1 }, { id: 'e', expireAt });
+    const bin = fileURLToPath(new URL('../bin/surety.js', import.meta.url));
+    const { stdout } = await promisify(execFile)(process.execPath, [bin, 'job', q.name, 'e'], {
+      env: { ...process.env, REDIS_URL: fx.url, NO_COLOR: '1', FORCE_COLOR: undefined },
+    });
+    expect(stdout).toMatch(/expires\s+2099-01-02[T ]03:04:05/);
   });
 });
 

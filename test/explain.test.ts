@@ -160,6 +160,20 @@ describe('queue.explain', () => {
     await q.waitFor('next');
   });
 
+  it('a job added with an expiry EXPIRES at it until it starts; one that expired is EXPIRED', async () => {
+    const q = queue(uniqueName());
+    const expireAt = Date.now() + 3_600_000;
+    await q.add({}, { id: 'soon', expireAt });
+    const soon = await q.explain('soon');
+    expect(codes(soon.reasons)).toEqual(['QUEUED', 'NO_WORKERS', 'EXPIRES']);
+    expect(soon.reasons[2]).toMatchObject({ code: 'EXPIRES', until: expireAt });
+    await q.add({}, { id: 'gone', expireAt: 1_000 });
+    await q.recoverExpired();
+    const gone = await q.explain('gone');
+    expect(gone.state).toBe('dead');
+    expect(gone.reasons).toEqual([expect.objectContaining({ code: 'EXPIRED', until: 1_000 })]);
+  });
+
   it('every reason code is documented in docs/groups.md and produced by a test in this file', () => {
     const source = readFileSync(new URL('../src/queue/explain.ts', import.meta.url), 'utf8');
     const union = /code:\s*((?:\s*\|\s*'[A-Z_]+')+)/.exec(source)![1]!;

@@ -30,7 +30,9 @@ export interface ExplainReason {
     | 'RUNNING'
     | 'PREFETCHED'
     | 'COMPLETED'
-    | 'DEAD';
+    | 'DEAD'
+    | 'EXPIRES'
+    | 'EXPIRED';
   message: string;
   /** Epoch ms (Redis clock) at which this reason ends, when it is known. */
   until?: number;
@@ -76,6 +78,14 @@ export async function explainJob(rawClient: RedisClient, layout: Layout, id: str
       break;
     case 'dead': {
       const last = job.errors[job.errors.length - 1];
+      if (last?.code === 'ERR_EXPIRED' && job.expireAt !== undefined) {
+        reasons.push({
+          code: 'EXPIRED',
+          message: `dead since ${at(job.finishedAt ?? 0)}: not started by its expiry ${at(job.expireAt)}, so it never ran`,
+          until: job.expireAt,
+        });
+        break;
+      }
       reasons.push({
         code: 'DEAD',
         message: `dead since ${at(job.finishedAt ?? 0)}${last ? `: ${last.message}` : ''}; retry(id) runs it again`,
@@ -102,6 +112,19 @@ export async function explainJob(rawClient: RedisClient, layout: Layout, id: str
       else reasons.push(...(await groupReasons(client, k, job, job.group)));
       reasons.push(...(await queueWide(rawClient, k, layout)));
       break;
+  }
+  // Not started yet (waiting, delayed, blocked, prefetched): it must start before its expiry.
+  if (
+    job.expireAt !== undefined &&
+    job.startedAt === undefined &&
+    job.attempts === 0 &&
+    job.state !== 'dead'
+  ) {
+    reasons.push({
+      code: 'EXPIRES',
+      message: `expires at ${at(job.expireAt)}: it ends dead (ExpiredError) unless a worker starts it before`,
+      until: job.expireAt,
+    });
   }
   return { id, state: job.state, reasons };
 }

@@ -69,6 +69,8 @@ function showJob(queue: string, j: JobInfo): void {
   );
   field('created', `${formatTime(j.createdAt)} (${formatWhen(j.createdAt, now)})`);
   field('run at', `${formatTime(j.runAt)} (${formatWhen(j.runAt, now)})`);
+  if (j.expireAt !== undefined)
+    field('expires', `${formatTime(j.expireAt)} (${formatWhen(j.expireAt, now)})`);
   if (j.startedAt) field('started', `${formatTime(j.startedAt)} (${formatWhen(j.startedAt, now)})`);
   if (j.finishedAt) field('finished', `${formatTime(j.finishedAt)} (${formatWhen(j.finishedAt, now)})`);
   out.line(paint('dim', 'data'));

@@ -22,6 +22,7 @@ function jobView(name, id) {
       ['batch', j.batch ? el('a', { id: 'job-batch', href: batchHref(name, j.batch), text: j.batch }) : ''],
       ['created', time(j.createdAt)],
       ['run at', time(j.runAt)],
+      ['expires', time(j.expireAt)],
       ['started', time(j.startedAt)],
       ['finished', time(j.finishedAt)],
       ['depends on', j.dependsOn.join(', ')],
