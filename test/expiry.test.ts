@@ -147,6 +147,13 @@ describe('expiry with no worker claiming', () => {
     expect(await q.counts()).toMatchObject({ waiting: 0, dead: 1 });
   });
 
+  it('an expired job follows the retention rules, not its own keep (like cancel)', async () => {
+    const q = queue();
+    const job = await q.add({ n: 1 }, { expireAt: past(), keep: { dead: false } });
+    expect((await q.recoverExpired()).expired).toEqual([job.id]);
+    expectExpired(await q.getJob(job.id));
+  });
+
   it('a job delayed past its expiry ends dead near its expiry, not at its due time', async () => {
     const q = queue();
     const job = await q.add({ n: 1 }, { delayMs: 3_600_000, ttlMs: 200 });

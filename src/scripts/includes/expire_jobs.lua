@@ -4,7 +4,6 @@
 -- @include release_dedupe
 -- @include batch_settle
 -- @include append_errors
--- @include drop_unkept
 -- @include trim_finished
 -- @include count_stats
 -- @include emit_event
@@ -33,8 +32,10 @@ end
 -- them out of the structure they were in (waiting list, group list, delayed, deps, active) and done
 -- the group bookkeeping. `k` names the keys (jobs, errors, dead, events, stats, waiting, prio, seq,
 -- delayed, deps, dependents, expiring) and channels (wake, done); `o` the events cap (events_max) and
--- the dead retention (keep_count, keep_age, limit; absent: no trim here). Publishes on `done`, emits `dead` (their dependents that die too
--- included), counts them in the metrics and settles their dependents.
+-- the dead retention (keep_count, keep_age, limit; absent: no trim here). Publishes on `done`, emits
+-- `dead` (their dependents that die too included), counts them in the metrics and settles their
+-- dependents. Like cancel and dependency failure, expiry follows the retention rules, not the job's
+-- own `keep` (docs/job-control.md).
 local function expire_jobs(k, ids, recs, now, o)
   if #ids == 0 then return end
   local updated, lines, scores = {}, {}, {}
@@ -57,7 +58,6 @@ local function expire_jobs(k, ids, recs, now, o)
   chunked_call('ZREM', k.expiring, ids)
   append_errors(k.errors, ids, lines)
   chunked_call('ZADD', k.dead, scores)
-  drop_unkept(k.dead, k.jobs, k.errors, ids, recs, 'x')
   if o.keep_count then trim_finished(k.dead, k.jobs, k.errors, now, o.keep_count, o.keep_age, o.limit) end
   redis.call('SPUBLISH', k.done, 'x\n' .. table.concat(ids, '\n'))
   count_stats(k.stats, now, 'x', #ids)
