@@ -80,4 +80,5 @@ export type { BackoffStrategy } from './worker/backoff.js';
 export { Job } from './worker/job.js';
 export type { ProcessorMap } from './worker/named-processors.js';
 export type { WorkerOptions } from './worker/options.js';
+export { SandboxError } from './worker/sandbox/sandbox-error.js';
 export { type Processor, Worker, type WorkerEvents } from './worker/worker.js';

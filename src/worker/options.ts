@@ -57,6 +57,18 @@ export interface WorkerOptions extends CommonOptions {
    * SnoozeLimitError instead. Default 100, 0..1 000 000.
    */
   maxSnoozes?: number;
+  /**
+   * Where a processor given as a module (a URL or an absolute path) runs: 'process' (default: a forked
+   * child process per slot, the strongest isolation) or 'thread' (a worker thread, cheaper). Refused
+   * for a function processor. See docs/sandbox.md.
+   */
+  sandbox?: 'thread' | 'process';
+  /**
+   * Heap limit of each sandbox in MiB (a thread's resourceLimits.maxOldGenerationSizeMb, a process's
+   * --max-old-space-size); past it the sandbox dies and its attempt fails with SandboxError. Default:
+   * Node's own limit. 16..65 536.
+   */
+  sandboxMemoryMb?: number;
 }
 
 export interface ResolvedWorkerOptions {
@@ -77,6 +89,9 @@ export interface ResolvedWorkerOptions {
   limiter: { max: number; durationMs: number } | null;
   autostart: boolean;
   maxSnoozes: number;
+  /** undefined when not given (a module processor then runs in 'process' sandboxes). */
+  sandbox: 'thread' | 'process' | undefined;
+  sandboxMemoryMb: number | undefined;
 }
 
 const KEYS = [
@@ -98,6 +113,8 @@ const KEYS = [
   'limiter',
   'autostart',
   'maxSnoozes',
+  'sandbox',
+  'sandboxMemoryMb',
 ] as const;
 
 function resolveLimiter(value: unknown): { max: number; durationMs: number } | null {
@@ -108,6 +125,11 @@ function resolveLimiter(value: unknown): { max: number; durationMs: number } | n
     max: checkInt('limiter.max', l.max, 1, 1_000_000),
     durationMs: checkInt('limiter.durationMs', l.durationMs, 1, 24 * 3_600_000),
   });
+}
+
+function resolveSandbox(value: unknown): 'thread' | 'process' | undefined {
+  if (value === undefined || value === 'thread' || value === 'process') return value;
+  throw new ValidationError(`sandbox must be 'thread' or 'process', got ${String(value)}`);
 }
 
 export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions {
@@ -137,5 +159,10 @@ export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions
     limiter: resolveLimiter(o.limiter),
     autostart: o.autostart === undefined ? true : checkBool('autostart', o.autostart),
     maxSnoozes: int('maxSnoozes', 100, 0, 1_000_000),
+    sandbox: resolveSandbox(o.sandbox),
+    sandboxMemoryMb:
+      o.sandboxMemoryMb === undefined
+        ? undefined
+        : checkInt('sandboxMemoryMb', o.sandboxMemoryMb, 16, 65_536),
   });
 }

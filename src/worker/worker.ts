@@ -35,6 +35,7 @@ import {
   RedisConfigError,
   redisFullError,
   SuretyError,
+  ValidationError,
 } from '../errors.js';
 import { type QueueKeys, queueKeys } from '../keys.js';
 import { parseOccurrenceId } from '../occurrence-id.js';
@@ -64,6 +65,7 @@ import {
 } from './options.js';
 import { Recoverer, recoverEach } from './recoverer.js';
 import { type Processor, Runner } from './runner.js';
+import { modulePath, SandboxPool } from './sandbox/pool.js';
 import { settledWithin } from './shutdown.js';
 
 export type { Processor } from './runner.js';
@@ -100,14 +102,17 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   private readonly startedAt = Date.now();
   private state: 'new' | 'running' | 'closing' | 'closed' = 'new';
   private startPromise: Promise<void> | null = null;
+  /** The sandboxes of a processor given as a module (docs/sandbox.md); null for a function. */
+  private readonly sandboxes: SandboxPool | null = null;
 
   /**
    * `processor`: a function, or `{ [jobName]: function }` to route jobs by their name (key '*' for the
-   * rest; see named-processors.ts).
+   * rest; see named-processors.ts), or a module (a file URL or an absolute path) whose default export
+   * or `process` export is the processor, run in sandboxes (options.sandbox; docs/sandbox.md).
    */
   constructor(
     name: string,
-    processor: Processor<Data, Result> | ProcessorMap<Data, Result>,
+    processor: Processor<Data, Result> | ProcessorMap<Data, Result> | URL | string,
     opts: WorkerOptions = {},
   ) {
     // Async listeners that reject are reported like listeners that throw (see notify), not left as
@@ -120,12 +125,27 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       Object.getPrototypeOf(processor) === Object.prototype
     )
       processor = routeByName(processor as ProcessorMap<Data, Result>);
-    if (typeof processor !== 'function')
+    const module = modulePath(processor);
+    if (typeof processor !== 'function' && module === null)
       throw new SuretyError(
         'ERR_INVALID_OPTION',
-        'processor must be a function or a { [jobName]: function } map',
+        'processor must be a function, a { [jobName]: function } map, or a module (file URL or absolute path)',
       );
     this.options = resolveWorkerOptions(opts);
+    if (module === null && this.options.sandbox !== undefined)
+      throw new ValidationError(
+        `sandbox applies to a processor given as a module (URL or absolute path), got a function with sandbox '${this.options.sandbox}'`,
+      );
+    if (module !== null) {
+      const pool = new SandboxPool({
+        module,
+        mode: this.options.sandbox ?? 'process',
+        memoryMb: this.options.sandboxMemoryMb,
+        size: () => this.runner.concurrency,
+      });
+      this.sandboxes = pool;
+      processor = (job: Job<Data>) => pool.run(job as Job<unknown>) as Promise<Result>;
+    }
     checkQueueAddress(this.options.prefix, name);
     this.id = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.conn = connect(opts.connection, 'worker');
@@ -134,7 +154,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     this.runner = new Runner<Data, Result>({
       name: this.name,
       options: this.options,
-      processor,
+      processor: processor as Processor<Data, Result>, // checked above: a function by now
       lanes: () => this.lanes,
       isRunning: () => this.state === 'running',
       onStart: (lane, job) => this.advanceScheduleOf(lane, job),
@@ -388,6 +408,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       const unregister = this.lanes[0]?.calls.beat(this.id, 0, '').catch((err) => this.reportError(err));
       if (unregister) await settledWithin(unregister, OUTCOME_GRACE_MS);
     }
+    await this.sandboxes?.close();
     await closeConnection({ client: this.subscriber, owned: true });
     await closeConnection(this.conn);
     this.state = 'closed';
