@@ -22,6 +22,7 @@ import { RESULTS_DIR, writeResults } from './output.js';
 import { flushAll, parseInfo } from './redis-stats.js';
 import { renderTable } from './report.js';
 import { Results } from './results.js';
+import { renderSandboxTable, runSandboxBench } from './sandbox.js';
 import type { RunContext, Scenario } from './scenarios/context.js';
 import { SCENARIOS } from './scenarios/index.js';
 import { renderSvg } from './svg.js';
@@ -164,6 +165,18 @@ async function main(opts: BenchOptions): Promise<void> {
     writeFileSync(
       `${RESULTS_DIR}${started.toISOString().slice(0, 10)}-groups${opts.quick ? '-quick' : ''}.json`,
       `${JSON.stringify({ startedAt: started.toISOString(), n: opts.sizes.n, runs: opts.runs, rows, memory }, null, 2)}\n`,
+    );
+  }
+  if (opts.only.includes('sandbox')) {
+    // Sandbox start-up is not counted (see bench/sandbox.ts): N/10 jobs are enough for the per-job cost.
+    const n = Math.max(200, Math.round(opts.sizes.n / 10));
+    log(`\nsandbox: per-job cost of function / thread / process processors, concurrency 1, N=${n}`);
+    const rows = await runSandboxBench(redis.url, admin, { n, runs: opts.runs, libs: opts.libs }, log);
+    table = `${table}\n\nSandboxed processors, N=${n} no-op jobs, concurrency 1, medians of ${opts.runs} run(s):\n${renderSandboxTable(rows)}`;
+    mkdirSync(RESULTS_DIR, { recursive: true });
+    writeFileSync(
+      `${RESULTS_DIR}${started.toISOString().slice(0, 10)}-sandbox${opts.quick ? '-quick' : ''}.json`,
+      `${JSON.stringify({ startedAt: started.toISOString(), n, runs: opts.runs, rows }, null, 2)}\n`,
     );
   }
   const header = [
