@@ -120,6 +120,18 @@ describe('sandboxed processors', () => {
     expect((await q.getJob(gone.id))!.errors).toHaveLength(1);
   });
 
+  it('a SnoozeError thrown in a sandbox snoozes the job (its class and delayMs survive the crossing)', async () => {
+    const { q, w } = setup(NAMED, { sandbox: 'process' });
+    const snoozed: number[] = [];
+    w.on('snoozed', (_job: Job, delayMs: number) => snoozed.push(delayMs));
+    const job = await q.add({ mode: 'snooze', n: 4 });
+    expect(await q.waitFor(job.id)).toEqual({ ok: 4 });
+    expect(snoozed).toEqual([20]);
+    const info = await q.getJob(job.id);
+    expect(info!.errors).toEqual([]);
+    expect(info!.attempts).toBe(1);
+  });
+
   it('job.step inside a sandbox stores its result once and replays it on the next attempt', async () => {
     const { q } = setup(NAMED, { sandbox: 'thread' });
     const job = await q.add({ mode: 'step' }, { maxAttempts: 2, backoff: { type: 'fixed', delayMs: 0 } });
