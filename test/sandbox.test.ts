@@ -138,6 +138,13 @@ describe('sandboxed processors', () => {
     expect(await q.waitFor(job.id)).toEqual({ at: 1 });
   });
 
+  it('job.sleep inside a sandbox snoozes the job, spends no attempt, and resumes past the sleep', async () => {
+    const { q } = setup(NAMED, { sandbox: 'process' });
+    const job = await q.add({ mode: 'sleep' }, { maxAttempts: 1 });
+    expect(await q.waitFor(job.id)).toEqual({ at: 1, woke: true });
+    expect(await q.getJob(job.id)).toMatchObject({ attempts: 1, snoozes: 1, errors: [] });
+  });
+
   it('job.signal aborts inside the sandbox when the job is cancelled', async () => {
     const { q } = setup(NAMED, { sandbox: 'process' });
     const file = join(tmpdir(), `${uniqueName('abort')}.txt`);

@@ -45,6 +45,20 @@ function sandboxJob(fields: Record<string, unknown>): Record<string, unknown> {
     await call('writeStep', [name, value]);
     return value;
   };
+  // job.sleep as Job.sleep does it: the n-th sleep of the attempt is step `~sleep:n` (its wake time).
+  let sleeps = 0;
+  job.sleep = async (ms: number) => {
+    const name = `~sleep:${sleeps++}`;
+    const found = (await call('readStep', [name])) as { found: boolean; value?: unknown };
+    if (found.found) {
+      const left = Number(found.value) - Date.now();
+      if (left > 0) throw new errors.SnoozeError(left);
+      return;
+    }
+    const snooze = new errors.SnoozeError(ms);
+    await call('writeStep', [name, Date.now() + ms]);
+    throw snooze;
+  };
   return job;
 }
 
