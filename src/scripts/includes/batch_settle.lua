@@ -1,3 +1,4 @@
+-- @include record_group
 -- @include enqueue
 -- @include create_job
 -- @include announce_delayed
@@ -20,6 +21,7 @@ local BATCH_KEEP_MS = 7 * 24 * 3600 * 1000
 
 -- The batch key of a record, or nil when the job is not in a batch.
 local function batch_key(jobs_key, rec)
+  if not long_header(rec) then return nil end
   local b = string.match(rec, BATCH_PATTERN)
   if not b or b == '' then return nil end
   return string.match(jobs_key, '^({[^}]*}:)') .. 'b:' .. b, b

@@ -1,3 +1,4 @@
+-- @include record_group
 -- @include annex_fields
 -- @include chunked_call
 -- A job's own retention (add option `keep`, record field 20: F_KEEP): 'c' = delete it as soon as it
@@ -9,7 +10,7 @@ local KEEP_PATTERN = '^' .. string.rep('[^|\n]*|', 20) .. '([^|\n]*)'
 local function drop_unkept(set_key, jobs_key, annex_key, ids, recs, letter)
   local drop = {}
   for i = 1, #ids do
-    local keep = string.match(recs[i], KEEP_PATTERN)
+    local keep = long_header(recs[i]) and string.match(recs[i], KEEP_PATTERN)
     if keep and string.find(keep, letter, 1, true) then drop[#drop + 1] = ids[i] end
   end
   if #drop == 0 then return end

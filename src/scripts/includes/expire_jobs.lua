@@ -16,6 +16,7 @@ local EXPIRE_PATTERN = '^' .. string.rep('[^|\n]*|', 17) .. '([^|\n]*)'
 
 -- The expireAt of a record (epoch ms), or nil when it has none.
 local function record_expire(rec)
+  if not long_header(rec) then return nil end
   local e = string.match(rec, EXPIRE_PATTERN)
   if not e or e == '' then return nil end
   return tonumber(e)
