@@ -65,6 +65,19 @@ describe('expiry at claim', () => {
     expect(await q.counts()).toMatchObject({ waiting: 0, active: 0, dead: 2, completed: 1 });
   });
 
+  it('a manual retry of an expired job clears its expiry: it runs', async () => {
+    const q = queue();
+    const late = await q.add({ n: 7 }, { expireAt: past() });
+    await q.recoverExpired();
+    expectExpired(await q.getJob(late.id));
+    await q.retry(late.id);
+    expect((await q.getJob(late.id))!.expireAt).toBeUndefined();
+    const ran: number[] = [];
+    worker(q, ran);
+    await waitUntil(async () => (await q.getJob(late.id))?.state === 'completed', 'the retried job completed');
+    expect(ran).toEqual([7]);
+  });
+
   it('grouped jobs that expired leave their group, whose slot and later jobs run on', async () => {
     const q = queue();
     await q.setGroupLimits({ concurrency: 1 }, { group: 'g' });

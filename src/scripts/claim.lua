@@ -162,10 +162,13 @@ else
   end
 end
 
--- Expiry (see the header): one anchored match per job; only jobs with an expiry pay more.
+-- Expiry (see the header): only a queue with expiring jobs (one EXISTS per claim) pays a lookup per
+-- job. Every unstarted job with an expiry is in `expiring` (add.lua; a manual retry clears the expiry).
 local recs = {}
 local expired_ids, expired_recs, expiring_ids = {}, {}, {}
-if #ids > 0 then
+if #ids > 0 and redis.call('EXISTS', KEYS[18]) == 0 then
+  recs = chunked_hmget(jobs, ids)
+elseif #ids > 0 then
   local all = chunked_hmget(jobs, ids)
   local kept = {}
   for i = 1, #ids do

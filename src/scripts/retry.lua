@@ -32,6 +32,8 @@ f[F_STATE] = 'w'
 f[F_TOKEN] = ''
 f[F_BASE] = f[F_ATTEMPTS]
 f[F_FINISHED] = ''
+-- A manual retry runs the job: an expiry it had (it may have died of it) no longer applies.
+if f[F_EXPIRE] and f[F_EXPIRE] ~= '' then f[F_EXPIRE] = '' end
 local nl2 = string.find(rec, '\n', nl + 1, true)
 local body = nl2 and string.sub(rec, nl, nl2 - 1) or string.sub(rec, nl)
 redis.call('HSET', jobs, id, table.concat(f, '|') .. body)
