@@ -74,7 +74,10 @@ describe('expiry at claim', () => {
     expect((await q.getJob(late.id))!.expireAt).toBeUndefined();
     const ran: number[] = [];
     worker(q, ran);
-    await waitUntil(async () => (await q.getJob(late.id))?.state === 'completed', 'the retried job completed');
+    await waitUntil(
+      async () => (await q.getJob(late.id))?.state === 'completed',
+      'the retried job completed',
+    );
     expect(ran).toEqual([7]);
   });
 
