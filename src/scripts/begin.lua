@@ -11,18 +11,9 @@
 -- from the hash tag, as keys.ts names them; dead retention is left to the next transition that trims.)
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] active          ZSET
--- KEYS[3] annex           HASH annex: error lines
--- KEYS[4] waiting         LIST
--- KEYS[5] prio            ZSET
--- KEYS[6] seq             STRING
--- KEYS[7] delayed         ZSET
--- KEYS[8] dead            ZSET
--- KEYS[9] deps            HASH blocked child -> `remaining parents|i or s`
--- KEYS[10] dependents     HASH parent -> its blocked children, newline-separated
--- KEYS[11] meta           HASH (field `starved`)
--- KEYS[12] events         STREAM lifecycle events
--- KEYS[13] stats          HASH per-minute counters for queue.metrics()
--- KEYS[14] expiring       ZSET unstarted jobs with an expiry, by expireAt (see expire.lua)
+--   (Expiry also uses the queue's annex, waiting, prio, seq, delayed, dead, deps, dependents, meta,
+--   events, stats and expiring keys, named from the hash tag with includes/tag_key.lua: not in KEYS,
+--   as every key costs on each call and expiry is the rare path.)
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] defaultLeaseMs
 -- ARGV[3] eventsMaxLen    event stream cap (0 = no events)
@@ -38,6 +29,7 @@
 -- @include group_leave
 -- @include wake_starved
 -- @include expire_jobs
+-- @include tag_key
 
 local jobs, active = KEYS[1], KEYS[2]
 local now = current_time(ARGV[1])
@@ -77,12 +69,14 @@ for i = 1, n do
 end
 chunked_call('HSET', jobs, updated)
 chunked_call('ZADD', active, leases, 'XX')
-chunked_call('ZREM', KEYS[14], begun_expiring)
+chunked_call('ZREM', tag_key(jobs, 'expiring'), begun_expiring)
 if #expired_ids > 0 then
   local tag = string.match(jobs, '^({[^}]*}:)')
-  expire_jobs({ jobs = jobs, errors = KEYS[3], waiting = KEYS[4], prio = KEYS[5], seq = KEYS[6], delayed = KEYS[7],
-    dead = KEYS[8], deps = KEYS[9], dependents = KEYS[10], events = KEYS[12], stats = KEYS[13], expiring = KEYS[14],
-    wake = tag .. 'wake', done = tag .. 'done' }, expired_ids, expired_recs, now, { events_max = tonumber(ARGV[3]) })
-  wake_starved(KEYS[11], tag .. 'wake')
+  expire_jobs({ jobs = jobs, errors = tag .. 'errors', waiting = tag .. 'waiting', prio = tag .. 'prio',
+    seq = tag .. 'seq', delayed = tag .. 'delayed', dead = tag .. 'dead', deps = tag .. 'deps',
+    dependents = tag .. 'dependents', events = tag .. 'events', stats = tag .. 'stats',
+    expiring = tag .. 'expiring', wake = tag .. 'wake', done = tag .. 'done' },
+    expired_ids, expired_recs, now, { events_max = tonumber(ARGV[3]) })
+  wake_starved(tag .. 'meta', tag .. 'wake')
 end
 return lost

@@ -22,11 +22,8 @@
 -- KEYS[11] claims         HASH claimer -> its last claim that leased jobs (includes/record_claim.lua)
 -- KEYS[12] tokens         STRING counter of lease ids (the first part of fencing tokens); never reset
 -- KEYS[13] queueLimiter   STRING job starts in the current window of the queue-wide rate limit
--- KEYS[14] dead           ZSET (jobs that expired before they started)
--- KEYS[15] deps           HASH blocked child -> `remaining parents|i or s`
--- KEYS[16] dependents     HASH parent -> its blocked children, newline-separated
--- KEYS[17] stats          HASH per-minute counters for queue.metrics()
--- KEYS[18] expiring       ZSET unstarted jobs with an expiry, by expireAt (see expire.lua)
+--   (Expiry also uses the queue's `expiring`, `dead`, `deps`, `dependents` and `stats` keys, named
+--   from the hash tag with includes/tag_key.lua: not in KEYS, as every key costs on each call.)
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] count           jobs wanted (0 = only promote)
 -- ARGV[3] defaultLeaseMs
@@ -72,6 +69,7 @@
 -- @include group_leave
 -- @include wake_starved
 -- @include expire_jobs
+-- @include tag_key
 
 -- state|token|(attempts)(|base|createdAt|runAt|)startedAt(|finishedAt|priority|maxAttempts|(leaseMs)|...)
 local CLAIM_PATTERN = '^[^|]*|[^|]*|([^|]*)(|[^|]*|[^|]*|[^|]*|)[^|]*(|[^|]*|[^|]*|[^|]*|([^|]*)|.*)$'
@@ -166,7 +164,8 @@ end
 -- job. Every unstarted job with an expiry is in `expiring` (add.lua; a manual retry clears the expiry).
 local recs = {}
 local expired_ids, expired_recs, expiring_ids = {}, {}, {}
-if #ids > 0 and redis.call('EXISTS', KEYS[18]) == 0 then
+local expiring_key = tag_key(jobs, 'expiring')
+if #ids > 0 and redis.call('EXISTS', expiring_key) == 0 then
   recs = chunked_hmget(jobs, ids)
 elseif #ids > 0 then
   local all = chunked_hmget(jobs, ids)
@@ -190,7 +189,8 @@ end
 if #expired_ids > 0 then
   local tag = string.match(jobs, '^({[^}]*}:)')
   expire_jobs({ jobs = jobs, errors = KEYS[10], waiting = waiting, prio = prio, seq = seq, delayed = delayed,
-    dead = KEYS[14], deps = KEYS[15], dependents = KEYS[16], events = KEYS[9], stats = KEYS[17], expiring = KEYS[18],
+    dead = tag .. 'dead', deps = tag .. 'deps', dependents = tag .. 'dependents', events = KEYS[9], stats = tag .. 'stats',
+    expiring = expiring_key,
     wake = tag .. 'wake', done = tag .. 'done' }, expired_ids, expired_recs, now, { events_max = tonumber(ARGV[7]) })
   wake_starved(meta, tag .. 'wake')
 end
@@ -276,6 +276,6 @@ if #updated > 0 then
   chunked_call('ZADD', active, leases)
   emit_event(KEYS[9], tonumber(ARGV[7]), 'active', ids)
 end
-chunked_call('ZREM', KEYS[18], started_expiring)
+chunked_call('ZREM', expiring_key, started_expiring)
 record_claim(KEYS[11], ARGV[8], ARGV[9], now, out, leases)
 return out
