@@ -141,6 +141,8 @@ describe('job.step', () => {
         for (const bad of ['', 'a\tb', 'x'.repeat(257), '~sleep:0']) {
           await job.step(bad, () => 1).catch((e: Error) => errors.push(e.constructor.name));
         }
+        // writeStep is what a sandbox's job.step calls over its channel: it checks the name too.
+        await job.writeStep('a\nb', 1).catch((e: Error) => errors.push(e.constructor.name));
         await job.step('big1', () => 'a'.repeat(400_000));
         await job.step('big2', () => 'b'.repeat(400_000));
         await job.step('big3', () => 'c'.repeat(400_000));
@@ -150,7 +152,7 @@ describe('job.step', () => {
     open.push(w);
     const { id } = await q.add({}, { maxAttempts: 1 });
     await waitUntil(async () => (await q.getJob(id))?.state === 'dead', 'dead');
-    expect(errors).toEqual(Array(4).fill(ValidationError.name));
+    expect(errors).toEqual(Array(5).fill(ValidationError.name));
     const info = (await q.getJob(id))!;
     expect(info.errors[0]!.code).toBe('ERR_PAYLOAD_TOO_LARGE');
     expect(Object.keys(info.steps!)).toEqual(['big1', 'big2']);

@@ -1,7 +1,8 @@
 /** The job as a processor sees it. */
-import { LeaseExpiredError, PayloadTooLargeError, SnoozeError, ValidationError } from '../errors.js';
+import { LeaseExpiredError, PayloadTooLargeError, ValidationError } from '../errors.js';
 import { type ClaimedRecord, decodeSteps } from '../job-record.js';
 import { toJson } from '../validate.js';
+import { checkStepName, runStep, sleepStep } from './durable-steps.js';
 
 /** Writes progress and log lines of a running attempt (fenced by its token); false if the lease is lost. */
 export type AnnexWriter = (job: Job<unknown>, progress: unknown, lines: string[]) => Promise<boolean>;
@@ -14,8 +15,6 @@ export interface JobStore {
   setData(job: Job<unknown>, dataJson: string): Promise<boolean>;
 }
 
-/** Step names the library uses for job.sleep; a user's step name may not start with it. */
-const SLEEP_STEP = '~sleep:';
 /**
  * Most steps one job stores. Each write rewrites the job's steps field in Redis (at most 1 MiB), so
  * the count bounds the work a job's steps can cost Redis, not only their size.
@@ -23,17 +22,6 @@ const SLEEP_STEP = '~sleep:';
 const MAX_STEPS = 1_000;
 /** Largest data job.updateData stores (as for add: the queue's maxPayloadBytes default). */
 const MAX_DATA_BYTES = 512 * 1024;
-
-function checkStepName(name: unknown): string {
-  if (typeof name !== 'string' || name.length === 0 || name.length > 256 || /[\t\n\r]/.test(name)) {
-    throw new ValidationError(
-      `a step name must be a string of 1-256 characters without tabs or newlines, got ${String(name)}`,
-    );
-  }
-  if (name.startsWith(SLEEP_STEP))
-    throw new ValidationError(`step names starting with ${SLEEP_STEP} are reserved`);
-  return name;
-}
 
 export class Job<Data = unknown> {
   /** Attempt number, from 1. Keeps counting after a manual retry. */
@@ -149,13 +137,8 @@ export class Job<Data = unknown> {
    * undefined). A job's steps hold at most 1 MiB (MAX_STEPS_BYTES) in all. If the lease was lost, the
    * result is not stored and this throws LeaseExpiredError (the job may be running elsewhere).
    */
-  async step<T>(name: string, fn: () => Promise<T> | T): Promise<T> {
-    const stepName = checkStepName(name);
-    const found = await this.readStep(stepName);
-    if (found.found) return found.value as T;
-    const value = await fn();
-    await this.writeStep(stepName, value);
-    return value;
+  step<T>(name: string, fn: () => Promise<T> | T): Promise<T> {
+    return runStep(this, name, fn);
   }
 
   /** The stored result of step `name`, if an attempt stored one. */
@@ -167,8 +150,12 @@ export class Job<Data = unknown> {
     return steps.has(name) ? { found: true, value: steps.get(name) } : { found: false };
   }
 
-  /** Stores the result of step `name` (fenced); false when there is no store (a job built by hand). */
+  /**
+   * Stores the result of step `name` (fenced); false when there is no store (a job built by hand). The
+   * name is checked here too: a sandbox's job.step reaches this over its channel.
+   */
   async writeStep(name: string, value: unknown): Promise<boolean> {
+    checkStepName(name, true);
     if (!this.store) return false;
     const stored = await this.steps;
     if (stored && !stored.has(name) && stored.size >= MAX_STEPS)
@@ -192,19 +179,8 @@ export class Job<Data = unknown> {
    * and its next attempt passes this call at once, after re-running (or replaying, with job.step) what
    * came before it. Call it as `await job.sleep(ms)` and let what it throws propagate (a SnoozeError).
    */
-  async sleep(ms: number): Promise<void> {
-    const name = `${SLEEP_STEP}${this.sleeps++}`;
-    const found = await this.readStep(name);
-    const now = Date.now();
-    if (found.found) {
-      // Woken early (promoted, or a crash between storing the wake time and snoozing): sleep the rest.
-      const left = Number(found.value) - now;
-      if (left > 0) throw new SnoozeError(left);
-      return;
-    }
-    const snooze = new SnoozeError(ms); // validates ms first
-    await this.writeStep(name, now + ms);
-    throw snooze;
+  sleep(ms: number): Promise<void> {
+    return sleepStep(this, this.sleeps++, ms);
   }
 
   /**

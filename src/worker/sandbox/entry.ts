@@ -6,6 +6,7 @@
  */
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import * as errors from '../../errors.js';
+import { runStep, type StepIO, sleepStep } from '../durable-steps.js';
 import { loadProcessor } from './load-processor.js';
 import { errorToData, type FromSandbox, RPC_METHODS, rebuildError, type ToSandbox } from './protocol.js';
 
@@ -38,27 +39,14 @@ function sandboxJob(fields: Record<string, unknown>): Record<string, unknown> {
   controller = new AbortController();
   const job: Record<string, unknown> = { ...fields, signal: controller.signal };
   for (const m of RPC_METHODS) job[m] = (...args: unknown[]) => call(m, args);
-  job.step = async (name: string, fn: () => unknown) => {
-    const found = (await call('readStep', [name])) as { found: boolean; value?: unknown };
-    if (found.found) return found.value;
-    const value = await fn();
-    await call('writeStep', [name, value]);
-    return value;
+  // The same step and sleep logic as a worker's Job (durable-steps.ts), over the channel.
+  const io: StepIO = {
+    readStep: (name) => call('readStep', [name]) as Promise<{ found: boolean; value?: unknown }>,
+    writeStep: (name, value) => call('writeStep', [name, value]) as Promise<boolean>,
   };
-  // job.sleep as Job.sleep does it: the n-th sleep of the attempt is step `~sleep:n` (its wake time).
   let sleeps = 0;
-  job.sleep = async (ms: number) => {
-    const name = `~sleep:${sleeps++}`;
-    const found = (await call('readStep', [name])) as { found: boolean; value?: unknown };
-    if (found.found) {
-      const left = Number(found.value) - Date.now();
-      if (left > 0) throw new errors.SnoozeError(left);
-      return;
-    }
-    const snooze = new errors.SnoozeError(ms);
-    await call('writeStep', [name, Date.now() + ms]);
-    throw snooze;
-  };
+  job.step = (name: string, fn: () => unknown) => runStep(io, name, fn);
+  job.sleep = (ms: number) => sleepStep(io, sleeps++, ms);
   return job;
 }
 
