@@ -9,9 +9,10 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
-import { parseRefusal, type RefusalContext, redisFullError, refusalError } from './errors.js';
+import { redisFullError } from './errors.js';
 import { untilClosed } from './in-flight.js';
 import type { QueueKeys } from './keys.js';
+import { parseRefusal, type RefusalContext, refusalError } from './refusals.js';
 
 export type RedisClient = Redis | Cluster;
 

@@ -8,12 +8,11 @@ import {
   InvalidStateError,
   JobNotFoundError,
   PartitionMismatchError,
-  parseRefusal,
   RepartitionError,
-  refusalError,
   StaleJobError,
 } from '../src/errors.js';
 import { ANNEX_SUFFIX, annexFields, annexOf, decodeClaimed, HEADER, readHeader } from '../src/job-record.js';
+import { parseRefusal, refusalError } from '../src/refusals.js';
 import { decodeAdd, decodeComplete, decodeFail, decodeJobChange } from '../src/script-replies.js';
 
 const includes = new URL('../src/scripts/includes/', import.meta.url);

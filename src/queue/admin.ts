@@ -5,11 +5,12 @@
  * Bulk operations over many jobs are in bulk.ts.
  */
 import { DEFAULT_RETENTION, SCRIPT_BATCH_LIMIT } from '../defaults.js';
-import { type Refusal, refusalError, ValidationError } from '../errors.js';
+import { ValidationError } from '../errors.js';
 import { settling } from '../in-flight.js';
 import { setPausedAll } from '../partitions.js';
 import { type RecoveredJobs, recoverExpired } from '../recovery.js';
 import { serverNow } from '../redis-clock.js';
+import { type Refusal, refusalError } from '../refusals.js';
 import { resolveRetentionRule } from '../retention.js';
 import { type ArgValue, callScript, type ScriptSpec, scripts } from '../scripts.js';
 import type { RetentionRule } from '../types.js';

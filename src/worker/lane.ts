@@ -9,9 +9,10 @@
  * this lane's calls; the lane then forgets their leases and reports each written outcome upward as one
  * LaneOutcome. The lane owns its maps (held, running): the runner asks through the methods below.
  */
-import { type RefusalContext, refusalError, type SuretyError } from '../errors.js';
+import type { SuretyError } from '../errors.js';
 import { decodeClaimed } from '../job-record.js';
 import type { QueueKeys } from '../keys.js';
+import { type RefusalContext, refusalError } from '../refusals.js';
 import type { ClaimedJob } from '../script-replies.js';
 import type { RedisClient } from '../scripts.js';
 import { Acker, type CompleteRow, type FailRow } from './acker.js';
