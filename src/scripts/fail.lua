@@ -69,6 +69,20 @@ local out, accepted, lines, updated, dead_scores, dead_ids = {}, {}, {}, {}, {},
 local woken, min_due, retrying, snoozed, limited = false, nil, {}, {}, {}
 local given_back = {} -- snoozed and rate-limited: out of active, no error line
 local dead_recs = {} -- the records (as they were) of dead_ids, for drop_unkept
+
+-- Job `id` (header fields `f`; `group` or nil) waits until `due`: delayed (a retry after backoff, or a
+-- snooze). Under concurrency 1 its group keeps the job's place (group_hold) before the job's slot is
+-- freed (group_leave), so the group is not put back in the rotation in between.
+local function delay_job(f, id, group, due)
+  f[F_STATE] = 'd'
+  f[F_RUN_AT] = due
+  if group then
+    group_hold(group_keys(jobs), group, due)
+    group_leave(group_keys(jobs), group, 1, now)
+  end
+  redis.call('ZADD', delayed, due, id)
+  if min_due == nil or due < min_due then min_due = due end
+end
 for i = 1, n do
   local base = FIXED + 1 + (i - 1) * 4
   local id, rec = ids[i], recs[i]
@@ -84,23 +98,20 @@ for i = 1, n do
       f[F_ATTEMPTS] = math.max(0, (tonumber(f[F_ATTEMPTS]) or 1) - 1)
       local group = record_group(rec)
       local delay = math.max(0, tonumber(ARGV[base + 2]) or 0)
-      if group then group_leave(group_keys(jobs), group, 1, now) end
       if kind == 'S' then
         snoozed[#snoozed + 1] = id
         set_field(f, F_SNOOZES, (tonumber(f[F_SNOOZES]) or 0) + 1)
-        f[F_STATE] = 'd'
-        f[F_RUN_AT] = now + delay
-        if group then group_hold(group_keys(jobs), group, f[F_RUN_AT]) end
-        redis.call('ZADD', delayed, f[F_RUN_AT], id)
-        if min_due == nil or f[F_RUN_AT] < min_due then min_due = f[F_RUN_AT] end
+        delay_job(f, id, group, now + delay)
         out[#out + 1] = 'snoozed'
       else
         limited[#limited + 1] = id
         f[F_STATE] = 'w'
         if group then
+          -- Parked before its slot is freed, so group_leave does not put it back in the rotation.
           local gk = group_keys(jobs)
           redis.call('ZREM', gk.ready, group)
           redis.call('ZADD', gk.parked, 'GT', now + delay, group)
+          group_leave(gk, group, 1, now)
         else
           local until_ms = tonumber(redis.call('HGET', KEYS[9], 'limited') or '0')
           if now + delay > until_ms then redis.call('HSET', KEYS[9], 'limited', now + delay) end
@@ -134,14 +145,7 @@ for i = 1, n do
         if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, group ~= nil, group, now) then woken = true end
       else
         retrying[#retrying + 1] = id
-        f[F_STATE] = 'd'
-        f[F_RUN_AT] = now + delay
-        if group then
-          group_hold(group_keys(jobs), group, f[F_RUN_AT])
-          group_leave(group_keys(jobs), group, 1, now)
-        end
-        redis.call('ZADD', delayed, f[F_RUN_AT], id)
-        if min_due == nil or f[F_RUN_AT] < min_due then min_due = f[F_RUN_AT] end
+        delay_job(f, id, group, now + delay)
       end
       out[#out + 1] = ({ x = 'dead', w = 'waiting', d = 'delayed' })[f[F_STATE]]
       updated[#updated + 1] = id
