@@ -192,3 +192,14 @@ export function queueKeys(prefix: string, queue: string, partition?: number): Qu
     expiring: `${tag}:expiring`,
   });
 }
+
+/**
+ * The names of the keys a queue (or one partition) may hold in Redis: every field of `k` but its
+ * hash tag and its pub/sub channels, which are not keys. Group keys are left out: a group's keys
+ * exist only while the queue's own `jobs` hash holds its jobs.
+ */
+export function storedKeys(k: QueueKeys): string[] {
+  return Object.entries(k)
+    .filter(([field]) => field !== 'tag' && !field.endsWith('Channel'))
+    .map(([, key]) => key as string);
+}

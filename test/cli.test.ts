@@ -197,7 +197,9 @@ describe('surety CLI: help and usage errors', () => {
   });
 
   it('DEBUG=surety adds the stack trace', async () => {
-    const r = await cli(['job', uniqueName(), 'missing'], { env: { DEBUG: 'surety' } });
+    const name = uniqueName();
+    await queue(name).add({}, { id: 'present' });
+    const r = await cli(['job', name, 'missing'], { env: { DEBUG: 'surety' } });
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^surety: ERR_JOB_NOT_FOUND: job "missing" does not exist/);
     expect(r.stderr).toMatch(/\n\s+at /);
@@ -343,7 +345,7 @@ describe('surety stats, queues, jobs, job', () => {
     expect(statsTable.stdout).toMatch(new RegExp(`${name}\\s+1\\s+1\\s+0\\s+0\\s+0\\s+0\\s+0\\s+running`));
     expect((JSON.parse(jobsJson.stdout) as { id: string }[]).map((j) => j.id)).toEqual(['later']);
     expect(jobsTable.stdout).toMatch(
-      /^ID\s+ATTEMPTS\s+PRIORITY\s+DUE\s+DATA\nfirst\s+0\/3\s+0\s+.*\{"hello":"world"\}/,
+      /^ID\s+ATTEMPTS\s+PRIORITY\s+DUE\s+DATA\nfirst\s+0 \(3 left\)\s+0\s+.*\{"hello":"world"\}/,
     );
     expect(none.stdout).toMatch(/no dead jobs in/);
   });
@@ -477,6 +479,58 @@ describe('surety retry, remove, cancel, pause, resume, schedules', () => {
       paused: false,
     });
     expect(await q.isPaused()).toBe(false);
+  });
+
+  it('an unknown queue is refused, naming the closest; pause --create pauses a new one; promote starts delayed jobs', async () => {
+    const name = uniqueName('known');
+    const q = queue(name);
+    await q.add({}, { id: 'later', delayMs: 3_600_000 });
+    const typo = name.replace('known', 'knwon');
+    const [pause, stats, jobs] = await Promise.all([
+      cli(['pause', typo]),
+      cli(['stats', typo]),
+      cli(['jobs', typo]),
+    ]);
+    for (const r of [pause, stats, jobs])
+      expectOneLineError(r, 1, new RegExp(`no queue named "${typo}"; did you mean "${name}"\\?`));
+    expect(await queue(typo).exists()).toBe(false);
+    expect((await cli(['queues'])).stdout).not.toContain(typo);
+
+    const fresh = uniqueName('fresh');
+    const created = await cli(['pause', fresh, '--create', '--json']);
+    expect(JSON.parse(created.stdout)).toEqual({ queue: fresh, paused: true });
+    expect(await queue(fresh).isPaused()).toBe(true);
+
+    const promote = await cli(['promote', name, 'later', 'nope', '--json']);
+    expect(promote.code).toBe(1);
+    expect(JSON.parse(promote.stdout)).toMatchObject({
+      done: ['later'],
+      failed: [{ id: 'nope', code: 'ERR_JOB_NOT_FOUND' }],
+    });
+    expect((await q.getJob('later'))?.state).toBe('waiting');
+  });
+
+  it('after a manual retry, jobs shows attempts made and the fresh budget left (not 2/2 or 4/2)', async () => {
+    const name = uniqueName('budget');
+    const q = queue(name);
+    await q.add({}, { id: 'flaky', maxAttempts: 2, backoff: { type: 'fixed', delayMs: 1 } });
+    const worker = new Worker(
+      name,
+      async () => {
+        throw new Error('down');
+      },
+      { connection: fx.url },
+    );
+    try {
+      await waitUntil(async () => (await q.getJob('flaky'))?.state === 'dead', 'the job to die', 10_000);
+    } finally {
+      await worker.close();
+    }
+    await cli(['retry', name, 'flaky']);
+    const table = await cli(['jobs', name]);
+    expect(table.stdout).toMatch(/\nflaky\s+2 \(2 left\)\s+0\s/);
+    const dead = await cli(['jobs', name, '--state', 'waiting', '--json']);
+    expect(JSON.parse(dead.stdout)[0]).toMatchObject({ attempts: 2, attemptsLeft: 2, maxAttempts: 2 });
   });
 
   it('clean deletes old finished jobs; a bad state is a usage error', async () => {
@@ -708,8 +762,16 @@ describe('embedded Redis and the demo', () => {
     });
     expect(JSON.parse(stats.stdout)[0]).toMatchObject({ queue: 'kept', waiting: 1 });
     expect(processesMentioning(join(cwd, '.surety'))).toEqual([]);
-    // With a reachable Redis, embedded mode just uses it.
-    const reachable = await cli(['queues', '--redis', 'embedded'], { cwd });
+    // Once ./.surety/redis holds data, --redis embedded means that server even when the default
+    // Redis answers: the demo's "look around" commands must not read another Redis.
+    const own = await cli(['stats', 'kept', '--redis', 'embedded', '--json'], { cwd });
+    expect(own.stderr).toMatch(/\.\/\.surety\/redis holds data: started a private redis-server on port \d+/);
+    expect(JSON.parse(own.stdout)[0]).toMatchObject({ queue: 'kept', waiting: 1 });
+    expect(await queue('kept').exists()).toBe(false);
+    expect(processesMentioning(join(cwd, '.surety'))).toEqual([]);
+    // Without private data, embedded mode uses the reachable Redis as it is.
+    const fresh = mkdtempSync(join(tmp, 'embedded-fresh-'));
+    const reachable = await cli(['queues', '--redis', 'embedded'], { cwd: fresh });
     expect(reachable.code).toBe(0);
     expect(reachable.stderr).toBe('');
   });
@@ -853,8 +915,17 @@ describe('surety groups, group, group-limits, rate-limit', () => {
     expect(await q.getGroupLimits()).toEqual({ concurrency: 3, rateLimit: null });
   });
 
-  it('an unknown queue reads as empty (exit 0) as in surety jobs; a bad queue or group name exits 2', async () => {
+  it('a queue without groups reads as empty (exit 0); an unknown queue exits 1; a bad queue or group name exits 2', async () => {
     const name = uniqueName('nogroups');
+    await queue(name).add({ plain: true });
+    const unknown = uniqueName('nosuch');
+    const [refused, refusedLimit] = await Promise.all([
+      cli(['groups', unknown]),
+      cli(['rate-limit', unknown, '5/1000']),
+    ]);
+    expectOneLineError(refused, 1, /no queue named "nosuch-/);
+    expectOneLineError(refusedLimit, 1, /no queue named "nosuch-/);
+    expect(await queue(unknown).exists()).toBe(false);
     const [list, one, rate, limits, badQueue, badGroup] = await Promise.all([
       cli(['groups', name]),
       cli(['group', name, 'g', '--json']),

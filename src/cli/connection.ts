@@ -1,16 +1,16 @@
 /**
  * Where the CLI's Redis comes from: `--redis <url>`, else REDIS_URL, else redis://127.0.0.1:6379.
  * `--redis embedded` (and `surety demo`) use that Redis when it is reachable and otherwise start a
- * private redis-server (see embedded.ts). Every command gets one client, shared by all its Queues.
+ * private redis-server (see embedded.ts); `--redis embedded` in a directory whose ./.surety/redis holds
+ * data always uses that private server. Every command gets one client, shared by all its Queues.
  */
 import type { Cluster, Redis } from 'ioredis';
 import { closeConnection, connect } from '../connection.js';
 import type { QueueOptions } from '../options.js';
-import { discoverQueues } from '../queue/discover.js';
 import { Queue } from '../queue/queue.js';
 import type { RedisClient } from '../scripts.js';
 import { checkQueueName } from '../validate.js';
-import { startEmbedded } from './embedded.js';
+import { hasEmbeddedData, startEmbedded } from './embedded.js';
 import { CliError, UsageError } from './errors.js';
 import { addCleanup } from './lifecycle.js';
 
@@ -116,7 +116,9 @@ export async function openRedis(
   opts: { embeddedByDefault?: boolean } = {},
 ): Promise<RedisHandle> {
   const { url, embedded } = resolveTarget(g.redis, opts.embeddedByDefault);
-  const first = await tryConnect(url);
+  // An explicit `--redis embedded` in a directory with a private server's data means that server.
+  const own = g.redis === 'embedded' && hasEmbeddedData();
+  const first = own ? { reason: 'private data' } : await tryConnect(url);
   if ('client' in first) {
     addCleanup(() => quit(first.client));
     return { url, client: first.client };
@@ -126,7 +128,10 @@ export async function openRedis(
       `cannot connect to Redis at ${redact(url)} (${first.reason}). Start Redis, pass --redis <url> or set REDIS_URL, or use --redis embedded to run a private redis-server.`,
     );
   }
-  const server = await startEmbedded((line) => process.stderr.write(`surety: ${line}\n`));
+  const server = await startEmbedded(
+    (line) => process.stderr.write(`surety: ${line}\n`),
+    own ? './.surety/redis holds data' : undefined,
+  );
   const second = await tryConnect(server.url);
   if (!('client' in second))
     throw new CliError(`cannot connect to the private redis-server: ${second.reason}`);
@@ -156,23 +161,4 @@ export function openQueue<D = unknown, R = unknown>(
   });
   addCleanup(() => queue.close());
   return queue;
-}
-
-/**
- * Rows from each named queue (every queue under the prefix when none is named), each tagged with its
- * queue name: what `workers` and `schedules` list.
- */
-export async function rowsOfQueues<T extends object>(
-  names: string[],
-  g: GlobalOptions,
-  read: (queue: Queue) => Promise<T[]>,
-): Promise<(T & { queue: string })[]> {
-  checkNames(names);
-  const handle = await openRedis(g);
-  const list = names.length > 0 ? names : await discoverQueues(handle.client, g.prefix);
-  const rows: (T & { queue: string })[] = [];
-  for (const name of list) {
-    for (const row of await read(openQueue(name, handle, g))) rows.push({ queue: name, ...row });
-  }
-  return rows;
 }

@@ -1,10 +1,20 @@
 /**
  * The CLI's embedded Redis: when no Redis is reachable, `--redis embedded` and `surety demo` start a
  * private redis-server (AOF on, data in ./.surety/redis, a free loopback port) and stop it on exit.
+ * Once ./.surety/redis holds data, `--redis embedded` always means that server (hasEmbeddedData).
  * A state file in that directory names the running server, so a second surety command in the same
  * directory uses it instead of starting another server on the same AOF (a lock file guards the start).
  */
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { EmbeddedRedis, findRedisServer, installHint, pingRedis } from '../embedded-redis.js';
 import { CliError } from './errors.js';
@@ -24,6 +34,15 @@ export interface EmbeddedHandle {
 
 export function embeddedDir(cwd = process.cwd()): string {
   return resolve(cwd, '.surety', 'redis');
+}
+
+/**
+ * True when ./.surety/redis holds a private server's data (its AOF, an RDB, or a running server's
+ * state file): then `--redis embedded` means that server, even if another Redis answers on the
+ * default URL, so the commands the demo suggests read the demo's jobs and not some other Redis.
+ */
+export function hasEmbeddedData(dir = embeddedDir()): boolean {
+  return ['appendonlydir', 'dump.rdb', STATE_FILE].some((f) => existsSync(join(dir, f)));
 }
 
 function alive(pid: number): boolean {
@@ -71,7 +90,10 @@ async function lock(dir: string): Promise<boolean> {
 }
 
 /** Uses the server already running for ./.surety/redis, or starts one (stopped by the exit cleanups). */
-export async function startEmbedded(say: (line: string) => void): Promise<EmbeddedHandle> {
+export async function startEmbedded(
+  say: (line: string) => void,
+  reason = 'no Redis reachable',
+): Promise<EmbeddedHandle> {
   const dir = embeddedDir();
   const shown = relative(process.cwd(), dir) || dir;
   mkdirSync(dir, { recursive: true });
@@ -107,7 +129,7 @@ export async function startEmbedded(say: (line: string) => void): Promise<Embedd
       rmSync(stateFile, { force: true });
     });
     say(
-      `no Redis reachable: started a private redis-server on port ${server.port} (pid ${server.pid}, AOF on, data in ./${shown}); it stops when this command ends`,
+      `${reason}: started a private redis-server on port ${server.port} (pid ${server.pid}, AOF on, data in ./${shown}); it stops when this command ends`,
     );
     return { url: server.url, pid: server.pid!, owned: true, dir };
   } finally {

@@ -57,7 +57,7 @@ import {
   setRateLimit,
 } from './flow-control.js';
 import * as edits from './job-edits.js';
-import { countJobs, listJobs, listWorkers, readJob, readMetrics } from './reads.js';
+import { countJobs, listJobs, listWorkers, queueExists, readJob, readMetrics } from './reads.js';
 import type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './schedule-timing.js';
 import { listSchedules, removeSchedule, upsertSchedule } from './schedules.js';
 import { JobWaiter } from './wait-for.js';
@@ -185,6 +185,11 @@ export class Queue<Data = unknown, Result = unknown> {
 
   async counts(): Promise<JobCounts> {
     return countJobs(this.conn.client, await this.open());
+  }
+
+  /** False for a name nothing has used yet (no job, schedule, setting or worker), or one obliterated. */
+  async exists(): Promise<boolean> {
+    return queueExists(this.conn.client, await this.open());
   }
 
   /**

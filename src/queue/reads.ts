@@ -8,7 +8,7 @@
 import { ValidationError } from '../errors.js';
 import { settling } from '../in-flight.js';
 import { annexFields, annexOf, decodeRecord } from '../job-record.js';
-import { groupKeys, type QueueKeys } from '../keys.js';
+import { groupKeys, type QueueKeys, storedKeys } from '../keys.js';
 import type { Layout } from '../partitions.js';
 import { serverNow } from '../redis-clock.js';
 import type { RedisClient } from '../scripts.js';
@@ -26,6 +26,18 @@ export async function locate(rawClient: RedisClient, layout: Layout, id: string)
   const found = await Promise.all(others.map((p) => client.hexists(layout.parts[p]!.jobs, id)));
   const i = found.indexOf(1);
   return i < 0 ? -1 : (others[i] as number);
+}
+
+/**
+ * True when any key of the queue exists, in any partition: what its first add, schedule, pause or
+ * worker heartbeat writes, and what stays after its jobs are cleaned (counters, events). False only
+ * for a name nothing has used (or one obliterated), which the CLI reports as an unknown queue.
+ */
+export async function queueExists(rawClient: RedisClient, layout: Layout): Promise<boolean> {
+  const client = settling(rawClient);
+  const sets = layout.partitioned ? [layout.base, ...layout.parts] : [layout.base];
+  const found = await Promise.all(sets.map((k) => client.exists(...storedKeys(k))));
+  return found.some((n) => n > 0);
 }
 
 export async function readJob<D, R>(

@@ -1,4 +1,4 @@
-/** `surety retry | remove | cancel | pause | resume`: changes made through the Queue admin API. */
+/** `surety retry | clean | remove | pause | resume | promote | cancel | repartition`: changes made through the Queue admin API. */
 import type { Command } from 'commander';
 import { type BulkOutcome, changeEach, MAX_BULK_CHANGE } from '../../queue/bulk.js';
 import type { Queue } from '../../queue/queue.js';
@@ -7,6 +7,7 @@ import { examples, globals, intOption, out } from '../command-kit.js';
 import { checkNames, openQueue, openRedis } from '../connection.js';
 import { UsageError } from '../errors.js';
 import { formatCount, parseDuration } from '../format.js';
+import { openKnownQueue } from '../known-queue.js';
 
 type Outcome = Omit<BulkOutcome, 'more'> & { more?: boolean };
 
@@ -44,7 +45,7 @@ export function registerAdmin(program: Command): void {
       checkNames([queueName]);
       if (o.allDead && ids.length > 0) throw new UsageError('give job ids or --all-dead, not both');
       if (!o.allDead && ids.length === 0) throw new UsageError('missing job ids (or --all-dead)');
-      const queue = openQueue(queueName, await openRedis(g), g);
+      const queue = await openKnownQueue(queueName, await openRedis(g), g);
       // --all-dead: the library's bulk retry, over a snapshot of the dead jobs (jobs that die again
       // while it runs are not retried in a loop).
       const outcome = o.allDead
@@ -70,7 +71,7 @@ export function registerAdmin(program: Command): void {
         throw new UsageError(`--state must be completed or dead, got ${JSON.stringify(o.state)}`);
       }
       const olderThanMs = parseDuration(o.olderThan, '--older-than');
-      const queue = openQueue(queueName, await openRedis(g), g);
+      const queue = await openKnownQueue(queueName, await openRedis(g), g);
       const r = await queue.clean(o.state, { olderThanMs, limit: 1_000_000 });
       if (g.json) return out.json({ queue: queueName, state: o.state, ...r });
       out.line(`${queueName}: removed ${formatCount(r.removed)} ${o.state} job${r.removed === 1 ? '' : 's'}`);
@@ -94,17 +95,33 @@ export function registerAdmin(program: Command): void {
           ? 'stop every worker of a queue from claiming jobs (running ones finish)'
           : 'let workers claim jobs again',
       )
-      .argument('<queue>', 'queue name')
-      .action(async (queueName: string, _o: unknown, c: Command) => {
-        const g = globals(c);
-        checkNames([queueName]);
-        const queue = openQueue(queueName, await openRedis(g), g);
-        await (paused ? queue.pause() : queue.resume());
-        if (g.json) return out.json({ queue: queueName, paused });
-        out.line(`${queueName} ${paused ? out.paint('yellow', 'paused') : out.paint('green', 'resumed')}`);
-      });
-    examples(cmd, [`surety ${name} emails`]);
+      .argument('<queue>', 'queue name');
+    // A typo would pause a queue nobody uses; --create says the new name is meant (pausing a queue
+    // before its first deploy, so its jobs wait until `surety resume`).
+    if (paused) cmd.option('--create', 'pause a queue nothing has used yet (refused otherwise)');
+    cmd.action(async (queueName: string, o: { create?: boolean }, c: Command) => {
+      const g = globals(c);
+      checkNames([queueName]);
+      const handle = await openRedis(g);
+      const queue = o.create ? openQueue(queueName, handle, g) : await openKnownQueue(queueName, handle, g);
+      await (paused ? queue.pause() : queue.resume());
+      if (g.json) return out.json({ queue: queueName, paused });
+      out.line(`${queueName} ${paused ? out.paint('yellow', 'paused') : out.paint('green', 'resumed')}`);
+    });
+    examples(
+      cmd,
+      paused ? ['surety pause emails', 'surety pause new-queue --create'] : ['surety resume emails'],
+    );
   }
+
+  perJob(
+    program,
+    'promote',
+    'make delayed jobs due now (they move to waiting and queue like a new job)',
+    'promoted',
+    (q, id) => q.promote(id),
+    ['surety promote emails 42', 'surety promote reports nightly-2030-01 --json'],
+  );
 
   perJob(
     program,
@@ -167,7 +184,7 @@ function perJob(
     .action(async (queueName: string, ids: string[], _o: unknown, c: Command) => {
       const g = globals(c);
       checkNames([queueName]);
-      const queue = openQueue(queueName, await openRedis(g), g);
+      const queue = await openKnownQueue(queueName, await openRedis(g), g);
       report(done, queueName, await changeEach(ids, (id) => op(queue, id)), g.json);
     });
   examples(cmd, lines);

@@ -2,9 +2,10 @@
 import type { Command } from 'commander';
 import type { BatchInfo } from '../../types.js';
 import { examples, globals, out } from '../command-kit.js';
-import { checkNames, openQueue, openRedis } from '../connection.js';
+import { checkNames, openRedis } from '../connection.js';
 import { CliError } from '../errors.js';
 import { formatTime, formatWhen } from '../format.js';
+import { openKnownQueue } from '../known-queue.js';
 
 /** The lines `surety batch` prints (exported for its test). */
 export function batchLines(queue: string, b: BatchInfo, now = Date.now()): string[] {
@@ -43,7 +44,7 @@ export function registerBatch(program: Command): void {
     .action(async (queueName: string, id: string, _o: unknown, c: Command) => {
       const g = globals(c);
       checkNames([queueName]);
-      const queue = openQueue(queueName, await openRedis(g), g);
+      const queue = await openKnownQueue(queueName, await openRedis(g), g);
       const info = await queue.batch(id);
       if (!info) {
         throw new CliError(

@@ -7,9 +7,9 @@ import { runDemo } from '../demo/run.js';
 export function registerDemo(program: Command): void {
   const cmd = program
     .command('demo')
-    .summary('the product in ~30 s (starts a private redis-server if no Redis is reachable)')
+    .summary('the product in ~15 s (starts a private redis-server if no Redis is reachable)')
     .description(
-      'see Surety in ~30 s: two worker processes, delayed, retried and dead jobs, and a worker killed with SIGKILL mid-job whose job is recovered (starts a private redis-server when no Redis is reachable)',
+      'see Surety in ~15 s: two worker processes, delayed, retried and dead jobs, and a worker killed with SIGKILL mid-job whose job is recovered (starts a private redis-server when no Redis is reachable)',
     )
     .action(async (_o: unknown, c: Command) => runDemo(globals(c)));
   examples(cmd, ['surety demo', 'surety demo --redis redis://127.0.0.1:6380', 'surety demo --json']);

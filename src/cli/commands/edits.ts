@@ -7,9 +7,10 @@ import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import type { Queue } from '../../queue/queue.js';
 import { examples, globals, intOption, out } from '../command-kit.js';
-import { checkNames, openQueue, openRedis } from '../connection.js';
+import { checkNames, openRedis } from '../connection.js';
 import { UsageError } from '../errors.js';
 import { formatCount, parseDuration } from '../format.js';
+import { openKnownQueue } from '../known-queue.js';
 import { parseJsonArg } from './add.js';
 
 interface Prompt {
@@ -45,7 +46,7 @@ function parseDelay(text: string): number {
 async function queueOf(queueName: string, c: Command): Promise<{ queue: Queue; json: boolean }> {
   const g = globals(c);
   checkNames([queueName]);
-  return { queue: openQueue(queueName, await openRedis(g), g), json: g.json === true };
+  return { queue: await openKnownQueue(queueName, await openRedis(g), g), json: g.json === true };
 }
 
 export function registerEdits(program: Command): void {

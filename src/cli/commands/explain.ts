@@ -2,8 +2,9 @@
 import type { Command } from 'commander';
 import type { ExplainReason, Explanation } from '../../queue/explain.js';
 import { examples, globals, out } from '../command-kit.js';
-import { checkNames, openQueue, openRedis } from '../connection.js';
+import { checkNames, openRedis } from '../connection.js';
 import { formatTime, formatWhen } from '../format.js';
+import { openKnownQueue } from '../known-queue.js';
 import { STATE_STYLE } from './jobs.js';
 
 /**
@@ -53,7 +54,7 @@ export function registerExplain(program: Command): void {
     .action(async (queueName: string, id: string, _o: unknown, c: Command) => {
       const g = globals(c);
       checkNames([queueName]);
-      const queue = openQueue(queueName, await openRedis(g), g);
+      const queue = await openKnownQueue(queueName, await openRedis(g), g);
       // An unknown id is the library's JobNotFoundError: one line, exit code 1, as `surety job`.
       const explanation = await queue.explain(id);
       if (g.json) return out.json({ queue: queueName, ...explanation });

@@ -9,9 +9,10 @@ import { type Command, InvalidArgumentError } from 'commander';
 import { mergeLimits } from '../../dashboard/flow-api.js';
 import type { EffectiveGroupLimits, GroupLimits, RateLimit } from '../../queue/flow-control.js';
 import { examples, globals, intOption, out } from '../command-kit.js';
-import { checkNames, openQueue, openRedis } from '../connection.js';
+import { checkNames, openRedis } from '../connection.js';
 import { UsageError } from '../errors.js';
 import { formatTime, formatWhen } from '../format.js';
+import { openKnownQueue } from '../known-queue.js';
 
 /** `MAX/DURATION_MS` (e.g. `10/1000`) or `none`. */
 export function parseRate(value: string): RateLimit | null {
@@ -54,7 +55,7 @@ function overrideText(l: EffectiveGroupLimits): string {
 async function open(c: Command, queueName: string) {
   const g = globals(c);
   checkNames([queueName]);
-  return { g, queue: openQueue(queueName, await openRedis(g), g) };
+  return { g, queue: await openKnownQueue(queueName, await openRedis(g), g) };
 }
 
 function registerGroupsList(program: Command): void {

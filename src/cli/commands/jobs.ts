@@ -4,9 +4,10 @@ import { JobNotFoundError } from '../../errors.js';
 import { isJobState, JOB_STATES } from '../../states.js';
 import type { JobInfo, JobState } from '../../types.js';
 import { examples, globals, intOption, out } from '../command-kit.js';
-import { checkNames, openQueue, openRedis } from '../connection.js';
+import { checkNames, openRedis } from '../connection.js';
 import { UsageError } from '../errors.js';
 import { formatDuration, formatTime, formatWhen, preview, table } from '../format.js';
+import { openKnownQueue } from '../known-queue.js';
 
 export const STATE_STYLE = {
   waiting: 'cyan',
@@ -41,12 +42,22 @@ function jobsTable(jobs: JobInfo[], state: JobState): string {
   return table(
     headers,
     jobs.map((j) => {
-      const row = [j.id, `${j.attempts}/${j.maxAttempts}`, j.priority, when(j), preview(j.data, 200)];
+      const row = [j.id, attemptsCell(j), j.priority, when(j), preview(j.data, 200)];
       if (withErrors) row.push(lastError(j));
       return row;
     }),
     { right: [1, 2], flex: withErrors ? [0, 4, 5] : [0, 4], paint: out.paint },
   );
+}
+
+/**
+ * Attempts started and attempts left: not `attempts/maxAttempts`, which a manual retry (a fresh budget
+ * on top of the attempts already made) turns into nonsense such as 4/2.
+ */
+function attemptsCell(j: JobInfo): string {
+  return j.state === 'completed' || j.state === 'dead'
+    ? String(j.attempts)
+    : `${j.attempts} (${j.attemptsLeft} left)`;
 }
 
 function showJob(queue: string, j: JobInfo): void {
@@ -119,7 +130,7 @@ export function registerJobs(program: Command): void {
           `--state must be one of ${JOB_STATES.join(', ')}, got ${JSON.stringify(o.state)}`,
         );
       const state = o.state as JobState;
-      const queue = openQueue(queueName, await openRedis(g), g);
+      const queue = await openKnownQueue(queueName, await openRedis(g), g);
       const jobs = await queue.getJobs(state, { offset: o.offset, limit: o.limit });
       if (g.json) return out.json(jobs);
       if (jobs.length === 0)
@@ -143,7 +154,7 @@ export function registerJobs(program: Command): void {
     .action(async (queueName: string, id: string, _o: unknown, c: Command) => {
       const g = globals(c);
       checkNames([queueName]);
-      const queue = openQueue(queueName, await openRedis(g), g);
+      const queue = await openKnownQueue(queueName, await openRedis(g), g);
       const job = await queue.getJob(id);
       if (!job) throw new JobNotFoundError(id);
       if (g.json) return out.json(job);

@@ -2,8 +2,8 @@
 import type { Command } from 'commander';
 import type { ScheduleInfo } from '../../queue/schedule-timing.js';
 import { examples, globals, out } from '../command-kit.js';
-import { rowsOfQueues } from '../connection.js';
 import { formatDuration, formatWhen, preview, table } from '../format.js';
+import { rowsOfQueues } from '../known-queue.js';
 
 function timing(s: ScheduleInfo): string {
   if (s.cron !== undefined) return `cron ${s.cron}${s.tz ? ` ${s.tz}` : ''}`;

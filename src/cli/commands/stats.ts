@@ -6,6 +6,7 @@ import type { JobCounts } from '../../types.js';
 import { examples, globals, out, queueLister } from '../command-kit.js';
 import { checkNames, type GlobalOptions, openQueue, openRedis, type RedisHandle } from '../connection.js';
 import { formatCount, parseDuration, table } from '../format.js';
+import { openKnownQueue } from '../known-queue.js';
 import { nextInterrupt } from '../lifecycle.js';
 
 export interface QueueStats extends JobCounts {
@@ -69,6 +70,8 @@ export function registerStats(program: Command): void {
       const intervalMs = Math.max(100, parseDuration(o.interval, '--interval'));
       const handle = await openRedis(g);
       const cache = new Map<string, Queue>();
+      // Named queues must exist (a typo would show a row of zeros); they are cached for the renders.
+      for (const name of names) cache.set(name, await openKnownQueue(name, handle, g));
       const list = queueLister(names, handle, g);
       const render = async () => {
         const rows = await collectStats(await list(), handle, g, cache);

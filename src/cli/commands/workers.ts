@@ -3,8 +3,9 @@ import type { Command } from 'commander';
 import { discoverQueues } from '../../queue/discover.js';
 import type { WorkerDescription } from '../../types.js';
 import { examples, globals, out } from '../command-kit.js';
-import { openRedis, rowsOfQueues } from '../connection.js';
+import { openRedis } from '../connection.js';
 import { formatWhen, table } from '../format.js';
+import { rowsOfQueues } from '../known-queue.js';
 
 export function registerWorkers(program: Command): void {
   const workers = program

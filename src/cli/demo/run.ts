@@ -1,5 +1,5 @@
 /**
- * `surety demo`: the product in about 30 seconds. Starts two worker processes, enqueues a realistic
+ * `surety demo`: the product in about 15 seconds. Starts two worker processes, enqueues a realistic
  * mix (instant, delayed, failing-then-succeeding, always-failing), kills the worker running the long
  * report with SIGKILL mid-job, shows the other worker recover and complete it, and ends with a
  * summary. Uses the configured Redis when reachable, else a private redis-server; leaves no process.
