@@ -277,6 +277,23 @@ describe('Queue', () => {
     await expect(q.clean('waiting' as never)).rejects.toThrow(/'completed' or 'dead'/);
   });
 
+  it('exists() is false for a name nothing used, true once a job, a pause or a partition count is written, false after obliterate', async () => {
+    const added = queue();
+    expect(await added.exists()).toBe(false);
+    await added.add({ n: 1 });
+    expect(await added.exists()).toBe(true);
+    await added.obliterate();
+    expect(await added.exists()).toBe(false);
+    const paused = queue();
+    await paused.pause();
+    expect(await paused.exists()).toBe(true);
+    // A Queue opened with a partition count records it on first use: the queue exists from then on.
+    const partitioned = queue(uniqueName(), { partitions: 3 });
+    expect(await partitioned.exists()).toBe(true);
+    // Opened as 'auto' (what the CLI does), nothing is written for a name nothing used.
+    expect(await queue(uniqueName(), { partitions: 'auto' }).exists()).toBe(false);
+  });
+
   it('workers() lists live workers with their active jobs and drops them after close', async () => {
     const name = uniqueName();
     const q = queue(name);
