@@ -3,10 +3,11 @@
  * node:http (127.0.0.1, random port) against a private redis-server, with a real Worker; and the docs'
  * Python example, run with python3 against it.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -411,6 +412,46 @@ describe('mounting', () => {
     expect((await call('POST', path, { data: 1 }, undefined, off)).status).toBe(413);
     expect((await q.counts()).waiting).toBe(0);
     expect(() => createDashboard({ connection: fx.url, producerApi: true })).toThrow(/needs auth/);
+  });
+});
+
+describe('surety dashboard (CLI)', () => {
+  const BIN = fileURLToPath(new URL('../bin/surety.js', import.meta.url));
+
+  it('serves the producer API when started with a token, not with --no-producer-api; --help says so', async () => {
+    const help = await run(process.execPath, [BIN, 'dashboard', '--help']);
+    // Compared with its line breaks as spaces: the wrapping depends on the terminal's width.
+    expect(help.stdout.replace(/\s+/g, ' ')).toContain('POST /api/queues/<name>/jobs adds jobs');
+    expect(help.stdout).toContain('--no-producer-api');
+    const start = async (args: string[]) => {
+      const env: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: fx.url, SURETY_DASHBOARD_TOKEN: TOKEN };
+      const proc = spawn(process.execPath, [BIN, 'dashboard', '--port', '0', '--json', ...args], { env });
+      let stdout = '';
+      proc.stdout.on('data', (d) => {
+        stdout += d;
+      });
+      const exited = new Promise((resolve) => proc.on('close', resolve));
+      closers.unshift(async () => {
+        if (proc.exitCode === null) proc.kill('SIGTERM');
+        await exited;
+      });
+      const line = await waitUntil(() => /\{.*"event":"ready".*\}/.exec(stdout)?.[0], 'ready line', 15_000);
+      return { ready: JSON.parse(line) as { url: string; producerApi: boolean }, proc, exited };
+    };
+    const q = queue();
+    const on = await start([]);
+    expect(on.ready.producerApi).toBe(true);
+    const added = await fetch(`${on.ready.url}api/queues/${q.name}/jobs`, {
+      method: 'POST',
+      headers: { ...bearer, 'content-type': 'application/json' },
+      body: JSON.stringify({ data: { n: 1 }, options: { id: 'from-cli' } }),
+    });
+    expect(added.status).toBe(201);
+    expect((await q.getJob('from-cli'))?.data).toEqual({ n: 1 });
+    on.proc.kill('SIGTERM');
+    expect(await on.exited).toBe(0);
+    const off = await start(['--no-producer-api']);
+    expect(off.ready.producerApi).toBe(false);
   });
 });
 
