@@ -103,7 +103,9 @@ describe('POST /api/queues/:q/jobs', () => {
     });
     expect(status).toBe(201);
     expect(body).toEqual({ id: expect.any(String), state: 'delayed', isNew: true });
-    expect(res.headers.get('location')).toBe(`/api/queues/${q.name}/jobs/${body.id}`);
+    // Relative to the POST's URL, so it holds under any mount point.
+    const location = new URL(res.headers.get('location')!, `${api.url}/api/queues/${q.name}/jobs`);
+    expect(location.pathname).toBe(`/api/queues/${q.name}/jobs/${encodeURIComponent(body.id)}`);
     const job = await q.getJob(body.id);
     expect(job).toMatchObject({
       data: { to: 'ada@example.com' },
@@ -360,14 +362,54 @@ describe('GET /api/queues/:q/jobs/:id', () => {
   });
 });
 
+describe('waits', () => {
+  it('holds at most maxWaits waiting GETs: one more gets 503 ERR_TOO_MANY_WAITS until one ends', async () => {
+    const s = await serve({ maxWaits: 2 });
+    const [q1, q2] = [queue(), queue()];
+    const [a, b] = [await q1.add({ n: 1 }), await q2.add({ n: 2 })];
+    const wait = (q: Queue, id: string, waitMs = 10_000) =>
+      call('GET', `/api/queues/${q.name}/jobs/${id}?waitMs=${waitMs}`, undefined, bearer, s);
+    // Each queue's first wait subscribes to its done channel: then that GET is counted and waiting.
+    const subscribed = (q: Queue) =>
+      waitUntil(
+        async () =>
+          ((await fx.redis.call('PUBSUB', 'SHARDCHANNELS', `*${q.name}*done*`)) as string[]).length > 0,
+        `a wait on ${q.name}`,
+      );
+    const first = wait(q1, a.id);
+    await subscribed(q1);
+    const second = wait(q2, b.id);
+    await subscribed(q2);
+    const refused = await wait(q1, a.id);
+    expect([refused.status, refused.body.error.code]).toEqual([503, 'ERR_TOO_MANY_WAITS']);
+    expect(refused.res.headers.get('retry-after')).toBe('1');
+    await q1.cancel(a.id); // ends the first wait (the job is dead)
+    expect((await first).body.state).toBe('dead');
+    const c = await q1.add({ n: 3 });
+    const again = await wait(q1, c.id, 50);
+    expect([again.status, again.body.state]).toEqual([200, 'waiting']);
+    await q2.cancel(b.id);
+    expect((await second).body.state).toBe('dead');
+  });
+});
+
 describe('mounting', () => {
   it('serves under a basePath', async () => {
     const s = await serve({ basePath: '/surety/' });
     const q = queue();
     const added = await call('POST', `/surety/api/queues/${q.name}/jobs`, { data: 1 }, undefined, s);
     expect(added.status).toBe(201);
-    expect(added.res.headers.get('location')).toBe(`/surety/api/queues/${q.name}/jobs/${added.body.id}`);
+    const read = await fetch(
+      new URL(added.res.headers.get('location')!, `${s.url}/surety/api/queues/${q.name}/jobs`),
+      {
+        headers: bearer,
+      },
+    );
+    expect([read.status, ((await read.json()) as { data: unknown }).data]).toEqual([200, 1]);
     expect((await call('POST', `/api/queues/${q.name}/jobs`, { data: 1 }, undefined, s)).status).toBe(404);
+    // Any other path is 404 to an authenticated client only.
+    expect((await call('GET', '/surety/', undefined, bearer, s)).status).toBe(404);
+    expect((await call('GET', '/surety/', undefined, {}, s)).status).toBe(401);
   });
 
   it('a dashboard with a token serves it (Bearer, no CSRF token); its page keeps Basic auth for reads', async () => {

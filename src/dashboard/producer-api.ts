@@ -34,8 +34,8 @@ export { DEFAULT_MAX_BODY_BYTES, MAX_BODY_BYTES, MAX_JOBS_PER_REQUEST } from './
 
 /** Longest wait one GET may ask for (`waitMs`): below common proxy and client idle timeouts (60 s). */
 export const MAX_WAIT_MS = 30_000;
-/** Most GETs waiting at once (503 ERR_TOO_MANY_WAITS beyond): each holds a connection and a timer. */
-export const MAX_WAITS = 1_000;
+/** Default bound of the GETs waiting at once (503 ERR_TOO_MANY_WAITS beyond): each holds a connection and a timer. */
+export const DEFAULT_MAX_WAITS = 1_000;
 /** Longest request URL accepted (414 beyond), as in the dashboard. */
 const MAX_URL_LENGTH = 8_192;
 /**
@@ -57,6 +57,8 @@ export interface ProducerApiOptions {
   allowedHosts?: string[] | 'loopback';
   /** Largest request body, in bytes (413 beyond). Default 1 MiB, at most 64 MiB. */
   maxBodyBytes?: number;
+  /** Most GETs with waitMs waiting at once (503 ERR_TOO_MANY_WAITS beyond). Default 1 000. */
+  maxWaits?: number;
 }
 
 export interface ProducerApi {
@@ -70,6 +72,7 @@ export interface ProducerRouteOptions {
   allowedHosts?: string[] | 'loopback' | undefined;
   readOnly?: boolean;
   maxBodyBytes?: number;
+  maxWaits?: number;
 }
 
 export interface Route {
@@ -102,6 +105,7 @@ export function checkBasePath(value: unknown): string {
 export class ProducerRoutes {
   private readonly token: Buffer;
   private readonly maxBodyBytes: number;
+  private readonly maxWaits: number;
   private waits = 0;
 
   constructor(
@@ -115,6 +119,7 @@ export class ProducerRoutes {
       1,
       MAX_BODY_BYTES,
     );
+    this.maxWaits = checkInt('maxWaits', opts.maxWaits ?? DEFAULT_MAX_WAITS, 0, 1_000_000);
   }
 
   /** The producer route of `path` (stripped of the base path), whatever the method; null for any other path. */
@@ -132,23 +137,24 @@ export class ProducerRoutes {
   }
 
   /**
-   * Answers a request for `route`: never rejects (errors become their status; Redis full or
-   * unreachable becomes 503 with Retry-After, so clients know to retry).
+   * Answers a request for `route` (null: no such route, 404 once authenticated). Never rejects:
+   * errors become their status (Redis full or unreachable: 503 with Retry-After, so clients retry).
    */
-  async answer(req: Request, route: Route): Promise<Response> {
+  async answer(req: Request, route: Route | null): Promise<Response> {
     try {
       if (req.url.length > MAX_URL_LENGTH)
         throw new HttpError(414, 'ERR_URI_TOO_LONG', `the URL is longer than ${MAX_URL_LENGTH} characters`);
       // The method first: a CORS preflight (OPTIONS) gets 405, as it would from the dashboard.
-      if (route.id === undefined && req.method !== 'POST') throw notAllowed(req, 'POST');
-      if (route.id !== undefined && req.method !== 'GET' && req.method !== 'HEAD')
+      if (route && route.id === undefined && req.method !== 'POST') throw notAllowed(req, 'POST');
+      if (route && route.id !== undefined && req.method !== 'GET' && req.method !== 'HEAD')
         throw notAllowed(req, 'GET');
       checkHost(req, this.opts.allowedHosts);
       checkBearer(req, this.token);
+      if (!route) throw new HttpError(404, 'ERR_NOT_FOUND', `no such endpoint: ${new URL(req.url).pathname}`);
       if (route.id === undefined) {
         if (this.opts.readOnly) throw new HttpError(403, 'ERR_READ_ONLY', 'this server is read-only');
         checkJsonType(req);
-        return await this.add(route.name, await readJson(req, this.maxBodyBytes), req.url);
+        return await this.add(route.name, await readJson(req, this.maxBodyBytes));
       }
       const waitMs = waitParam(new URL(req.url).searchParams);
       return json(await this.read(route.name, route.id, waitMs, req.signal));
@@ -160,15 +166,15 @@ export class ProducerRoutes {
     }
   }
 
-  private async add(name: string, body: unknown, url: string): Promise<Response> {
+  private async add(name: string, body: unknown): Promise<Response> {
     const { bulk, items } = jobsOf(body);
     const added = await this.queues.use(name, (queue) => addItems(queue, bulk, items));
     const created = added.some((a) => a.isNew);
     const status = created ? 201 : 200;
     const rows = added.map(({ id, state, isNew }) => ({ id, state, isNew }));
     if (bulk) return json({ jobs: rows }, status);
-    const location = `${new URL(url).pathname.replace(/\/+$/, '')}/${encodeURIComponent(rows[0]!.id)}`;
-    return json(rows[0], status, { location });
+    // Relative to this URL (.../jobs), so it stays right under any mount point (Express strips its own).
+    return json(rows[0], status, { location: `jobs/${encodeURIComponent(rows[0]!.id)}` });
   }
 
   /** The job; with waitMs > 0 and the job unfinished, once it finishes or waitMs has passed. */
@@ -177,11 +183,11 @@ export class ProducerRoutes {
       const job = await queue.getJob(id);
       if (!job) throw notFound(id);
       if (waitMs === 0 || job.state === 'completed' || job.state === 'dead') return job;
-      if (this.waits >= MAX_WAITS)
+      if (this.waits >= this.maxWaits)
         throw new HttpError(
           503,
           'ERR_TOO_MANY_WAITS',
-          `${MAX_WAITS} requests are waiting already; retry, or poll without waitMs`,
+          `${this.maxWaits} requests are waiting already; retry, or poll without waitMs`,
           { 'retry-after': '1' },
         );
       this.waits++;
@@ -289,9 +295,11 @@ export function createProducerApi(opts: ProducerApiOptions): ProducerApi {
       try {
         const pathname = new URL(req.url).pathname;
         const inside = basePath === '' || pathname.startsWith(`${basePath}/`);
-        const route = inside ? ProducerRoutes.match(pathname.slice(basePath.length)) : null;
-        if (route) return await routes.answer(req, route);
-        throw new HttpError(404, 'ERR_NOT_FOUND', `no such path: ${pathname}`);
+        // Other paths are 404 too, but only to an authenticated client: the others learn nothing.
+        return await routes.answer(
+          req,
+          inside ? ProducerRoutes.match(pathname.slice(basePath.length)) : null,
+        );
       } catch (err) {
         return producerError(err);
       }
