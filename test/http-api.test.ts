@@ -85,6 +85,14 @@ async function call(
   return { res, status: res.status, body: text === '' ? null : JSON.parse(text) };
 }
 
+/** Resolves once a wait on `q` has subscribed to its done channel: that GET is counted and waiting. */
+function subscribed(q: Queue) {
+  return waitUntil(
+    async () => ((await fx.redis.call('PUBSUB', 'SHARDCHANNELS', `*${q.name}*done*`)) as string[]).length > 0,
+    `a wait on ${q.name}`,
+  );
+}
+
 /** A processor that holds its jobs until `release()` (no timing involved). */
 function gate() {
   let release!: () => void;
@@ -369,13 +377,6 @@ describe('waits', () => {
     const [a, b] = [await q1.add({ n: 1 }), await q2.add({ n: 2 })];
     const wait = (q: Queue, id: string, waitMs = 10_000) =>
       call('GET', `/api/queues/${q.name}/jobs/${id}?waitMs=${waitMs}`, undefined, bearer, s);
-    // Each queue's first wait subscribes to its done channel: then that GET is counted and waiting.
-    const subscribed = (q: Queue) =>
-      waitUntil(
-        async () =>
-          ((await fx.redis.call('PUBSUB', 'SHARDCHANNELS', `*${q.name}*done*`)) as string[]).length > 0,
-        `a wait on ${q.name}`,
-      );
     const first = wait(q1, a.id);
     await subscribed(q1);
     const second = wait(q2, b.id);
@@ -390,6 +391,34 @@ describe('waits', () => {
     expect([again.status, again.body.state]).toEqual([200, 'waiting']);
     await q2.cancel(b.id);
     expect((await second).body.state).toBe('dead');
+  });
+
+  it('a client that goes away while waiting causes no warning; its wait stays counted until its waitMs', async () => {
+    const s = await serve({ maxWaits: 1 });
+    const q = queue();
+    const { id } = await q.add({});
+    const path = `/api/queues/${q.name}/jobs/${id}`;
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const controller = new AbortController();
+      const first = fetch(`${s.url}${path}?waitMs=3000`, { headers: bearer, signal: controller.signal });
+      first.catch(() => {});
+      await subscribed(q);
+      controller.abort();
+      await expect(first).rejects.toThrow();
+      const refused = await call('GET', `${path}?waitMs=10`, undefined, bearer, s);
+      expect([refused.status, refused.body.error.code]).toEqual([503, 'ERR_TOO_MANY_WAITS']);
+      await waitUntil(
+        async () => (await call('GET', `${path}?waitMs=10`, undefined, bearer, s)).status === 200,
+        'the abandoned wait to end',
+        15_000,
+      );
+      expect(warnings).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 });
 

@@ -159,6 +159,9 @@ export class ProducerRoutes {
       const waitMs = waitParam(new URL(req.url).searchParams);
       return json(await this.read(route.name, route.id, waitMs, req.signal));
     } catch (err) {
+      // The client went away (mid-body, say): no one reads the answer, and it is not a server fault.
+      if (req.signal.aborted)
+        return errorResponse(new HttpError(400, 'ERR_BAD_REQUEST', 'the client went away'));
       const response = producerError(err);
       // A body left unread (refused before reading it): close rather than read it to find the next request.
       if (req.body !== null && !req.bodyUsed) response.headers.set('connection', 'close');
@@ -191,16 +194,19 @@ export class ProducerRoutes {
           { 'retry-after': '1' },
         );
       this.waits++;
-      const waiting = queue.waitFor(id, { timeoutMs: waitMs }).finally(() => this.waits--);
-      // A client that went away stops the answer, not the wait: waitFor takes no signal, and its
-      // timer (at most MAX_WAIT_MS) is counted in `waits` until it ends.
-      waiting.catch(() => {});
-      try {
-        await Promise.race([waiting, aborted(signal)]);
-      } catch (err) {
-        // Dead (JobFailedError) or still running (WaitTimeoutError): the answer is the job as it is now.
-        if (!(err instanceof JobFailedError || err instanceof WaitTimeoutError)) throw err;
-      }
+      const ended = queue.waitFor(id, { timeoutMs: waitMs }).then(
+        () => 'ended' as const,
+        (err: unknown) => {
+          // Dead (JobFailedError) or still running (WaitTimeoutError): answered with the job as it is now.
+          if (err instanceof JobFailedError || err instanceof WaitTimeoutError) return 'ended' as const;
+          throw err;
+        },
+      );
+      // A client that goes away stops the answer, not the wait: waitFor takes no signal, so its timer
+      // (at most MAX_WAIT_MS) stays counted in `waits` until it ends.
+      const counted = ended.finally(() => this.waits--);
+      counted.catch(() => {});
+      if ((await Promise.race([counted, gone(signal)])) === 'gone') return job; // no one reads it
       const now = await queue.getJob(id);
       if (!now) throw notFound(id);
       return now;
@@ -261,11 +267,11 @@ function waitParam(params: URLSearchParams): number {
   return n;
 }
 
-/** Rejects when `signal` aborts (the client went away); never settles otherwise. */
-function aborted(signal: AbortSignal): Promise<never> {
-  return new Promise((_, reject) => {
-    if (signal.aborted) reject(signal.reason);
-    else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+/** Resolves 'gone' when `signal` aborts (the client went away); never settles otherwise. */
+function gone(signal: AbortSignal): Promise<'gone'> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve('gone');
+    else signal.addEventListener('abort', () => resolve('gone'), { once: true });
   });
 }
 
