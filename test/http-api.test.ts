@@ -261,9 +261,34 @@ describe('auth and CSRF', () => {
     expect((await q.counts()).waiting).toBe(0);
   });
 
-  it('refuses to be created without a token of at least 8 characters', () => {
+  it('refuses to be created without a token of at least 8 characters, or with a bad option', () => {
     expect(() => createProducerApi({ connection: fx.url } as ProducerApiOptions)).toThrow(ValidationError);
     expect(() => createProducerApi({ connection: fx.url, token: 'short' })).toThrow(/at least 8 characters/);
+    const bad = { connection: fx.url, token: TOKEN, maxBody: 1 } as ProducerApiOptions;
+    expect(() => createProducerApi(bad)).toThrow(/unknown option "maxBody"/);
+    expect(() => createProducerApi({ connection: fx.url, token: TOKEN, maxBodyBytes: 0 })).toThrow(
+      /maxBodyBytes must be an integer from 1 to 67108864, got 0/,
+    );
+  });
+
+  it('refuses a Host outside allowedHosts with 403 (DNS rebinding), before the token', async () => {
+    const s = await serve({ allowedHosts: ['jobs.internal'] });
+    const q = queue();
+    const status = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = httpRequest(
+          `${s.url}/api/queues/${q.name}/jobs/x`,
+          { headers: { ...bearer, host } },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        req.on('error', reject);
+        req.end();
+      });
+    expect(await status('evil.example')).toBe(403);
+    expect(await status('jobs.internal')).toBe(404); // allowed: the job does not exist
   });
 
   it('refuses a form-style POST (text/plain, urlencoded: no CORS preflight) with 415, and OPTIONS with 405', async () => {

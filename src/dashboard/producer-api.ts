@@ -17,7 +17,7 @@ import { JobFailedError, SuretyError, ValidationError, WaitTimeoutError } from '
 import type { ConnectionOption } from '../options.js';
 import type { Queue } from '../queue/queue.js';
 import type { JobInfo } from '../types.js';
-import { checkInt, checkObject } from '../validate.js';
+import { checkInt, checkKnownKeys, checkObject } from '../validate.js';
 import { errorResponse, HttpError, json } from './http.js';
 import {
   checkJsonType,
@@ -101,6 +101,14 @@ export function checkBasePath(value: unknown): string {
   return basePath;
 }
 
+/** The limits of ProducerRouteOptions, checked (a ValidationError names the option). */
+function resolveLimits(opts: ProducerRouteOptions): { maxBodyBytes: number; maxWaits: number } {
+  return {
+    maxBodyBytes: checkInt('maxBodyBytes', opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, 1, MAX_BODY_BYTES),
+    maxWaits: checkInt('maxWaits', opts.maxWaits ?? DEFAULT_MAX_WAITS, 0, 1_000_000),
+  };
+}
+
 /** The producer routes over a QueueRegistry: checks (host, token, read-only), then the Queue API. */
 export class ProducerRoutes {
   private readonly token: Buffer;
@@ -113,13 +121,7 @@ export class ProducerRoutes {
     private readonly opts: ProducerRouteOptions,
   ) {
     this.token = digest(checkToken(opts.token));
-    this.maxBodyBytes = checkInt(
-      'maxBodyBytes',
-      opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
-      1,
-      MAX_BODY_BYTES,
-    );
-    this.maxWaits = checkInt('maxWaits', opts.maxWaits ?? DEFAULT_MAX_WAITS, 0, 1_000_000);
+    ({ maxBodyBytes: this.maxBodyBytes, maxWaits: this.maxWaits } = resolveLimits(opts));
   }
 
   /** The producer route of `path` (stripped of the base path), whatever the method; null for any other path. */
@@ -292,8 +294,19 @@ export function producerError(err: unknown): Response {
  * required: the API adds jobs, which run code in your workers.
  */
 export function createProducerApi(opts: ProducerApiOptions): ProducerApi {
-  checkToken(checkObject('producer API options', opts).token);
+  checkKnownKeys('producer API options', checkObject('producer API options', opts), [
+    'connection',
+    'token',
+    'prefix',
+    'basePath',
+    'allowedHosts',
+    'maxBodyBytes',
+    'maxWaits',
+  ]);
+  checkToken(opts.token);
   const basePath = checkBasePath(opts.basePath);
+  // Every option is checked before the registry connects: a refused one leaves nothing open.
+  resolveLimits(opts);
   const queues = new QueueRegistry(opts.connection, opts.prefix);
   const routes = new ProducerRoutes(queues, opts);
   return {
