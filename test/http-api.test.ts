@@ -572,7 +572,11 @@ describe('the Python example (examples/http/enqueue.py)', () => {
     );
     closers.unshift(() => worker.close());
     const env = { PATH: process.env.PATH, SURETY_URL: api.url, SURETY_TOKEN: TOKEN, SURETY_QUEUE: q.name };
-    const { stdout } = await run('python3', [example], { env, timeout: 20_000 });
+    const { stdout } = await run('python3', [example], { env, timeout: 20_000 }).catch((err) => {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT')
+        throw new Error('python3 is needed to run the Python example (bash .ci/run installs it)');
+      throw err;
+    });
     expect(stdout.trim().split('\n')).toEqual([
       'added thumbnail:cat.png:200 (waiting)',
       'sent again: 200, same job thumbnail:cat.png:200, isNew=False',
