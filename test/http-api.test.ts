@@ -20,7 +20,7 @@ import {
   type ProducerApiOptions,
   toNodeListener,
 } from '../src/dashboard/index.js';
-import { DEFAULT_MAX_BODY_BYTES } from '../src/dashboard/producer-request.js';
+import { DEFAULT_MAX_BODY_BYTES, MAX_BODY_BYTES } from '../src/dashboard/producer-request.js';
 import { Queue, UnrecoverableError, ValidationError, Worker } from '../src/index.js';
 import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
@@ -270,6 +270,10 @@ describe('auth and CSRF', () => {
     expect(() => createProducerApi({ connection: fx.url, token: TOKEN, maxBodyBytes: 0 })).toThrow(
       /maxBodyBytes must be an integer from 1 to 67108864, got 0/,
     );
+    const limits = { connection: fx.url, token: TOKEN, maxBodyBytes: MAX_BODY_BYTES };
+    expect(() => createProducerApi({ ...limits, maxBodyBytes: MAX_BODY_BYTES + 1 })).toThrow(ValidationError);
+    const atMaximum = createProducerApi(limits);
+    closers.push(() => atMaximum.close());
   });
 
   it('refuses a Host outside allowedHosts with 403 (DNS rebinding), before the token', async () => {
