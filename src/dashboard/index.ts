@@ -8,6 +8,8 @@
  *   GET  /api/events   Server-Sent Events: every queue's counts every `eventsIntervalMs`
  *   GET  /metrics      Prometheus text format (surety_jobs{queue,state}, surety_workers{queue}, and
  *                      whatever else is in `options.registry`, e.g. workerMetrics' counters)
+ *   POST /api/queues/:q/jobs, GET /api/queues/:q/jobs/:id?waitMs=   the producer API (producer-api.ts),
+ *                      with a token only
  */
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -19,12 +21,20 @@ import { handleApi, isMutation } from './api.js';
 import { errorResponse, HttpError, json, withSecurityHeaders } from './http.js';
 import { queueMetrics } from './metrics.js';
 import { renderPage } from './page.js';
+import { dashboardRoute, ProducerRoutes } from './producer-api.js';
 import { QueueRegistry } from './queues.js';
 import { type AuthOptions, Csrf, checkAuth, checkHost } from './security.js';
 import { eventStream } from './sse.js';
 
 export { type FetchHandler, toNodeListener } from './http.js';
 export { queueMetrics, type WorkerMetrics, workerMetrics } from './metrics.js';
+export {
+  createProducerApi,
+  MAX_JOBS_PER_REQUEST,
+  MAX_WAIT_MS,
+  type ProducerApi,
+  type ProducerApiOptions,
+} from './producer-api.js';
 export { type AuthOptions, isLoopbackHost } from './security.js';
 
 export interface DashboardOptions {
@@ -52,6 +62,11 @@ export interface DashboardOptions {
    * Default: a registry of its own.
    */
   registry?: Registry;
+  /**
+   * Serve the producer API (POST /api/queues/:q/jobs, GET .../jobs/:id?waitMs=; docs/http-api.md),
+   * Bearer token only. Default: on when `auth` is given; it cannot be turned on without `auth`.
+   */
+  producerApi?: boolean;
 }
 
 export interface Dashboard {
@@ -104,6 +119,8 @@ function checkOptions(
     );
   if (opts.auth !== undefined && (typeof opts.auth.token !== 'string' || opts.auth.token.length < 8))
     throw new ValidationError('auth.token must be a string of at least 8 characters');
+  if (opts.producerApi === true && opts.auth === undefined)
+    throw new ValidationError('producerApi needs auth: the producer API always requires a token');
   const eventsIntervalMs = checkTimerMs('eventsIntervalMs', opts.eventsIntervalMs ?? 1_500, 100);
   return { basePath, eventsIntervalMs };
 }
@@ -117,10 +134,18 @@ export function createDashboard(opts: DashboardOptions = {}): Dashboard {
   // One abort listener per open event stream (removed when it stops): up to MAX_EVENT_STREAMS.
   setMaxListeners(MAX_EVENT_STREAMS + 1, closing.signal);
   const readOnly = opts.readOnly === true;
+  const producer =
+    opts.auth && opts.producerApi !== false
+      ? new ProducerRoutes(queues, { token: opts.auth.token, allowedHosts: opts.allowedHosts, readOnly })
+      : null;
 
   let streams = 0;
 
   async function route(req: Request): Promise<Response> {
+    // The producer API's requests carry a JSON body and a Bearer token instead of a CSRF token:
+    // they go through its own checks (producer-api.ts), since checkRequest refuses every body.
+    const produced = producer && dashboardRoute(req, basePath);
+    if (producer && produced) return producer.answer(req, produced);
     checkRequest(req);
     checkHost(req, opts.allowedHosts);
     checkAuth(req, opts.auth);

@@ -1,6 +1,7 @@
 /**
  * `surety dashboard`: serves the web dashboard, JSON API and /metrics (src/dashboard) on node:http.
  * Loopback only unless a token is given: binding any other address without one is refused (exit 2).
+ * With a token it also serves the producer API (docs/http-api.md), unless --no-producer-api.
  */
 import { createServer } from 'node:http';
 import type { Command } from 'commander';
@@ -15,6 +16,8 @@ interface DashboardCliOptions {
   host: string;
   token?: string;
   readOnly?: boolean;
+  /** False with --no-producer-api. */
+  producerApi: boolean;
 }
 
 export function registerDashboard(program: Command): void {
@@ -22,7 +25,7 @@ export function registerDashboard(program: Command): void {
     .command('dashboard')
     .summary('serve the web dashboard, JSON API and Prometheus /metrics')
     .description(
-      'serve the web dashboard (queues, jobs, workers, schedules; retry, remove, promote, cancel, pause), its JSON API under /api and Prometheus metrics at /metrics, until Ctrl-C. Binding anything but loopback requires a token.',
+      'serve the web dashboard (queues, jobs, workers, schedules; retry, remove, promote, cancel, pause), its JSON API under /api and Prometheus metrics at /metrics, until Ctrl-C. Binding anything but loopback requires a token. With a token it also serves the producer API, for services in other languages: POST /api/queues/<name>/jobs adds jobs, GET /api/queues/<name>/jobs/<id>?waitMs=30000 waits for a result (Authorization: Bearer <token>; docs/http-api.md).',
     )
     .option('-p, --port <port>', 'TCP port (0: any free port)', intOption('--port', 0, 65_535), 4_000)
     .option('--host <address>', 'address to listen on', '127.0.0.1')
@@ -30,7 +33,11 @@ export function registerDashboard(program: Command): void {
       '--token <token>',
       'require this token (Authorization: Bearer <token>, or Basic auth with it as the password); default $SURETY_DASHBOARD_TOKEN',
     )
-    .option('--read-only', 'refuse every change (no retry, remove, pause...)')
+    .option('--read-only', 'refuse every change (no retry, remove, pause, nor adding jobs)')
+    .option(
+      '--no-producer-api',
+      'with a token, do not serve the producer API (POST /api/queues/<name>/jobs, GET .../jobs/<id>?waitMs=)',
+    )
     .action(async (o: DashboardCliOptions, c: Command) => {
       const g = globals(c);
       const token = o.token ?? process.env.SURETY_DASHBOARD_TOKEN;
@@ -46,7 +53,7 @@ export function registerDashboard(program: Command): void {
         connection: handle.client,
         ...(g.prefix ? { prefix: g.prefix } : {}),
         readOnly: o.readOnly === true,
-        ...(token ? { auth: { token } } : {}),
+        ...(token ? { auth: { token }, producerApi: o.producerApi } : {}),
         // Without a token the loopback-only server also refuses foreign Host names (DNS rebinding).
         ...(token ? {} : { allowedHosts: 'loopback' as const }),
       });
@@ -67,10 +74,18 @@ export function registerDashboard(program: Command): void {
       const host = o.host.includes(':') ? `[${o.host}]` : o.host;
       const url = `http://${host}:${port}/`;
       const { signal, release } = nextInterrupt();
-      if (g.json) out.jsonLine({ event: 'ready', url, readOnly: o.readOnly === true, auth: Boolean(token) });
+      const producerApi = Boolean(token) && o.producerApi;
+      if (g.json)
+        out.jsonLine({
+          event: 'ready',
+          url,
+          readOnly: o.readOnly === true,
+          auth: Boolean(token),
+          producerApi,
+        });
       else
         out.note(
-          `surety: dashboard at ${url}${o.readOnly ? ' (read-only)' : ''}${token ? ' (any user name, the token as password)' : ''}; metrics at ${url}metrics; Ctrl-C to stop`,
+          `surety: dashboard at ${url}${o.readOnly ? ' (read-only)' : ''}${token ? ' (any user name, the token as password)' : ''}; metrics at ${url}metrics${producerApi ? `; producer API at ${url}api/queues/<name>/jobs (Authorization: Bearer <token>)` : ''}; Ctrl-C to stop`,
         );
       await signal;
       release();
@@ -79,5 +94,6 @@ export function registerDashboard(program: Command): void {
     'surety dashboard',
     'surety dashboard --port 8080 --read-only',
     'SURETY_DASHBOARD_TOKEN=$(openssl rand -hex 16) surety dashboard --host 0.0.0.0',
+    'curl -X POST -H "Authorization: Bearer $SURETY_DASHBOARD_TOKEN" -H \'Content-Type: application/json\' -d \'{"data":{"to":"ada@example.com"}}\' http://127.0.0.1:4000/api/queues/emails/jobs',
   ]);
 }
