@@ -91,7 +91,6 @@ async function upsert<Data>(
     // Occurrences live in the schedule's partition, a group in its own: they would rarely agree.
     throw new ValidationError('a schedule of a partitioned queue cannot give its occurrences a group');
   }
-  const fields = occurrenceFields(spec, ctx.options.maxPayloadBytes);
   // The anchor must not make an unchanged everyMs spec look new at every start: compare without it.
   // With startAt the anchor is startAt itself, the same at every upsert.
   const existing = await untilClosed(client, client.hget(keys.schedules, key));
@@ -109,6 +108,7 @@ async function upsert<Data>(
       else spec.trace = old.trace;
     }
   }
+  const fields = occurrenceFields(spec, ctx.options.maxPayloadBytes);
   // The script picks the immediate occurrence only if the schedule has produced none yet; either may
   // be '' when its tick is after endAt (the schedule is then stored ended).
   const due = firstTick(spec, now);
