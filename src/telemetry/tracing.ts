@@ -95,6 +95,9 @@ export class Tracing {
       },
       active,
     );
+    const field = encodeTraceField(api, span.spanContext());
+    // No SDK and no caller's trace (a non-recording span with no valid context): nothing to carry.
+    if (field === '' && !span.isRecording()) return run('');
     try {
       const out = await api.context.with(
         api.trace.setSpan(active, span),
