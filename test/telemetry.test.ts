@@ -121,6 +121,38 @@ describe('OpenTelemetry spans', () => {
     expect(first!.events.map((e) => e.name)).toContain('exception');
     expect(second!.attributes).toMatchObject({ 'surety.job.attempt': 2, 'surety.job.outcome': 'completed' });
     expect(second!.status.code).toBe(SpanStatusCode.UNSET);
+    // The context lives in the record, header field 21, as a W3C traceparent.
+    const header = (await fx.redis.hget(q.keys.jobs, added.id))!.split('\n')[0]!.split('|');
+    expect(header[21]).toBe(`00-${add.spanContext().traceId}-${add.spanContext().spanId}-01`);
+  });
+
+  it('an attempt whose lease was recovered before its outcome was written ends as lease-lost', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    const w = worker(name, async (job) => {
+      if (job.attempt > 1) return 'second';
+      // Block past the 100 ms lease (no renewal can run), then have the lease recovered: the recover
+      // call is written before the event loop reaches the renewer's timer, so the completion is refused.
+      const until = Date.now() + 300;
+      while (Date.now() < until) {}
+      await q.recoverExpired();
+      return 'first';
+    });
+    const refused: Error[] = [];
+    w.on('error', (err: Error) => refused.push(err));
+    // Loads recover.lua into Redis first: a NOSCRIPT round trip would let the extend go first.
+    await q.recoverExpired();
+    const added = await q.add({}, { leaseMs: 100 });
+    expect(await q.waitFor(added.id)).toBe('second');
+    const spans = await waitSpans(name, 2);
+    const outcome = (attempt: number) =>
+      spans.find((s) => s.attributes['surety.job.attempt'] === attempt)?.attributes['surety.job.outcome'];
+    expect(outcome(1)).toBe('lease-lost');
+    expect(outcome(2)).toBe('completed');
+    expect(spans.find((s) => s.attributes['surety.job.outcome'] === 'lease-lost')!.status.code).toBe(
+      SpanStatusCode.ERROR,
+    );
+    expect(refused.map((e) => (e as { code?: string }).code)).toContain('ERR_STALE_JOB');
   });
 
   it('outcome dead (UnrecoverableError) and snoozed are recorded; only the failure is an error', async () => {
