@@ -8,6 +8,7 @@
  * non-recording span per call, nothing stored, and the processor runs without a context switch.
  */
 import { ValidationError } from '../errors.js';
+import { OCCURRENCE_PREFIX } from '../occurrence-id.js';
 import { show } from '../validate.js';
 import {
   type Attributes,
@@ -139,7 +140,7 @@ export class Tracing {
       };
       if (job.name !== '') options.attributes!['surety.job.name'] = job.name;
       if (remote !== undefined) {
-        if (job.id.startsWith('schedule:')) options.links = [{ context: remote }];
+        if (job.id.startsWith(OCCURRENCE_PREFIX)) options.links = [{ context: remote }];
         else parent = api.trace.setSpanContext(parent, remote);
       }
       const span = this.tracer(api).startSpan(`process ${queue}`, options, parent);
