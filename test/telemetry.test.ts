@@ -149,6 +149,8 @@ describe('OpenTelemetry spans', () => {
       spans.find((s) => s.attributes['surety.job.attempt'] === attempt)?.attributes['surety.job.outcome'];
     expect(outcome(1)).toBe('lease-lost');
     expect(outcome(2)).toBe('completed');
+    // The attempt after the recovery continues the producer's trace too.
+    for (const s of spans) expect(isChildOf(s, producerSpan(name))).toBe(true);
     expect(spans.find((s) => s.attributes['surety.job.outcome'] === 'lease-lost')!.status.code).toBe(
       SpanStatusCode.ERROR,
     );
@@ -220,21 +222,47 @@ describe('OpenTelemetry spans', () => {
     for (const s of spans) expect(isChildOf(s, add)).toBe(true);
   });
 
-  it('a schedule occurrence starts a trace of its own, linked to the schedule call', async () => {
+  it('each schedule occurrence, also those a worker creates, starts a trace linked to the schedule call', async () => {
     const name = uniqueName();
     const q = queue(name);
     worker(name, () => null);
-    await q.schedule('tick', { everyMs: 60_000 }, { data: {}, immediately: true });
-    const [process] = await waitSpans(name, 1);
+    const spec = { data: {}, immediately: true, limit: 2 } as const;
+    await q.schedule('tick', { everyMs: 200 }, spec);
+    // The first occurrence comes from schedule(), the second from the worker as the first starts.
+    const spans = await waitSpans(name, 2);
     const schedule = producerSpan(name, 'schedule');
     expect(schedule.attributes['surety.schedule.key']).toBe('tick');
-    expect(process!.parentSpanContext).toBeUndefined();
-    expect(process!.spanContext().traceId).not.toBe(schedule.spanContext().traceId);
-    expect(process!.links.map((l) => l.context.spanId)).toEqual([schedule.spanContext().spanId]);
-    // An identical upsert (as at every start) changes nothing, the stored trace context included.
-    expect((await q.schedule('tick', { everyMs: 60_000 }, { data: {}, immediately: true })).changed).toBe(
-      false,
-    );
+    expect(new Set(spans.map((s) => s.attributes['messaging.message.id'])).size).toBe(2);
+    for (const s of spans) {
+      expect(s.parentSpanContext).toBeUndefined();
+      expect(s.spanContext().traceId).not.toBe(schedule.spanContext().traceId);
+      expect(s.links.map((l) => l.context.spanId)).toEqual([schedule.spanContext().spanId]);
+    }
+    // An identical upsert (as at every start) changes nothing: the stored context stays the first call's.
+    exporter.reset();
+    expect((await q.schedule('tick', { everyMs: 200 }, spec)).changed).toBe(false);
+    const stored = JSON.parse((await fx.redis.hget(q.keys.schedules, 'tick'))!) as { trace: string };
+    expect(stored.trace).toBe(`00-${schedule.spanContext().traceId}-${schedule.spanContext().spanId}-01`);
+    expect(producerSpan(name, 'schedule').spanContext().spanId).not.toBe(schedule.spanContext().spanId);
+  });
+
+  it('with the API but no SDK registered, jobs run untraced and carry no trace context', async () => {
+    trace.disable();
+    context.disable();
+    try {
+      const name = uniqueName();
+      const q = queue(name);
+      worker(name, (job) => job.data);
+      const added = await q.add('plain');
+      expect(await q.waitFor(added.id)).toBe('plain');
+      const stored = await fx.redis.hget(q.keys.jobs, added.id);
+      expect(stored!.split('\n')[0]!.split('|').length).toBeLessThan(22);
+      expect(q.options.tracing.enabled).toBe(true);
+    } finally {
+      context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+      trace.setGlobalTracerProvider(provider);
+    }
+    expect(exporter.getFinishedSpans()).toEqual([]);
   });
 
   it('telemetry: false records nothing and stores no trace context; such a job later runs as a root span', async () => {
