@@ -16,6 +16,7 @@ import {
   type Job,
   Queue,
   type QueueOptions,
+  RateLimitError,
   SnoozeError,
   UnrecoverableError,
   ValidationError,
@@ -157,28 +158,36 @@ describe('OpenTelemetry spans', () => {
     expect(refused.map((e) => (e as { code?: string }).code)).toContain('ERR_STALE_JOB');
   });
 
-  it('outcome dead (UnrecoverableError) and snoozed are recorded; only the failure is an error', async () => {
+  it('outcomes dead (UnrecoverableError), snoozed and rate-limited are recorded; only the failure is an error', async () => {
     const name = uniqueName();
     const q = queue(name);
+    const limitedOnce = new Set<string>();
     worker(name, (job) => {
       if (job.data === 'snooze' && job.snoozes === 0) throw new SnoozeError(0);
+      if (job.data === 'limit' && !limitedOnce.has(job.id)) {
+        limitedOnce.add(job.id);
+        throw new RateLimitError(1);
+      }
       if (job.data === 'dead') throw new UnrecoverableError('bad input');
       return null;
     });
     const dead = await q.add('dead');
     const snoozed = await q.add('snooze');
+    const limited = await q.add('limit');
     await q.waitFor(snoozed.id);
+    await q.waitFor(limited.id);
     await waitUntil(async () => (await q.getJob(dead.id))?.state === 'dead', 'dead');
-    const spans = await waitSpans(name, 3);
+    const spans = await waitSpans(name, 5);
     const of = (id: string) => spans.filter((s) => s.attributes['messaging.message.id'] === id);
     const [deadSpan] = of(dead.id);
     expect(deadSpan!.attributes['surety.job.outcome']).toBe('dead');
     expect(deadSpan!.status).toMatchObject({ code: SpanStatusCode.ERROR, message: 'bad input' });
     const exception = deadSpan!.events.find((e) => e.name === 'exception');
     expect(exception?.attributes?.['exception.message']).toBe('bad input');
-    const outcomes = of(snoozed.id).map((s) => s.attributes['surety.job.outcome']);
-    expect(outcomes.sort()).toEqual(['completed', 'snoozed']);
-    for (const s of of(snoozed.id)) expect(s.status.code).toBe(SpanStatusCode.UNSET);
+    const outcomes = (id: string) => of(id).map((s) => s.attributes['surety.job.outcome']);
+    expect(outcomes(snoozed.id).sort()).toEqual(['completed', 'snoozed']);
+    expect(outcomes(limited.id).sort()).toEqual(['completed', 'rate-limited']);
+    for (const s of [...of(snoozed.id), ...of(limited.id)]) expect(s.status.code).toBe(SpanStatusCode.UNSET);
   });
 
   it('a span the processor starts is a child of its process span; an add inside a span is its child', async () => {
