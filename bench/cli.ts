@@ -16,13 +16,17 @@ export interface BenchOptions {
   partial: boolean;
 }
 
+/** Stages run after the scenarios, each with a table of its own (see run.ts). */
+const STAGES = ['cluster', 'groups', 'sandbox', 'telemetry'] as const;
+
 export const USAGE = `Usage: npm run bench -- [options]
   --quick              one pass, N=5 000 (latency/delayed: 500 jobs), for a fast check
   --json               print one JSON object per line on stdout (the table goes to stderr)
-  --only a,b           scenarios: ${[...SCENARIOS.map((s) => s.name), 'cluster', 'groups', 'sandbox'].join(', ')}
+  --only a,b           scenarios: ${[...SCENARIOS.map((s) => s.name), ...STAGES].join(', ')}
                        (cluster: Surety alone, partitions 1 vs 3 on a private 3-master cluster;
                         groups: Surety against GroupMQ, 1, 100 and 10 000/100 000 groups;
-                        sandbox: function vs thread vs process processors, Surety and BullMQ)
+                        sandbox: function vs thread vs process processors, Surety and BullMQ;
+                        telemetry: Surety alone, OpenTelemetry off / API without SDK / SDK)
   --libs a,b           libraries: ${LIB_NAMES.join(', ')} (default: all)
   --runs k             runs per scenario (default 3, --quick 1)
   --n N                jobs per throughput/memory/cost measurement (default 20 000)
@@ -50,7 +54,7 @@ export function parseArgs(argv: readonly string[]): BenchOptions | 'help' {
   let json = false;
   let aof = false;
   let cpuProf = false;
-  let only: string[] = [...SCENARIOS.map((s) => s.name), 'cluster', 'groups', 'sandbox'];
+  let only: string[] = [...SCENARIOS.map((s) => s.name), ...STAGES];
   let libs: LibName[] = [...LIB_NAMES];
   let runs: number | undefined;
   let n: number | undefined;
@@ -65,7 +69,7 @@ export function parseArgs(argv: readonly string[]): BenchOptions | 'help' {
     else if (arg === '--only') {
       only = list(argv[++i], arg);
       const unknown = only.filter(
-        (s) => s !== 'cluster' && s !== 'groups' && s !== 'sandbox' && !SCENARIOS.some((x) => x.name === s),
+        (s) => !(STAGES as readonly string[]).includes(s) && !SCENARIOS.some((x) => x.name === s),
       );
       if (unknown.length) throw new Error(`--only: unknown scenario ${unknown.join(', ')}`);
       partial = true;

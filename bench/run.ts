@@ -26,6 +26,7 @@ import { renderSandboxTable, runSandboxBench } from './sandbox.js';
 import type { RunContext, Scenario } from './scenarios/context.js';
 import { SCENARIOS } from './scenarios/index.js';
 import { renderSvg } from './svg.js';
+import { renderTelemetryTable, runTelemetryBench } from './telemetry.js';
 import { WorkerProcess } from './worker-process.js';
 
 /** Safety net over every scenario run (each wait inside has its own, shorter deadline). */
@@ -177,6 +178,16 @@ async function main(opts: BenchOptions): Promise<void> {
     writeFileSync(
       `${RESULTS_DIR}${started.toISOString().slice(0, 10)}-sandbox${opts.quick ? '-quick' : ''}.json`,
       `${JSON.stringify({ startedAt: started.toISOString(), n, runs: opts.runs, rows }, null, 2)}\n`,
+    );
+  }
+  if (opts.only.includes('telemetry') && opts.libs.includes('surety')) {
+    log(`\ntelemetry: OpenTelemetry off / API without SDK / SDK (spans discarded), N=${opts.sizes.n}`);
+    const rows = await runTelemetryBench(redis.url, admin, { n: opts.sizes.n, runs: opts.runs }, log);
+    table = `${table}\n\nOpenTelemetry tracing (bench/telemetry.ts), N=${opts.sizes.n}, worker concurrency 50, medians of ${Math.max(3, opts.runs)} rounds; (+x) = versus off:\n${renderTelemetryTable(rows)}`;
+    mkdirSync(RESULTS_DIR, { recursive: true });
+    writeFileSync(
+      `${RESULTS_DIR}${started.toISOString().slice(0, 10)}-telemetry${opts.quick ? '-quick' : ''}.json`,
+      `${JSON.stringify({ startedAt: started.toISOString(), n: opts.sizes.n, runs: opts.runs, rows }, null, 2)}\n`,
     );
   }
   const header = [

@@ -58,6 +58,8 @@ export {
 } from './queue/repartition.js';
 export type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './queue/schedule-timing.js';
 export type { RecoveredJobs } from './recovery.js';
+export type { TracerProviderLike } from './telemetry/api.js';
+export type { AttemptOutcome, TelemetryOption } from './telemetry/tracing.js';
 export type {
   AddedBatch,
   AddedJob,

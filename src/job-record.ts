@@ -8,7 +8,7 @@
  *
  *   0 state  1 token  2 attempts  3 base  4 createdAt  5 runAt  6 startedAt  7 finishedAt
  *   8 priority  9 maxAttempts  10 leaseMs  11 backoff  [12 timeoutMs  [13 group  [14 dedupe  [15 refunds
- *   [16 name  [17 expireAt  [18 snoozes  [19 batch  [20 keep]]]]]]]]]
+ *   [16 name  [17 expireAt  [18 snoozes  [19 batch  [20 keep  [21 trace]]]]]]]]]]
  *
  * (`HEADER` below names each position.) Fields 8.. are written by the client ("option tail") and are
  * empty when they equal the library default. `group` is the job's group ('' = none); `dedupe` the
@@ -20,7 +20,9 @@
  * recover.lua refunded; `refunds` (written only by recover.lua) counts those refunds, which are bounded.
  * `name` is the job's name ('' = none); `expireAt` the epoch ms after which it must not start ('' = never);
  * `snoozes` how many times a processor snoozed it (written by scripts only); `batch` its batch id
- * ('' = none); `keep` its own retention: 'c' delete when completed, 'x' delete when dead, 'cx' both.
+ * ('' = none); `keep` its own retention: 'c' delete when completed, 'x' delete when dead, 'cx' both;
+ * `trace` the producer's trace context (W3C traceparent [space tracestate], src/telemetry/trace-field.ts;
+ * '' = none), which every attempt's span continues. Records written before it existed have no field 21.
  * A field a script writes past the end of a shorter header pads the fields before it with ''.
  * Keep in step with src/scripts/includes/parse_record.lua.
  */
@@ -54,6 +56,7 @@ export const HEADER = Object.freeze({
   snoozes: 18,
   batch: 19,
   keep: 20,
+  trace: 21,
 });
 
 /** The header fields of a record, with the library defaults filled in for empty option fields. */
@@ -88,6 +91,8 @@ export interface RecordHeader {
   batch: string;
   /** The job's own retention: 'c' = delete when completed, 'x' = when dead, 'cx' both, '' = the worker's rules. */
   keep: string;
+  /** The producer's trace context ('' = none): see src/telemetry/trace-field.ts. */
+  trace: string;
 }
 
 /** Header field `i` as a number, or `fallback` when it is empty (an option left at its default). */
@@ -126,6 +131,7 @@ export function readHeader(header: string): RecordHeader {
     snoozes: numberOr(h, HEADER.snoozes, 0),
     batch: h[HEADER.batch] ?? '',
     keep: h[HEADER.keep] ?? '',
+    trace: h[HEADER.trace] ?? '',
   };
 }
 
@@ -147,11 +153,13 @@ export interface TailExtras {
   expireAt?: string;
   batch?: string;
   keep?: string;
+  /** The trace field (src/telemetry/trace-field.ts: no `|`, no newline). */
+  trace?: string;
 }
 
 /**
  * Fields 8.. of the header: 8..11 always, then up to the last non-empty one of 12 (timeoutMs), 13
- * group, 14 dedupe, 16 name, 17 expireAt, 19 batch, 20 keep; empty where the value is the library
+ * group, 14 dedupe, 16 name, 17 expireAt, 19 batch, 20 keep, 21 trace; empty where the value is the library
  * default. 15 (refunds) and 18 (snoozes) start empty: only scripts write them.
  */
 export function encodeOptionTail(o: ResolvedJobOptions, x: TailExtras = {}): string {
@@ -170,6 +178,7 @@ export function encodeOptionTail(o: ResolvedJobOptions, x: TailExtras = {}): str
     '',
     x.batch ?? '',
     x.keep ?? '',
+    x.trace ?? '',
   ];
   let last = rest.length;
   while (last > 0 && rest[last - 1] === '') last--;

@@ -14,6 +14,7 @@ import { ValidationError } from './errors.js';
 import type { ResolvedJobOptions } from './job-record.js';
 import { resolveKeep } from './retention.js';
 import type { RedisClient } from './scripts.js';
+import { resolveTelemetry, type TelemetryOption, type Tracing } from './telemetry/tracing.js';
 import { MAX_TIMER_MS } from './timers.js';
 import type { BackoffOptions, JobOptions } from './types.js';
 import {
@@ -72,6 +73,12 @@ export interface CommonOptions {
    * count (1 for a queue that has none): what admin tools want. Default 1. See docs/scaling.md.
    */
   partitions?: number | 'auto';
+  /**
+   * OpenTelemetry spans (docs/telemetry.md): on by default when `@opentelemetry/api` is installed
+   * (spans go to the SDK the application registered; none registered: no-op). `false` turns them off;
+   * `{ tracerProvider }` sends them to that provider instead of the global one.
+   */
+  telemetry?: TelemetryOption;
 }
 
 export interface QueueOptions extends CommonOptions {
@@ -188,6 +195,8 @@ export interface ResolvedQueueOptions {
   eventsMaxLen: number;
   strict: boolean;
   logger: Logger;
+  /** Spans of add calls (telemetry option). */
+  tracing: Tracing;
   defaults: ResolvedJobOptions;
   maxPayloadBytes: number;
   /** Replicas add() waits for (0: none) and for how long. */
@@ -197,13 +206,21 @@ export interface ResolvedQueueOptions {
 export function resolveCommon(
   name: string,
   o: CommonOptions,
-): { prefix: string; strict: boolean; logger: Logger; eventsMaxLen: number; partitions: number } {
+): {
+  prefix: string;
+  strict: boolean;
+  logger: Logger;
+  eventsMaxLen: number;
+  partitions: number;
+  tracing: Tracing;
+} {
   return {
     partitions: checkPartitions(o.partitions),
     eventsMaxLen: resolveEvents(o.events),
     prefix: o.prefix === undefined ? DEFAULT_PREFIX : checkPrefix(o.prefix),
     strict: o.strict === undefined ? false : checkBool(`${name}.strict`, o.strict),
     logger: o.logger === undefined ? console : checkLogger(`${name}.logger`, o.logger),
+    tracing: resolveTelemetry(name, o.telemetry),
   };
 }
 
@@ -239,6 +256,7 @@ export function resolveQueueOptions(opts: QueueOptions): ResolvedQueueOptions {
     'maxPayloadBytes',
     'partitions',
     'durability',
+    'telemetry',
   ]);
   let defaults = LIBRARY_JOB_DEFAULTS;
   if (opts.defaults !== undefined) {

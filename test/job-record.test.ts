@@ -46,6 +46,7 @@ describe('job record layout', () => {
       F_SNOOZES: 'snoozes',
       F_BATCH: 'batch',
       F_KEEP: 'keep',
+      F_TRACE: 'trace',
     };
     expect([...byName.keys()].sort()).toEqual(Object.keys(lua2ts).sort());
     for (const [luaName, pos] of byName) expect(HEADER[lua2ts[luaName]!] + 1, luaName).toBe(pos);

@@ -30,16 +30,27 @@ export async function addBatch(
   if (items.length > MAX_BULK) {
     throw new ValidationError(`addBatch takes at most ${MAX_BULK} jobs per call, got ${items.length}`);
   }
+  // One span for the call: every member and the callback job carry its context.
+  const attributes = { 'messaging.batch.message_count': items.length };
+  return ctx.options.tracing.produce(ctx.name, 'add', attributes, (trace) => addIn(ctx, items, opts, trace));
+}
+
+async function addIn(
+  ctx: QueueContext,
+  items: readonly { data: unknown; opts?: JobOptions }[],
+  opts: BatchOptions | undefined,
+  trace: string,
+): Promise<AddedBatch> {
   const o = checkObject('addBatch options', opts ?? {});
   checkKnownKeys('addBatch options', o, ['onComplete', 'id']);
   const id = o.id === undefined ? randomUUID() : checkJobId(o.id);
   const rows = items.map((item, i) => {
     checkKnownKeys(`item ${i}`, checkObject(`item ${i}`, item), ['data', 'opts']);
-    const row = toRow(ctx, item.data, item.opts, `item ${i} data`, id);
+    const row = toRow(ctx, item.data, item.opts, `item ${i} data`, id, trace);
     if (row.dedupeKey !== '') throw new ValidationError(`item ${i}: dedupe cannot be used in a batch`);
     return row;
   });
-  const callback = o.onComplete === undefined ? null : callbackArgs(ctx, o.onComplete);
+  const callback = o.onComplete === undefined ? null : callbackArgs(ctx, o.onComplete, trace);
   const layout = await ctx.open();
   const p = layout.route('', id, []);
   const jobs = await addBatchRows(ctx, layout, p, rows, {
@@ -50,7 +61,7 @@ export async function addBatch(
 }
 
 /** The callback's add.lua arguments, from onComplete `{ data?, opts? }`. */
-function callbackArgs(ctx: QueueContext, value: unknown): Omit<BatchArgs, 'batch'> {
+function callbackArgs(ctx: QueueContext, value: unknown, trace: string): Omit<BatchArgs, 'batch'> {
   const cb = checkObject('onComplete', value);
   checkKnownKeys('onComplete', cb, ['data', 'opts']);
   const opts = cb.opts === undefined ? undefined : checkObject('onComplete.opts', cb.opts);
@@ -58,7 +69,14 @@ function callbackArgs(ctx: QueueContext, value: unknown): Omit<BatchArgs, 'batch
     if (opts?.[name] !== undefined) throw new ValidationError(`onComplete.opts.${name} is not allowed`);
   }
   // Data may be undefined (the callback's data then has no `data`); anything else must be plain JSON.
-  const row: RoutedRow = toRow(ctx, cb.data ?? null, opts as JobOptions | undefined, 'onComplete.data');
+  const row: RoutedRow = toRow(
+    ctx,
+    cb.data ?? null,
+    opts as JobOptions | undefined,
+    'onComplete.data',
+    '',
+    trace,
+  );
   return {
     cbId: row.id,
     cbPriority: row.priority,

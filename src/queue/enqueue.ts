@@ -55,10 +55,18 @@ export async function addJob(
   data: unknown,
   opts: JobOptions | undefined,
 ): Promise<AddedJob> {
-  const row = toRow(ctx, data, opts, 'job data');
-  const layout = await ctx.open();
-  const [added] = await runAdd(ctx, layout, [row], [route(layout, row)]);
-  return added!;
+  return ctx.options.tracing.produce(
+    ctx.name,
+    'add',
+    {},
+    async (trace) => {
+      const row = toRow(ctx, data, opts, 'job data', '', trace);
+      const layout = await ctx.open();
+      const [added] = await runAdd(ctx, layout, [row], [route(layout, row)]);
+      return added!;
+    },
+    (added) => added.id,
+  );
 }
 
 /** Adds up to MAX_BULK jobs; see Queue.addBulk for what a refused call leaves. */
@@ -70,14 +78,18 @@ export async function addJobs(
   if (items.length > MAX_BULK) {
     throw new ValidationError(`addBulk takes at most ${MAX_BULK} jobs per call, got ${items.length}`);
   }
-  const rows = items.map((item, i) => {
-    checkKnownKeys(`item ${i}`, checkObject(`item ${i}`, item), ['data', 'opts']);
-    return toRow(ctx, item.data, item.opts, `item ${i} data`);
+  // One span for the call: every job of it carries its context.
+  const count = { 'messaging.batch.message_count': items.length };
+  return ctx.options.tracing.produce(ctx.name, 'add', count, async (trace) => {
+    const rows = items.map((item, i) => {
+      checkKnownKeys(`item ${i}`, checkObject(`item ${i}`, item), ['data', 'opts']);
+      return toRow(ctx, item.data, item.opts, `item ${i} data`, '', trace);
+    });
+    const layout = await ctx.open();
+    // Route every item before sending anything: one refused (CrossPartitionError) writes nothing.
+    const parts = rows.map((row) => route(layout, row));
+    return runAdd(ctx, layout, rows, parts);
   });
-  const layout = await ctx.open();
-  // Route every item before sending anything: one refused (CrossPartitionError) writes nothing.
-  const parts = rows.map((row) => route(layout, row));
-  return runAdd(ctx, layout, rows, parts);
 }
 
 export function toRow(
@@ -86,6 +98,8 @@ export function toRow(
   opts: JobOptions | undefined,
   what: string,
   batch = '',
+  /** The add span's trace field (src/telemetry/trace-field.ts; '' = none). */
+  trace = '',
 ): RoutedRow {
   const o = resolveAddOptions(opts, ctx.options.defaults);
   return {
@@ -101,6 +115,7 @@ export function toRow(
       expireAt: o.expireAt,
       keep: o.keep,
       batch,
+      trace,
     }),
     data: toJson(what, data, ctx.options.maxPayloadBytes),
     dependsOn: o.dependsOn,

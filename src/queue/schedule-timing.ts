@@ -98,6 +98,8 @@ export interface StoredSpec {
   immediately?: true;
   /** everyMs schedules tick at anchor + k * everyMs (anchor: startAt, else the creation time). */
   anchor?: number;
+  /** The trace field of the schedule call that created or last changed it (src/telemetry/trace-field.ts). */
+  trace?: string;
 }
 
 /** The first regular tick of a new spec: after `now`, and at or after startAt. */

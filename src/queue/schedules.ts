@@ -38,7 +38,7 @@ function occurrenceFields(spec: StoredSpec, maxPayloadBytes: number) {
   const o = resolveAddOptions(spec.opts, LIBRARY_JOB_DEFAULTS);
   return {
     priority: o.priority,
-    optionTail: encodeOptionTail(o, { group: o.group }),
+    optionTail: encodeOptionTail(o, { group: o.group, trace: spec.trace ?? '' }),
     data: toJson('schedule data', spec.data, maxPayloadBytes),
   };
 }
@@ -63,11 +63,24 @@ function homeOf(layout: Layout, key: string): QueueKeys {
 }
 
 /** Creates or replaces a schedule; an identical spec is left as it is. */
-export async function upsertSchedule<Data>(
+export function upsertSchedule<Data>(
   ctx: QueueContext,
   key: string,
   timing: ScheduleTiming,
   options: ScheduleOptions<Data>,
+): Promise<{ version: number; changed: boolean }> {
+  const attributes = { 'surety.schedule.key': key };
+  return ctx.options.tracing.produce(ctx.name, 'schedule', attributes, (trace) =>
+    upsert(ctx, key, timing, options, trace),
+  );
+}
+
+async function upsert<Data>(
+  ctx: QueueContext,
+  key: string,
+  timing: ScheduleTiming,
+  options: ScheduleOptions<Data>,
+  trace: string,
 ): Promise<{ version: number; changed: boolean }> {
   const layout = await ctx.open();
   const keys = homeOf(layout, key);
@@ -78,7 +91,6 @@ export async function upsertSchedule<Data>(
     // Occurrences live in the schedule's partition, a group in its own: they would rarely agree.
     throw new ValidationError('a schedule of a partitioned queue cannot give its occurrences a group');
   }
-  const fields = occurrenceFields(spec, ctx.options.maxPayloadBytes);
   // The anchor must not make an unchanged everyMs spec look new at every start: compare without it.
   // With startAt the anchor is startAt itself, the same at every upsert.
   const existing = await untilClosed(client, client.hget(keys.schedules, key));
@@ -86,6 +98,17 @@ export async function upsertSchedule<Data>(
     const old = JSON.parse(existing) as StoredSpec;
     if (old.everyMs === spec.everyMs && old.startAt === undefined) spec.anchor = old.anchor;
   }
+  // Occurrences carry the trace context of the call that created or last changed the schedule: an
+  // unchanged spec keeps the stored one, so an upsert at every start still changes nothing.
+  if (trace !== '') spec.trace = trace;
+  if (existing) {
+    const old = JSON.parse(existing) as StoredSpec;
+    if (JSON.stringify({ ...old, trace: undefined }) === JSON.stringify({ ...spec, trace: undefined })) {
+      if (old.trace === undefined) delete spec.trace;
+      else spec.trace = old.trace;
+    }
+  }
+  const fields = occurrenceFields(spec, ctx.options.maxPayloadBytes);
   // The script picks the immediate occurrence only if the schedule has produced none yet; either may
   // be '' when its tick is after endAt (the schedule is then stored ended).
   const due = firstTick(spec, now);

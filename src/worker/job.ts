@@ -1,6 +1,7 @@
 /** The job as a processor sees it. */
 import { LeaseExpiredError, PayloadTooLargeError, ValidationError } from '../errors.js';
 import { type ClaimedRecord, decodeSteps } from '../job-record.js';
+import type { SpanLike } from '../telemetry/api.js';
 import { toJson } from '../validate.js';
 import { checkStepName, runStep, sleepStep } from './durable-steps.js';
 
@@ -46,6 +47,10 @@ export class Job<Data = unknown> {
   readonly snoozes: number;
   /** @internal Claimed as prefetch: begin.lua counts its attempt before the processor runs. */
   readonly reserved: boolean;
+  /** @internal The producer's trace context, as stored ('' = none): src/telemetry/trace-field.ts. */
+  readonly trace: string;
+  /** @internal The attempt's recording `process` span, until its outcome is written (telemetry). */
+  span: SpanLike | undefined;
   /** When the processor was called for this attempt (epoch ms, this worker's clock). */
   startedAt = 0;
   /** @internal The attempt's outcome is decided (settled, timed out, cancelled or lost): ignore later ones. */
@@ -86,6 +91,7 @@ export class Job<Data = unknown> {
     this.name = record.name;
     this.batch = record.batch;
     this.snoozes = record.snoozes;
+    this.trace = record.trace;
   }
 
   /** True when this is the last attempt of the current budget. */

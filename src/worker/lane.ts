@@ -15,6 +15,7 @@ import type { QueueKeys } from '../keys.js';
 import { type RefusalContext, refusalError } from '../refusals.js';
 import type { ClaimedJob } from '../script-replies.js';
 import type { RedisClient } from '../scripts.js';
+import type { AttemptOutcome } from '../telemetry/tracing.js';
 import { Acker, type CompleteRow, type FailRow } from './acker.js';
 import { Beginner, type BeginOutcome } from './beginner.js';
 import { WorkerCalls } from './calls.js';
@@ -30,6 +31,14 @@ export type LaneOutcome =
   /** The processor snoozed the job (SnoozeError) or hit a rate limit (RateLimitError): no attempt spent. */
   | { kind: 'snoozed' | 'rateLimited'; job: Job<unknown>; delayMs: number }
   | { kind: 'refused'; error: SuretyError };
+
+/** A fail row's written outcome as its attempt's span reports it. */
+function spanOutcome(r: { outcome: string } | { refusal: unknown }): AttemptOutcome {
+  if ('refusal' in r) return 'lease-lost';
+  if (r.outcome === 'snoozed') return 'snoozed';
+  if (r.outcome === 'limited') return 'rate-limited';
+  return r.outcome === 'dead' ? 'dead' : 'retry';
+}
 
 /** What the lanes hand their jobs to: the worker's runner, which owns the slots they share. */
 export interface LaneRunner {
@@ -197,7 +206,10 @@ export class Lane {
     if (!this.held.has(id)) return;
     this.held.delete(id);
     const job = this.running.get(id)?.job;
-    if (job && !job.decided) this.host.runner.cancelled(this, job);
+    if (job && !job.decided) {
+      this.host.options.tracing.ended(job, 'cancelled');
+      this.host.runner.cancelled(this, job);
+    }
   }
 
   // ---- running jobs --------------------------------------------------------------------------
@@ -251,9 +263,11 @@ export class Lane {
 
   private async writeCompletions(rows: CompleteRow[]): Promise<void> {
     const refusals = await this.calls.complete(rows);
+    const tracing = this.host.options.tracing;
     rows.forEach((row, i) => {
       this.forget(row.id, row.token);
       const refusal = refusals[i];
+      tracing.ended(row.job, refusal ? 'lease-lost' : 'completed');
       this.host.onOutcome(
         refusal
           ? { kind: 'refused', error: refusalError(refusal, this.outcomeOf(row)) }
@@ -264,9 +278,11 @@ export class Lane {
 
   private async writeFailures(rows: FailRow[]): Promise<void> {
     const results = await this.calls.fail(rows);
+    const tracing = this.host.options.tracing;
     rows.forEach((row, i) => {
       const r = results[i]!;
       this.forget(row.id, row.token);
+      tracing.ended(row.job, spanOutcome(r), row.cause);
       this.host.onOutcome(
         'refusal' in r
           ? { kind: 'refused', error: refusalError(r.refusal, this.outcomeOf(row)) }

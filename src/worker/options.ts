@@ -3,6 +3,7 @@ import { DEFAULT_MAX_PAYLOAD_BYTES } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import { type CommonOptions, type Logger, resolveCommon } from '../options.js';
 import { resolveRetention } from '../retention.js';
+import type { Tracing } from '../telemetry/tracing.js';
 import { MAX_TIMER_MS } from '../timers.js';
 import type { Retention } from '../types.js';
 import { checkBool, checkInt, checkKnownKeys, checkObject } from '../validate.js';
@@ -77,6 +78,8 @@ export interface ResolvedWorkerOptions {
   eventsMaxLen: number;
   strict: boolean;
   logger: Logger;
+  /** Spans of attempts (telemetry option). */
+  tracing: Tracing;
   concurrency: number;
   retention: Retention;
   recoverIntervalMs: number;
@@ -115,6 +118,7 @@ const KEYS = [
   'maxSnoozes',
   'sandbox',
   'sandboxMemoryMb',
+  'telemetry',
 ] as const;
 
 function resolveLimiter(value: unknown): { max: number; durationMs: number } | null {

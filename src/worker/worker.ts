@@ -154,7 +154,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     this.runner = new Runner<Data, Result>({
       name: this.name,
       options: this.options,
-      processor: processor as Processor<Data, Result>, // checked above: a function by now
+      // Checked above: a function by now. Traced: each attempt runs inside its `process` span.
+      processor: this.options.tracing.wrap(name, processor as Processor<Data, Result>),
       lanes: () => this.lanes,
       isRunning: () => this.state === 'running',
       onStart: (lane, job) => this.advanceScheduleOf(lane, job),

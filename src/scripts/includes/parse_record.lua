@@ -4,6 +4,9 @@ local F_STATE, F_TOKEN, F_ATTEMPTS, F_BASE, F_CREATED, F_RUN_AT = 1, 2, 3, 4, 5,
 local F_STARTED, F_FINISHED, F_PRIORITY, F_MAX_ATTEMPTS, F_LEASE = 7, 8, 9, 10, 11
 local F_GROUP, F_DEDUPE, F_REFUNDS = 14, 15, 16
 local F_NAME, F_EXPIRE, F_SNOOZES, F_BATCH, F_KEEP = 17, 18, 19, 20, 21
+-- trace: the producer's trace context, written by the client at add and read only by workers; no
+-- script reads it, every rewrite of the header keeps it (set_field, with_header).
+local F_TRACE = 22
 -- state: w d a c x; token: the fencing token (lease id) of the latest claim, '' once the lease is
 -- revoked (recovered, cancelled, retried); attempts: attempts started; base: attempts at the last
 -- manual retry, plus the early lease losses refunded (recover.lua); refunds: how many of those.
