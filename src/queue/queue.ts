@@ -56,8 +56,16 @@ import {
   setGroupLimits,
   setRateLimit,
 } from './flow-control.js';
+import {
+  type QueueStats,
+  queueStats,
+  type SearchOptions,
+  type SearchResult,
+  searchJobs,
+} from './insights.js';
 import * as edits from './job-edits.js';
-import { countJobs, listJobs, listWorkers, readJob, readMetrics } from './reads.js';
+import { readMetrics, setMetricsRetention } from './metrics-history.js';
+import { countJobs, type ListOptions, listJobs, listWorkers, readJob } from './reads.js';
 import type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './schedule-timing.js';
 import { listSchedules, removeSchedule, upsertSchedule } from './schedules.js';
 import { JobWaiter } from './wait-for.js';
@@ -127,15 +135,7 @@ export class Queue<Data = unknown, Result = unknown> {
 
   /**
    * Adds up to MAX_BULK (10 000) jobs, in order; an id given twice (or one that exists) is reported with
-   * `isNew: false` and written once. Each partition's share is written by one atomic script call.
-   *
-   * A refused call writes nothing: every item is validated (options, data, routing) before anything is
-   * sent, and each partition's script checks every parent and the queue's layout before its first
-   * write. In a partitioned queue with jobs in more than one partition, every partition is checked
-   * first and written only when all passed. What remains in that case: a parent removed (or trimmed by
-   * retention), or a repartition started, between the check and the writes makes that partition's
-   * write fail after the others succeeded; as after an `ERR_CONNECTION`, calling again with the same
-   * explicit ids is safe (ids that exist are not written twice).
+   * `isNew: false` and written once. A refused call writes nothing (what remains: addJobs, enqueue.ts).
    */
   addBulk(items: readonly { data: Data; opts?: JobOptions }[]): Promise<AddedJob[]> {
     return addJobs(this.ctx, items);
@@ -173,14 +173,21 @@ export class Queue<Data = unknown, Result = unknown> {
   }
 
   /**
-   * Jobs in one state, oldest first (waiting: ungrouped ones in claim order, then each group's), paged.
-   * With `group` (state waiting only): that group's waiting jobs in claim order.
+   * Jobs in one state, oldest first (waiting: ungrouped ones in claim order, then each group's), paged;
+   * `order: 'desc'`: newest first. With `group` (state waiting only): that group's waiting jobs.
    */
-  getJobs(
-    state: JobState,
-    opts: { offset?: number; limit?: number; group?: string } = {},
-  ): Promise<JobInfo<Data, Result>[]> {
+  getJobs(state: JobState, opts: ListOptions = {}): Promise<JobInfo<Data, Result>[]> {
     return listJobs<Data, Result>(this.ctx, state, opts);
+  }
+
+  /** Jobs of one state whose data matches `text` or `field`/`value`, newest first; scans at most `scan`. */
+  search(opts: SearchOptions): Promise<SearchResult<Data, Result>> {
+    return searchJobs<Data, Result>(this.ctx, opts);
+  }
+
+  /** Latency (the oldest waiting job's age) and throughput (per minute, last 5 minutes). */
+  stats(): Promise<QueueStats> {
+    return queueStats(this.ctx);
   }
 
   async counts(): Promise<JobCounts> {
@@ -188,11 +195,16 @@ export class Queue<Data = unknown, Result = unknown> {
   }
 
   /**
-   * Completed jobs, failed attempts and dead jobs per minute over the last `windowMs` (at most an hour),
-   * on Redis's clock: what dashboards chart as throughput and failure rate.
+   * Completed jobs, failed attempts and dead jobs per `bucketMs` (default a minute) over the last
+   * `windowMs` (default an hour, within setMetricsRetention), on Redis's clock: throughput, failure rate.
    */
-  metrics(opts: { windowMs?: number } = {}): Promise<QueueMetrics> {
+  metrics(opts: { windowMs?: number; bucketMs?: number } = {}): Promise<QueueMetrics> {
     return readMetrics(this.ctx, opts);
+  }
+
+  /** Keeps metrics for `retentionMs` (whole minutes, up to 7 days; default 1 h), in Redis, for every process. */
+  setMetricsRetention(retentionMs: number): Promise<void> {
+    return setMetricsRetention(this.ctx, retentionMs);
   }
 
   /**
@@ -285,10 +297,7 @@ export class Queue<Data = unknown, Result = unknown> {
    * oldest first, atomically per batch of up to 1 000, at most `limit` in all (default 10 000).
    * Resolves with how many went and whether old ones remain.
    */
-  clean(
-    state: 'completed' | 'dead',
-    opts: { olderThanMs?: number; limit?: number } = {},
-  ): Promise<{ removed: number; more: boolean }> {
+  clean(state: 'completed' | 'dead', opts: admin.CleanOptions = {}): Promise<admin.CleanOutcome> {
     return admin.cleanJobs(this.ctx, state, opts);
   }
 
