@@ -15,9 +15,13 @@ import { JOB_STATES } from '../states.js';
 export const SCRIPT_FILES = [
   'state.js',
   'dom.js',
+  'times.js',
   'charts.js',
   'api.js',
+  'redis-panel.js',
   'overview.js',
+  'jobs-table.js',
+  'search-view.js',
   'queue-view.js',
   'groups-view.js',
   'job-view.js',
@@ -76,6 +80,19 @@ dt { color:var(--muted); } dd { margin:0; }
 td.spark, #queues th, #queues td:first-child { white-space:nowrap; } .chart { vertical-align:middle; background:#fbfcfe; }
 .chart rect { fill:var(--accent); } .chart.failure rect { fill:var(--bad); } .chart .axis { stroke:var(--line); }
 .muted { color:var(--muted); } .err { border-left:3px solid var(--bad); padding-left:10px; margin:10px 0; }
+.scroll { overflow-x:auto; max-width:100%; -webkit-overflow-scrolling:touch; }
+.flash.notice { background:#fdf1dc; color:#7a5212; } .flash.warning { border-left:4px solid var(--bad); }
+dl.facts { grid-template-columns:repeat(auto-fill, minmax(110px, max-content) minmax(120px, 1fr)); }
+dd { min-width:0; overflow-wrap:anywhere; } td.wrap { overflow-wrap:anywhere; min-width:8em; max-width:28em; }
+td.pick, th.pick { width:1px; } td.row-actions { white-space:nowrap; } td.row-actions button { padding:2px 8px; font-size:12px; }
+#range button.on { background:var(--accent); color:#fff; border-color:var(--accent); }
+time { text-decoration:underline dotted var(--line); }
+@media (max-width: 600px) {
+  header { padding:8px 10px; gap:8px; flex-wrap:wrap; } header .live { margin-left:0; }
+  main { padding:10px; } h1 { font-size:18px; }
+  input { min-width:0; flex:1 1 140px; } .bar { gap:6px; }
+  dl, dl.facts { grid-template-columns:max-content minmax(0, 1fr); }
+}
 `;
 
 export function renderPage(o: PageOptions): string {
@@ -92,7 +109,7 @@ export function renderPage(o: PageOptions): string {
 <style nonce="${attr(o.nonce)}">${CSS}</style>
 </head>
 <body>
-<header><a href="#/">Surety</a><span class="muted">${o.readOnly ? 'read-only' : ''}</span><span class="live" id="live">connecting...</span></header>
+<header><a href="#/">Surety</a><span class="muted">${o.readOnly ? 'read-only' : ''}</span><span class="live"><span id="tz" title="every time on this page is UTC; relative times show it on hover">times in UTC</span> &middot; <span id="live">connecting...</span></span></header>
 <main><div id="flash" class="flash" role="status"></div><div id="view"></div></main>
 <script type="module" nonce="${attr(o.nonce)}">${PAGE_SCRIPT}</script>
 </body>

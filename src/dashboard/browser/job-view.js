@@ -20,11 +20,16 @@ function jobView(name, id) {
       ['priority', j.priority],
       ['group', j.group ? el('a', { href: groupHref(name, j.group), text: j.group }) : ''],
       ['batch', j.batch ? el('a', { id: 'job-batch', href: batchHref(name, j.batch), text: j.batch }) : ''],
-      ['created', time(j.createdAt)],
-      ['run at', time(j.runAt)],
-      ['expires', time(j.expireAt)],
-      ['started', time(j.startedAt)],
-      ['finished', time(j.finishedAt)],
+      ['created', ago(j.createdAt)],
+      ['run at', ago(j.runAt)],
+      ['expires', ago(j.expireAt)],
+      ['started', ago(j.startedAt)],
+      [
+        j.state === 'active' ? 'running for' : 'finished',
+        j.state === 'active' && j.startedAt
+          ? el('span', { 'data-since': j.startedAt, text: dur(Date.now() - j.startedAt) })
+          : ago(j.finishedAt),
+      ],
       ['depends on', j.dependsOn.join(', ')],
     ];
     var actions = el(
@@ -85,7 +90,7 @@ function jobView(name, id) {
             null,
             el('strong', { text: `attempt ${e.attempt}: ${e.name}${e.code ? ` [${e.code}]` : ''}` }),
             ' ',
-            el('span', { class: 'muted', text: time(e.at) }),
+            el('span', { class: 'muted' }, ago(e.at)),
           ),
           el('div', { text: e.message }),
           e.stack ? el('pre', { text: e.stack }) : null,
@@ -153,8 +158,8 @@ function batchView(name, id) {
       ['completed', b.completed],
       ['dead', b.dead],
       ['pending', b.pending],
-      ['created', time(b.createdAt)],
-      ['finished', time(b.finishedAt)],
+      ['created', ago(b.createdAt)],
+      ['finished', ago(b.finishedAt)],
       ['callback', b.callbackId ? jobLink(b.callbackId) : ''],
     ];
     return [
