@@ -83,7 +83,7 @@ function jobsTable(name, state, jobs) {
       'tr',
       { 'data-job': j.id },
       RO ? null : el('td', { class: 'pick' }, box),
-      el('td', { class: 'wrap' }, el('a', { href: jobHref(name, j.id), text: j.id })),
+      el('td', { class: 'id' }, el('a', { href: jobHref(name, j.id), text: j.id })),
       el('td', { class: 'num', text: `${j.attempts}/${j.maxAttempts}` }),
       jobCells(state, j),
       RO

@@ -21,7 +21,7 @@ var latest = null,
   generation = 0;
 // Per-queue metrics of the chosen range (GET /api/queues/:q/metrics), refreshed every CHART_MS on the overview.
 var CHART_MS = 10000,
-  CW = 120,
+  CW = 96,
   CH = 26,
   SVGNS = 'http://www.w3.org/2000/svg';
 var charts = {},
