@@ -82,7 +82,7 @@ td.spark, #queues th, #queues td:first-child { white-space:nowrap; } .chart { ve
 .muted { color:var(--muted); } p, .err div, li { overflow-wrap:anywhere; } .err { border-left:3px solid var(--bad); padding-left:10px; margin:10px 0; }
 .scroll { overflow-x:auto; max-width:100%; -webkit-overflow-scrolling:touch; }
 .flash.notice { background:#fdf1dc; color:#7a5212; } .flash.warning { border-left:4px solid var(--bad); }
-dl.facts { grid-template-columns:repeat(auto-fill, minmax(110px, max-content) minmax(120px, 1fr)); }
+dl.facts { grid-template-columns:repeat(auto-fill, minmax(110px, max-content) minmax(170px, 1fr)); }
 dd { min-width:0; overflow-wrap:anywhere; } td.wrap { overflow-wrap:anywhere; min-width:14em; max-width:28em; }
 td.id { overflow-wrap:anywhere; min-width:6em; } td.pick, th.pick { width:1px; } td.row-actions { white-space:nowrap; } td.row-actions button { padding:2px 8px; font-size:12px; }
 #range button.on { background:var(--accent); color:#fff; border-color:var(--accent); }
@@ -92,6 +92,7 @@ time { text-decoration:underline dotted var(--line); }
   main { padding:10px; } h1 { font-size:18px; }
   input { min-width:0; flex:1 1 140px; } .bar { gap:6px; }
   dl, dl.facts { grid-template-columns:max-content minmax(0, 1fr); }
+  td.wrap { white-space:nowrap; max-width:none; }
 }
 `;
 
