@@ -17,7 +17,7 @@ export function evictionProblem(policy: string): string | null {
 }
 
 export interface ServerWarning {
-  /** EVICTION, NO_PERSISTENCE, RDB_ONLY, FSYNC_NO, FSYNC_EVERYSEC, CONFIG_UNREADABLE. */
+  /** EVICTION, NO_PERSISTENCE, RDB_ONLY, NO_AOF, FSYNC_NO, FSYNC_EVERYSEC, CONFIG_UNREADABLE. */
   code: string;
   /** 'danger': can lose acknowledged jobs; 'notice': a trade-off worth knowing. */
   level: 'danger' | 'notice';
@@ -70,13 +70,17 @@ export function serverWarnings(s: {
   const eviction = evictionProblem(s.maxMemoryPolicy);
   if (eviction) out.push({ code: 'EVICTION', level: 'danger', message: eviction });
   if (!s.appendonly) {
-    const rdb = s.save !== null && s.save.trim() !== '';
+    // `save` unknown (CONFIG blocked): whether snapshots exist cannot be said.
+    const rdb = s.save === null ? null : s.save.trim() !== '';
     out.push({
-      code: rdb ? 'RDB_ONLY' : 'NO_PERSISTENCE',
+      code: rdb === null ? 'NO_AOF' : rdb ? 'RDB_ONLY' : 'NO_PERSISTENCE',
       level: 'danger',
-      message: rdb
-        ? `appendonly is no: only RDB snapshots (save ${s.save}) persist data, so jobs acknowledged since the last snapshot are lost if Redis restarts. Set appendonly yes.`
-        : 'appendonly is no and no RDB snapshots: every job is lost if Redis restarts. Set appendonly yes.',
+      message:
+        rdb === null
+          ? 'appendonly is no: jobs acknowledged since the last RDB snapshot (if any) are lost if Redis restarts. Set appendonly yes.'
+          : rdb
+            ? `appendonly is no: only RDB snapshots (save ${s.save}) persist data, so jobs acknowledged since the last snapshot are lost if Redis restarts. Set appendonly yes.`
+            : 'appendonly is no and no RDB snapshots: every job is lost if Redis restarts. Set appendonly yes.',
     });
   } else if (s.appendfsync === 'no') {
     out.push({

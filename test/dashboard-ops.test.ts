@@ -15,7 +15,7 @@ import {
 } from '../src/dashboard/index.js';
 import { MAX_BULK_IDS } from '../src/dashboard/ops-api.js';
 import { Queue, Worker } from '../src/index.js';
-import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+import { ACL_MODE, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
 const closers: (() => Promise<unknown>)[] = [];
@@ -195,6 +195,7 @@ describe('dashboard operator API', () => {
     expect(body.version).toMatch(/^\d+\.\d+\.\d+/);
     expect(body.usedMemory).toBeGreaterThan(0);
     expect(body.connectedClients).toBeGreaterThan(0);
-    expect(body.warnings).toEqual([expect.objectContaining({ code: 'NO_PERSISTENCE', level: 'danger' })]);
+    expect(body.warnings[0]).toMatchObject({ code: ACL_MODE ? 'NO_AOF' : 'NO_PERSISTENCE', level: 'danger' });
+    expect(body.warnings).toHaveLength(ACL_MODE ? 2 : 1);
   });
 });
