@@ -111,6 +111,11 @@ describe('dashboard operator API', () => {
     expect((await q.getJob('dead0'))!.state).toBe('dead');
     expect(cancelled.body.results).toEqual([{ id: 'dead0', ok: true }]);
 
+    // At the maximum: every id answered (here none exists), in order.
+    const atMax = Array.from({ length: MAX_BULK_IDS }, (_, i) => `id=x${i}`).join('&');
+    const answered = await d.post(`/api/queues/${q.name}/bulk/remove?${atMax}`);
+    expect(answered.body.results).toHaveLength(MAX_BULK_IDS);
+    expect(answered.body.results[99]).toMatchObject({ id: 'x99', ok: false, code: 'ERR_JOB_NOT_FOUND' });
     const tooMany = Array.from({ length: MAX_BULK_IDS + 1 }, (_, i) => `id=x${i}`).join('&');
     const refused = await d.post(`/api/queues/${q.name}/bulk/remove?${tooMany}`);
     expect(refused).toMatchObject({ status: 400, body: { error: { code: 'ERR_INVALID_OPTION' } } });

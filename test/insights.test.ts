@@ -86,6 +86,10 @@ describe('queue.search()', () => {
     const whole = await q.search({ text: '"n":0}', scan: 10_000 });
     expect(whole.jobs.map((j) => j.id)).toEqual(['j0']);
     expect(whole).toMatchObject({ scanned: 450, more: false });
+    expect((await q.search({ text: '"n"', limit: 500 })).jobs).toHaveLength(450);
+    await expect(q.search({ text: '"n"', limit: 501 })).rejects.toThrow(
+      /limit must be an integer from 1 to 500/,
+    );
     const limited = await q.search({ text: '"n"', limit: 3 });
     expect(limited.jobs.map((j) => j.id)).toEqual(['j449', 'j448', 'j447']);
     expect(limited.more).toBe(true);
@@ -168,6 +172,8 @@ describe('metrics retention', () => {
       /retentionMs must be an integer from 60000 to 604800000/,
     );
     await expect(q.setMetricsRetention(90_000)).rejects.toThrow(/whole number of minutes/);
+    // At the maximum: 1 440 one-minute buckets.
+    expect((await q.metrics({ windowMs: 24 * 3_600_000 })).buckets).toHaveLength(1_440);
     await expect(q.metrics({ windowMs: 7 * 24 * 3_600_000 })).rejects.toThrow(
       /at most 1440 buckets, got 604800000 \/ 60000 = 10080/,
     );
