@@ -157,7 +157,7 @@ suite(`dashboard operator features in headless Chromium (${CHROMIUM})`, () => {
     const held = new Promise<void>((r) => {
       release = r;
     });
-    const w = new Worker(q.name, () => held, { connection: fx.url });
+    const w = new Worker(q.name, () => held, { connection: fx.url, heartbeatMs: 200 });
     closers.push(() => w.close());
     await q.promote(id);
     await waitUntil(
@@ -171,6 +171,10 @@ suite(`dashboard operator features in headless Chromium (${CHROMIUM})`, () => {
     expect(await row.locator('[data-worker]').textContent()).toBe(`${me!.host}:${me!.pid}`);
     expect(await row.locator('[data-since]').textContent()).toMatch(/^\d+ s$/);
     expect(await row.locator('time').textContent()).toMatch(/ago$|^now$/);
+    await row.locator('a').first().click();
+    await page.locator('#job-worker').waitFor();
+    expect(await page.locator('#job-worker').textContent()).toBe(`${me!.host}:${me!.pid}`);
+    expect(await page.locator('#job-worker').getAttribute('title')).toBe(me!.id);
     release();
     expect(pageErrors).toEqual([]);
   });

@@ -74,7 +74,7 @@ describe('dashboard operator API', () => {
     const held = new Promise<void>((r) => {
       release = r;
     });
-    const w = new Worker(q.name, () => held, { connection: fx.url });
+    const w = new Worker(q.name, () => held, { connection: fx.url, heartbeatMs: 200 });
     closers.push(() => w.close());
     await q.add({ n: 1 }, { id: 'busy' });
     const active = await waitUntil(async () => {

@@ -10,7 +10,12 @@ function jobView(name, id) {
     (x) => x.reasons,
     (err) => err,
   );
-  return Promise.all([api(base), why]).then(([j, reasons]) => {
+  // Which worker runs it (from the workers' heartbeats), shown for a running job.
+  var running = api(`/queues/${enc(name)}/workers`).then(
+    (r) => r.workers.filter((w) => w.activeJobIds.indexOf(id) >= 0)[0] || null,
+    () => null,
+  );
+  return Promise.all([api(base), why, running]).then(([j, reasons, worker]) => {
     var finished = j.state === 'completed' || j.state === 'dead';
     var fields = [
       ['state', badge(j.state)],
@@ -29,6 +34,12 @@ function jobView(name, id) {
         j.state === 'active' && j.startedAt
           ? el('span', { 'data-since': j.startedAt, text: dur(Date.now() - j.startedAt) })
           : ago(j.finishedAt),
+      ],
+      [
+        'worker',
+        j.state === 'active' && worker
+          ? el('span', { id: 'job-worker', title: worker.id, text: `${worker.host}:${worker.pid}` })
+          : '',
       ],
       ['depends on', j.dependsOn.join(', ')],
     ];
