@@ -126,6 +126,28 @@ describe('queue.stats()', () => {
     expect(after.oldestWaiting).toBeNull();
     expect(after.completedPerMinute).toBe(3 / 5);
   });
+
+  it("finds the oldest waiting job at the front of a group's line or among prioritised jobs", async () => {
+    // The second job of each queue is added once Redis's clock has moved past the first one's runAt.
+    const redisMs = async () => {
+      const [sec, micro] = await fx.redis.time();
+      return Number(sec) * 1000 + Math.floor(Number(micro) / 1000);
+    };
+    const later = async (q: Queue<{ n: number }>, id: string) => {
+      const runAt = (await q.getJob(id))!.runAt;
+      await waitUntil(async () => (await redisMs()) > runAt, "Redis's clock to move on");
+    };
+    const grouped = queue();
+    const g = await grouped.add({ n: 1 }, { group: 'tenant-a' });
+    await later(grouped, g.id);
+    await grouped.add({ n: 2 }, { priority: 3 });
+    expect((await grouped.stats()).oldestWaiting?.id).toBe(g.id);
+    const prioritised = queue();
+    const p = await prioritised.add({ n: 1 }, { priority: 7 });
+    await later(prioritised, p.id);
+    await prioritised.add({ n: 2 }, { priority: -2 });
+    expect((await prioritised.stats()).oldestWaiting?.id).toBe(p.id);
+  });
 });
 
 describe('metrics retention', () => {

@@ -127,13 +127,12 @@ export async function queueStats(ctx: QueueContext): Promise<QueueStats> {
     const fronts = [k.waiting].concat(
       (await client.zrevrange(k.groupBacklog, 0, STATS_GROUPS - 1)).map((g) => groupKeys(k, g).waiting),
     );
-    const ids = new Set<string>();
-    for (const list of fronts) {
-      const id = await client.lindex(list, 0);
-      if (id) ids.add(id);
-    }
-    for (const id of await client.zrange(k.prio, 0, 0)) ids.add(id);
-    for (const id of await client.zrange(k.prio, -1, -1)) ids.add(id);
+    const [heads, urgent, last] = await Promise.all([
+      Promise.all(fronts.map((list) => client.lindex(list, 0))),
+      client.zrange(k.prio, 0, 0),
+      client.zrange(k.prio, -1, -1),
+    ]);
+    const ids = new Set<string>([...heads.filter((id): id is string => id !== null), ...urgent, ...last]);
     if (ids.size === 0) continue;
     const list = [...ids];
     const records = await client.hmget(k.jobs, ...list);
