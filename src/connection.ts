@@ -13,6 +13,7 @@ import { RedisConfigError, ValidationError } from './errors.js';
 import { untilClosed } from './in-flight.js';
 import type { ClusterSeed, ConnectionOption, Logger } from './options.js';
 import type { RedisClient } from './scripts.js';
+import { evictionProblem } from './server-info.js';
 import { show } from './validate.js';
 
 export interface Connection {
@@ -190,7 +191,7 @@ async function runChecks(client: RedisClient, strict: boolean, logger: Logger): 
     return;
   }
   if (policy !== undefined && policy !== 'noeviction') {
-    const message = `maxmemory-policy is ${policy}: when Redis reaches maxmemory it may evict queued jobs, which would be lost. Set maxmemory-policy noeviction.`;
+    const message = evictionProblem(policy) as string;
     if (strict) throw new RedisConfigError(message);
     logger.warn(`surety: WARNING ${message}`);
   }

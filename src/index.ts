@@ -50,7 +50,10 @@ export type {
   GroupPage,
   RateLimit,
 } from './queue/flow-control.js';
+export type { QueueStats, SearchOptions, SearchResult } from './queue/insights.js';
+export { MAX_METRICS_RETENTION_MS } from './queue/metrics-history.js';
 export { Queue } from './queue/queue.js';
+export type { ListOptions } from './queue/reads.js';
 export {
   type RepartitionOptions,
   type RepartitionResult,
@@ -58,6 +61,7 @@ export {
 } from './queue/repartition.js';
 export type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './queue/schedule-timing.js';
 export type { RecoveredJobs } from './recovery.js';
+export { type ServerInfo, type ServerWarning, serverInfo } from './server-info.js';
 export type { TracerProviderLike } from './telemetry/api.js';
 export type { AttemptOutcome, TelemetryOption } from './telemetry/tracing.js';
 export type {

@@ -218,14 +218,16 @@ export interface JobCounts {
 
 /** Per-minute outcome counts of a queue (queue.metrics()). */
 export interface QueueMetrics {
-  /** Width of a bucket: one minute. */
+  /** Width of a bucket: one minute unless asked otherwise (`bucketMs`). */
   bucketMs: number;
-  /** One bucket per minute of the window, oldest first, empty minutes included. */
+  /** One bucket per `bucketMs` of the window, oldest first, empty ones included. */
   buckets: { at: number; completed: number; failed: number; dead: number }[];
   /** Totals over the window: completed jobs, failed attempts (retried or not), jobs that ended dead. */
   completed: number;
   failed: number;
   dead: number;
+  /** How long the counters are kept (queue.setMetricsRetention; default one hour). */
+  retentionMs: number;
 }
 
 export interface WorkerDescription {

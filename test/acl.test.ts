@@ -210,6 +210,9 @@ describe('a monitor (read-only) user with the documented rules', () => {
     expect(await queue.counts()).toMatchObject({ waiting: 1, delayed: 1 });
     expect(await queue.getJob(id)).toMatchObject({ state: 'waiting', data: { n: 7 } });
     expect(await queue.getJobs('waiting')).toHaveLength(1);
+    expect(await queue.getJobs('delayed', { order: 'desc' })).toHaveLength(1);
+    expect((await queue.search({ field: 'n', value: 7 })).jobs.map((j) => j.id)).toEqual([id]);
+    expect((await queue.stats()).oldestWaiting?.id).toBe(id);
     expect((await queue.metrics()).completed).toBe(0);
     expect(await queue.workers()).toEqual([]);
     expect(await queue.schedules()).toHaveLength(1);
@@ -231,6 +234,9 @@ describe('a monitor (read-only) user with the documented rules', () => {
     const res = await dashboard.fetch(new Request('http://127.0.0.1/api/queues'));
     expect(res.status).toBe(200);
     expect(JSON.stringify(await res.json())).toContain(name);
+    // The Redis panel: CONFIG is not granted, so appendfsync is unknown and said so.
+    const redis = await (await dashboard.fetch(new Request('http://127.0.0.1/api/redis'))).json();
+    expect(redis.warnings.map((w: { code: string }) => w.code)).toContain('CONFIG_UNREADABLE');
     const metrics = await dashboard.fetch(new Request('http://127.0.0.1/metrics'));
     expect(await metrics.text()).toContain(`surety_jobs{queue="${name}",state="waiting"} 1`);
   });

@@ -2,12 +2,13 @@
  * The dashboard page in a real headless Chromium (Debian's /usr/bin/chromium through playwright-core;
  * CI installs it with `apt-get install -y chromium`): the live overview with its per-queue charts, a dead
  * job opened, retried and completed by a worker, an XSS payload in job data shown as text, and the dead
- * tab cleaned. With SURETY_SCREENSHOT=1 it also refreshes docs/dashboard.png (the README's picture).
+ * tab cleaned. Screenshots go to a temp dir; docs/dashboard*.png come from `npm run screenshots`.
  */
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { fileURLToPath } from 'node:url';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDashboard, type Dashboard, toNodeListener } from '../src/dashboard/index.js';
@@ -16,7 +17,7 @@ import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const XSS = '<script>alert(1)</script><img src=x onerror=alert(2)>';
-const SCREENSHOT = fileURLToPath(new URL('../docs/dashboard.png', import.meta.url));
+const shots = mkdtempSync(join(tmpdir(), 'surety-e2e-'));
 
 const fx = useRedis();
 
@@ -60,6 +61,7 @@ suite(`dashboard page in headless Chromium (${CHROMIUM}; skipped only when it is
   });
 
   afterAll(async () => {
+    rmSync(shots, { recursive: true, force: true });
     await browser?.close();
     await worker?.close();
     for (const q of queues) await q.close();
@@ -120,13 +122,9 @@ suite(`dashboard page in headless Chromium (${CHROMIUM}; skipped only when it is
     expect(await page.locator('tr[data-queue] svg').count()).toBe(
       2 * (await page.locator('tr[data-queue]').count()),
     );
-    // The README's screenshot: refreshed on demand (SURETY_SCREENSHOT=1), so test runs leave the tree clean.
-    const shot = await page.screenshot({ fullPage: true });
+    // A screenshot renders; the README's pictures come from `npm run screenshots` (tests never write docs/).
+    const shot = await page.screenshot({ fullPage: true, path: join(shots, 'overview.png') });
     expect(shot.length).toBeGreaterThan(1_000);
-    if (process.env.SURETY_SCREENSHOT === '1') {
-      mkdirSync(fileURLToPath(new URL('../docs/', import.meta.url)), { recursive: true });
-      writeFileSync(SCREENSHOT, shot);
-    }
 
     await row.locator('[data-count="dead"] a').click();
     await page.locator(`tr[data-job="${id}"] a`).click();

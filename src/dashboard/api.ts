@@ -3,7 +3,8 @@
  *
  *   GET  /api/queues                              name, counts, paused, workers of every queue
  *   GET  /api/queues/:q                           the same for one queue
- *   GET  /api/queues/:q/jobs?state=&offset=&limit=   offset <= 10 000, limit 1 to 500 (default 50)
+ *   GET  /api/queues/:q/jobs?state=&offset=&limit=&order=   offset <= 10 000, limit 1 to 500 (default 50);
+ *        order=desc: newest first; active jobs carry the `worker` running them
  *   GET  /api/queues/:q/jobs/:id
  *   GET  /api/queues/:q/jobs/:id/explain           why it is not running (queue.explain)
  *   GET  /api/queues/:q/batches/:id                a batch's progress (queue.batch); 404 ERR_BATCH_NOT_FOUND
@@ -14,6 +15,7 @@
  *   POST /api/queues/:q/clean?state=completed|dead&olderThanMs=   removes old finished jobs (10 000 max)
  *   POST /api/queues/:q/drain?blocked=1          deletes every waiting and delayed (and blocked) job (queue.drain)
  *   groups, limits, group-limits, rate-limit: see flow-api.ts
+ *   search, stats, bulk, metrics-retention, /api/redis: see ops-api.ts
  *
  * Errors are `{ error: { code, message } }`: 404 ERR_JOB_NOT_FOUND, 409 ERR_INVALID_STATE, 400 for
  * validation (ERR_INVALID_OPTION...), 405 for a known path with the wrong method.
@@ -24,6 +26,7 @@ import { isJobState, JOB_STATES } from '../states.js';
 import type { JobState } from '../types.js';
 import { FLOW_ROUTES, flowApi } from './flow-api.js';
 import { HttpError, json, method } from './http.js';
+import { OPS_ROUTES, opsApi } from './ops-api.js';
 import type { QueueRegistry } from './queues.js';
 
 const JOB_ACTIONS = ['retry', 'remove', 'promote', 'cancel'] as const;
@@ -70,6 +73,10 @@ function segments(path: string): string[] {
 /** Answers `path` (already stripped of the base path, starting with /api/). POSTs are authorised by the caller. */
 export async function handleApi(req: Request, path: string, queues: QueueRegistry): Promise<Response> {
   const [api, root, name, sub, id, action, ...rest] = segments(path);
+  if (api === 'api' && root === 'redis' && name === undefined) {
+    method(req, 'GET');
+    return json(await queues.redisInfo());
+  }
   if (api !== 'api' || root !== 'queues' || rest.length > 0) throw notFound(path);
   if (name === undefined) {
     method(req, 'GET');
@@ -98,9 +105,18 @@ async function queueApi(
     // Bounded: a page costs O(limit) in Redis for one partition, O(offset + limit) per partition else.
     const offset = intParam(params, 'offset', 0, MAX_OFFSET) ?? 0;
     const limit = intParam(params, 'limit', 1, MAX_LIMIT) ?? 50;
-    const jobs = await queue.getJobs(state, { offset, limit });
+    const order = params.get('order') ?? 'asc';
+    if (order !== 'asc' && order !== 'desc')
+      throw new ValidationError(`order must be asc or desc, got ${JSON.stringify(order.slice(0, 40))}`);
+    const jobs = await queue.getJobs(state, { offset, limit, order });
     const counts = await queue.counts();
-    return json({ queue: name, state, offset, limit, total: counts[state], jobs });
+    const page = { queue: name, state, order, offset, limit, total: counts[state], jobs };
+    if (state !== 'active') return json(page);
+    // Which worker runs each active job: from the workers' heartbeats (queue.workers()).
+    const by = new Map<string, { id: string; host: string; pid: number }>();
+    for (const w of await queue.workers())
+      for (const id of w.activeJobIds) by.set(id, { id: w.id, host: w.host, pid: w.pid });
+    return json({ ...page, jobs: jobs.map((j) => ({ ...j, worker: by.get(j.id) ?? null })) });
   }
   if (sub === 'jobs' && id !== undefined && action === undefined) {
     method(req, 'GET');
@@ -125,6 +141,8 @@ async function queueApi(
     if (!batch) throw new HttpError(404, 'ERR_BATCH_NOT_FOUND', `batch ${JSON.stringify(id)} does not exist`);
     return json({ queue: name, ...batch });
   }
+  if ((OPS_ROUTES as readonly string[]).includes(sub))
+    return opsApi(req, params, queue, name, sub as (typeof OPS_ROUTES)[number], id);
   if ((FLOW_ROUTES as readonly string[]).includes(sub)) {
     return flowApi(req, params, queue, name, sub as (typeof FLOW_ROUTES)[number], id);
   }
@@ -141,7 +159,14 @@ async function queueApi(
     method(req, 'GET');
     // queue.metrics validates the window (60 000 to 3 600 000 ms): a bad one answers 400.
     const windowMs = intParam(params, 'windowMs', 0, Number.MAX_SAFE_INTEGER);
-    return json({ queue: name, ...(await queue.metrics(windowMs === undefined ? {} : { windowMs })) });
+    const bucketMs = intParam(params, 'bucketMs', 0, Number.MAX_SAFE_INTEGER);
+    return json({
+      queue: name,
+      ...(await queue.metrics({
+        ...(windowMs === undefined ? {} : { windowMs }),
+        ...(bucketMs === undefined ? {} : { bucketMs }),
+      })),
+    });
   }
   if (sub === 'clean') {
     method(req, 'POST');

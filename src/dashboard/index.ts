@@ -16,6 +16,7 @@ import { setMaxListeners } from 'node:events';
 import type { Registry } from 'prom-client';
 import { ValidationError } from '../errors.js';
 import type { ConnectionOption } from '../options.js';
+import { MAX_METRICS_RETENTION_MS } from '../queue/metrics-history.js';
 import { checkTimerMs } from '../validate.js';
 import { handleApi, isMutation } from './api.js';
 import { errorResponse, HttpError, json, withSecurityHeaders } from './http.js';
@@ -67,6 +68,11 @@ export interface DashboardOptions {
    * Bearer token only. Default: on when `auth` is given; it cannot be turned on without `auth`.
    */
   producerApi?: boolean;
+  /**
+   * Keep every listed queue's per-minute metrics this long (queue.setMetricsRetention: whole minutes,
+   * up to 7 days), applied once per queue when the dashboard first lists it. Default: leave it as set.
+   */
+  metricsRetentionMs?: number;
 }
 
 export interface Dashboard {
@@ -125,9 +131,19 @@ function checkOptions(
   return { basePath, eventsIntervalMs };
 }
 
+function checkRetention(ms: number | undefined): number | undefined {
+  if (ms === undefined) return undefined;
+  if (!Number.isInteger(ms) || ms < 60_000 || ms > MAX_METRICS_RETENTION_MS || ms % 60_000 !== 0)
+    throw new ValidationError(
+      `metricsRetentionMs must be a whole number of minutes from 60000 to ${MAX_METRICS_RETENTION_MS} ms, got ${String(ms)}`,
+    );
+  return ms;
+}
+
 export function createDashboard(opts: DashboardOptions = {}): Dashboard {
   const { basePath, eventsIntervalMs } = checkOptions(opts);
   const queues = new QueueRegistry(opts.connection, opts.prefix);
+  queues.metricsRetentionMs = checkRetention(opts.metricsRetentionMs);
   const registry = queueMetrics(queues, opts.registry);
   const csrf = new Csrf();
   const closing = new AbortController();

@@ -15,9 +15,13 @@ import { JOB_STATES } from '../states.js';
 export const SCRIPT_FILES = [
   'state.js',
   'dom.js',
+  'times.js',
   'charts.js',
   'api.js',
+  'redis-panel.js',
   'overview.js',
+  'jobs-table.js',
+  'search-view.js',
   'queue-view.js',
   'groups-view.js',
   'job-view.js',
@@ -51,11 +55,11 @@ body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-s
 header { display:flex; align-items:center; gap:16px; padding:10px 20px; background:#151a26; color:#fff; }
 header a { color:#fff; text-decoration:none; font-weight:600; font-size:16px; }
 header .live { margin-left:auto; font-size:12px; color:#9fb0d0; }
-main { padding:16px 20px; max-width:1200px; }
-h1 { font-size:20px; margin:8px 0 12px; } h2 { font-size:15px; margin:20px 0 8px; }
+main { padding:16px 20px; max-width:1400px; }
+h1 { font-size:20px; margin:8px 0 12px; overflow-wrap:anywhere; } h2 { font-size:15px; margin:20px 0 8px; }
 table { border-collapse:collapse; width:100%; background:#fff; border:1px solid var(--line); }
-th, td { text-align:left; padding:6px 10px; border-bottom:1px solid var(--line); vertical-align:top; }
-th { font-weight:600; color:var(--muted); font-size:12px; text-transform:uppercase; letter-spacing:.03em; }
+th, td { text-align:left; padding:6px 8px; border-bottom:1px solid var(--line); vertical-align:top; }
+th { font-weight:600; color:var(--muted); font-size:12px; text-transform:uppercase; letter-spacing:.02em; white-space:nowrap; }
 td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
 a { color:var(--accent); }
 .badge { display:inline-block; padding:1px 7px; border-radius:10px; font-size:12px; background:var(--line); }
@@ -75,7 +79,21 @@ dt { color:var(--muted); } dd { margin:0; }
 .flash.bad { background:#fde4e1; color:var(--bad); }
 td.spark, #queues th, #queues td:first-child { white-space:nowrap; } .chart { vertical-align:middle; background:#fbfcfe; }
 .chart rect { fill:var(--accent); } .chart.failure rect { fill:var(--bad); } .chart .axis { stroke:var(--line); }
-.muted { color:var(--muted); } .err { border-left:3px solid var(--bad); padding-left:10px; margin:10px 0; }
+.muted { color:var(--muted); } p, .err div, li { overflow-wrap:anywhere; } .err { border-left:3px solid var(--bad); padding-left:10px; margin:10px 0; }
+.scroll { overflow-x:auto; max-width:100%; -webkit-overflow-scrolling:touch; }
+.flash.notice { background:#fdf1dc; color:#7a5212; } .flash.warning { border-left:4px solid var(--bad); }
+dl.facts { grid-template-columns:repeat(auto-fill, minmax(110px, max-content) minmax(170px, 1fr)); }
+dd { min-width:0; overflow-wrap:anywhere; } td.wrap { overflow-wrap:anywhere; min-width:14em; max-width:28em; }
+td.id { overflow-wrap:anywhere; min-width:6em; } td.pick, th.pick { width:1px; } td.row-actions { white-space:nowrap; } td.row-actions button { padding:2px 8px; font-size:12px; }
+#range button.on { background:var(--accent); color:#fff; border-color:var(--accent); }
+time { text-decoration:underline dotted var(--line); }
+@media (max-width: 600px) {
+  header { padding:8px 10px; gap:8px; flex-wrap:wrap; } header .live { margin-left:0; }
+  main { padding:10px; } h1 { font-size:18px; }
+  input { min-width:0; flex:1 1 140px; } .bar { gap:6px; }
+  dl, dl.facts { grid-template-columns:max-content minmax(0, 1fr); }
+  td.wrap { white-space:nowrap; max-width:none; }
+}
 `;
 
 export function renderPage(o: PageOptions): string {
@@ -92,7 +110,7 @@ export function renderPage(o: PageOptions): string {
 <style nonce="${attr(o.nonce)}">${CSS}</style>
 </head>
 <body>
-<header><a href="#/">Surety</a><span class="muted">${o.readOnly ? 'read-only' : ''}</span><span class="live" id="live">connecting...</span></header>
+<header><a href="#/">Surety</a><span class="muted">${o.readOnly ? 'read-only' : ''}</span><span class="live"><span id="tz" title="every time on this page is UTC; relative times show it on hover">times in UTC</span> &middot; <span id="live">connecting...</span></span></header>
 <main><div id="flash" class="flash" role="status"></div><div id="view"></div></main>
 <script type="module" nonce="${attr(o.nonce)}">${PAGE_SCRIPT}</script>
 </body>

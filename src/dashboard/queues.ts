@@ -10,6 +10,7 @@ import type { ConnectionOption } from '../options.js';
 import type { BulkOutcome } from '../queue/bulk.js';
 import { discoverQueues } from '../queue/discover.js';
 import { Queue } from '../queue/queue.js';
+import { type ServerInfo, serverInfo } from '../server-info.js';
 import type { JobCounts } from '../types.js';
 
 export interface QueueOverview {
@@ -35,6 +36,8 @@ interface Entry {
   /** Requests using it now: an evicted Queue is closed only once this is 0. */
   users: number;
   evicted: boolean;
+  /** Whether the dashboard's metricsRetentionMs was applied to this queue (once per Queue object). */
+  retention: Promise<void> | null;
 }
 
 export class QueueRegistry {
@@ -90,6 +93,7 @@ export class QueueRegistry {
       }),
       users: 0,
       evicted: false,
+      retention: null,
     };
     this.queues.set(name, entry);
     for (const [oldest, old] of this.queues) {
@@ -114,7 +118,18 @@ export class QueueRegistry {
     return this.discovered.names;
   }
 
+  /** Set by createDashboard's metricsRetentionMs: applied to each queue when it is first listed. */
+  metricsRetentionMs: number | undefined;
+
   overview(name: string): Promise<QueueOverview> {
+    const entry = this.entry(name);
+    if (this.metricsRetentionMs !== undefined && entry.retention === null) {
+      entry.retention = entry.queue.setMetricsRetention(this.metricsRetentionMs);
+      // A failure (Redis away) is tried again at the next listing.
+      entry.retention.catch(() => {
+        entry.retention = null;
+      });
+    }
     return this.use(name, async (queue) => {
       const [counts, paused, workers] = await Promise.all([
         queue.counts(),
@@ -160,6 +175,11 @@ export class QueueRegistry {
     max = CLEAN_MAX,
   ): Promise<{ removed: number; more: boolean }> {
     return this.use(name, (queue) => queue.clean(state, { olderThanMs, limit: max }));
+  }
+
+  /** The Redis server's version, memory, clients, persistence and the warnings of serverInfo(). */
+  async redisInfo(): Promise<ServerInfo | null> {
+    return serverInfo(this.conn.client);
   }
 
   async close(): Promise<void> {

@@ -63,11 +63,14 @@ export async function runJobScript(
  * Deletes completed or dead jobs that finished more than `olderThanMs` ago (Redis clock; 0: all),
  * oldest first, atomically per batch of up to 1 000, at most `limit` in all (default 10 000).
  */
+export type CleanOptions = { olderThanMs?: number; limit?: number };
+export type CleanOutcome = { removed: number; more: boolean };
+
 export async function cleanJobs(
   ctx: QueueContext,
   state: 'completed' | 'dead',
-  opts: { olderThanMs?: number; limit?: number },
-): Promise<{ removed: number; more: boolean }> {
+  opts: CleanOptions,
+): Promise<CleanOutcome> {
   if (state !== 'completed' && state !== 'dead') {
     throw new ValidationError(`clean takes the state 'completed' or 'dead', got ${show(state)}`);
   }

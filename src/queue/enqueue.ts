@@ -69,7 +69,18 @@ export async function addJob(
   );
 }
 
-/** Adds up to MAX_BULK jobs; see Queue.addBulk for what a refused call leaves. */
+/**
+ * Adds up to MAX_BULK (10 000) jobs (queue.addBulk), in order; an id given twice (or one that exists)
+ * is reported with `isNew: false` and written once. Each partition's share is one atomic script call.
+ *
+ * A refused call writes nothing: every item is validated (options, data, routing) before anything is
+ * sent, and each partition's script checks every parent and the queue's layout before its first
+ * write. In a partitioned queue with jobs in more than one partition, every partition is checked
+ * first and written only when all passed. What remains in that case: a parent removed (or trimmed by
+ * retention), or a repartition started, between the check and the writes makes that partition's
+ * write fail after the others succeeded; as after an `ERR_CONNECTION`, calling again with the same
+ * explicit ids is safe (ids that exist are not written twice).
+ */
 export async function addJobs(
   ctx: QueueContext,
   items: readonly { data: unknown; opts?: JobOptions }[],

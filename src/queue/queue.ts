@@ -6,7 +6,8 @@
  *   enqueue.ts    add, addBulk: validation, routing to partitions, add.lua, WAIT for replicas
  *   batches.ts    addBatch, batch: jobs counted together, with a callback job when all finished
  *   wait-for.ts   waitFor (done channel, no polling)
- *   reads.ts      getJob, getJobs, counts, metrics, workers
+ *   reads.ts      getJob, getJobs, counts, exists, workers (insights.ts: search, stats;
+ *                 metrics-history.ts: metrics and their retention)
  *   explain.ts    explain: why a job is where it is
  *   admin.ts      retry, remove, promote, cancel, clean, pause/resume, global concurrency, recovery
  *   flow-control.ts  stored rate limit, group limits, the list of groups
@@ -15,13 +16,12 @@
  *   schedules.ts  schedule, schedules, unschedule (timing in schedule-timing.ts)
  *   events.ts     events() (and the QueueEvents class)
  *
- * Holds no state besides its connections and layout.
+ * Holds no state besides its connections and layout (opener.ts).
  */
-import { type Connection, checkServer, closeConnection, connect } from '../connection.js';
-import { ClosedError } from '../errors.js';
+import { type Connection, closeConnection, connect } from '../connection.js';
 import { type QueueKeys, queueKeys } from '../keys.js';
 import { type QueueOptions, type ResolvedQueueOptions, resolveQueueOptions } from '../options.js';
-import { Layout, resolveLayout } from '../partitions.js';
+import type { Layout } from '../partitions.js';
 import type { RecoveredJobs } from '../recovery.js';
 import type { RedisClient } from '../scripts.js';
 import type {
@@ -56,8 +56,17 @@ import {
   setGroupLimits,
   setRateLimit,
 } from './flow-control.js';
+import {
+  type QueueStats,
+  queueStats,
+  type SearchOptions,
+  type SearchResult,
+  searchJobs,
+} from './insights.js';
 import * as edits from './job-edits.js';
-import { countJobs, listJobs, listWorkers, queueExists, readJob, readMetrics } from './reads.js';
+import { readMetrics, setMetricsRetention } from './metrics-history.js';
+import { LayoutOpener } from './opener.js';
+import { countJobs, type ListOptions, listJobs, listWorkers, queueExists, readJob } from './reads.js';
 import type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './schedule-timing.js';
 import { listSchedules, removeSchedule, upsertSchedule } from './schedules.js';
 import { JobWaiter } from './wait-for.js';
@@ -66,20 +75,16 @@ export class Queue<Data = unknown, Result = unknown> {
   readonly name: string;
   readonly options: ResolvedQueueOptions;
   private readonly conn: Connection;
-  /** Known at construction for a numeric `partitions`; read from Redis on first use for 'auto'. */
-  private layout: Layout | null;
-  private opened: Promise<Layout> | null = null;
-  private closed = false;
+  private readonly opener: LayoutOpener;
   private readonly ctx: QueueContext;
   private readonly waiter: JobWaiter;
 
   constructor(name: string, opts: QueueOptions = {}) {
     this.name = checkQueueName(name);
     this.options = resolveQueueOptions(opts);
-    const { prefix, partitions } = this.options;
-    checkQueueAddress(prefix, name);
-    this.layout = partitions === 0 ? null : new Layout(prefix, name, partitions);
+    checkQueueAddress(this.options.prefix, name);
     this.conn = connect(opts.connection, 'queue');
+    this.opener = new LayoutOpener(this.name, this.options, this.conn);
     this.ctx = { name: this.name, options: this.options, client: this.conn.client, open: () => this.open() };
     this.waiter = new JobWaiter(this.ctx);
   }
@@ -91,31 +96,17 @@ export class Queue<Data = unknown, Result = unknown> {
 
   /** Keys of partition 0: the queue's only keys when it is not partitioned. */
   get keys(): QueueKeys {
-    return this.layout?.parts[0] ?? queueKeys(this.options.prefix, this.name);
+    return this.opener.layout?.parts[0] ?? queueKeys(this.options.prefix, this.name);
   }
 
   /** The number of partitions (for `partitions: 'auto'`, known once the queue has been used). */
   get partitions(): number {
-    return this.layout?.count ?? 0;
+    return this.opener.layout?.count ?? 0;
   }
 
   /** Checks the server and the partition count once (again after a failure), and returns the layout. */
   private open(): Promise<Layout> {
-    if (this.closed) return Promise.reject(new ClosedError(`Queue ${this.name}`));
-    if (!this.opened) {
-      const opening = (async () => {
-        await checkServer(this.conn.client, this.options.strict, this.options.logger);
-        const { prefix, partitions } = this.options;
-        this.layout = await resolveLayout(this.conn.client, prefix, this.name, partitions);
-        return this.layout;
-      })();
-      // A failed open (server unreachable, count refused) is tried again by the next call.
-      opening.catch(() => {
-        if (this.opened === opening) this.opened = null;
-      });
-      this.opened = opening;
-    }
-    return this.opened;
+    return this.opener.open();
   }
 
   // ---- producing -----------------------------------------------------------------------------
@@ -127,15 +118,7 @@ export class Queue<Data = unknown, Result = unknown> {
 
   /**
    * Adds up to MAX_BULK (10 000) jobs, in order; an id given twice (or one that exists) is reported with
-   * `isNew: false` and written once. Each partition's share is written by one atomic script call.
-   *
-   * A refused call writes nothing: every item is validated (options, data, routing) before anything is
-   * sent, and each partition's script checks every parent and the queue's layout before its first
-   * write. In a partitioned queue with jobs in more than one partition, every partition is checked
-   * first and written only when all passed. What remains in that case: a parent removed (or trimmed by
-   * retention), or a repartition started, between the check and the writes makes that partition's
-   * write fail after the others succeeded; as after an `ERR_CONNECTION`, calling again with the same
-   * explicit ids is safe (ids that exist are not written twice).
+   * `isNew: false` and written once. A refused call writes nothing (what remains: addJobs, enqueue.ts).
    */
   addBulk(items: readonly { data: Data; opts?: JobOptions }[]): Promise<AddedJob[]> {
     return addJobs(this.ctx, items);
@@ -173,14 +156,21 @@ export class Queue<Data = unknown, Result = unknown> {
   }
 
   /**
-   * Jobs in one state, oldest first (waiting: ungrouped ones in claim order, then each group's), paged.
-   * With `group` (state waiting only): that group's waiting jobs in claim order.
+   * Jobs in one state, oldest first (waiting: ungrouped ones in claim order, then each group's), paged;
+   * `order: 'desc'`: newest first. With `group` (state waiting only): that group's waiting jobs.
    */
-  getJobs(
-    state: JobState,
-    opts: { offset?: number; limit?: number; group?: string } = {},
-  ): Promise<JobInfo<Data, Result>[]> {
+  getJobs(state: JobState, opts: ListOptions = {}): Promise<JobInfo<Data, Result>[]> {
     return listJobs<Data, Result>(this.ctx, state, opts);
+  }
+
+  /** Jobs of one state whose data matches `text` or `field`/`value`, newest first; scans at most `scan`. */
+  search(opts: SearchOptions): Promise<SearchResult<Data, Result>> {
+    return searchJobs<Data, Result>(this.ctx, opts);
+  }
+
+  /** Latency (the oldest waiting job's age) and throughput (per minute, last 5 minutes). */
+  stats(): Promise<QueueStats> {
+    return queueStats(this.ctx);
   }
 
   async counts(): Promise<JobCounts> {
@@ -193,11 +183,16 @@ export class Queue<Data = unknown, Result = unknown> {
   }
 
   /**
-   * Completed jobs, failed attempts and dead jobs per minute over the last `windowMs` (at most an hour),
-   * on Redis's clock: what dashboards chart as throughput and failure rate.
+   * Completed jobs, failed attempts and dead jobs per `bucketMs` (default a minute) over the last
+   * `windowMs` (default an hour, within setMetricsRetention), on Redis's clock: throughput, failure rate.
    */
-  metrics(opts: { windowMs?: number } = {}): Promise<QueueMetrics> {
+  metrics(opts: { windowMs?: number; bucketMs?: number } = {}): Promise<QueueMetrics> {
     return readMetrics(this.ctx, opts);
+  }
+
+  /** Keeps metrics for `retentionMs` (whole minutes, up to 7 days; default 1 h), in Redis, for every process. */
+  setMetricsRetention(retentionMs: number): Promise<void> {
+    return setMetricsRetention(this.ctx, retentionMs);
   }
 
   /**
@@ -268,7 +263,7 @@ export class Queue<Data = unknown, Result = unknown> {
   async obliterate(opts: { force?: boolean } = {}): Promise<void> {
     await edits.obliterate(this.ctx, opts);
     // The partition count was deleted with the rest: the next call records it again.
-    this.opened = null;
+    this.opener.forget();
   }
 
   /**
@@ -290,10 +285,7 @@ export class Queue<Data = unknown, Result = unknown> {
    * oldest first, atomically per batch of up to 1 000, at most `limit` in all (default 10 000).
    * Resolves with how many went and whether old ones remain.
    */
-  clean(
-    state: 'completed' | 'dead',
-    opts: { olderThanMs?: number; limit?: number } = {},
-  ): Promise<{ removed: number; more: boolean }> {
+  clean(state: 'completed' | 'dead', opts: admin.CleanOptions = {}): Promise<admin.CleanOutcome> {
     return admin.cleanJobs(this.ctx, state, opts);
   }
 
@@ -406,8 +398,8 @@ export class Queue<Data = unknown, Result = unknown> {
   }
 
   async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
+    if (this.opener.closed) return;
+    this.opener.closed = true;
     await this.waiter.close();
     await closeConnection(this.conn);
   }

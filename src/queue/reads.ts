@@ -8,14 +8,16 @@
 import { ValidationError } from '../errors.js';
 import { settling } from '../in-flight.js';
 import { annexFields, annexOf, decodeRecord } from '../job-record.js';
-import { groupKeys, type QueueKeys, storedKeys } from '../keys.js';
+import { groupKeys, storedKeys } from '../keys.js';
 import type { Layout } from '../partitions.js';
 import { serverNow } from '../redis-clock.js';
 import type { RedisClient } from '../scripts.js';
 import { isJobState, JOB_STATES } from '../states.js';
-import type { JobCounts, JobInfo, JobState, QueueMetrics, WorkerDescription } from '../types.js';
-import { checkCallOptions, checkInt, checkLabel } from '../validate.js';
+import type { JobCounts, JobInfo, JobState, WorkerDescription } from '../types.js';
+import { checkCallOptions, checkInt, checkLabel, show } from '../validate.js';
 import type { QueueContext } from './context.js';
+import { idsOf, poolIds, readMany } from './job-ids.js';
+import { listNewest } from './reads-newest.js';
 
 /** The partition holding job `id` (its home first, then the others), or -1 if none does. */
 export async function locate(rawClient: RedisClient, layout: Layout, id: string): Promise<number> {
@@ -57,105 +59,34 @@ export async function readJob<D, R>(
   return null;
 }
 
-/**
- * Waiting ids of one pool (the queue's list and prio zset, or a group's) in claim order: priorities
- * < 0 (prio scores < 0), then the list, then priorities > 0. Each part is read from its own offset, so
- * a page replies n ids whatever the offset (never the ids before it). `total`: the pool's size.
- */
-async function poolIds(
-  client: RedisClient,
-  waiting: string,
-  prio: string,
-  offset: number,
-  n: number,
-): Promise<{ list: string[]; total: number }> {
-  const [urgent, listed, all] = await Promise.all([
-    client.zcount(prio, '-inf', '(0'),
-    client.llen(waiting),
-    client.zcard(prio),
-  ]);
-  const list: string[] = [];
-  let skip = offset;
-  if (skip < urgent) list.push(...(await client.zrangebyscore(prio, '-inf', '(0', 'LIMIT', skip, n)));
-  skip = Math.max(0, skip - urgent);
-  if (list.length < n && skip < listed)
-    list.push(...(await client.lrange(waiting, skip, skip + n - list.length - 1)));
-  skip = Math.max(0, skip - listed);
-  if (list.length < n)
-    list.push(...(await client.zrangebyscore(prio, 0, '+inf', 'LIMIT', skip, n - list.length)));
-  return { list: list.slice(0, n), total: listed + all };
+/** Options of queue.getJobs. */
+export interface ListOptions {
+  offset?: number;
+  limit?: number;
+  /** One group's waiting jobs (state waiting only). */
+  group?: string;
+  /** 'asc' (default): oldest first, waiting in claim order; 'desc': newest first (the reverse). */
+  order?: 'asc' | 'desc';
 }
 
-/** Ids (with sort scores) of one state in one partition: the first `n`, in listing order. */
-async function idsOf(
-  client: RedisClient,
-  k: QueueKeys,
-  state: JobState,
-  offset: number,
-  n: number,
-): Promise<[string, number][]> {
-  if (state === 'waiting') {
-    // Ungrouped jobs first, then each group's, groups with the most waiting first (claims interleave
-    // the two, so this is an order to page through, not the exact claim order).
-    const ids = await poolIds(client, k.waiting, k.prio, offset, n);
-    let skip = Math.max(0, offset - ids.total);
-    for (let from = 0; ids.list.length < n; from += 100) {
-      const flat = await client.zrevrange(k.groupBacklog, from, from + 99, 'WITHSCORES');
-      if (flat.length === 0) break;
-      for (let i = 0; i < flat.length && ids.list.length < n; i += 2) {
-        const size = Number(flat[i + 1]);
-        if (skip >= size) {
-          skip -= size;
-          continue;
-        }
-        const g = groupKeys(k, flat[i] as string);
-        ids.list.push(...(await poolIds(client, g.waiting, g.prio, skip, n - ids.list.length)).list);
-        skip = 0;
-      }
-    }
-    // The position is the score, so partitions interleave.
-    return ids.list.slice(0, n).map((id, i) => [id, offset + i]);
-  }
-  if (state === 'blocked') {
-    // A hash has no order: blocked jobs are listed in id order.
-    return (await client.hkeys(k.deps))
-      .sort()
-      .slice(offset, offset + n)
-      .map((id) => [id, 0]);
-  }
-  const set = { delayed: k.delayed, active: k.active, completed: k.completed, dead: k.dead }[state];
-  // Scores below +inf: skips the active set's sentinel member.
-  const flat = await client.zrangebyscore(set, '-inf', '(+inf', 'WITHSCORES', 'LIMIT', offset, n);
-  const out: [string, number][] = [];
-  for (let i = 0; i < flat.length; i += 2) out.push([flat[i] as string, Number(flat[i + 1])]);
-  return out;
-}
-
-async function readMany<D, R>(client: RedisClient, k: QueueKeys, ids: string[]): Promise<JobInfo<D, R>[]> {
-  if (ids.length === 0) return [];
-  const [records, annex] = await Promise.all([
-    client.hmget(k.jobs, ...ids),
-    client.hmget(k.annex, ...ids.flatMap(annexFields)),
-  ]);
-  return ids.flatMap((id, i) => {
-    const rec = records[i];
-    return rec ? [decodeRecord<D, R>(id, rec, annexOf(annex, i))] : [];
-  });
-}
-
-/** Jobs in one state, oldest first (waiting: in claim order), paged, merged over the partitions. */
+/** Jobs in one state, oldest first (waiting: in claim order) or the reverse, paged, merged over the partitions. */
 export async function listJobs<D, R>(
   ctx: QueueContext,
   state: JobState,
-  opts: { offset?: number; limit?: number; group?: string },
+  opts: ListOptions,
 ): Promise<JobInfo<D, R>[]> {
-  checkCallOptions('getJobs options', opts, ['offset', 'limit', 'group']);
+  checkCallOptions('getJobs options', opts, ['offset', 'limit', 'group', 'order']);
   const offset = checkInt('offset', opts.offset ?? 0, 0);
   const limit = checkInt('limit', opts.limit ?? 100, 1, 10_000);
   const group = opts.group === undefined ? undefined : checkLabel('group', opts.group);
   if (group !== undefined && state !== 'waiting') {
     throw new ValidationError(`getJobs lists a group's jobs in state waiting only, got ${String(state)}`);
   }
+  const order = opts.order ?? 'asc';
+  if (order !== 'asc' && order !== 'desc') {
+    throw new ValidationError(`order must be 'asc' or 'desc', got ${show(order)}`);
+  }
+  if (order === 'desc') return listNewest<D, R>(ctx, state, offset, limit, group);
   const layout = await ctx.open();
   if (!isJobState(state)) {
     throw new ValidationError(`state must be one of ${JOB_STATES.join(', ')}, got ${String(state)}`);
@@ -216,29 +147,6 @@ export async function countJobs(rawClient: RedisClient, layout: Layout): Promise
     total.dead += dead;
   }
   return total;
-}
-
-/** Completed, failed and dead per minute over the last `windowMs` (at most an hour), Redis clock. */
-export async function readMetrics(ctx: QueueContext, opts: { windowMs?: number }): Promise<QueueMetrics> {
-  checkCallOptions('metrics options', opts, ['windowMs']);
-  const windowMs = checkInt('windowMs', opts.windowMs ?? 3_600_000, 60_000, 3_600_000);
-  const layout = await ctx.open();
-  const client = settling(ctx.client);
-  const nowMinute = Math.floor((await serverNow(client)) / 60_000);
-  const n = Math.ceil(windowMs / 60_000);
-  const minutes = Array.from({ length: n }, (_, i) => nowMinute - n + 1 + i);
-  const fields = minutes.flatMap((m) => [`${m}:c`, `${m}:f`, `${m}:x`]);
-  const perPart = await Promise.all(layout.parts.map((k) => client.hmget(k.stats, ...fields)));
-  const out: QueueMetrics = { bucketMs: 60_000, buckets: [], completed: 0, failed: 0, dead: 0 };
-  const sum = (i: number) => perPart.reduce((s, values) => s + Number(values[i] ?? 0), 0);
-  minutes.forEach((m, i) => {
-    const b = { at: m * 60_000, completed: sum(i * 3), failed: sum(i * 3 + 1), dead: sum(i * 3 + 2) };
-    out.buckets.push(b);
-    out.completed += b.completed;
-    out.failed += b.failed;
-    out.dead += b.dead;
-  });
-  return out;
 }
 
 /** Workers whose heartbeat has not expired (every worker beats in partition 0, see worker.ts). */

@@ -55,7 +55,7 @@ function connect() {
   var es = new EventSource(`${BASE}/api/events`);
   es.addEventListener('queues', (e) => {
     latest = JSON.parse(e.data).queues;
-    liveEl.textContent = `live ${new Date().toLocaleTimeString()}`;
+    liveEl.textContent = `live ${time(Date.now()).slice(11)}`;
     if (current === 'overview') {
       render();
       refreshCharts();
@@ -72,3 +72,4 @@ window.addEventListener('hashchange', () => {
 });
 render();
 connect();
+setInterval(refreshTimes, RELATIVE_MS);

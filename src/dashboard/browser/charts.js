@@ -1,7 +1,8 @@
 // @ts-check
 /**
  * The overview's per-queue charts: SVG bars built with createElementNS from numbers only, from
- * GET /api/queues/:q/metrics (refreshed every CHART_MS).
+ * GET /api/queues/:q/metrics over the chosen range (refreshed every CHART_MS), with each queue's
+ * stats (GET /api/queues/:q/stats) and the Redis panel's GET /api/redis.
  * One of the dashboard page's script files: page.ts joins them into one script (SCRIPT_FILES).
  */
 // A bar per bucket; values are numbers (null: no bar), scaled to max. label: the tooltip and aria-label.
@@ -38,14 +39,19 @@ function chart(kind, values, max, label) {
 function throughputChart(m) {
   var done = m.buckets.map((b) => Number(b.completed) || 0);
   var peak = Math.max.apply(null, done.concat([0]));
+  var per = m.bucketMs === 60000 ? 'min' : dur(m.bucketMs);
   return [
     chart(
       'throughput',
       done,
       peak,
-      `${Number(m.completed) || 0} completed in the last hour, peak ${peak}/min`,
+      `${Number(m.completed) || 0} completed in the last ${range}, peak ${peak}/${per}`,
     ),
-    el('span', { class: 'muted', 'data-total': 'completed', text: ` ${Number(m.completed) || 0}/h` }),
+    el('span', {
+      class: 'muted',
+      'data-total': 'completed',
+      text: range === '1h' ? ` ${Number(m.completed) || 0}/h` : ` ${Number(m.completed) || 0} in ${range}`,
+    }),
   ];
 }
 function failureChart(m) {
@@ -58,7 +64,7 @@ function failureChart(m) {
     f = Number(m.failed) || 0;
   var pct = c + f > 0 ? `${Math.round((f / (c + f)) * 1000) / 10}%` : '-';
   return [
-    chart('failure', rates, 1, `${f} failed of ${c + f} attempts in the last hour (${pct})`),
+    chart('failure', rates, 1, `${f} failed of ${c + f} attempts in the last ${range} (${pct})`),
     el('span', { class: 'muted', 'data-total': 'failure', text: ` ${pct}` }),
   ];
 }
@@ -68,18 +74,39 @@ function refreshCharts() {
   var names = latest.map((q) => q.name).filter((n) => stale || !(n in charts));
   if (names.length === 0) return;
   chartsBusy = true;
-  Promise.all(
-    names.map((n) =>
-      api(`/queues/${enc(n)}/metrics`).then(
-        (m) => {
-          charts[n] = m;
-        },
-        () => {
-          charts[n] = null;
-        },
-      ),
+  var r = RANGES[range];
+  Promise.all([
+    ...names.map((n) =>
+      Promise.all([
+        api(`/queues/${enc(n)}/metrics?windowMs=${r[0]}&bucketMs=${r[1]}`).then(
+          (m) => {
+            charts[n] = m;
+          },
+          () => {
+            charts[n] = null;
+          },
+        ),
+        api(`/queues/${enc(n)}/stats`).then(
+          (s) => {
+            stats[n] = s;
+          },
+          () => {
+            delete stats[n];
+          },
+        ),
+      ]),
     ),
-  ).then(() => {
+    stale
+      ? api('/redis').then(
+          (i) => {
+            redisInfo = i;
+          },
+          (err) => {
+            redisInfo = err;
+          },
+        )
+      : null,
+  ]).then(() => {
     chartsBusy = false;
     if (stale) chartsAt = Date.now();
     if (current === 'overview') render();

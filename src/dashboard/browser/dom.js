@@ -35,8 +35,12 @@ function svg(tag, attrs, ...children) {
   return e;
 }
 
-/** A table: one header row (column names, or th elements), then `rows` (tr elements). */
+/** A table: one header row (column names, or th elements), then `rows` (tr elements), in a scroll box. */
 function table(id, headers, rows) {
+  // Wrapped: a wide table scrolls inside its box, never the page (390 px phones).
+  return el('div', { class: 'scroll' }, table0(id, headers, rows));
+}
+function table0(id, headers, rows) {
   return el(
     'table',
     { id },

@@ -59,7 +59,7 @@ function groupsPanel(name, page, limits) {
       el('td', { class: 'num', text: g.waiting }),
       el('td', { class: 'num', text: g.active }),
       el('td', { text: limitsText(g.limits) }),
-      el('td', { text: g.parkedUntil ? time(g.parkedUntil) : '' }),
+      el('td', null, g.parkedUntil ? ago(g.parkedUntil) : ''),
     ),
   );
   return [
@@ -133,7 +133,7 @@ function groupView(name, group) {
                 { 'data-job': j.id },
                 el('td', null, el('a', { href: jobHref(name, j.id), text: j.id })),
                 el('td', { class: 'num', text: j.priority }),
-                el('td', { text: time(j.createdAt) }),
+                el('td', null, ago(j.createdAt)),
               ),
             ),
           ),

@@ -10,7 +10,12 @@ function jobView(name, id) {
     (x) => x.reasons,
     (err) => err,
   );
-  return Promise.all([api(base), why]).then(([j, reasons]) => {
+  // Which worker runs it (from the workers' heartbeats), shown for a running job.
+  var running = api(`/queues/${enc(name)}/workers`).then(
+    (r) => r.workers.filter((w) => w.activeJobIds.indexOf(id) >= 0)[0] || null,
+    () => null,
+  );
+  return Promise.all([api(base), why, running]).then(([j, reasons, worker]) => {
     var finished = j.state === 'completed' || j.state === 'dead';
     var fields = [
       ['state', badge(j.state)],
@@ -20,11 +25,22 @@ function jobView(name, id) {
       ['priority', j.priority],
       ['group', j.group ? el('a', { href: groupHref(name, j.group), text: j.group }) : ''],
       ['batch', j.batch ? el('a', { id: 'job-batch', href: batchHref(name, j.batch), text: j.batch }) : ''],
-      ['created', time(j.createdAt)],
-      ['run at', time(j.runAt)],
-      ['expires', time(j.expireAt)],
-      ['started', time(j.startedAt)],
-      ['finished', time(j.finishedAt)],
+      ['created', ago(j.createdAt)],
+      ['run at', ago(j.runAt)],
+      ['expires', ago(j.expireAt)],
+      ['started', ago(j.startedAt)],
+      [
+        j.state === 'active' ? 'running for' : 'finished',
+        j.state === 'active' && j.startedAt
+          ? el('span', { 'data-since': j.startedAt, text: dur(Date.now() - j.startedAt) })
+          : ago(j.finishedAt),
+      ],
+      [
+        'worker',
+        j.state === 'active' && worker
+          ? el('span', { id: 'job-worker', title: worker.id, text: `${worker.host}:${worker.pid}` })
+          : '',
+      ],
       ['depends on', j.dependsOn.join(', ')],
     ];
     var actions = el(
@@ -85,7 +101,7 @@ function jobView(name, id) {
             null,
             el('strong', { text: `attempt ${e.attempt}: ${e.name}${e.code ? ` [${e.code}]` : ''}` }),
             ' ',
-            el('span', { class: 'muted', text: time(e.at) }),
+            el('span', { class: 'muted' }, ago(e.at)),
           ),
           el('div', { text: e.message }),
           e.stack ? el('pre', { text: e.stack }) : null,
@@ -153,8 +169,8 @@ function batchView(name, id) {
       ['completed', b.completed],
       ['dead', b.dead],
       ['pending', b.pending],
-      ['created', time(b.createdAt)],
-      ['finished', time(b.finishedAt)],
+      ['created', ago(b.createdAt)],
+      ['finished', ago(b.finishedAt)],
       ['callback', b.callbackId ? jobLink(b.callbackId) : ''],
     ];
     return [

@@ -7,9 +7,12 @@
 function queueView(name, params) {
   var state = STATES.indexOf(params.get('state')) >= 0 ? params.get('state') : 'waiting';
   var offset = Math.max(0, parseInt(params.get('offset') || '0', 10) || 0);
+  var query = params.get('q') || '';
   return Promise.all([
     api(`/queues/${enc(name)}`),
-    api(`/queues/${enc(name)}/jobs?state=${state}&offset=${offset}&limit=${PAGE}`),
+    query
+      ? api(`/queues/${enc(name)}/search?state=${state}&${searchParams(query)}&scan=${SEARCH_SCAN}`)
+      : api(`/queues/${enc(name)}/jobs?state=${state}&order=desc&offset=${offset}&limit=${PAGE}`),
     api(`/queues/${enc(name)}/workers`),
     api(`/queues/${enc(name)}/schedules`),
     api(`/queues/${enc(name)}/groups?limit=20`),
@@ -32,32 +35,6 @@ function queueView(name, params) {
       },
       search,
       el('button', { type: 'submit', text: 'Open job' }),
-    );
-    var jobs = page.jobs.map((j) => {
-      var last = j.errors.length ? j.errors[j.errors.length - 1] : null;
-      return el(
-        'tr',
-        { 'data-job': j.id },
-        el('td', null, el('a', { href: jobHref(name, j.id), text: j.id })),
-        el('td', { class: 'num', text: `${j.attempts}/${j.maxAttempts}` }),
-        el('td', { text: time(j.createdAt) }),
-        el('td', { text: time(j.finishedAt || j.runAt) }),
-        el('td', { text: last ? last.message : '' }),
-      );
-    });
-    var pager = el(
-      'div',
-      { class: 'bar' },
-      offset > 0
-        ? el('a', { href: queueHref(name, state, Math.max(0, offset - PAGE)), text: '< newer' })
-        : null,
-      el('span', {
-        class: 'muted',
-        text: page.total === 0 ? 'none' : `${offset + 1}-${offset + page.jobs.length} of ${page.total}`,
-      }),
-      offset + PAGE < page.total
-        ? el('a', { href: queueHref(name, state, offset + PAGE), text: 'older >' })
-        : null,
     );
     return [
       el('h1', null, name, ' ', q.paused ? badge('paused') : null),
@@ -96,19 +73,10 @@ function queueView(name, params) {
           ),
         ),
       ),
+      dataSearch(name, state, query, q.counts[state]),
       cleanBar(name, state, page.total),
-      table(
-        'jobs',
-        [
-          'id',
-          'attempts',
-          'created',
-          state === 'completed' || state === 'dead' ? 'finished' : 'run at',
-          'last error',
-        ],
-        jobs,
-      ),
-      pager,
+      jobsTable(name, state, page.jobs),
+      query ? searchSummary(state, page) : pager(name, state, offset, page),
       el('h2', { text: `Workers (${workers.length})` }),
       workers.length === 0
         ? el('p', { class: 'muted', text: 'No live workers.' })
@@ -124,8 +92,8 @@ function queueView(name, params) {
                 el('td', { text: w.pid }),
                 el('td', { class: 'num', text: w.concurrency }),
                 el('td', { text: w.activeJobIds.join(', ') }),
-                el('td', { text: time(w.startedAt) }),
-                el('td', { text: time(w.lastBeat) }),
+                el('td', null, ago(w.startedAt)),
+                el('td', null, ago(w.lastBeat)),
               ),
             ),
           ),
@@ -142,7 +110,7 @@ function queueView(name, params) {
                 null,
                 el('td', { text: s.key }),
                 el('td', { text: s.cron ? `${s.cron} (${s.tz || 'UTC'})` : `every ${s.everyMs} ms` }),
-                el('td', { text: s.ended ? 'ended' : time(s.nextRunAt) }),
+                el('td', null, s.ended ? 'ended' : ago(s.nextRunAt)),
                 el('td', { text: s.limit === undefined ? String(s.count) : `${s.count}/${s.limit}` }),
                 el('td', { text: scheduleBounds(s) }),
                 el(
@@ -191,4 +159,26 @@ function scheduleBounds(s) {
   if (s.endAt !== undefined) parts.push(`until ${time(s.endAt)}`);
   if (s.immediately) parts.push('immediately');
   return parts.length ? parts.join(' ') : '-';
+}
+
+// Newest first: "Newer" goes back towards offset 0, "Older" onwards; "1-25 of N" counts from the newest.
+function pager(name, state, offset, page) {
+  return el(
+    'div',
+    { class: 'bar', id: 'pager' },
+    offset > 0
+      ? el('a', { href: queueHref(name, state, Math.max(0, offset - PAGE)), rel: 'prev', text: '< Newer' })
+      : null,
+    el('span', {
+      class: 'muted',
+      id: 'page-range',
+      text:
+        page.total === 0
+          ? 'none'
+          : `${offset + 1}-${offset + page.jobs.length} of ${page.total}, newest first`,
+    }),
+    offset + PAGE < page.total
+      ? el('a', { href: queueHref(name, state, offset + PAGE), rel: 'next', text: 'Older >' })
+      : null,
+  );
 }

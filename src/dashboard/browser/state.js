@@ -19,11 +19,21 @@ var latest = null,
   current = null,
   timer = null,
   generation = 0;
-// Per-queue metrics of the last hour (GET /api/queues/:q/metrics), refreshed every CHART_MS on the overview.
+// Per-queue metrics of the chosen range (GET /api/queues/:q/metrics), refreshed every CHART_MS on the overview.
 var CHART_MS = 10000,
-  CW = 120,
+  CW = 96,
   CH = 26,
   SVGNS = 'http://www.w3.org/2000/svg';
 var charts = {},
   chartsAt = 0,
   chartsBusy = false;
+// Chart ranges: [window, bucket] in ms, 60 bars each. Per-queue stats (latency, throughput), Redis info.
+var RANGES = {
+    '1h': [3600000, 60000],
+    '6h': [21600000, 360000],
+    '24h': [86400000, 1440000],
+    '7d': [604800000, 10080000],
+  },
+  range = '1h';
+var stats = {},
+  redisInfo = null;

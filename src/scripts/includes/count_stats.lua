@@ -1,18 +1,25 @@
 -- Per-minute counters for queue.metrics(): field `<minute>:<kind>` of the stats hash (kind c =
--- completed, f = failed attempts, x = ended dead; minute = epoch ms / 60 000). Only the last 61 minutes
--- are kept: the first write of a new minute deletes the minutes that fell out of the window since
--- the previous write (field `last`), so an idle queue leaves nothing stale behind.
+-- completed, f = failed attempts, x = ended dead; minute = epoch ms / 60 000). The last `keep` minutes
+-- are kept besides the current one (field `keep`, set by queue.setMetricsRetention; default 60, at
+-- most 10 080 = 7 days, so the hash stays bounded): the first write of a new minute deletes the
+-- minutes that fell out of the window since the previous write (field `last`), so an idle queue
+-- leaves nothing stale behind. Deletions go 1 000 fields per HDEL (unpack's limit).
 local function count_stats(stats_key, now, kind, n)
   if n == 0 then return end
   local minute = math.floor(now / 60000)
   local last = tonumber(redis.call('HGET', stats_key, 'last'))
   if last == nil or minute > last then
     if last ~= nil then
+      local keep = tonumber(redis.call('HGET', stats_key, 'keep')) or 60
       local stale = {}
-      for m = last - 60, math.min(last, minute - 61) do
+      for m = last - keep, math.min(last, minute - keep - 1) do
         stale[#stale + 1] = m .. ':c'
         stale[#stale + 1] = m .. ':f'
         stale[#stale + 1] = m .. ':x'
+        if #stale >= 999 then
+          redis.call('HDEL', stats_key, unpack(stale))
+          stale = {}
+        end
       end
       if #stale > 0 then redis.call('HDEL', stats_key, unpack(stale)) end
     end
