@@ -110,6 +110,10 @@ suite(`dashboard operator features in headless Chromium (${CHROMIUM})`, () => {
     await remove.click();
     await expect.poll(ids).toEqual(['b2']);
     expect(await q.getJob('b0')).toBeNull();
+    // Retried jobs show attempts made and the fresh budget left, not attempts/maxAttempts.
+    await page.goto(`${url}#/queue/${encodeURIComponent(q.name)}?state=waiting`);
+    await expect.poll(ids).toEqual(['b1', 'b3']);
+    expect(await page.locator('tr[data-job="b3"] td.num').first().textContent()).toBe('0 (3 left)');
     expect(pageErrors).toEqual([]);
   });
 

@@ -84,7 +84,14 @@ function jobsTable(name, state, jobs) {
       { 'data-job': j.id },
       RO ? null : el('td', { class: 'pick' }, box),
       el('td', { class: 'id' }, el('a', { href: jobHref(name, j.id), text: j.id })),
-      el('td', { class: 'num', text: `${j.attempts}/${j.maxAttempts}` }),
+      // Attempts made and the budget left: `attempts/maxAttempts` read 4/2 after a manual retry.
+      el('td', {
+        class: 'num',
+        text:
+          state === 'completed' || state === 'dead'
+            ? `${j.attempts}`
+            : `${j.attempts} (${j.attemptsLeft} left)`,
+      }),
       jobCells(state, j),
       RO
         ? null
