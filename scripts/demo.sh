@@ -8,5 +8,5 @@ if ! command -v redis-server >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq redis-server
 fi
-[ -d node_modules ] || npm ci --no-audit --no-fund || npm install --no-audit --no-fund
+[ -d node_modules ] || npm ci --no-audit --no-fund
 npm run --silent demo
