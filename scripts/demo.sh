@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One command from a fresh clone to a running demo on Debian/Ubuntu with Node >= 20:
+# One command from a fresh clone to a running demo on Debian/Ubuntu with Node >= 20.19:
 # installs redis-server with apt when it is missing, installs dependencies, runs the quick start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
