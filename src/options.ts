@@ -2,6 +2,7 @@
  * Options of Queue, Worker and add(): documented defaults, validated once, frozen.
  */
 import type { ClusterOptions, RedisOptions } from 'ioredis';
+import { type Clock, checkClock } from './clock.js';
 import {
   DEFAULT_BACKOFF,
   DEFAULT_EVENTS_MAX_LEN,
@@ -72,6 +73,8 @@ export interface CommonOptions {
    * count (1 for a queue that has none): what admin tools want. Default 1. See docs/scaling.md.
    */
   partitions?: number | 'auto';
+  /** For tests only: a virtual clock (surety/testing) instead of Redis's; see docs/testing.md. */
+  clock?: Clock;
 }
 
 export interface QueueOptions extends CommonOptions {
@@ -188,6 +191,7 @@ export interface ResolvedQueueOptions {
   eventsMaxLen: number;
   strict: boolean;
   logger: Logger;
+  clock: Clock | undefined;
   defaults: ResolvedJobOptions;
   maxPayloadBytes: number;
   /** Replicas add() waits for (0: none) and for how long. */
@@ -197,8 +201,16 @@ export interface ResolvedQueueOptions {
 export function resolveCommon(
   name: string,
   o: CommonOptions,
-): { prefix: string; strict: boolean; logger: Logger; eventsMaxLen: number; partitions: number } {
+): {
+  prefix: string;
+  strict: boolean;
+  logger: Logger;
+  eventsMaxLen: number;
+  partitions: number;
+  clock: Clock | undefined;
+} {
   return {
+    clock: checkClock(`${name}.clock`, o.clock),
     partitions: checkPartitions(o.partitions),
     eventsMaxLen: resolveEvents(o.events),
     prefix: o.prefix === undefined ? DEFAULT_PREFIX : checkPrefix(o.prefix),
@@ -239,6 +251,7 @@ export function resolveQueueOptions(opts: QueueOptions): ResolvedQueueOptions {
     'maxPayloadBytes',
     'partitions',
     'durability',
+    'clock',
   ]);
   let defaults = LIBRARY_JOB_DEFAULTS;
   if (opts.defaults !== undefined) {

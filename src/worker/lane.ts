@@ -9,6 +9,7 @@
  * this lane's calls; the lane then forgets their leases and reports each written outcome upward as one
  * LaneOutcome. The lane owns its maps (held, running): the runner asks through the methods below.
  */
+import { type Clock, REAL_TIMERS } from '../clock.js';
 import type { SuretyError } from '../errors.js';
 import { decodeClaimed } from '../job-record.js';
 import type { QueueKeys } from '../keys.js';
@@ -77,7 +78,8 @@ export interface LaneDiagnostics {
 interface Running {
   job: Job<unknown>;
   startedAt: number;
-  timer: NodeJS.Timeout | undefined;
+  /** Its timeout, on the worker's timers (Node's or a test clock's). */
+  timer: unknown;
 }
 
 export class Lane {
@@ -90,6 +92,8 @@ export class Lane {
   private readonly acker: Acker;
   private readonly renewer: LeaseRenewer;
   private readonly beginner: Beginner;
+  /** Node's timers, or the test clock's (clock.ts) when the worker has one. */
+  readonly timers: Clock;
   /** Jobs to be started at claim by this lane's claims in flight (see LaneRunner.startable). */
   private starts = 0;
   /** Claims sent and not answered yet (close waits for them, so their jobs can be handed back). */
@@ -101,11 +105,13 @@ export class Lane {
     private readonly host: LaneHost,
   ) {
     const { runner, onError, options } = host;
+    this.timers = options.clock ?? REAL_TIMERS;
     this.calls = new WorkerCalls(host.client, keys, options);
     this.fetcher = new Fetcher({
       subscriber: host.subscriber,
       wakeChannel: keys.wakeChannel,
       pollIntervalMs: options.pollIntervalMs,
+      timers: this.timers,
       freeSlots: () => runner.claimable(this) + this.fetcher.requestedCount,
       claim: (count, ticket) => {
         const startNow = runner.startable(count);
@@ -135,6 +141,7 @@ export class Lane {
       onError,
     });
     this.renewer = new LeaseRenewer({
+      timers: this.timers,
       held: this.held,
       extend: (rows) => this.calls.extend(rows),
       onLost: (ids) => {
@@ -162,6 +169,7 @@ export class Lane {
       job.writer = (j, progress, lines) => this.calls.writeAnnex(j, progress, lines);
       job.parentReader = (j) => this.calls.parentResults(j.id);
       job.store = this.calls;
+      if (this.timers !== REAL_TIMERS) job.clockNow = () => this.timers.now();
       this.hold(job);
       jobs.push(job);
     }
@@ -208,7 +216,7 @@ export class Lane {
   }
 
   /** The job's processor is about to run; `timer` (its timeout, if any) is cleared when it stops. */
-  startRunning(job: Job<unknown>, timer: NodeJS.Timeout | undefined): void {
+  startRunning(job: Job<unknown>, timer: unknown): void {
     this.running.set(job.id, { job, startedAt: performance.now(), timer });
   }
 
@@ -216,7 +224,7 @@ export class Lane {
   stopRunning(id: string): number | undefined {
     const run = this.running.get(id);
     if (!run) return undefined;
-    clearTimeout(run.timer);
+    this.timers.clearTimeout(run.timer);
     this.running.delete(id);
     return performance.now() - run.startedAt;
   }

@@ -1,4 +1,5 @@
 /** Worker options: documented defaults, validated once, frozen. */
+import type { Clock } from '../clock.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import { type CommonOptions, type Logger, resolveCommon } from '../options.js';
@@ -77,6 +78,7 @@ export interface ResolvedWorkerOptions {
   eventsMaxLen: number;
   strict: boolean;
   logger: Logger;
+  clock: Clock | undefined;
   concurrency: number;
   retention: Retention;
   recoverIntervalMs: number;
@@ -115,6 +117,7 @@ const KEYS = [
   'maxSnoozes',
   'sandbox',
   'sandboxMemoryMb',
+  'clock',
 ] as const;
 
 function resolveLimiter(value: unknown): { max: number; durationMs: number } | null {
