@@ -59,8 +59,11 @@ type RedisClient = Redis | Cluster;
 
 const bound = new WeakMap<RedisClient, Clock>();
 
-/** Makes `clock` the time source of every Surety call through `client` (see the file comment). */
-export function bindClock(client: RedisClient, clock: Clock): void {
+/**
+ * Makes `clock` the time source of every Surety call through `client` (see the file comment);
+ * `worker`: the Worker being built, told to the clock (Clock.watch).
+ */
+export function bindClock(client: RedisClient, clock: Clock, worker?: object): void {
   const existing = bound.get(client);
   if (existing !== undefined && existing !== clock) {
     throw new ValidationError(
@@ -68,6 +71,7 @@ export function bindClock(client: RedisClient, clock: Clock): void {
     );
   }
   bound.set(client, clock);
+  if (worker) clock.watch?.(worker);
 }
 
 /** The clock bound to `client`, if any (undefined: Redis's own clock). */

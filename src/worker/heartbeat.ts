@@ -3,12 +3,9 @@
  * intervals, so a worker that died drops out after missing three beats.
  */
 import { hostname } from 'node:os';
-import type { Clock } from '../clock.js';
 import { Interval, jittered } from './interval.js';
 
 export interface HeartbeatDeps {
-  /** Node's timers unless the worker runs on a test clock. */
-  timers?: Clock;
   intervalMs: number;
   beat(ttlMs: number): Promise<void>;
   onError(err: unknown): void;
@@ -22,7 +19,6 @@ export class Heartbeat {
       () => deps.beat(deps.intervalMs * 3),
       () => jittered(deps.intervalMs),
       deps.onError,
-      deps.timers,
     );
   }
 

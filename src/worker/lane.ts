@@ -70,6 +70,8 @@ export interface LaneDiagnostics {
   held: string[];
   heldCount: number;
   running: number;
+  /** The attempts running: job id and fencing token (one per claim: a re-claimed job has a new one). */
+  runningJobs: { id: string; token: string }[];
   claimsRequested: number;
   drained: boolean;
   outcomesPending: number;
@@ -351,6 +353,7 @@ export class Lane {
       held: [...this.held.keys()].slice(0, 50),
       heldCount: this.held.size,
       running: this.running.size,
+      runningJobs: [...this.running.values()].map(({ job }) => ({ id: job.id, token: job.token })),
       claimsRequested: this.claimsRequested,
       drained: this.isDrained,
       outcomesPending: this.acker.pending,

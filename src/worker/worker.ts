@@ -26,7 +26,7 @@
 import { randomBytes } from 'node:crypto';
 import { captureRejectionSymbol, EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
-import { bindClock, REAL_TIMERS } from '../clock.js';
+import { bindClock } from '../clock.js';
 import { type Connection, checkServer, closeConnection, connect, duplicate } from '../connection.js';
 import {
   ClosedError,
@@ -150,7 +150,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     checkQueueAddress(this.options.prefix, name);
     this.id = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.conn = connect(opts.connection, 'worker');
-    if (this.options.clock) bindClock(this.conn.client, this.options.clock);
+    if (this.options.clock) bindClock(this.conn.client, this.options.clock, this);
     this.subscriber = duplicate(this.conn.client);
     const onError = (err: unknown) => this.reportError(err);
     this.runner = new Runner<Data, Result>({
@@ -175,9 +175,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     if (this.options.partitions !== 0) {
       this.buildLanes(new Layout(this.options.prefix, name, this.options.partitions));
     }
-    const timers = this.options.clock ?? REAL_TIMERS;
     this.recoverer = new Recoverer({
-      timers,
+      timers: this.options.clock,
       intervalMs: this.options.recoverIntervalMs,
       recover: (limit) =>
         recoverEach(
@@ -188,7 +187,6 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       onError,
     });
     this.heartbeat = new Heartbeat({
-      timers,
       intervalMs: this.options.heartbeatMs,
       // Workers are listed in partition 0 only: the list is for people (queue.workers()), and
       // recovery never needs it, so one entry per worker is enough however many partitions it claims.
@@ -202,7 +200,6 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       },
       onError,
     });
-    this.options.clock?.watch?.(this);
     if (this.options.autostart) this.start().catch((err) => this.reportError(err));
   }
 
@@ -267,8 +264,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   }
 
   /** @internal Per lane: leases held, jobs running, claims and outcomes in flight (for diagnosing a stuck worker). */
-  diagnostics(): { running: number; lanes: LaneDiagnostics[] } {
-    return { running: this.activeCount, lanes: this.lanes.map((l) => l.diagnostics()) };
+  diagnostics(): { running: number; lanes: LaneDiagnostics[]; state: string } {
+    return { running: this.activeCount, lanes: this.lanes.map((l) => l.diagnostics()), state: this.state };
   }
 
   /** Starts the loops (called by the constructor unless `autostart: false`). Resolves once claiming has begun. */
