@@ -7,7 +7,14 @@ import { existsSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { pingRedis } from '../src/embedded-redis.js';
 import { Queue, ValidationError, Worker } from '../src/index.js';
-import { createTestEnv, NotSettledError, parseDuration, type TestEnv } from '../src/testing/index.js';
+import {
+  createTestEnv,
+  NotSettledError,
+  parseDuration,
+  type TestEnv,
+  VirtualClock,
+} from '../src/testing/index.js';
+import { startRedis } from './helpers/redis-server.js';
 
 const HOUR = 3_600_000;
 let env: TestEnv | undefined;
@@ -265,5 +272,66 @@ describe('surety/testing', () => {
     await own.close();
     expect(existsSync(dir)).toBe(false);
     expect(await pingRedis(Number(port))).toBe(false);
+  });
+
+  it('on a given connection: its own prefix, nothing flushed, the server left running', async () => {
+    const server = await startRedis();
+    const other = new Queue('shared', { connection: server.url });
+    try {
+      await other.add({ mine: true }, { delayMs: 60_000 });
+      env = await createTestEnv({ connection: server.url });
+      expect(env.prefix).toMatch(/^surety-test-[0-9a-f]{8}$/);
+      const queue = env.queue('shared');
+      const ran: unknown[] = [];
+      env.worker('shared', (job) => void ran.push(job.data));
+      await queue.add({ env: true }, { delayMs: 60_000 });
+      await env.advance('1m');
+      expect(ran).toEqual([{ env: true }]);
+      await env.close();
+      env = undefined;
+      expect(await pingRedis(server.port)).toBe(true);
+      // The queue of the same name under the default prefix: untouched, and on Redis's own clock.
+      expect(await other.counts()).toMatchObject({ delayed: 1, completed: 0 });
+    } finally {
+      await other.close();
+      await server.stop();
+    }
+  });
+
+  it('the clock option is checked, and one client cannot carry two clocks', async () => {
+    expect(() => new Queue('q', { clock: {} as never })).toThrow(
+      /Queue options\.clock must be a clock \(an object with now\(\), setTimeout\(\) and clearTimeout\(\).*got \{\}/,
+    );
+    env = await createTestEnv();
+    const first = env.queue('two-clocks');
+    expect(() => new Queue('two-clocks', { connection: first.client, clock: new VirtualClock(0) })).toThrow(
+      ValidationError,
+    );
+    // The same clock on a shared client is fine.
+    const again = new Queue('two-clocks', { connection: first.client, clock: env.clock });
+    await again.close();
+  });
+
+  it("a Queue without a clock keeps using Redis's clock on the same server", async () => {
+    env = await createTestEnv({ startAt: '2001-01-01T00:00:00Z' });
+    const virtual = env.queue('clocks');
+    const real = new Queue('clocks', { connection: env.connection, prefix: env.prefix });
+    try {
+      const before = Date.now();
+      const a = await virtual.add({});
+      const b = await real.add({});
+      expect((await virtual.getJob(a.id))?.createdAt).toBe(Date.parse('2001-01-01T00:00:00Z'));
+      expect((await real.getJob(b.id))?.createdAt).toBeGreaterThanOrEqual(before - 1_000);
+    } finally {
+      await real.close();
+    }
+  });
+
+  it('Symbol.asyncDispose closes the env', async () => {
+    const own = await createTestEnv();
+    const { port } = new URL(own.connection as string);
+    await own[Symbol.asyncDispose]();
+    expect(await pingRedis(Number(port))).toBe(false);
+    expect(() => own.queue('after')).toThrow(/closed/);
   });
 });

@@ -44,16 +44,23 @@ export async function unsettled(
   // Redis first, then the workers: a claim that took a job after this read is in flight, or its job
   // held, when the workers are read next. (The other order could miss a job in between: read as
   // waiting-free after the claim, and as claim-free before it.)
+  const claimable = (w: AnyWorker, q: WatchedQueue) =>
+    w.name === q.name && w.options.prefix === q.prefix && isRunning(w) && !w.isPaused;
+  const waitingIn = new Map<WatchedQueue, number>();
+  await Promise.all(
+    queues
+      .filter((q) => workers.some((w) => claimable(w, q)))
+      .map(async (q) => {
+        const [counts, paused] = await Promise.all([q.queue.counts(), q.queue.isPaused()]);
+        if (!paused && counts.waiting > 0) waitingIn.set(q, counts.waiting);
+      }),
+  );
   const waiting: string[] = [];
-  for (const q of queues) {
-    const mine = workers.filter(
-      (w) => w.name === q.name && w.options.prefix === q.prefix && isRunning(w) && !w.isPaused,
-    );
+  for (const [q, n] of waitingIn) {
     // Only a worker with a free slot can take a waiting job now; a full one takes it as a slot frees
-    // (and its running processor keeps the env from being idle meanwhile).
-    if (!mine.some((w) => w.activeCount < w.concurrency)) continue;
-    const [counts, paused] = await Promise.all([q.queue.counts(), q.queue.isPaused()]);
-    if (!paused && counts.waiting > 0) waiting.push(`queue ${q.name}: ${counts.waiting} jobs waiting`);
+    // (and its running processor keeps the env from being idle meanwhile, unless exempt).
+    const room = workers.some((w) => claimable(w, q) && w.activeCount < w.concurrency);
+    if (room) waiting.push(`queue ${q.name}: ${n} jobs waiting`);
   }
   const pending: string[] = [];
   for (const w of workers) {
