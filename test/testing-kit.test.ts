@@ -334,4 +334,26 @@ describe('surety/testing', () => {
     expect(await pingRedis(Number(port))).toBe(false);
     expect(() => own.queue('after')).toThrow(/closed/);
   });
+
+  it('admin calls run on the virtual clock: promote starts a delayed job, retry reruns a dead one', async () => {
+    env = await createTestEnv();
+    const queue = env.queue<{ fail: boolean }>('admin');
+    const ranAt: number[] = [];
+    env.worker<{ fail: boolean }>('admin', (job) => {
+      ranAt.push(env!.now());
+      if (job.data.fail && job.attempt === 1) throw new Error('no');
+    });
+    const t0 = env.now();
+    const later = await queue.add({ fail: false }, { delayMs: HOUR });
+    const dead = await queue.add({ fail: true }, { maxAttempts: 1 });
+    await env.drain();
+    expect((await queue.getJob(dead.id))?.state).toBe('dead');
+    await queue.promote(later.id);
+    await queue.retry(dead.id);
+    await env.drain();
+    expect(ranAt).toEqual([t0, t0, t0]);
+    expect(await queue.counts()).toMatchObject({ completed: 2, dead: 0, delayed: 0 });
+    await queue.remove(later.id);
+    expect(await queue.getJob(later.id)).toBeNull();
+  });
 });
