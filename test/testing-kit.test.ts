@@ -4,7 +4,7 @@
  * Redis holds afterwards, not against the kit's own view.
  */
 import { existsSync } from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { pingRedis } from '../src/embedded-redis.js';
 import { Queue, ValidationError, Worker } from '../src/index.js';
 import {
@@ -355,5 +355,30 @@ describe('surety/testing', () => {
     expect(await queue.counts()).toMatchObject({ completed: 2, dead: 0, delayed: 0 });
     await queue.remove(later.id);
     expect(await queue.getJob(later.id)).toBeNull();
+  });
+
+  it('env.queue and env.worker carry their type parameters', async () => {
+    env = await createTestEnv();
+    const queue = env.queue<{ to: string }, number>('typed');
+    expectTypeOf(queue).toEqualTypeOf<Queue<{ to: string }, number>>();
+    const worker = env.worker<{ to: string }, number>('typed', (job) => job.data.to.length);
+    expectTypeOf(worker).toEqualTypeOf<Worker<{ to: string }, number>>();
+    expectTypeOf(env.advance).parameter(0).toEqualTypeOf<number | string>();
+    const { id } = await queue.add({ to: 'abc' });
+    await env.drain('typed');
+    expect((await queue.getJob(id))?.result).toBe(3);
+  });
+
+  it('advance and drain calls made without await run in call order', async () => {
+    env = await createTestEnv();
+    const queue = env.queue('ordered');
+    const ranAt: number[] = [];
+    env.worker('ordered', () => void ranAt.push(env!.now()));
+    const t0 = env.now();
+    await queue.add({}, { delayMs: 1_000 });
+    await queue.add({}, { delayMs: 3_000 });
+    await Promise.all([env.advance('1s'), env.advance('1s'), env.advance('1s'), env.drain()]);
+    expect(ranAt).toEqual([t0 + 1_000, t0 + 3_000]);
+    expect(env.now()).toBe(t0 + 3_000);
   });
 });

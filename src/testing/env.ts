@@ -65,6 +65,8 @@ export class TestEnv {
   /** One Queue per queue address the env has seen, for its reads and recovery passes. */
   private readonly watchedQueues = new Map<string, WatchedQueue>();
   private closed = false;
+  /** advance and drain calls run one after the other, in call order (a test may forget an await). */
+  private turn: Promise<unknown> = Promise.resolve();
 
   /** @internal Use createTestEnv. */
   constructor(
@@ -121,6 +123,10 @@ export class TestEnv {
   async advance(duration: number | string): Promise<void> {
     const ms = parseDuration('advance: duration', duration);
     this.checkOpen();
+    return this.inTurn(() => this.jump(ms));
+  }
+
+  private async jump(ms: number): Promise<void> {
     await this.settle('quiet', null, 'advance');
     // Attempts running before the jump (a test may hold one open, e.g. to expire its lease) are not
     // waited for; those the jump starts are.
@@ -144,7 +150,7 @@ export class TestEnv {
       if (typeof name !== 'string')
         throw new ValidationError(`drain: queue must be a queue name or a Queue, got ${show(queue)}`);
     }
-    await this.settle('idle', name, 'drain');
+    await this.inTurn(() => this.settle('idle', name, 'drain'));
   }
 
   /** Closes the env's workers and queues, stops its private redis-server and removes its data directory. */
@@ -163,6 +169,12 @@ export class TestEnv {
   }
 
   // ---- internals -----------------------------------------------------------------------------
+
+  private inTurn<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.turn.then(fn, fn);
+    this.turn = run.catch(() => {});
+    return run;
+  }
 
   private wiring(): { connection: ConnectionOption; clock: VirtualClock } {
     return { connection: this.connection, clock: this.clock };
