@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { pingRedis } from '../src/embedded-redis.js';
-import { Queue, ValidationError, Worker } from '../src/index.js';
+import { Queue, RateLimitError, ValidationError, Worker } from '../src/index.js';
 import {
   createTestEnv,
   NotSettledError,
@@ -380,5 +380,25 @@ describe('surety/testing', () => {
     await Promise.all([env.advance('1s'), env.advance('1s'), env.advance('1s'), env.drain()]);
     expect(ranAt).toEqual([t0 + 1_000, t0 + 3_000]);
     expect(env.now()).toBe(t0 + 3_000);
+  });
+
+  it('a RateLimitError pauses claims on the virtual clock: the job runs again after advance', async () => {
+    env = await createTestEnv({ settleTimeoutMs: 3_000 });
+    const queue = env.queue('limited');
+    const ranAt: number[] = [];
+    env.worker('limited', (job) => {
+      ranAt.push(env!.now());
+      if (job.snoozes === 0 && ranAt.length === 1) throw new RateLimitError(60_000);
+    });
+    const t0 = env.now();
+    const { id } = await queue.add({});
+    await env.drain();
+    expect(ranAt).toEqual([t0]);
+    expect((await queue.getJob(id))?.state).toBe('waiting');
+    await env.advance('59s');
+    expect(ranAt).toEqual([t0]);
+    await env.advance('1s');
+    expect(ranAt).toEqual([t0, t0 + 60_000]);
+    expect((await queue.getJob(id))?.state).toBe('completed');
   });
 });

@@ -24,7 +24,7 @@ import type { ProcessorMap } from '../worker/named-processors.js';
 import type { WorkerOptions } from '../worker/options.js';
 import { type Processor, Worker } from '../worker/worker.js';
 import { parseDuration } from './duration.js';
-import { runningAttempts, type SettleLevel, unsettled, type WatchedQueue } from './settle.js';
+import { runningAttempts, type SettleLevel, Settler, type WatchedQueue } from './settle.js';
 import { VirtualClock } from './virtual-clock.js';
 
 export interface TestEnvOptions {
@@ -214,9 +214,10 @@ export class TestEnv {
     exempt?: ReadonlySet<string>,
   ): Promise<void> {
     const deadline = Date.now() + this.settleTimeoutMs;
+    const settler = new Settler(level, exempt);
     for (let round = 0; ; round++) {
       const { workers, queues } = this.scope(name);
-      const pending = await unsettled(workers, queues, level, exempt);
+      const pending = await settler.pending(workers, queues);
       if (pending.length === 0) return;
       if (Date.now() > deadline) throw new NotSettledError(pending, this.settleTimeoutMs, operation);
       // Bounded poll on real state: the first checks follow at once (most work is one round trip),

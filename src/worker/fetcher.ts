@@ -114,6 +114,11 @@ export class Fetcher {
     return this.requested;
   }
 
+  /** Claims sent so far (retries not counted). */
+  get claimsSent(): number {
+    return this.nonces;
+  }
+
   /** True while the last claim came back short and nothing has woken the loop since. */
   get isDrained(): boolean {
     return this.drained;

@@ -73,6 +73,8 @@ export interface LaneDiagnostics {
   /** The attempts running: job id and fencing token (one per claim: a re-claimed job has a new one). */
   runningJobs: { id: string; token: string }[];
   claimsRequested: number;
+  /** Claims this lane has sent so far (surety/testing: did a claim follow a wake-up?). */
+  claimsSent: number;
   drained: boolean;
   outcomesPending: number;
 }
@@ -355,6 +357,7 @@ export class Lane {
       running: this.running.size,
       runningJobs: [...this.running.values()].map(({ job }) => ({ id: job.id, token: job.token })),
       claimsRequested: this.claimsRequested,
+      claimsSent: this.fetcher.claimsSent,
       drained: this.isDrained,
       outcomesPending: this.acker.pending,
     };
