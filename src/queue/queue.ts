@@ -17,7 +17,6 @@
  *
  * Holds no state besides its connections and layout.
  */
-import { bindClock } from '../clock.js';
 import { type Connection, checkServer, closeConnection, connect } from '../connection.js';
 import { ClosedError } from '../errors.js';
 import { type QueueKeys, queueKeys } from '../keys.js';
@@ -80,8 +79,7 @@ export class Queue<Data = unknown, Result = unknown> {
     const { prefix, partitions } = this.options;
     checkQueueAddress(prefix, name);
     this.layout = partitions === 0 ? null : new Layout(prefix, name, partitions);
-    this.conn = connect(opts.connection, 'queue');
-    if (this.options.clock) bindClock(this.conn.client, this.options.clock);
+    this.conn = connect(opts.connection, 'queue', this.options.clock);
     this.ctx = { name: this.name, options: this.options, client: this.conn.client, open: () => this.open() };
     this.waiter = new JobWaiter(this.ctx);
   }

@@ -26,7 +26,6 @@
 import { randomBytes } from 'node:crypto';
 import { captureRejectionSymbol, EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
-import { bindClock } from '../clock.js';
 import { type Connection, checkServer, closeConnection, connect, duplicate } from '../connection.js';
 import {
   ClosedError,
@@ -149,8 +148,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     }
     checkQueueAddress(this.options.prefix, name);
     this.id = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
-    this.conn = connect(opts.connection, 'worker');
-    if (this.options.clock) bindClock(this.conn.client, this.options.clock, this);
+    this.conn = connect(opts.connection, 'worker', this.options.clock, this);
     this.subscriber = duplicate(this.conn.client);
     const onError = (err: unknown) => this.reportError(err);
     this.runner = new Runner<Data, Result>({
