@@ -2,7 +2,8 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
+    // examples/ holds example tests of surety/testing (docs/testing.md): documentation that must keep passing.
+    include: ['test/**/*.test.ts', 'examples/**/*.test.ts'],
     // Each test file starts its own private redis-server processes; forks keep them isolated.
     pool: 'forks',
     testTimeout: 30_000,

@@ -9,6 +9,7 @@
  * or a ready ioredis `Redis`/`Cluster` client, which Surety then never closes.
  */
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
+import { bindClock, type Clock } from './clock.js';
 import { RedisConfigError, ValidationError } from './errors.js';
 import { untilClosed } from './in-flight.js';
 import type { ClusterSeed, ConnectionOption, Logger } from './options.js';
@@ -45,7 +46,22 @@ function owned(client: RedisClient): Connection {
 
 const URL_FORMS = 'a redis://, rediss:// or redis+cluster:// URL, ioredis options or a client';
 
-export function connect(option: ConnectionOption | undefined, role: 'queue' | 'worker'): Connection {
+/**
+ * The client for `option`; with a test `clock` (clock.ts), bound to it (`worker`: the Worker being
+ * built, which the clock is told of).
+ */
+export function connect(
+  option: ConnectionOption | undefined,
+  role: 'queue' | 'worker',
+  clock?: Clock,
+  worker?: object,
+): Connection {
+  const conn = connectClient(option, role);
+  if (clock) bindClock(conn.client, clock, worker);
+  return conn;
+}
+
+function connectClient(option: ConnectionOption | undefined, role: 'queue' | 'worker'): Connection {
   const extra: RedisOptions =
     role === 'worker' ? { ...BASE_OPTIONS, maxRetriesPerRequest: null } : BASE_OPTIONS;
   if (option === undefined) return owned(new Redis({ ...extra }));

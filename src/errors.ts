@@ -325,3 +325,17 @@ export class RedisServerNotFoundError extends SuretyError {
     super('ERR_REDIS_NOT_INSTALLED', `${binary} was not found on PATH. ${installHint}`);
   }
 }
+
+/**
+ * surety/testing: env.advance or env.drain waited `settleTimeoutMs` (real time) and the workers still
+ * had work (a processor that never returns, jobs no worker can claim); `pending` says what was left.
+ */
+export class NotSettledError extends SuretyError {
+  constructor(
+    readonly pending: string[],
+    timeoutMs: number,
+    operation: string,
+  ) {
+    super('ERR_NOT_SETTLED', `${operation} did not settle within ${timeoutMs} ms: ${pending.join('; ')}`);
+  }
+}

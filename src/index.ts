@@ -15,6 +15,7 @@ export {
   LeaseExpiredError,
   ListenerError,
   NotSerializableError,
+  NotSettledError,
   PartitionMismatchError,
   PayloadTooLargeError,
   QueueActiveError,

@@ -2,6 +2,8 @@
  * Options of Queue, Worker and add(): documented defaults, validated once, frozen.
  */
 import type { ClusterOptions, RedisOptions } from 'ioredis';
+import { checkBackoff, MAX_DELAY_MS } from './backoff-option.js';
+import { type Clock, checkClock } from './clock.js';
 import {
   DEFAULT_BACKOFF,
   DEFAULT_EVENTS_MAX_LEN,
@@ -16,7 +18,7 @@ import { resolveKeep } from './retention.js';
 import type { RedisClient } from './scripts.js';
 import { resolveTelemetry, type TelemetryOption, type Tracing } from './telemetry/tracing.js';
 import { MAX_TIMER_MS } from './timers.js';
-import type { BackoffOptions, JobOptions } from './types.js';
+import type { JobOptions } from './types.js';
 import {
   checkBool,
   checkInt,
@@ -79,6 +81,8 @@ export interface CommonOptions {
    * `{ tracerProvider }` sends them to that provider instead of the global one.
    */
   telemetry?: TelemetryOption;
+  /** For tests only: a virtual clock (surety/testing) instead of Redis's; see docs/testing.md. */
+  clock?: Clock;
 }
 
 export interface QueueOptions extends CommonOptions {
@@ -115,46 +119,12 @@ const JOB_OPTION_KEYS = [
 ] as const;
 /** The job options a Queue's `defaults` and a schedule's occurrence `opts` may set. */
 export const DEFAULTS_KEYS = ['priority', 'maxAttempts', 'leaseMs', 'backoff', 'timeoutMs'] as const;
-const BACKOFF_KEYS = ['type', 'delayMs', 'maxDelayMs', 'jitter', 'name'] as const;
-/** The longest delay a job can be given (delayMs, backoff delays): 10 years. Stored in Redis, never a timer. */
-export const MAX_DELAY_MS = 10 * 365 * 24 * 3_600_000;
 /**
  * The latest runAt (epoch ms, in the year 5138). Lua writes numbers into the job record with 14
  * significant digits, so a later time would be stored rounded (runAt 100590780964621 read back as
  * ...620); every time up to here has at most 14 digits and is stored exactly.
  */
 export const MAX_RUN_AT = 99_999_999_999_999;
-
-export function checkBackoff(name: string, value: unknown): BackoffOptions {
-  const b = checkObject(name, value);
-  checkKnownKeys(name, b, BACKOFF_KEYS);
-  if (b.type !== 'fixed' && b.type !== 'exponential' && b.type !== 'custom') {
-    throw new ValidationError(`${name}.type must be 'fixed', 'exponential' or 'custom', got ${show(b.type)}`);
-  }
-  const out: BackoffOptions = { type: b.type, jitter: false };
-  if (b.type === 'custom') {
-    if (typeof b.name !== 'string' || !/^[A-Za-z0-9_-]{1,50}$/.test(b.name)) {
-      throw new ValidationError(
-        `${name}.name must name a Worker backoffStrategies entry ([A-Za-z0-9_-]{1,50}), got ${show(b.name)}`,
-      );
-    }
-    out.name = b.name;
-  } else {
-    out.delayMs = checkInt(`${name}.delayMs`, b.delayMs ?? DEFAULT_BACKOFF.delayMs, 0, MAX_DELAY_MS);
-    if (b.type === 'exponential') {
-      out.maxDelayMs = checkInt(
-        `${name}.maxDelayMs`,
-        b.maxDelayMs ?? DEFAULT_BACKOFF.maxDelayMs,
-        0,
-        MAX_DELAY_MS,
-      );
-    } else if (b.maxDelayMs !== undefined) {
-      throw new ValidationError(`${name}.maxDelayMs applies to exponential backoff only`);
-    }
-  }
-  if (b.jitter !== undefined) out.jitter = checkBool(`${name}.jitter`, b.jitter);
-  return Object.freeze(out);
-}
 
 function checkJobFields(
   name: string,
@@ -197,6 +167,7 @@ export interface ResolvedQueueOptions {
   logger: Logger;
   /** Spans of add calls (telemetry option). */
   tracing: Tracing;
+  clock: Clock | undefined;
   defaults: ResolvedJobOptions;
   maxPayloadBytes: number;
   /** Replicas add() waits for (0: none) and for how long. */
@@ -213,8 +184,10 @@ export function resolveCommon(
   eventsMaxLen: number;
   partitions: number;
   tracing: Tracing;
+  clock: Clock | undefined;
 } {
   return {
+    clock: checkClock(`${name}.clock`, o.clock),
     partitions: checkPartitions(o.partitions),
     eventsMaxLen: resolveEvents(o.events),
     prefix: o.prefix === undefined ? DEFAULT_PREFIX : checkPrefix(o.prefix),
@@ -257,6 +230,7 @@ export function resolveQueueOptions(opts: QueueOptions): ResolvedQueueOptions {
     'partitions',
     'durability',
     'telemetry',
+    'clock',
   ]);
   let defaults = LIBRARY_JOB_DEFAULTS;
   if (opts.defaults !== undefined) {

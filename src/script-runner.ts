@@ -9,6 +9,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
+import { clockOf } from './clock.js';
 import { redisFullError } from './errors.js';
 import { untilClosed } from './in-flight.js';
 import type { QueueKeys } from './keys.js';
@@ -34,6 +35,8 @@ export interface ScriptSpec<A extends string = string, R extends string = string
   readonly decode: (reply: unknown) => T;
   readonly source: string;
   readonly sha: string;
+  /** Where `now` is in ARGV (-1: none): a client with a test clock fills it when the caller left it ''. */
+  readonly nowAt: number;
 }
 
 const SCRIPT_DIR = new URL('./scripts/', import.meta.url);
@@ -62,7 +65,8 @@ export function define<const A extends string, const R extends string = never, T
 ): ScriptSpec<A, R, T> {
   const source = loadLua(name);
   const sha = createHash('sha1').update(source).digest('hex');
-  return Object.freeze({ name, keys, args, repeated, decode, source, sha });
+  const nowAt = (args as readonly string[]).indexOf('now');
+  return Object.freeze({ name, keys, args, repeated, decode, source, sha, nowAt });
 }
 
 /**
@@ -86,6 +90,11 @@ export async function runScript<A extends string, R extends string>(
     flat.push(key);
   }
   for (const a of spec.args) flat.push(arg(args[a]));
+  if (spec.nowAt >= 0 && flat[spec.keys.length + spec.nowAt] === '') {
+    // '' means Redis's TIME, unless this client runs on a test clock (clock.ts).
+    const clock = clockOf(redis);
+    if (clock) flat[spec.keys.length + spec.nowAt] = String(clock.now());
+  }
   for (const row of rows) for (const r of spec.repeated) flat.push(arg(row[r]));
   try {
     try {

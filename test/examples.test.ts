@@ -55,4 +55,12 @@ describe('examples', () => {
     expect(await exited).toBe(130);
     expect(leftovers()).toEqual([]);
   });
+
+  it('the node:test example of surety/testing passes (docs/testing.md)', async () => {
+    // The vitest example (examples/testing/vitest.example.test.ts) runs with the other test files.
+    const file = new URL('../examples/testing/node-test.example.ts', import.meta.url).pathname;
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--test', file], { timeout: 60_000 });
+    expect(stdout).toMatch(/^# pass 3$/m);
+    expect(stdout).toMatch(/^# fail 0$/m);
+  });
 });

@@ -11,10 +11,11 @@
  * JobNotFoundError, a job in a refused state InvalidStateError); queue-wide calls visit every
  * partition. docs/admin.md describes what each one does and does not do.
  */
+
+import { MAX_DELAY_MS } from '../backoff-option.js';
 import { SCRIPT_BATCH_LIMIT } from '../defaults.js';
 import { QueueActiveError } from '../errors.js';
 import type { QueueKeys } from '../keys.js';
-import { MAX_DELAY_MS } from '../options.js';
 import { callScript, scripts } from '../scripts.js';
 import { checkBool, checkCallOptions, checkInt, toJson } from '../validate.js';
 import { runJobScript } from './admin.js';

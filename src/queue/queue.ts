@@ -83,7 +83,7 @@ export class Queue<Data = unknown, Result = unknown> {
     this.name = checkQueueName(name);
     this.options = resolveQueueOptions(opts);
     checkQueueAddress(this.options.prefix, name);
-    this.conn = connect(opts.connection, 'queue');
+    this.conn = connect(opts.connection, 'queue', this.options.clock);
     this.opener = new LayoutOpener(this.name, this.options, this.conn);
     this.ctx = { name: this.name, options: this.options, client: this.conn.client, open: () => this.open() };
     this.waiter = new JobWaiter(this.ctx);

@@ -233,6 +233,7 @@ async function moveJobs(
           eventsMaxLen: 0,
           wakeChannel: k.wakeChannel,
           doneChannel: k.doneChannel,
+          now: '',
         }),
       ),
     );

@@ -9,6 +9,7 @@
 -- ARGV[1] id
 -- ARGV[2] wakeChannel
 -- ARGV[3] eventsMaxLen    event stream cap (0 = no events)
+-- ARGV[4] now             epoch ms, '' = Redis TIME
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>'
 -- @include parse_record
 -- @include with_header
@@ -26,6 +27,6 @@ if f[F_STATE] ~= 'd' then return 'INVALID_STATE:' .. f[F_STATE] end
 redis.call('ZREM', delayed, id)
 f[F_STATE] = 'w'
 redis.call('HSET', jobs, id, with_header(f, rec, nl))
-if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), current_time('')) then redis.call('SPUBLISH', ARGV[2], 'w') end
+if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), current_time(ARGV[4])) then redis.call('SPUBLISH', ARGV[2], 'w') end
 emit_event(KEYS[6], tonumber(ARGV[3]), 'promoted', { id })
 return 'OK'

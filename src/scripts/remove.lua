@@ -17,6 +17,7 @@
 -- ARGV[2] eventsMaxLen    event stream cap (0 = no events)
 -- ARGV[3] wakeChannel
 -- ARGV[4] doneChannel
+-- ARGV[5] now             epoch ms, '' = Redis TIME
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:a'
 -- Jobs blocked on a removed job that had not completed fail with a DependencyFailedError. A removed job
 -- that had parents is taken off their lists of dependents (a job added later under its id is not theirs).
@@ -42,7 +43,7 @@ local state = string.sub(rec, 1, 1)
 if state == 'a' then return 'INVALID_STATE:a' end
 local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = KEYS[9], delayed = delayed, dead = dead,
   completed = completed, deps = KEYS[10], dependents = KEYS[11], wake = ARGV[3], done = ARGV[4], stats = KEYS[12] }
-local now = current_time('')
+local now = current_time(ARGV[5])
 unlink(k, id, state, rec, now)
 unlink_parents(k, id)
 release_dedupe(jobs, id, rec)

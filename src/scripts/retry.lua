@@ -12,6 +12,7 @@
 -- ARGV[1] id
 -- ARGV[2] wakeChannel
 -- ARGV[3] eventsMaxLen    event stream cap (0 = no events)
+-- ARGV[4] now             epoch ms, '' = Redis TIME
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>'
 -- @include parse_record
 -- @include current_time
@@ -37,6 +38,6 @@ if f[F_EXPIRE] and f[F_EXPIRE] ~= '' then f[F_EXPIRE] = '' end
 local nl2 = string.find(rec, '\n', nl + 1, true)
 local body = nl2 and string.sub(rec, nl, nl2 - 1) or string.sub(rec, nl)
 redis.call('HSET', jobs, id, table.concat(f, '|') .. body)
-if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), current_time('')) then redis.call('SPUBLISH', ARGV[2], 'w') end
+if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), current_time(ARGV[4])) then redis.call('SPUBLISH', ARGV[2], 'w') end
 emit_event(KEYS[7], tonumber(ARGV[3]), 'retried', { id })
 return 'OK'

@@ -42,12 +42,18 @@ export async function runStep<T>(io: StepIO, name: string, fn: () => Promise<T> 
 /**
  * job.sleep, the n-th of the attempt: its wake time is stored as step `~sleep:n`, then the job snoozes
  * (a SnoozeError the processor lets propagate). The next attempt passes it at once; one woken early
- * (promoted, or a crash between storing the wake time and snoozing) sleeps the rest.
+ * (promoted, or a crash between storing the wake time and snoozing) sleeps the rest. `clockNow`: the
+ * worker's test clock, if it has one (the snooze's delay runs on it too).
  */
-export async function sleepStep(io: StepIO, n: number, ms: number): Promise<void> {
+export async function sleepStep(
+  io: StepIO,
+  n: number,
+  ms: number,
+  clockNow: () => number = Date.now,
+): Promise<void> {
   const name = `${SLEEP_STEP}${n}`;
   const found = await io.readStep(name);
-  const now = Date.now();
+  const now = clockNow();
   if (found.found) {
     const left = Number(found.value) - now;
     if (left > 0) throw new SnoozeError(left);

@@ -15,6 +15,7 @@
  * flight has a slot of its own (a field in the queue's `claims` hash), so two lost claims both come back.
  */
 import { randomBytes } from 'node:crypto';
+import { type Clock, REAL_TIMERS } from '../clock.js';
 import { untilClosed } from '../in-flight.js';
 import type { ClaimAnswer, ClaimedJob } from '../script-replies.js';
 import type { RedisClient } from '../scripts.js';
@@ -48,6 +49,8 @@ export interface FetcherDeps {
   subscriber: RedisClient;
   wakeChannel: string;
   pollIntervalMs: number;
+  /** Timers for the next due job: Node's, or a test clock's (due times are on that clock). */
+  timers?: Clock;
   freeSlots(): number;
   claim(count: number, ticket: ClaimTicket): Promise<ClaimReply>;
   onJobs(jobs: ClaimedJob[]): void;
@@ -85,7 +88,9 @@ export class Fetcher {
   private drained = false;
   private stopped = true;
   private failures = 0;
-  private dueTimer: NodeJS.Timeout | undefined;
+  private dueTimer: unknown;
+  /** What the due timer waits on: a test clock for a due job, Node's for a rate-limit window (Redis key expiry). */
+  private dueTimers: Clock = REAL_TIMERS;
   private pollTimer: NodeJS.Timeout | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private readonly onMessage = (channel: string, message: string) => {
@@ -107,6 +112,11 @@ export class Fetcher {
   /** Jobs asked for by claims in flight. */
   get requestedCount(): number {
     return this.requested;
+  }
+
+  /** Claims sent so far (retries not counted). */
+  get claimsSent(): number {
+    return this.nonces;
   }
 
   /** True while the last claim came back short and nothing has woken the loop since. */
@@ -209,14 +219,18 @@ export class Fetcher {
   }
 
   private armDueTimer(reply: ClaimReply): void {
-    clearTimeout(this.dueTimer);
+    this.dueTimers.clearTimeout(this.dueTimer);
     if (reply.paused) return;
     // Rate-limited: sleep until the window reopens (or the next due job, if sooner), not in a busy loop.
     let wait = reply.limitedMs > 0 ? reply.limitedMs : Number.POSITIVE_INFINITY;
-    if (reply.nextDue !== null) wait = Math.min(wait, Math.max(0, reply.nextDue - reply.now));
+    this.dueTimers = REAL_TIMERS;
+    if (reply.nextDue !== null && reply.nextDue - reply.now < wait) {
+      wait = Math.max(0, reply.nextDue - reply.now);
+      this.dueTimers = this.deps.timers ?? REAL_TIMERS;
+    }
     if (wait === Number.POSITIVE_INFINITY) return;
     // A job due in a month wakes this timer after ~24.8 days (safeTimeout's clamp); it then re-arms.
-    this.dueTimer = safeTimeout(() => this.wake(), wait);
+    this.dueTimer = this.dueTimers.setTimeout(() => this.wake(), wait);
   }
 
   private armPoll(): void {
@@ -226,7 +240,7 @@ export class Fetcher {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.dueTimer);
+    this.dueTimers.clearTimeout(this.dueTimer);
     clearTimeout(this.pollTimer);
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;

@@ -1,8 +1,8 @@
-import { safeTimeout } from '../timers.js';
+import { type Clock, REAL_TIMERS } from '../clock.js';
 
 /** A self-rescheduling timer for the worker's background loops: one run at a time, never overlapping. */
 export class Interval {
-  private timer: NodeJS.Timeout | undefined;
+  private timer: unknown;
   private running = false;
   private stopped = true;
 
@@ -12,6 +12,8 @@ export class Interval {
     private readonly nextDelayMs: () => number,
     /** Where a failed run's error goes; the loop carries on. */
     private readonly onError: (err: unknown) => void,
+    /** Whose timers: Node's, or a test clock's (clock.ts). */
+    private readonly timers: Clock = REAL_TIMERS,
   ) {}
 
   start(firstDelayMs = this.nextDelayMs()): void {
@@ -26,8 +28,8 @@ export class Interval {
   }
 
   private schedule(ms: number): void {
-    clearTimeout(this.timer);
-    this.timer = safeTimeout(() => this.tick(), ms);
+    this.timers.clearTimeout(this.timer);
+    this.timer = this.timers.setTimeout(() => this.tick(), ms);
   }
 
   private async tick(): Promise<void> {
@@ -45,7 +47,7 @@ export class Interval {
 
   stop(): void {
     this.stopped = true;
-    clearTimeout(this.timer);
+    this.timers.clearTimeout(this.timer);
   }
 }
 

@@ -64,6 +64,8 @@ export class Job<Data = unknown> {
   private steps: Promise<Map<string, unknown>> | undefined;
   /** job.sleep calls made so far in this attempt: the n-th call is step `~sleep:n`. */
   private sleeps = 0;
+  /** @internal Set by the worker when it runs on a test clock (clock.ts): that clock's now. */
+  clockNow: (() => number) | undefined;
   /** @internal Set by the worker. */
   parentReader: ((job: Job<unknown>) => Promise<Record<string, unknown>>) | undefined;
   private abortReason: Error | undefined;
@@ -186,7 +188,7 @@ export class Job<Data = unknown> {
    * came before it. Call it as `await job.sleep(ms)` and let what it throws propagate (a SnoozeError).
    */
   sleep(ms: number): Promise<void> {
-    return sleepStep(this, this.sleeps++, ms);
+    return sleepStep(this, this.sleeps++, ms, this.clockNow);
   }
 
   /**

@@ -9,6 +9,7 @@
  * this lane's calls; the lane then forgets their leases and reports each written outcome upward as one
  * LaneOutcome. The lane owns its maps (held, running): the runner asks through the methods below.
  */
+import { type Clock, REAL_TIMERS } from '../clock.js';
 import type { SuretyError } from '../errors.js';
 import { decodeClaimed } from '../job-record.js';
 import type { QueueKeys } from '../keys.js';
@@ -78,7 +79,11 @@ export interface LaneDiagnostics {
   held: string[];
   heldCount: number;
   running: number;
+  /** The attempts running: job id and fencing token (one per claim: a re-claimed job has a new one). */
+  runningJobs: { id: string; token: string }[];
   claimsRequested: number;
+  /** Claims this lane has sent so far (surety/testing: did a claim follow a wake-up?). */
+  claimsSent: number;
   drained: boolean;
   outcomesPending: number;
 }
@@ -86,7 +91,8 @@ export interface LaneDiagnostics {
 interface Running {
   job: Job<unknown>;
   startedAt: number;
-  timer: NodeJS.Timeout | undefined;
+  /** Its timeout, on the worker's timers (Node's or a test clock's). */
+  timer: unknown;
 }
 
 export class Lane {
@@ -99,6 +105,8 @@ export class Lane {
   private readonly acker: Acker;
   private readonly renewer: LeaseRenewer;
   private readonly beginner: Beginner;
+  /** Node's timers, or the test clock's (clock.ts) when the worker has one. */
+  readonly timers: Clock;
   /** Jobs to be started at claim by this lane's claims in flight (see LaneRunner.startable). */
   private starts = 0;
   /** Claims sent and not answered yet (close waits for them, so their jobs can be handed back). */
@@ -110,11 +118,13 @@ export class Lane {
     private readonly host: LaneHost,
   ) {
     const { runner, onError, options } = host;
+    this.timers = options.clock ?? REAL_TIMERS;
     this.calls = new WorkerCalls(host.client, keys, options);
     this.fetcher = new Fetcher({
       subscriber: host.subscriber,
       wakeChannel: keys.wakeChannel,
       pollIntervalMs: options.pollIntervalMs,
+      timers: this.timers,
       freeSlots: () => runner.claimable(this) + this.fetcher.requestedCount,
       claim: (count, ticket) => {
         const startNow = runner.startable(count);
@@ -144,6 +154,7 @@ export class Lane {
       onError,
     });
     this.renewer = new LeaseRenewer({
+      timers: this.timers,
       held: this.held,
       extend: (rows) => this.calls.extend(rows),
       onLost: (ids) => {
@@ -171,6 +182,7 @@ export class Lane {
       job.writer = (j, progress, lines) => this.calls.writeAnnex(j, progress, lines);
       job.parentReader = (j) => this.calls.parentResults(j.id);
       job.store = this.calls;
+      if (this.timers !== REAL_TIMERS) job.clockNow = () => this.timers.now();
       this.hold(job);
       jobs.push(job);
     }
@@ -220,7 +232,7 @@ export class Lane {
   }
 
   /** The job's processor is about to run; `timer` (its timeout, if any) is cleared when it stops. */
-  startRunning(job: Job<unknown>, timer: NodeJS.Timeout | undefined): void {
+  startRunning(job: Job<unknown>, timer: unknown): void {
     this.running.set(job.id, { job, startedAt: performance.now(), timer });
   }
 
@@ -228,7 +240,7 @@ export class Lane {
   stopRunning(id: string): number | undefined {
     const run = this.running.get(id);
     if (!run) return undefined;
-    clearTimeout(run.timer);
+    this.timers.clearTimeout(run.timer);
     this.running.delete(id);
     return performance.now() - run.startedAt;
   }
@@ -359,7 +371,9 @@ export class Lane {
       held: [...this.held.keys()].slice(0, 50),
       heldCount: this.held.size,
       running: this.running.size,
+      runningJobs: [...this.running.values()].map(({ job }) => ({ id: job.id, token: job.token })),
       claimsRequested: this.claimsRequested,
+      claimsSent: this.fetcher.claimsSent,
       drained: this.isDrained,
       outcomesPending: this.acker.pending,
     };

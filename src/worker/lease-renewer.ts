@@ -3,6 +3,7 @@
  * written) in one extend call, every third of the shortest lease held. A job whose lease turns out to
  * be lost is dropped from the held set and reported: it may already be running elsewhere.
  */
+import type { Clock } from '../clock.js';
 import { DEFAULT_LEASE_MS } from '../defaults.js';
 import { Interval } from './interval.js';
 
@@ -12,6 +13,8 @@ export interface HeldJob {
 }
 
 export interface LeaseRenewerDeps {
+  /** Node's timers, or a test clock's: a renewal then comes when virtual time passes, never in real time. */
+  timers: Clock;
   held: Map<string, HeldJob>;
   extend(rows: { id: string; token: string }[]): Promise<string[]>;
   onLost(ids: string[]): void;
@@ -27,6 +30,7 @@ export class LeaseRenewer {
       () => this.renew(),
       () => this.period(),
       deps.onError,
+      deps.timers,
     );
   }
 
@@ -34,7 +38,7 @@ export class LeaseRenewer {
     let shortest = DEFAULT_LEASE_MS;
     for (const h of this.deps.held.values()) if (h.leaseMs < shortest) shortest = h.leaseMs;
     const ms = Math.max(10, Math.floor(shortest / 3));
-    this.nextRunAt = Date.now() + ms;
+    this.nextRunAt = this.deps.timers.now() + ms;
     return ms;
   }
 
@@ -45,8 +49,8 @@ export class LeaseRenewer {
   /** A job was just claimed with this lease: make sure the next renewal comes early enough for it. */
   noteLease(leaseMs: number): void {
     const ms = Math.max(10, Math.floor(leaseMs / 3));
-    if (Date.now() + ms < this.nextRunAt) {
-      this.nextRunAt = Date.now() + ms;
+    if (this.deps.timers.now() + ms < this.nextRunAt) {
+      this.nextRunAt = this.deps.timers.now() + ms;
       this.interval.runWithin(ms);
     }
   }

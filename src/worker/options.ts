@@ -1,4 +1,5 @@
 /** Worker options: documented defaults, validated once, frozen. */
+import type { Clock } from '../clock.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import { type CommonOptions, type Logger, resolveCommon } from '../options.js';
@@ -80,6 +81,7 @@ export interface ResolvedWorkerOptions {
   logger: Logger;
   /** Spans of attempts (telemetry option). */
   tracing: Tracing;
+  clock: Clock | undefined;
   concurrency: number;
   retention: Retention;
   recoverIntervalMs: number;
@@ -119,6 +121,7 @@ const KEYS = [
   'sandbox',
   'sandboxMemoryMb',
   'telemetry',
+  'clock',
 ] as const;
 
 function resolveLimiter(value: unknown): { max: number; durationMs: number } | null {

@@ -3,10 +3,14 @@
  * their attempts are spent). Running it in every worker means no dedicated daemon is needed; the
  * script is atomic, so workers recovering at the same moment never double-recover a job.
  */
+
+import type { Clock } from '../clock.js';
 import { SCRIPT_BATCH_LIMIT } from '../defaults.js';
 import { Interval, jittered } from './interval.js';
 
 export interface RecovererDeps {
+  /** Node's timers unless the worker runs on a test clock. */
+  timers?: Clock;
   intervalMs: number;
   recover(limit: number): Promise<{ requeued: string[]; dead: string[] }>;
   onRecovered(result: { requeued: string[]; dead: string[] }): void;
@@ -22,6 +26,7 @@ export class Recoverer {
       () => this.run(),
       () => (this.backlog ? 0 : jittered(deps.intervalMs)),
       deps.onError,
+      deps.timers,
     );
   }
 

@@ -236,9 +236,9 @@ export class Runner<Data, Result> implements LaneRunner {
   // ---- running -------------------------------------------------------------------------------
 
   private run(lane: Lane, job: Job<Data>): void {
-    let timer: NodeJS.Timeout | undefined;
+    let timer: unknown;
     if (job.timeoutMs > 0) {
-      timer = safeTimeout(() => {
+      timer = lane.timers.setTimeout(() => {
         if (job.decided) return;
         const err = new TimeoutError(job.id, job.timeoutMs);
         job.abort(err);

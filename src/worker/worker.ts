@@ -148,7 +148,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     }
     checkQueueAddress(this.options.prefix, name);
     this.id = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
-    this.conn = connect(opts.connection, 'worker');
+    this.conn = connect(opts.connection, 'worker', this.options.clock, this);
     this.subscriber = duplicate(this.conn.client);
     const onError = (err: unknown) => this.reportError(err);
     this.runner = new Runner<Data, Result>({
@@ -175,6 +175,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       this.buildLanes(new Layout(this.options.prefix, name, this.options.partitions));
     }
     this.recoverer = new Recoverer({
+      timers: this.options.clock,
       intervalMs: this.options.recoverIntervalMs,
       recover: (limit) =>
         recoverEach(
@@ -262,8 +263,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   }
 
   /** @internal Per lane: leases held, jobs running, claims and outcomes in flight (for diagnosing a stuck worker). */
-  diagnostics(): { running: number; lanes: LaneDiagnostics[] } {
-    return { running: this.activeCount, lanes: this.lanes.map((l) => l.diagnostics()) };
+  diagnostics(): { running: number; lanes: LaneDiagnostics[]; state: string } {
+    return { running: this.activeCount, lanes: this.lanes.map((l) => l.diagnostics()), state: this.state };
   }
 
   /** Starts the loops (called by the constructor unless `autostart: false`). Resolves once claiming has begun. */
