@@ -5,17 +5,19 @@
  * tab cleaned. Screenshots go to a temp dir; docs/dashboard*.png come from `npm run screenshots`.
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDashboard, type Dashboard, toNodeListener } from '../src/dashboard/index.js';
 import { Queue, UnrecoverableError, Worker } from '../src/index.js';
+import {
+  CHROMIUM,
+  launchChromium,
+  type ServedDashboard,
+  serveDashboard,
+} from './helpers/dashboard-browser.js';
 import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const XSS = '<script>alert(1)</script><img src=x onerror=alert(2)>';
 const shots = mkdtempSync(join(tmpdir(), 'surety-e2e-'));
 
@@ -26,8 +28,7 @@ const suite = existsSync(CHROMIUM) ? describe : describe.skip;
 suite(`dashboard page in headless Chromium (${CHROMIUM}; skipped only when it is not installed)`, () => {
   let browser: Browser;
   let page: Page;
-  let dashboard: Dashboard;
-  let server: Server;
+  let served: ServedDashboard;
   let url: string;
   let worker: Worker;
   const queues: Queue[] = [];
@@ -36,22 +37,9 @@ suite(`dashboard page in headless Chromium (${CHROMIUM}; skipped only when it is
   const name = uniqueName('emails');
 
   beforeAll(async () => {
-    dashboard = createDashboard({ connection: fx.url, eventsIntervalMs: 500 });
-    server = createServer(toNodeListener(dashboard));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-      ],
-    });
+    served = await serveDashboard({ connection: fx.url, eventsIntervalMs: 500 });
+    url = served.url;
+    browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1200, height: 360 } });
     page.on('dialog', (d) => {
       dialogs.push(d.message());
@@ -65,9 +53,7 @@ suite(`dashboard page in headless Chromium (${CHROMIUM}; skipped only when it is
     await browser?.close();
     await worker?.close();
     for (const q of queues) await q.close();
-    server?.closeAllConnections();
-    await new Promise((r) => server?.close(r));
-    await dashboard?.close();
+    await served?.close();
   });
 
   it('shows live counts and charts, retries a dead job until a worker completes it, and renders data as text', async () => {

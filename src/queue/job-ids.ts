@@ -4,6 +4,7 @@
  */
 import { annexFields, annexOf, decodeRecord } from '../job-record.js';
 import { groupKeys, type QueueKeys } from '../keys.js';
+import type { Layout } from '../partitions.js';
 import type { RedisClient } from '../scripts.js';
 import type { JobInfo, JobState } from '../types.js';
 
@@ -95,4 +96,30 @@ export async function readMany<D, R>(
     const rec = records[i];
     return rec ? [decodeRecord<D, R>(id, rec, annexOf(annex, i))] : [];
   });
+}
+
+/**
+ * One page of jobs over every partition: `perPart[p]` holds partition p's `[id, score]` rows (one
+ * partition: the page itself; several: each partition's first offset+limit, merged here by score,
+ * ties by id, `newest` first or oldest first), then the records, read per partition, in page order.
+ */
+export async function mergedPage<D, R>(
+  client: RedisClient,
+  layout: Layout,
+  perPart: readonly (readonly [string, number])[][],
+  offset: number,
+  limit: number,
+  newest: boolean,
+): Promise<JobInfo<D, R>[]> {
+  const dir = newest ? -1 : 1;
+  const merged = perPart
+    .flatMap((rows, p) => rows.map(([id, score]) => ({ id, score, p })))
+    .sort((a, b) => dir * (a.score - b.score) || (a.id < b.id ? -dir : a.id > b.id ? dir : 0));
+  const page = layout.partitioned ? merged.slice(offset, offset + limit) : merged;
+  const found = new Map<string, JobInfo<D, R>>();
+  for (let p = 0; p < layout.count; p++) {
+    const ids = page.filter((r) => r.p === p).map((r) => r.id);
+    for (const job of await readMany<D, R>(client, layout.parts[p]!, ids)) found.set(`${p}\n${job.id}`, job);
+  }
+  return page.flatMap((r) => found.get(`${r.p}\n${r.id}`) ?? []);
 }

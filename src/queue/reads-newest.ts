@@ -10,7 +10,7 @@ import { groupKeys, type QueueKeys } from '../keys.js';
 import type { RedisClient } from '../scripts.js';
 import type { JobInfo, JobState } from '../types.js';
 import type { QueueContext } from './context.js';
-import { idsOf, poolIds, readMany } from './job-ids.js';
+import { idsOf, mergedPage, poolIds, readMany } from './job-ids.js';
 
 /** How many jobs of `state` one partition holds (as counts() counts them). */
 async function sizeOf(client: RedisClient, k: QueueKeys, state: 'waiting' | 'blocked'): Promise<number> {
@@ -75,14 +75,5 @@ export async function listNewest<D, R>(
         : newestIds(client, k, state, offset, limit),
     ),
   );
-  const merged = perPart
-    .flatMap((rows, p) => rows.map(([id, score]) => ({ id, score, p })))
-    .sort((a, b) => b.score - a.score || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
-  const page = layout.partitioned ? merged.slice(offset, offset + limit) : merged;
-  const found = new Map<string, JobInfo<D, R>>();
-  for (let p = 0; p < layout.count; p++) {
-    const ids = page.filter((r) => r.p === p).map((r) => r.id);
-    for (const job of await readMany<D, R>(client, layout.parts[p]!, ids)) found.set(`${p}\n${job.id}`, job);
-  }
-  return page.flatMap((r) => found.get(`${r.p}\n${r.id}`) ?? []);
+  return mergedPage<D, R>(client, layout, perPart, offset, limit, true);
 }

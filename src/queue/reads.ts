@@ -16,7 +16,7 @@ import { isJobState, JOB_STATES } from '../states.js';
 import type { JobCounts, JobInfo, JobState, WorkerDescription } from '../types.js';
 import { checkCallOptions, checkInt, checkLabel, show } from '../validate.js';
 import type { QueueContext } from './context.js';
-import { idsOf, poolIds, readMany } from './job-ids.js';
+import { idsOf, mergedPage, poolIds, readMany } from './job-ids.js';
 import { listNewest } from './reads-newest.js';
 
 /** The partition holding job `id` (its home first, then the others), or -1 if none does. */
@@ -107,16 +107,7 @@ export async function listJobs<D, R>(
         : idsOf(client, k, state, offset, limit),
     ),
   );
-  const merged = perPart
-    .flatMap((rows, p) => rows.map(([id, score]) => ({ id, score, p })))
-    .sort((a, b) => a.score - b.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  const page = layout.partitioned ? merged.slice(offset, offset + limit) : merged;
-  const found = new Map<string, JobInfo<D, R>>();
-  for (let p = 0; p < layout.count; p++) {
-    const ids = page.filter((r) => r.p === p).map((r) => r.id);
-    for (const job of await readMany<D, R>(client, layout.parts[p]!, ids)) found.set(`${p}\n${job.id}`, job);
-  }
-  return page.flatMap((r) => found.get(`${r.p}\n${r.id}`) ?? []);
+  return mergedPage<D, R>(client, layout, perPart, offset, limit, false);
 }
 
 export async function countJobs(rawClient: RedisClient, layout: Layout): Promise<JobCounts> {
