@@ -274,6 +274,32 @@ describe('OpenTelemetry spans', () => {
     expect(exporter.getFinishedSpans()).toEqual([]);
   });
 
+  it("with no SDK, a caller's propagated context still reaches the processor (only untraced jobs skip the span)", async () => {
+    trace.disable();
+    try {
+      const name = uniqueName();
+      const q = queue(name);
+      const seen: string[] = [];
+      worker(name, () => {
+        seen.push(trace.getSpanContext(context.active())?.traceId ?? 'none');
+        return null;
+      });
+      const remote = { traceId: 'ab'.repeat(16), spanId: 'cd'.repeat(8), traceFlags: 1, isRemote: true };
+      const carried = await context.with(trace.setSpanContext(context.active(), remote), () =>
+        q.add('in a trace'),
+      );
+      const plain = await q.add('no trace');
+      await q.waitFor(carried.id);
+      await q.waitFor(plain.id);
+      const field = (await fx.redis.hget(q.keys.jobs, carried.id))!.split('\n')[0]!.split('|')[21];
+      expect(field).toContain(remote.traceId);
+      expect(seen.sort()).toEqual([remote.traceId, 'none'].sort());
+    } finally {
+      trace.setGlobalTracerProvider(provider);
+    }
+    expect(exporter.getFinishedSpans()).toEqual([]);
+  });
+
   it('telemetry: false records nothing and stores no trace context; such a job later runs as a root span', async () => {
     const name = uniqueName();
     const quiet = queue(name, { telemetry: false });

@@ -61,6 +61,7 @@ export interface OtelApi {
     getTracerProvider(): TracerProviderLike;
     setSpan(context: OtelContext, span: SpanLike): OtelContext;
     setSpanContext(context: OtelContext, spanContext: SpanContextLike): OtelContext;
+    getSpan?(context: OtelContext): SpanLike | undefined;
   };
   context: {
     active(): OtelContext;
@@ -77,6 +78,8 @@ export interface OtelApi {
   isSpanContextValid(spanContext: SpanContextLike): boolean;
   /** From API 1.1 on; without it a stored tracestate is dropped. */
   createTraceState?(raw: string): TraceStateLike;
+  /** The global provider's class: its `getDelegate()` is the no-op provider until an SDK registers. */
+  ProxyTracerProvider?: new () => { getDelegate(): unknown };
 }
 
 /** The module name, in a variable so that no bundler or type checker insists on finding it. */
