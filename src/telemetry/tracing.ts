@@ -51,6 +51,8 @@ export class Tracing {
   private tracerCache: TracerLike | undefined;
   /** The API's no-op provider: the global provider's delegate while no SDK is registered. */
   private readonly noop: unknown;
+  private idle = false;
+  private checkedAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly api: OtelApi | null,
@@ -68,8 +70,15 @@ export class Tracing {
    * another copy of the API never compares equal, and takes the full path, which is always right.
    */
   private noSdk(api: OtelApi): boolean {
-    const global = api.trace.getTracerProvider() as { getDelegate?: () => unknown };
-    return global.getDelegate?.() === this.noop;
+    // Asked at most once a second: reading the global provider costs more than the rest of this
+    // path, and an SDK registered after start still gets spans a second later.
+    const now = Date.now();
+    if (now - this.checkedAt > 1_000) {
+      const global = api.trace.getTracerProvider() as { getDelegate?: () => unknown };
+      this.idle = global.getDelegate?.() === this.noop;
+      this.checkedAt = now;
+    }
+    return this.idle;
   }
 
   get enabled(): boolean {
