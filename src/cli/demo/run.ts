@@ -177,7 +177,7 @@ export async function runDemo(g: GlobalOptions): Promise<void> {
       say(`\nlook around (the jobs stay in Redis${handle.embeddedPid ? ', ./.surety/redis' : ''}):`);
       const r = handle.embeddedPid ? ' --redis embedded' : '';
       say(
-        `  surety jobs ${queueName} --state dead${r}\n  surety job ${queueName} ${REPORT_ID}${r}     # both attempts, and the lease-expired error`,
+        `  npx surety jobs ${queueName} --state dead${r}\n  npx surety job ${queueName} ${REPORT_ID}${r}     # both attempts, and the lease-expired error`,
       );
     }
     if (!ok) throw new CliError('the demo did not go as planned: the killed job was not recovered');
