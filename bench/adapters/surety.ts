@@ -58,7 +58,12 @@ export const surety: Adapter = {
       (job) => {
         spec.processor(job.data);
       },
-      { connection: spec.server.url, concurrency: spec.concurrency, events: EVENTS, ...(process.env.SURETY_BENCH_NO_OTEL ? { telemetry: false } : {}) },
+      {
+        connection: spec.server.url,
+        concurrency: spec.concurrency,
+        events: EVENTS,
+        ...(process.env.SURETY_BENCH_NO_OTEL ? { telemetry: false } : {}),
+      },
     );
     worker.on('completed', () => spec.onCompleted());
     worker.on('failed', (_job, err) => spec.onFailed(err));
