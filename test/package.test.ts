@@ -101,9 +101,14 @@ describe('the packed package', { timeout: 120_000 }, () => {
       'dist/scripts/includes/enqueue.lua',
       'dist/worker/sandbox/entry.js',
       'dist/cli/main.js',
+      'dist/testing/index.js',
+      'LICENSE',
     ]) {
       expect(packed).toContain(f);
     }
+    // Source maps would point at TypeScript sources the package does not ship; the Lua scripts are
+    // loaded from dist/scripts only.
+    expect(packed.filter((f) => f.endsWith('.map') || f.startsWith('src/'))).toEqual([]);
     expect(
       packed.filter((f) => /^(test|bench|chaos|examples|scripts)\/|\.ts$/.test(f) && !f.endsWith('.d.ts')),
     ).toEqual([]);
