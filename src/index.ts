@@ -61,6 +61,7 @@ export {
   repartition,
 } from './queue/repartition.js';
 export type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './queue/schedule-timing.js';
+export type { WaitOptions } from './queue/wait-for.js';
 export type { RecoveredJobs } from './recovery.js';
 export { type ServerInfo, type ServerWarning, serverInfo } from './server-info.js';
 export type { TracerProviderLike } from './telemetry/api.js';

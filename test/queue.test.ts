@@ -216,6 +216,21 @@ describe('Queue', () => {
     await expect(q.waitFor('missing')).rejects.toBeInstanceOf(JobNotFoundError);
   });
 
+  it('waitFor stops when its signal aborts (rejecting with the reason), at once if already aborted; a non-signal is refused', async () => {
+    const q = queue();
+    const { id } = await q.add({});
+    const controller = new AbortController();
+    const waiting = q.waitFor(id, { timeoutMs: 30_000, signal: controller.signal });
+    const reason = new Error('the client went away');
+    setImmediate(() => controller.abort(reason));
+    await expect(waiting).rejects.toBe(reason);
+    await expect(q.waitFor(id, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    await expect(q.waitFor(id, { signal: {} as AbortSignal })).rejects.toThrow(
+      /waitFor options.signal must be an AbortSignal, got \{\}/,
+    );
+    expect((await q.getJob(id))?.state).toBe('waiting');
+  });
+
   it('waitFor on a job that already finished resolves at once', async () => {
     const name = uniqueName();
     const q = queue(name);

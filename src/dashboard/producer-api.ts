@@ -196,19 +196,18 @@ export class ProducerRoutes {
           { 'retry-after': '1' },
         );
       this.waits++;
-      const ended = queue.waitFor(id, { timeoutMs: waitMs }).then(
+      // A client that goes away (the request's signal aborts) ends the wait at once, and its place
+      // in `waits` with it.
+      const ended = queue.waitFor(id, { timeoutMs: waitMs, signal }).then(
         () => 'ended' as const,
         (err: unknown) => {
           // Dead (JobFailedError) or still running (WaitTimeoutError): answered with the job as it is now.
           if (err instanceof JobFailedError || err instanceof WaitTimeoutError) return 'ended' as const;
+          if (signal.aborted) return 'gone' as const;
           throw err;
         },
       );
-      // A client that goes away stops the answer, not the wait: waitFor takes no signal, so its timer
-      // (at most MAX_WAIT_MS) stays counted in `waits` until it ends.
-      const counted = ended.finally(() => this.waits--);
-      counted.catch(() => {});
-      if ((await Promise.race([counted, gone(signal)])) === 'gone') return job; // no one reads it
+      if ((await ended.finally(() => this.waits--)) === 'gone') return job; // no one reads it
       const now = await queue.getJob(id);
       if (!now) throw notFound(id);
       return now;
@@ -267,14 +266,6 @@ function waitParam(params: URLSearchParams): number {
       `waitMs must be an integer from 0 to ${MAX_WAIT_MS}, got ${JSON.stringify(raw.slice(0, 40))}`,
     );
   return n;
-}
-
-/** Resolves 'gone' when `signal` aborts (the client went away); never settles otherwise. */
-function gone(signal: AbortSignal): Promise<'gone'> {
-  return new Promise((resolve) => {
-    if (signal.aborted) resolve('gone');
-    else signal.addEventListener('abort', () => resolve('gone'), { once: true });
-  });
 }
 
 /** errorResponse, with transient failures as 503 + Retry-After; unexpected ones become a process warning. */

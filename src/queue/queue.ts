@@ -69,7 +69,7 @@ import { LayoutOpener } from './opener.js';
 import { countJobs, type ListOptions, listJobs, listWorkers, queueExists, readJob } from './reads.js';
 import type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './schedule-timing.js';
 import { listSchedules, removeSchedule, upsertSchedule } from './schedules.js';
-import { JobWaiter } from './wait-for.js';
+import { JobWaiter, type WaitOptions } from './wait-for.js';
 
 export class Queue<Data = unknown, Result = unknown> {
   readonly name: string;
@@ -142,9 +142,10 @@ export class Queue<Data = unknown, Result = unknown> {
 
   /**
    * Resolves with the job's result once it completes; rejects with JobFailedError (every attempt's
-   * error) if it ends dead, WaitTimeoutError after `timeoutMs`, JobNotFoundError if it does not exist.
+   * error) if it ends dead, WaitTimeoutError after `timeoutMs`, JobNotFoundError if it does not exist,
+   * or with `signal`'s reason once it aborts.
    */
-  async waitFor(id: string, opts: { timeoutMs?: number } = {}): Promise<Result> {
+  async waitFor(id: string, opts: WaitOptions = {}): Promise<Result> {
     return (await this.waiter.wait(id, opts)) as Result;
   }
 

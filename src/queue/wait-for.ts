@@ -5,12 +5,19 @@
  * not missed. One subscriber connection per Queue, made at the first waitFor.
  */
 import { closeConnection, duplicate } from '../connection.js';
-import { JobFailedError, JobNotFoundError, WaitTimeoutError } from '../errors.js';
+import { JobFailedError, JobNotFoundError, ValidationError, WaitTimeoutError } from '../errors.js';
 import type { RedisClient } from '../scripts.js';
-import { checkCallOptions, checkJobId, checkTimerMs } from '../validate.js';
+import { checkCallOptions, checkJobId, checkTimerMs, show } from '../validate.js';
 import type { QueueContext } from './context.js';
 import { DoneListener } from './done-listener.js';
 import { readJob } from './reads.js';
+
+export interface WaitOptions {
+  /** How long to wait, in ms (default 60 000). */
+  timeoutMs?: number;
+  /** Stops the wait when it aborts: waitFor rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
 
 export class JobWaiter {
   private subscriber: RedisClient | null = null;
@@ -20,12 +27,17 @@ export class JobWaiter {
 
   /**
    * Resolves with the job's result once it completes; rejects with JobFailedError (every attempt's
-   * error) if it ends dead, WaitTimeoutError after `timeoutMs`, JobNotFoundError if it does not exist.
+   * error) if it ends dead, WaitTimeoutError after `timeoutMs`, JobNotFoundError if it does not exist;
+   * with the `signal`'s reason once it aborts (the wait stops; the job is not touched).
    */
-  async wait(id: string, opts: { timeoutMs?: number }): Promise<unknown> {
+  async wait(id: string, opts: WaitOptions): Promise<unknown> {
     checkJobId(id);
-    checkCallOptions('waitFor options', opts, ['timeoutMs']);
+    checkCallOptions('waitFor options', opts, ['timeoutMs', 'signal']);
     const timeoutMs = checkTimerMs('timeoutMs', opts.timeoutMs ?? 60_000, 1);
+    const signal = opts.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal))
+      throw new ValidationError(`waitFor options.signal must be an AbortSignal, got ${show(signal)}`);
+    signal?.throwIfAborted();
     const layout = await this.ctx.open();
     if (!this.listener) {
       this.subscriber = duplicate(this.ctx.client);
@@ -40,13 +52,18 @@ export class JobWaiter {
       let settled = false;
       let unwatch: () => void = () => {};
       let timer: NodeJS.Timeout | undefined;
+      const aborted = () => finish(() => reject(signal!.reason));
       const finish = (fn: () => void) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        signal?.removeEventListener('abort', aborted);
         unwatch();
         fn();
       };
+      // An abort frees the wait at once: its timer, and its entry in the done listener.
+      signal?.addEventListener('abort', aborted, { once: true });
+      if (signal?.aborted) aborted(); // aborted while the queue was opening
       const check = () => {
         // Through open(): after close() a check rejects with ClosedError, as getJob does.
         read().then(
