@@ -99,18 +99,21 @@ export async function readMany<D, R>(
 }
 
 /**
- * One page of jobs over every partition: `perPart[p]` holds partition p's `[id, score]` rows (one
- * partition: the page itself; several: each partition's first offset+limit, merged here by score,
- * ties by id, `newest` first or oldest first), then the records, read per partition, in page order.
+ * One page of jobs over every partition. `idsAt(k, offset, n)` reads one partition's `[id, score]`
+ * rows: one partition pages in Redis; several each give their first offset+limit, merged here by
+ * score, ties by id, `newest` first or oldest first. Then the records, read per partition, in page order.
  */
 export async function mergedPage<D, R>(
   client: RedisClient,
   layout: Layout,
-  perPart: readonly (readonly [string, number])[][],
+  idsAt: (k: QueueKeys, offset: number, n: number) => Promise<(readonly [string, number])[]>,
   offset: number,
   limit: number,
   newest: boolean,
 ): Promise<JobInfo<D, R>[]> {
+  const perPart = await Promise.all(
+    layout.parts.map((k) => (layout.partitioned ? idsAt(k, 0, offset + limit) : idsAt(k, offset, limit))),
+  );
   const dir = newest ? -1 : 1;
   const merged = perPart
     .flatMap((rows, p) => rows.map(([id, score]) => ({ id, score, p })))

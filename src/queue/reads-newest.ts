@@ -68,12 +68,12 @@ export async function listNewest<D, R>(
     const { list } = await poolIds(client, g.waiting, g.prio, start, end - start);
     return readMany<D, R>(client, k, list.reverse());
   }
-  const perPart = await Promise.all(
-    layout.parts.map((k) =>
-      layout.partitioned
-        ? newestIds(client, k, state, 0, offset + limit)
-        : newestIds(client, k, state, offset, limit),
-    ),
+  return mergedPage<D, R>(
+    client,
+    layout,
+    (k, from, n) => newestIds(client, k, state, from, n),
+    offset,
+    limit,
+    true,
   );
-  return mergedPage<D, R>(client, layout, perPart, offset, limit, true);
 }

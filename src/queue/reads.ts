@@ -99,15 +99,14 @@ export async function listJobs<D, R>(
     const { list } = await poolIds(client, g.waiting, g.prio, offset, limit);
     return readMany<D, R>(client, k, list);
   }
-  // One partition pages in Redis; several must each give their first offset+limit, merged here.
-  const perPart = await Promise.all(
-    layout.parts.map((k) =>
-      layout.partitioned
-        ? idsOf(client, k, state, 0, offset + limit)
-        : idsOf(client, k, state, offset, limit),
-    ),
+  return mergedPage<D, R>(
+    client,
+    layout,
+    (k, from, n) => idsOf(client, k, state, from, n),
+    offset,
+    limit,
+    false,
   );
-  return mergedPage<D, R>(client, layout, perPart, offset, limit, false);
 }
 
 export async function countJobs(rawClient: RedisClient, layout: Layout): Promise<JobCounts> {
