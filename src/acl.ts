@@ -15,7 +15,9 @@ import { checkPrefix } from './validate.js';
  * command the scripts call is listed here.
  */
 const WORKER_COMMANDS = {
-  evalsha: 'every state change is one Lua script, run by EVALSHA',
+  fcall:
+    'every state change is one Lua script, a function of the Surety library (loaded once per version, see below), run by FCALL',
+  evalsha: 'the same scripts, run by EVALSHA while the library is not loaded (or on Redis < 7)',
   eval: 'the EVALSHA fallback when the server has not cached the script yet',
   info: 'connect-time check of the Redis version; the ioredis ready check (and role check with Sentinel)',
   ping: "the CLI's connection check",
@@ -77,6 +79,8 @@ const WORKER_COMMANDS = {
  * anyway, and nothing else.
  */
 const MONITOR_COMMANDS = {
+  fcall:
+    'the partition-count check a Queue makes on first use (partitions.lua, a function of the library); for this user it can only read',
   evalsha:
     'the partition-count check a Queue makes on first use (partitions.lua); for this user it can only read',
   eval: 'the EVALSHA fallback when the server has not cached the script yet',

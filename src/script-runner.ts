@@ -1,8 +1,10 @@
 /**
  * Loading and calling the Lua scripts of src/scripts/ (their typed descriptions are in scripts.ts).
  *
- * Scripts are loaded once (includes inlined), called with EVALSHA, and re-sent with EVAL on NOSCRIPT
- * (after a Redis restart or SCRIPT FLUSH). `callScript` decodes the reply with the script's decoder
+ * Scripts run as functions of one Redis Functions library (script-functions.ts: loaded once per
+ * server, called with FCALL), or, where the server cannot load it (Redis < 7, an ACL user without
+ * FUNCTION LOAD), are loaded once (includes inlined), called with EVALSHA, and re-sent with EVAL on
+ * NOSCRIPT (after a Redis restart or SCRIPT FLUSH). `callScript` decodes the reply with the script's decoder
  * (script-replies.ts) and turns refusals sent as error replies (`SURETY_<CODE> ...`) and over-maxmemory
  * refusals into typed errors (errors.ts), so no caller reads a positional reply or an error message.
  */
@@ -14,6 +16,13 @@ import { redisFullError } from './errors.js';
 import { untilClosed } from './in-flight.js';
 import type { QueueKeys } from './keys.js';
 import { parseRefusal, type RefusalContext, refusalError } from './refusals.js';
+import {
+  isFunctionMissing,
+  libraryFunction,
+  loadLibrary,
+  refusesFunctions,
+  registerScript,
+} from './script-functions.js';
 
 export type RedisClient = Redis | Cluster;
 
@@ -66,6 +75,7 @@ export function define<const A extends string, const R extends string = never, T
   const source = loadLua(name);
   const sha = createHash('sha1').update(source).digest('hex');
   const nowAt = (args as readonly string[]).indexOf('now');
+  registerScript(name);
   return Object.freeze({ name, keys, args, repeated, decode, source, sha, nowAt });
 }
 
@@ -97,6 +107,19 @@ export async function runScript<A extends string, R extends string>(
   }
   for (const row of rows) for (const r of spec.repeated) flat.push(arg(row[r]));
   try {
+    const fn = libraryFunction(redis, spec.name);
+    if (fn !== null) {
+      try {
+        return await untilClosed(redis, redis.call('FCALL', [fn, spec.keys.length].concat(flat)));
+      } catch (err) {
+        // Not loaded on this server yet (a new server, one restarted without persistence, FUNCTION
+        // FLUSH): nothing ran; load the library and call again. Refused: EVALSHA below.
+        if (!isFunctionMissing(err) && !refusesFunctions(redis, err)) throw err;
+        if (isFunctionMissing(err) && (await loadLibrary(redis))) {
+          return await untilClosed(redis, redis.call('FCALL', [fn, spec.keys.length].concat(flat)));
+        }
+      }
+    }
     try {
       return await untilClosed(redis, redis.evalsha(spec.sha, spec.keys.length, flat));
     } catch (err) {

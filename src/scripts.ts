@@ -91,6 +91,25 @@ export const scripts = {
     ],
     decodeAdd,
   ),
+  addOne: define(
+    'add-one',
+    ['jobs', 'waiting', 'delayed', 'ids', 'events', 'annex', 'meta', 'expiring'],
+    [
+      'now',
+      'wakeChannel',
+      'eventsMaxLen',
+      'partitions',
+      'idSuffix',
+      'id',
+      'delayMs',
+      'runAt',
+      'optionTail',
+      'data',
+      'ttlMs',
+    ],
+    [],
+    decodeAdd,
+  ),
   claim: define(
     'claim',
     [

@@ -123,7 +123,7 @@ describe('crashes', () => {
     open.push(worker);
     try {
       await waitUntil(
-        async () => /cmd=evalsha/.test(String(await fx.redis.call('CLIENT', 'LIST'))),
+        async () => /cmd=(evalsha|fcall)/.test(String(await fx.redis.call('CLIENT', 'LIST'))),
         'heartbeat held',
       );
       await fx.redis.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');

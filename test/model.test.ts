@@ -408,23 +408,31 @@ class Harness {
         if (op.runAtIn !== undefined) jobOpts.runAt = this.now + op.runAtIn;
         const o = resolveAddOptions(clean(jobOpts), LIBRARY_JOB_DEFAULTS);
         const data = { n: ++this.adds };
-        const reply = (await this.run(scripts.add, {}, [
-          {
-            id: o.id,
-            priority: o.priority,
-            delayMs: o.delayMs,
-            runAt: o.runAt,
-            optionTail: encodeOptionTail(o),
-            data: JSON.stringify(data),
-            dependsOn: '',
-            depMode: '',
-            group: '',
-            dedupeKey: '',
-            dedupeMode: '',
-            dedupeTtlMs: '',
-            ttlMs: '',
-          },
-        ])) as [string, number, string];
+        const job = {
+          id: o.id,
+          delayMs: o.delayMs,
+          runAt: o.runAt,
+          optionTail: encodeOptionTail(o),
+          data: JSON.stringify(data),
+          ttlMs: '',
+        };
+        // A plain job (priority 0) goes by add-one.lua, as queue.add sends it; the others by add.lua.
+        const reply = (
+          o.priority === 0
+            ? await this.run(scripts.addOne, job)
+            : await this.run(scripts.add, {}, [
+                {
+                  ...job,
+                  priority: o.priority,
+                  dependsOn: '',
+                  depMode: '',
+                  group: '',
+                  dedupeKey: '',
+                  dedupeMode: '',
+                  dedupeTtlMs: '',
+                },
+              ])
+        ) as [string, number, string];
         const due = this.now + (op.delayMs ?? op.runAtIn ?? 0);
         const want = this.model.add(id, op, due, data);
         const when = op.delayMs !== undefined ? `delayMs=${op.delayMs}` : `runAt=t+${due - T0}`;

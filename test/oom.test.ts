@@ -84,6 +84,7 @@ function expectFull(err: unknown): void {
  */
 const ADDS_WORK = [
   'add',
+  'add-one',
   'schedule',
   'advance-schedule',
   'retry',

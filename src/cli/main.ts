@@ -16,6 +16,7 @@ import { registerGroups } from './commands/groups.js';
 import { registerJobs } from './commands/jobs.js';
 import { registerReaper } from './commands/reaper.js';
 import { registerSchedules } from './commands/schedules.js';
+import { registerScripts } from './commands/scripts.js';
 import { registerStats } from './commands/stats.js';
 import { registerWorker } from './commands/worker.js';
 import { registerWorkers } from './commands/workers.js';
@@ -59,6 +60,7 @@ export function buildProgram(): Command {
   registerSchedules(program);
   registerWorker(program);
   registerReaper(program);
+  registerScripts(program);
   registerDashboard(program);
   registerDemo(program);
   program.addHelpText(

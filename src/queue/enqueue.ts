@@ -62,7 +62,10 @@ export async function addJob(
     async (trace) => {
       const row = toRow(ctx, data, opts, 'job data', '', trace);
       const layout = await ctx.open();
-      const [added] = await runAdd(ctx, layout, [row], [route(layout, row)]);
+      const p = route(layout, row);
+      if (!isPlain(row)) return (await runAdd(ctx, layout, [row], [p]))[0]!;
+      const [added] = await addOneScript(ctx, layout, p, row);
+      await waitReplicas(ctx, layout.parts[p]!);
       return added!;
     },
     (added) => added.id,
@@ -213,6 +216,37 @@ export async function addBatchRows(
   const added = await addScript(ctx, layout, p, rows, false, batch);
   await waitReplicas(ctx, layout.parts[p]!);
   return added;
+}
+
+/**
+ * A job add-one.lua can add: no parents, group, dedupe key or priority (those need add.lua's
+ * checks and structures).
+ */
+function isPlain(row: AddRow): boolean {
+  return row.dependsOn === '' && row.group === '' && row.dedupeKey === '' && Number(row.priority) === 0;
+}
+
+/** add-one.lua on partition p (the interactive path: one plain job, see isPlain). */
+function addOneScript(ctx: QueueContext, layout: Layout, p: number, row: AddRow): Promise<AddedRow[]> {
+  const k = layout.parts[p]!;
+  const args = {
+    now: '',
+    wakeChannel: k.wakeChannel,
+    eventsMaxLen: ctx.options.eventsMaxLen,
+    partitions: layout.count,
+    idSuffix: layout.idSuffix(p),
+    id: row.id,
+    delayMs: row.delayMs,
+    runAt: row.runAt,
+    optionTail: row.optionTail,
+    data: row.data,
+    ttlMs: row.ttlMs,
+  };
+  return callScript(ctx.client, scripts.addOne, k, args, [], {
+    operation: 'add',
+    queue: ctx.name,
+    partitions: layout.count,
+  });
 }
 
 /** add.lua on partition p; a refusal (unknown parent, stale layout) is thrown as its typed error. */

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { aclRules } from '../../src/acl.js';
+import { loadLibrary } from '../../src/script-functions.js';
 import { RedisServer, type RedisServerOptions } from './redis-server.js';
 
 export interface Fixture {
@@ -39,6 +40,8 @@ export function useRedis(opts?: RedisServerOptions): Fixture {
     fixture.url = ACL_MODE
       ? await createAclUser(fixture.redis, fixture.server.url, aclRules('worker'), 'surety-worker')
       : fixture.server.url;
+    // As docs/acl.md asks of an operator: the worker rules call the script library, not load it.
+    if (ACL_MODE) await loadLibrary(fixture.redis);
   });
   afterAll(async () => {
     try {

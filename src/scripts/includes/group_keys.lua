@@ -2,7 +2,7 @@
 -- names them (QueueKeys.group*, groupKeys). Groups are open-ended, so a script cannot list their keys
 -- in KEYS; every name carries the queue's hash tag, so all of them live in the queue's cluster slot.
 -- The table is built once per script run.
-local GROUP_KEYS = nil
+local GROUP_KEYS = nil -- @per-call (a Redis Functions library resets it on each call)
 local function group_keys(queue_key)
   if not GROUP_KEYS then
     local base = string.match(queue_key, '^({[^}]*}:)')

@@ -3,8 +3,8 @@
 -- default (meta `glimits`); each is `concurrency|rateMax|rateWindowMs`, '' = inherit, '-' = none.
 -- Returns concurrency, rateMax, rateWindowMs (nil when unlimited). Read once per group per script
 -- run (limits do not change inside one: set-group-limits writes before it reads).
-local DEFAULT_GROUP_LIMITS = nil
-local GROUP_LIMITS_SEEN = {}
+local DEFAULT_GROUP_LIMITS = nil -- @per-call
+local GROUP_LIMITS_SEEN = {} -- @per-call
 local function group_limits(gk, group)
   local seen = GROUP_LIMITS_SEEN[group]
   if seen then return seen[1], seen[2], seen[3] end

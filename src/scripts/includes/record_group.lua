@@ -6,7 +6,7 @@
 -- match per record per script run (memoised by the record string), not one per field.
 local GROUP_PATTERN = '^' .. string.rep('[^|\n]*|', 13) .. '([^|\n]*)'
 local DEDUPE_PATTERN = '^' .. string.rep('[^|\n]*|', 14) .. '([^|\n]*)'
-local GROUP_OF = {} -- record -> its field 13, or false when the header ends before it
+local GROUP_OF = {} -- @per-call: record -> its field 13, or false when the header ends before it
 local function group_field(rec)
   local g = GROUP_OF[rec]
   if g == nil then

@@ -1,0 +1,33 @@
+/**
+ * `surety scripts load`: loads this version's script library (src/script-library.ts) into Redis, on
+ * every master of a Cluster. For deployments whose worker ACL user may call the library (FCALL) but
+ * not load it (docs/acl.md): an operator runs this once per Surety version, with a user that may.
+ */
+import type { Command } from 'commander';
+import { libraryServers, loadLibraryOn, scriptLibrary } from '../../script-functions.js';
+import { examples, globals, out } from '../command-kit.js';
+import { openRedis } from '../connection.js';
+
+export function registerScripts(program: Command): void {
+  const scripts = program.command('scripts').summary('the Redis Functions library of this version');
+  const load = scripts
+    .command('load')
+    .summary('load the script library')
+    .description(
+      "load this version's script library into Redis (every master of a Cluster); already loaded is fine",
+    )
+    .action(async (_o: unknown, c: Command) => {
+      const g = globals(c);
+      const handle = await openRedis(g);
+      const name = scriptLibrary().name;
+      const rows: { server: string; library: string; result: string }[] = [];
+      for (const server of libraryServers(handle.client)) {
+        const result = await loadLibraryOn(server);
+        rows.push({ server: `${server.options.host}:${server.options.port}`, library: name, result });
+      }
+      if (g.json) return out.json(rows);
+      for (const r of rows)
+        out.line(`${r.server}: ${r.library} ${r.result === 'loaded' ? 'loaded' : 'already loaded'}`);
+    });
+  examples(load, ['surety scripts load --redis redis://admin:secret@127.0.0.1:6379']);
+}

@@ -1,0 +1,87 @@
+#!lua
+-- add-one.lua: add one plain job (-> waiting, or -> delayed when due later): the interactive path's
+-- add (queue.add of a job without parents, group, dedupe key, priority or batch), which is add.lua's
+-- result for such a job with a fraction of its arguments and work. Idempotent by id: an id that exists
+-- is reported with its state and nothing is written. A generated id is the counter's next number that
+-- is not already a job's id. Refused (nothing written) when the queue's layout is not the caller's.
+-- KEYS[1] jobs          HASH id -> record
+-- KEYS[2] waiting       LIST
+-- KEYS[3] delayed       ZSET
+-- KEYS[4] ids           STRING
+-- KEYS[5] events        STREAM lifecycle events
+-- KEYS[6] annex         HASH annex: large payloads (field id .. "\1b")
+-- KEYS[7] meta          HASH queue settings: `partitions` (on the unpartitioned tag), `moved`
+-- KEYS[8] expiring      ZSET unstarted jobs with an expiry, by expireAt (see expire.lua)
+-- ARGV[1] now           epoch ms, '' = Redis TIME
+-- ARGV[2] wakeChannel   shard channel for idle workers
+-- ARGV[3] eventsMaxLen  event stream cap (0 = no events)
+-- ARGV[4] partitions    the caller's partition count (refused if the queue records another)
+-- ARGV[5] idSuffix      appended to a generated id ('@<partition>' in a partitioned queue, else '')
+-- ARGV[6] id            '' = generate
+-- ARGV[7] delayMs       '' = none
+-- ARGV[8] runAt         epoch ms, '' = none
+-- ARGV[9] optionTail    header fields 9.. in Lua numbering (see job-record.ts)
+-- ARGV[10] data         JSON
+-- ARGV[11] ttlMs        '' = none: the job expires at now + ttlMs on Redis's clock (an expireAt given
+--                       instead comes in the option tail)
+-- Returns: { id, isNew (1|0), state letter } as add.lua does for one job;
+--   error `SURETY_PARTITIONS <n>` when this tag belongs to a queue of n partitions (or was moved)
+-- @include current_time
+-- @include parse_record
+-- @include with_header
+-- @include set_field
+-- @include announce_delayed
+-- @include emit_event
+-- @include body_marker
+
+local jobs, waiting, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- expireAt (header field 17) in an option tail, which starts at field 8.
+local TAIL_EXPIRE = '^' .. string.rep('[^|]*|', 9) .. '([^|]*)'
+
+local layout = redis.call('HMGET', KEYS[7], 'partitions', 'moved')
+if layout[2] then return redis.error_reply('SURETY_PARTITIONS ' .. layout[2]) end
+if layout[1] and layout[1] ~= ARGV[4] then return redis.error_reply('SURETY_PARTITIONS ' .. layout[1]) end
+
+local now = current_time(ARGV[1])
+local due = nil
+if ARGV[7] ~= '' then
+  due = now + tonumber(ARGV[7])
+elseif ARGV[8] ~= '' then
+  due = tonumber(ARGV[8])
+end
+local state = (due ~= nil and due > now) and 'd' or 'w'
+local data = ARGV[10]
+local large = #data > BODY_INLINE_MAX
+local record = state .. '||0||' .. now .. '|' .. (due or '') .. '|||' .. ARGV[9] .. '\n' .. (large and BODY_MARKER or data)
+local expire_at = string.match(ARGV[9], TAIL_EXPIRE)
+if ARGV[11] ~= '' then
+  expire_at = string.format('%.0f', now + tonumber(ARGV[11]))
+  local f, nl = parse_record(record)
+  set_field(f, F_EXPIRE, expire_at)
+  record = with_header(f, record, nl)
+end
+
+-- HSETNX both checks that the id is free and writes the record.
+local id = ARGV[6]
+if id ~= '' then
+  if redis.call('HSETNX', jobs, id, record) == 0 then
+    return { id, 0, string.sub(redis.call('HGET', jobs, id), 1, 1) }
+  end
+else
+  repeat
+    id = string.format('%.0f', redis.call('INCR', ids_key)) .. ARGV[5]
+  until redis.call('HSETNX', jobs, id, record) == 1
+end
+
+-- A large payload lives in the annex (see add.lua).
+if large then redis.call('HSET', KEYS[6], id .. '\1b', data) end
+if expire_at and expire_at ~= '' then redis.call('ZADD', KEYS[8], expire_at, id) end
+if state == 'd' then
+  redis.call('ZADD', delayed, due, id)
+  announce_delayed(delayed, ARGV[2], due)
+elseif redis.call('RPUSH', waiting, id) == 1 then
+  -- The list was empty: idle workers must be woken.
+  redis.call('SPUBLISH', ARGV[2], 'w')
+end
+emit_event(KEYS[5], tonumber(ARGV[3]), 'added', { id })
+return { id, 1, state }
