@@ -108,3 +108,17 @@ async function loadOnServers(redis: RedisClient): Promise<boolean> {
   );
   return results.every(Boolean);
 }
+
+/**
+ * Deletes the libraries of other Surety versions from one server (`surety scripts prune`), returning
+ * their names. Safe while clients of those versions still run: a client whose library is gone loads
+ * it again at its next call (see the module comment), at the cost of one FUNCTION LOAD.
+ */
+export async function pruneLibrariesOn(server: Redis): Promise<string[]> {
+  const current = scriptLibrary().name;
+  const list = (await server.call('FUNCTION', 'LIST', 'LIBRARYNAME', 'surety_*')) as unknown[][];
+  const names = list.map((entry) => String(entry[1])).filter((n) => /^surety_[0-9a-f]{12}$/.test(n));
+  const old = names.filter((n) => n !== current);
+  for (const name of old) await server.call('FUNCTION', 'DELETE', name);
+  return old;
+}

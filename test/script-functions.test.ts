@@ -109,6 +109,11 @@ describe('scripts as a Redis Functions library', () => {
         execFileSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { encoding: 'utf8' });
       expect(cli(['scripts', 'load', '--redis', fx.server.url])).toContain(`${lib.name} loaded`);
       expect(cli(['scripts', 'load', '--redis', fx.server.url])).toContain(`${lib.name} already loaded`);
+      // Another version's library: prune deletes it and keeps this one.
+      const other = lib.code.replaceAll(lib.name, 'surety_000000000000');
+      await fx.redis.call('FUNCTION', 'LOAD', other);
+      expect(cli(['scripts', 'prune', '--redis', fx.server.url])).toContain('deleted surety_000000000000');
+      expect(await libraries(fx.redis)).toEqual([lib.name]);
       await fx.redis.config('RESETSTAT');
       await roundTrip(`redis://caller:pw@127.0.0.1:${fx.server.port}`);
       const stats = await calls(fx.redis);
