@@ -51,7 +51,14 @@ async function stopProfile(): Promise<void> {
   profiler = undefined;
 }
 
-function record(data: JobData): void {
+// Held jobs (mode `hold`) end together, when `close` lets them go, so the worker can close gracefully.
+let releaseHeld: () => void = () => {};
+const held = new Promise<void>((resolve) => {
+  releaseHeld = resolve;
+});
+
+function record(data: JobData): void | Promise<void> {
+  if (config.mode === 'hold') return held;
   if (config.mode === 'latency') {
     samples.push(monoMs() - (data.t as number));
   } else if (config.mode === 'delayed') {
@@ -96,6 +103,7 @@ async function start(): Promise<void> {
     queue: config.queue,
     concurrency: config.concurrency,
     delayed: config.mode === 'delayed',
+    noPrefetch: config.mode === 'hold',
     processor: record,
     onCompleted,
     onFailed,
@@ -106,6 +114,7 @@ async function start(): Promise<void> {
 async function close(): Promise<void> {
   try {
     await stopProfile();
+    releaseHeld();
     await worker?.close();
   } finally {
     send({ type: 'closed' });

@@ -49,6 +49,11 @@ export class WorkerProcess {
     });
   }
 
+  /** Why the child failed or exited, if it did (a child nobody waits on reports nothing otherwise). */
+  get failedWith(): Error | null {
+    return this.failure;
+  }
+
   static async spawn(config: ChildConfig, opts: SpawnOptions): Promise<WorkerProcess> {
     const child = new WorkerProcess(config, opts);
     try {
