@@ -22,7 +22,9 @@ export interface ScaleOptions {
   sizes: number[];
   /** Fills per library and size: 1 unless --runs is given (a 1 000 000-job fill takes a while). */
   runs: number;
-  /** --scale-sizes, --libs, --runs, --n or --aof given: the stage's files get a -partial suffix. */
+  /** The held set is min(maxHeld, B/2) jobs (default 10 000). */
+  maxHeld: number;
+  /** --scale-sizes, --scale-held, --libs, --runs, --n or --aof given: the stage's files get a -partial suffix. */
   partial: boolean;
 }
 
@@ -51,6 +53,7 @@ export const USAGE = `Usage: npm run bench -- [options]
   --scale-sizes a,b    backlogs of the scale stage (default ${SCALE_SIZES.join(',')};
                        --quick ${SCALE_SIZES_QUICK.join(',')}); one fill per library and size
                        unless --runs is given
+  --scale-held k       the scale stage's held set: min(k, B/2) active jobs (default 10 000; 0: none)
   --aof                redis-server with appendonly yes, appendfsync always
   --cpu-prof           V8 CPU profile of each worker child, start -> last completion, in
                        bench/results/profiles/<queue>.cpuprofile (summary: tsx bench/profile-top.ts)
@@ -81,6 +84,7 @@ export function parseArgs(argv: readonly string[]): BenchOptions | 'help' {
   let n: number | undefined;
   let partial = false;
   let scaleSizes: number[] | undefined;
+  let maxHeld = 10_000;
   let scalePartial = false;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
@@ -119,6 +123,10 @@ export function parseArgs(argv: readonly string[]): BenchOptions | 'help' {
       if (values.some((v) => v < 1_000)) throw new Error(`${arg}: backlogs must be at least 1 000`);
       scaleSizes = [...new Set(values)].sort((a, b) => a - b);
       scalePartial = true;
+    } else if (arg === '--scale-held') {
+      const value = argv[++i];
+      maxHeld = value === '0' ? 0 : positiveInt(value, arg);
+      scalePartial = true;
     } else throw new Error(`unknown option ${arg}\n${USAGE}`);
   }
   const sizes: Sizes = quick
@@ -128,6 +136,7 @@ export function parseArgs(argv: readonly string[]): BenchOptions | 'help' {
   const scale: ScaleOptions = {
     sizes: scaleSizes ?? (quick ? SCALE_SIZES_QUICK : SCALE_SIZES),
     runs: runs ?? 1,
+    maxHeld,
     partial: scalePartial,
   };
   return { quick, json, aof, cpuProf, only, libs, runs: runs ?? (quick ? 1 : 3), sizes, partial, scale };

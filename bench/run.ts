@@ -18,14 +18,12 @@ import { monoMs, withTimeout } from './clock.js';
 import { renderClusterTable, runClusterBench } from './cluster.js';
 import { installCounter } from './command-counter.js';
 import { renderGroupsTable, runGroupsBench } from './groups.js';
-import { RESULTS_DIR, writeResults, writeStageResults } from './output.js';
+import { RESULTS_DIR, writeResults } from './output.js';
 import { flushAll, parseInfo } from './redis-stats.js';
 import { renderTable } from './report.js';
 import { Results } from './results.js';
 import { renderSandboxTable, runSandboxBench } from './sandbox.js';
-import { runScaleBench } from './scale.js';
-import { renderScaleTable } from './scale-report.js';
-import { renderScaleSvg } from './scale-svg.js';
+import { runScaleStage } from './scale-stage.js';
 import type { RunContext, Scenario } from './scenarios/context.js';
 import { SCENARIOS } from './scenarios/index.js';
 import { renderSvg } from './svg.js';
@@ -194,37 +192,12 @@ async function main(opts: BenchOptions): Promise<void> {
     );
   }
   if (opts.only.includes('scale')) {
-    const { sizes, runs, partial } = opts.scale;
-    const drained = Math.min(opts.sizes.n, ...sizes);
-    const what = `backlogs ${sizes.join(' / ')} waiting (+ B/10 delayed, + min(10 000, B/2) held), drain ${drained} jobs at concurrency 50, ${runs} fill(s) per size`;
-    log(`\nscale: ${what}`);
-    const t = monoMs();
-    const load = loadavg();
-    const rows = await runScaleBench(
-      { server: h.server, admin, libs: opts.libs, sizes, runs, n: opts.sizes.n },
+    const scaleTable = await runScaleStage(
+      { server: h.server, admin, libs: opts.libs, n: opts.sizes.n, ...opts.scale },
+      { started, quick: opts.quick, partial: opts.scale.partial, redis: version, commit: gitDescribe() },
       log,
     );
-    const wallS = Math.round((monoMs() - t) / 1000);
-    const loadEnd = loadavg();
-    const loads = `load average ${load.map((l) => l.toFixed(2)).join(' ')} at start, ${loadEnd.map((l) => l.toFixed(2)).join(' ')} at end`;
-    table = `${table}\n\nScale: ${what}; ${wallS} s, ${loads}:\n${renderScaleTable(rows)}`;
-    const date = started.toISOString().slice(0, 10);
-    const suffix = [opts.quick ? 'quick' : '', partial ? 'partial' : ''].filter(Boolean).join('-');
-    const data = {
-      startedAt: started.toISOString(),
-      wallS,
-      loadavg: loads,
-      sizes,
-      runs,
-      n: opts.sizes.n,
-      drained,
-      rows,
-    };
-    const svg = renderScaleSvg(
-      rows,
-      `${date}, ${opts.libs.length} librar${opts.libs.length === 1 ? 'y' : 'ies'}, drain ${drained} jobs at concurrency 50`,
-    );
-    log(`wrote ${writeStageResults('scale', date, suffix, data, svg).join(' and ')}`);
+    table = `${table}\n\n${scaleTable}`;
   }
   const header = [
     `Surety benchmark ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC: N=${opts.sizes.n} jobs, ${opts.runs} run(s) per scenario, libraries interleaved`,

@@ -1,6 +1,6 @@
 /**
  * Builds the backlog the scale stage measures at (bench/scale.ts), on an empty Redis:
- *  1. the held set: H jobs added, then claimed by a worker child at concurrency H whose processor
+ *  1. the held set: H jobs added (none with --scale-held 0), then claimed by a worker child at concurrency H whose processor
  *     never returns until the child is closed (mode `hold`), so they stay active under leases the
  *     worker keeps renewing; polled until the library's counters show all H active;
  *  2. B waiting jobs, in bulk calls of 1 000 with FILL_LANES calls in flight;
@@ -17,8 +17,6 @@ import { WorkerProcess } from './worker-process.js';
 
 /** Bulk calls in flight while filling: a fill of 1 000 000 jobs stays well under a minute. */
 const FILL_LANES = 4;
-/** The held set: min(MAX_HELD, B/2) jobs. */
-const MAX_HELD = 10_000;
 /** Delayed jobs are due this far ahead (plus 1 ms per job), far beyond the end of a measurement. */
 const DELAY_LEAD_MS = 2 * 3_600_000;
 /** How often the counters are read while waiting for a state (each wait has its own deadline). */
@@ -30,18 +28,17 @@ export interface BacklogShape {
   held: number;
 }
 
-export function backlogShape(backlog: number): BacklogShape {
+/** B waiting, B/10 delayed, min(maxHeld, B/2) held (issue #17: 10 000 held by workers). */
+export function backlogShape(backlog: number, maxHeld: number): BacklogShape {
   return {
     waiting: backlog,
     delayed: Math.floor(backlog / 10),
-    held: Math.min(MAX_HELD, Math.floor(backlog / 2)),
+    held: Math.min(maxHeld, Math.floor(backlog / 2)),
   };
 }
 
 export interface Backlog {
   shape: BacklogShape;
-  /** The worker child holding the held set; closing it lets the held jobs finish. */
-  holder: WorkerProcess;
   /** Waiting jobs per second while filling (bulk calls of 1 000, FILL_LANES in flight). */
   fillPerSec: number;
   bytesPerWaitingJob: number;
@@ -74,22 +71,23 @@ async function fillFast(producer: Producer, count: number, make: (i: number) => 
   await Promise.all(Array.from({ length: FILL_LANES }, lane));
 }
 
-/** Polls the library's own counters until they show `want`; throws with the last counts at the deadline. */
+/**
+ * Polls the library's own counters until `ok` holds (`want` says what it asks, for the error);
+ * throws with the last counts at the deadline.
+ */
 export async function waitForCounts(
   producer: Producer,
-  want: Partial<StateCounts>,
+  ok: (counts: StateCounts) => boolean,
+  want: string,
   timeoutMs: number,
   what: string,
 ): Promise<StateCounts> {
   const deadline = monoMs() + timeoutMs;
   for (;;) {
     const counts = await producer.counts();
-    const keys = Object.keys(want) as (keyof StateCounts)[];
-    if (keys.every((k) => counts[k] === want[k])) return counts;
+    if (ok(counts)) return counts;
     if (monoMs() > deadline) {
-      throw new Error(
-        `${what}: wanted ${JSON.stringify(want)} within ${timeoutMs} ms, counts ${JSON.stringify(counts)}`,
-      );
+      throw new Error(`${what}: wanted ${want} within ${timeoutMs} ms, counts ${JSON.stringify(counts)}`);
     }
     await sleep(POLL_MS);
   }
@@ -102,10 +100,9 @@ export async function buildBacklog(
   admin: Redis,
   producer: Producer,
   queue: string,
-  backlog: number,
+  shape: BacklogShape,
   onHolder: (holder: WorkerProcess) => void,
 ): Promise<Backlog> {
-  const shape = backlogShape(backlog);
   const m0 = await usedMemory(admin);
   const t0 = monoMs();
   await withTimeout(
@@ -113,19 +110,25 @@ export async function buildBacklog(
     deadlineMs(shape.held),
     `${adapter.lib}: held set fill`,
   );
-  const holder = await WorkerProcess.spawn(
-    { lib: adapter.lib, server, queue, concurrency: shape.held, mode: 'hold', expect: 0 },
-    // The holder never reports `done`: its jobs end only when it is closed.
-    { doneTimeoutMs: 60_000 },
-  );
-  onHolder(holder);
-  await holder.start();
-  await waitForCounts(
-    producer,
-    { waiting: 0, active: shape.held },
-    deadlineMs(shape.held),
-    `${adapter.lib}: held set claimed`,
-  );
+  if (shape.held > 0) {
+    const holder = await WorkerProcess.spawn(
+      { lib: adapter.lib, server, queue, concurrency: shape.held, mode: 'hold', expect: 0 },
+      // The holder never reports `done`: its jobs end only when it is closed.
+      { doneTimeoutMs: 60_000 },
+    );
+    onHolder(holder);
+    await holder.start();
+    // Held means both: a processor running in each of the holder's slots, and the library's own
+    // counters showing every one of those jobs active (nothing left waiting).
+    await holder.holding(deadlineMs(shape.held));
+    await waitForCounts(
+      producer,
+      (c) => c.waiting === 0 && c.active === shape.held,
+      `0 waiting, ${shape.held} active`,
+      deadlineMs(shape.held),
+      `${adapter.lib}: held set claimed`,
+    );
+  }
   const m1 = await usedMemory(admin);
   const t1 = monoMs();
   await withTimeout(
@@ -146,13 +149,13 @@ export async function buildBacklog(
   // Nothing may have moved: the holder is at full concurrency and nothing delayed is due.
   await waitForCounts(
     producer,
-    { waiting: shape.waiting, delayed: shape.delayed, active: shape.held },
+    (c) => c.waiting === shape.waiting && c.delayed === shape.delayed && c.active === shape.held,
+    `${shape.waiting} waiting, ${shape.delayed} delayed, ${shape.held} active`,
     10_000,
     `${adapter.lib}: backlog complete`,
   );
   return {
     shape,
-    holder,
     fillPerSec: (shape.waiting / (t2 - t1)) * 1000,
     bytesPerWaitingJob: (m2 - m1) / shape.waiting,
     bytesPerDelayedJob: shape.delayed > 0 ? (m3 - m2) / shape.delayed : Number.NaN,

@@ -57,8 +57,13 @@ const held = new Promise<void>((resolve) => {
   releaseHeld = resolve;
 });
 
+let holding = 0;
+
 function record(data: JobData): void | Promise<void> {
-  if (config.mode === 'hold') return held;
+  if (config.mode === 'hold') {
+    if (++holding === config.concurrency) send({ type: 'holding' });
+    return held;
+  }
   if (config.mode === 'latency') {
     samples.push(monoMs() - (data.t as number));
   } else if (config.mode === 'delayed') {

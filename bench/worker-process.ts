@@ -101,6 +101,11 @@ export class WorkerProcess {
     return (m as { at: number }).at;
   }
 
+  /** Mode `hold`: resolves once a processor runs in every slot (the child's report). */
+  async holding(timeoutMs: number): Promise<void> {
+    await this.next('holding', timeoutMs);
+  }
+
   /** Resolves at `config.expect` completions (the child's report). */
   async done(): Promise<DoneMessage> {
     return (await this.next('done', this.opts.doneTimeoutMs)) as DoneMessage;
