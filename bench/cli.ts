@@ -51,8 +51,9 @@ export const USAGE = `Usage: npm run bench -- [options]
   --runs k             runs per scenario (default 3, --quick 1)
   --n N                jobs per throughput/memory/cost measurement (default 20 000)
   --scale-sizes a,b    backlogs of the scale stage (default ${SCALE_SIZES.join(',')};
-                       --quick ${SCALE_SIZES_QUICK.join(',')}); one fill per library and size
-                       unless --runs is given
+                       --quick ${SCALE_SIZES_QUICK.join(',')}); per library and size one fill
+                       (--runs k: k) and 3 rounds of 2 000 single adds, N bulk adds and a
+                       drain of min(N, smallest size) jobs
   --scale-held k       the scale stage's held set: min(k, B/2) active jobs (default 10 000; 0: none)
   --aof                redis-server with appendonly yes, appendfsync always
   --cpu-prof           V8 CPU profile of each worker child, start -> last completion, in
