@@ -82,7 +82,7 @@ function panel(title: string, series: Series[], x0: number, y0: number): string 
 
 export function renderScaleSvg(rows: readonly ScaleRow[], subtitle: string): string {
   const medians = scaleMedians(rows);
-  const libs = [...new Set(medians.map((r) => r.lib))];
+  const libs = [...new Set(medians.map((p) => p.row.lib))];
   const metrics = SCALE_METRICS;
   const rowsOfPanels = Math.ceil(metrics.length / COLUMNS);
   const width = PANEL_W * COLUMNS;
@@ -92,7 +92,9 @@ export function renderScaleSvg(rows: readonly ScaleRow[], subtitle: string): str
       m.label,
       libs.map((lib) => ({
         lib,
-        points: medians.filter((r) => r.lib === lib).map((r) => ({ x: r.waiting, y: r[m.key] })),
+        points: medians
+          .filter((p) => p.row.lib === lib)
+          .map((p) => ({ x: p.row.waiting, y: p.values[m.id]! })),
       })),
       (i % COLUMNS) * PANEL_W,
       HEADER + Math.floor(i / COLUMNS) * PANEL_H,
