@@ -5,9 +5,12 @@ import type { LibName, ServerAddress } from './adapters/types.js';
  * What the processor records at the start of each job:
  * - `noop`: nothing;
  * - `latency`: monoMs() - data.t (enqueue -> processor start, ms);
- * - `delayed`: wallMs() - data.due (lateness, ms), and whether Date.now() < data.due (started early).
+ * - `delayed`: wallMs() - data.due (lateness, ms), and whether Date.now() < data.due (started early);
+ * - `hold`: nothing, and the job does not end until `close` (the scale stage's held set: jobs kept
+ *   active under lease, renewed by the worker). Claims only for free slots (no prefetch); reports
+ *   `holding` once a processor runs in every slot.
  */
-export type ChildMode = 'noop' | 'latency' | 'delayed';
+export type ChildMode = 'noop' | 'latency' | 'delayed' | 'hold';
 
 export interface ChildConfig {
   lib: LibName;
@@ -39,6 +42,7 @@ export interface DoneMessage {
 export type ChildMessage =
   | { type: 'ready' }
   | { type: 'started'; at: number }
+  | { type: 'holding' }
   | DoneMessage
   | { type: 'failed'; message: string }
   | { type: 'closed' };

@@ -25,3 +25,24 @@ export function writeResults(info: RunInfo, results: Results, svg: string, suffi
   writeFileSync(svgPath, svg);
   return [jsonPath, svgPath];
 }
+
+/**
+ * A stage's own results (bench/scale.ts): bench/results/<date>-<stage>[-suffix].json and, with `svg`,
+ * bench/results/latest-<stage>[-suffix].svg.
+ */
+export function writeStageResults(
+  stage: string,
+  date: string,
+  suffix: string,
+  data: unknown,
+  svg?: string,
+): string[] {
+  mkdirSync(RESULTS_DIR, { recursive: true });
+  const tail = suffix ? `-${suffix}` : '';
+  const jsonPath = `${RESULTS_DIR}${date}-${stage}${tail}.json`;
+  writeFileSync(jsonPath, `${JSON.stringify(data, null, 2)}\n`);
+  if (svg === undefined) return [jsonPath];
+  const svgPath = `${RESULTS_DIR}latest-${stage}${tail}.svg`;
+  writeFileSync(svgPath, svg);
+  return [jsonPath, svgPath];
+}

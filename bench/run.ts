@@ -23,6 +23,7 @@ import { flushAll, parseInfo } from './redis-stats.js';
 import { renderTable } from './report.js';
 import { Results } from './results.js';
 import { renderSandboxTable, runSandboxBench } from './sandbox.js';
+import { runScaleStage } from './scale-stage.js';
 import type { RunContext, Scenario } from './scenarios/context.js';
 import { SCENARIOS } from './scenarios/index.js';
 import { renderSvg } from './svg.js';
@@ -189,6 +190,14 @@ async function main(opts: BenchOptions): Promise<void> {
       `${RESULTS_DIR}${started.toISOString().slice(0, 10)}-telemetry${opts.quick ? '-quick' : ''}.json`,
       `${JSON.stringify({ startedAt: started.toISOString(), n: opts.sizes.n, runs: opts.runs, rows }, null, 2)}\n`,
     );
+  }
+  if (opts.only.includes('scale')) {
+    const scaleTable = await runScaleStage(
+      { server: h.server, admin, libs: opts.libs, n: opts.sizes.n, ...opts.scale },
+      { started, quick: opts.quick, partial: opts.scale.partial, redis: version, commit: gitDescribe() },
+      log,
+    );
+    table = `${table}\n\n${scaleTable}`;
   }
   const header = [
     `Surety benchmark ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC: N=${opts.sizes.n} jobs, ${opts.runs} run(s) per scenario, libraries interleaved`,

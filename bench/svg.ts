@@ -7,8 +7,8 @@ import { metricInfo } from './metrics.js';
 import type { Results } from './results.js';
 import { median } from './stats.js';
 
-const COLORS: Record<LibName, string> = { surety: '#2b7bb9', bullmq: '#d9822b', beequeue: '#6a9f3a' };
-const LABELS: Record<LibName, string> = { surety: 'Surety', bullmq: 'BullMQ', beequeue: 'Bee-Queue' };
+export const COLORS: Record<LibName, string> = { surety: '#2b7bb9', bullmq: '#d9822b', beequeue: '#6a9f3a' };
+export const LABELS: Record<LibName, string> = { surety: 'Surety', bullmq: 'BullMQ', beequeue: 'Bee-Queue' };
 const WIDTH = 960;
 const PANEL_HEIGHT = 300;
 const LEFT = 70;
@@ -26,7 +26,7 @@ interface Group {
   bars: Bar[];
 }
 
-function esc(s: string): string {
+export function esc(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }
 
@@ -105,7 +105,7 @@ function panel(title: string, unit: string, data: Group[], libs: readonly LibNam
   return parts.join('\n');
 }
 
-function fmt(v: number): string {
+export function fmt(v: number): string {
   if (v >= 1e6) return `${+(v / 1e6).toFixed(1)}M`;
   if (v >= 1e3) return `${+(v / 1e3).toFixed(1)}k`;
   if (v >= 10) return v.toFixed(0);

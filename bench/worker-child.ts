@@ -51,7 +51,19 @@ async function stopProfile(): Promise<void> {
   profiler = undefined;
 }
 
-function record(data: JobData): void {
+// Held jobs (mode `hold`) end together, when `close` lets them go, so the worker can close gracefully.
+let releaseHeld: () => void = () => {};
+const held = new Promise<void>((resolve) => {
+  releaseHeld = resolve;
+});
+
+let holding = 0;
+
+function record(data: JobData): void | Promise<void> {
+  if (config.mode === 'hold') {
+    if (++holding === config.concurrency) send({ type: 'holding' });
+    return held;
+  }
   if (config.mode === 'latency') {
     samples.push(monoMs() - (data.t as number));
   } else if (config.mode === 'delayed') {
@@ -96,6 +108,7 @@ async function start(): Promise<void> {
     queue: config.queue,
     concurrency: config.concurrency,
     delayed: config.mode === 'delayed',
+    noPrefetch: config.mode === 'hold',
     processor: record,
     onCompleted,
     onFailed,
@@ -106,6 +119,7 @@ async function start(): Promise<void> {
 async function close(): Promise<void> {
   try {
     await stopProfile();
+    releaseHeld();
     await worker?.close();
   } finally {
     send({ type: 'closed' });

@@ -49,6 +49,11 @@ export class WorkerProcess {
     });
   }
 
+  /** Why the child failed or exited, if it did (a child nobody waits on reports nothing otherwise). */
+  get failedWith(): Error | null {
+    return this.failure;
+  }
+
   static async spawn(config: ChildConfig, opts: SpawnOptions): Promise<WorkerProcess> {
     const child = new WorkerProcess(config, opts);
     try {
@@ -94,6 +99,11 @@ export class WorkerProcess {
     this.proc.send({ type: 'start' });
     const m = await this.next('started', 30_000);
     return (m as { at: number }).at;
+  }
+
+  /** Mode `hold`: resolves once a processor runs in every slot (the child's report). */
+  async holding(timeoutMs: number): Promise<void> {
+    await this.next('holding', timeoutMs);
   }
 
   /** Resolves at `config.expect` completions (the child's report). */

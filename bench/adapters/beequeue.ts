@@ -10,6 +10,7 @@ import type {
   JobSpec,
   Producer,
   ServerAddress,
+  StateCounts,
   WorkerHandle,
   WorkerSpec,
 } from './types.js';
@@ -33,6 +34,11 @@ class BeeProducer implements Producer {
   async outstanding(): Promise<number> {
     const h = await this.queue.checkHealth();
     return h.waiting + h.delayed + h.active;
+  }
+
+  async counts(): Promise<StateCounts> {
+    const { waiting, delayed, active } = await this.queue.checkHealth();
+    return { waiting, delayed, active };
   }
 
   close(): Promise<void> {
@@ -69,9 +75,7 @@ export const beequeue: Adapter = {
     queue.on('failed', (_job, err) => spec.onFailed(err));
     queue.on('error', (err) => spec.onFailed(err));
     await queue.ready();
-    queue.process(spec.concurrency, async (job) => {
-      spec.processor(job.data);
-    });
+    queue.process(spec.concurrency, async (job) => spec.processor(job.data));
     return { close: () => queue.close(10_000) };
   },
 };

@@ -9,6 +9,7 @@ import type {
   JobSpec,
   Producer,
   ServerAddress,
+  StateCounts,
   WorkerHandle,
   WorkerSpec,
 } from './types.js';
@@ -38,6 +39,11 @@ class BullProducer implements Producer {
     return Object.values(c).reduce((a, b) => a + b, 0);
   }
 
+  async counts(): Promise<StateCounts> {
+    const c = await this.queue.getJobCounts('wait', 'prioritized', 'delayed', 'active');
+    return { waiting: (c.wait ?? 0) + (c.prioritized ?? 0), delayed: c.delayed ?? 0, active: c.active ?? 0 };
+  }
+
   close(): Promise<void> {
     return this.queue.close();
   }
@@ -58,13 +64,10 @@ export const bullmq: Adapter = {
   },
 
   async worker(spec: WorkerSpec): Promise<WorkerHandle> {
-    const worker = new Worker(
-      spec.queue,
-      async (job) => {
-        spec.processor(job.data as JobData);
-      },
-      { connection: { host: spec.server.host, port: spec.server.port }, concurrency: spec.concurrency },
-    );
+    const worker = new Worker(spec.queue, async (job) => spec.processor(job.data as JobData), {
+      connection: { host: spec.server.host, port: spec.server.port },
+      concurrency: spec.concurrency,
+    });
     worker.on('completed', () => spec.onCompleted());
     worker.on('failed', (_job, err) => spec.onFailed(err));
     worker.on('error', (err) => spec.onFailed(err));

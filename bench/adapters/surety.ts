@@ -10,6 +10,7 @@ import type {
   JobSpec,
   Producer,
   ServerAddress,
+  StateCounts,
   WorkerHandle,
   WorkerSpec,
 } from './types.js';
@@ -30,8 +31,13 @@ class SuretyProducer implements Producer {
   }
 
   async outstanding(): Promise<number> {
-    const c = await this.queue.counts();
+    const c = await this.counts();
     return c.waiting + c.delayed + c.active;
+  }
+
+  async counts(): Promise<StateCounts> {
+    const { waiting, delayed, active } = await this.queue.counts();
+    return { waiting, delayed, active };
   }
 
   close(): Promise<void> {
@@ -53,18 +59,13 @@ export const surety: Adapter = {
   },
 
   async worker(spec: WorkerSpec): Promise<WorkerHandle> {
-    const worker = new Worker<JobData>(
-      spec.queue,
-      (job) => {
-        spec.processor(job.data);
-      },
-      {
-        connection: spec.server.url,
-        concurrency: spec.concurrency,
-        events: EVENTS,
-        ...(process.env.SURETY_BENCH_NO_OTEL ? { telemetry: false } : {}),
-      },
-    );
+    const worker = new Worker<JobData>(spec.queue, (job) => spec.processor(job.data), {
+      connection: spec.server.url,
+      concurrency: spec.concurrency,
+      ...(spec.noPrefetch ? { prefetch: 0 } : {}),
+      events: EVENTS,
+      ...(process.env.SURETY_BENCH_NO_OTEL ? { telemetry: false } : {}),
+    });
     worker.on('completed', () => spec.onCompleted());
     worker.on('failed', (_job, err) => spec.onFailed(err));
     worker.on('error', (err) => spec.onFailed(err));

@@ -14,6 +14,12 @@ export interface JobSpec {
   runAt?: number;
 }
 
+export interface StateCounts {
+  waiting: number;
+  delayed: number;
+  active: number;
+}
+
 export interface ServerAddress {
   host: string;
   port: number;
@@ -26,6 +32,8 @@ export interface Producer {
   addBulk(jobs: readonly JobSpec[]): Promise<void>;
   /** Jobs not finished yet (waiting + delayed + active), from the library's own counters. */
   outstanding(): Promise<number>;
+  /** The library's own counters, by state (waiting includes prioritized). */
+  counts(): Promise<StateCounts>;
   close(): Promise<void>;
 }
 
@@ -35,8 +43,16 @@ export interface WorkerSpec {
   concurrency: number;
   /** The scenario uses delayed jobs (Bee-Queue must then be told to activate them). */
   delayed: boolean;
-  /** Runs at the start of every job (the processor does nothing else). */
-  processor(data: JobData): void;
+  /**
+   * Claim only for free slots. Surety otherwise prefetches (leases jobs ahead of free slots, counted
+   * active); BullMQ and Bee-Queue never do.
+   */
+  noPrefetch?: boolean;
+  /**
+   * Runs at the start of every job; the job ends when it returns, or when the promise it returns
+   * settles (the scale stage's held set: jobs kept active until the bench lets them go).
+   */
+  processor(data: JobData): void | Promise<void>;
   /** Called once per completion, after the library has persisted it in Redis. */
   onCompleted(): void;
   onFailed(error: unknown): void;

@@ -1,0 +1,126 @@
+/**
+ * The scale stage's table: one block per library, one row per backlog size, every figure with its
+ * ratio to the same library's smallest backlog (the goal: within 15 %, in the worse direction).
+ */
+
+import type { ScaleRow } from './scale.js';
+import { median } from './stats.js';
+import { LABELS } from './svg.js';
+
+/** How far a figure may move from the smallest backlog's in the worse direction (issue #17: 15 %). */
+export const SCALE_TOLERANCE = 0.15;
+
+export interface ScaleMetric {
+  id: string;
+  label: string;
+  higherIsBetter: boolean;
+  value(row: ScaleRow): number;
+}
+
+/**
+ * Bytes per job of the queued backlog, waiting and delayed together (the delta over both fills / their
+ * jobs). Each kind's own figure moves with where a hash table's doubling lands: the delayed fill of the
+ * 1 000 000 ladder step takes Surety's and Bee-Queue's job hashes past 2^20 entries, so the doubled
+ * table (16 MiB) is charged to 100 000 delayed jobs alone (+160 B each); together, it is spread fairly.
+ */
+function bytesPerQueuedJob(r: ScaleRow): number {
+  return (r.bytesPerWaitingJob * r.waiting + r.bytesPerDelayedJob * r.delayed) / (r.waiting + r.delayed);
+}
+
+export const SCALE_METRICS: ScaleMetric[] = [
+  {
+    id: 'enqueueSerialPerSec',
+    label: 'single adds/s ↑',
+    higherIsBetter: true,
+    value: (r) => r.enqueueSerialPerSec,
+  },
+  {
+    id: 'enqueueBulkPerSec',
+    label: 'bulk adds/s ↑',
+    higherIsBetter: true,
+    value: (r) => r.enqueueBulkPerSec,
+  },
+  { id: 'drainPerSec', label: 'drain jobs/s ↑', higherIsBetter: true, value: (r) => r.drainPerSec },
+  {
+    id: 'redisCpuUsPerJob',
+    label: 'Redis CPU µs/job ↓',
+    higherIsBetter: false,
+    value: (r) => r.redisCpuUsPerJob,
+  },
+  {
+    id: 'bytesPerWaitingJob',
+    label: 'bytes/waiting job ↓',
+    higherIsBetter: false,
+    value: (r) => r.bytesPerWaitingJob,
+  },
+  {
+    id: 'bytesPerQueuedJob',
+    label: 'bytes/job, waiting + delayed ↓',
+    higherIsBetter: false,
+    value: bytesPerQueuedJob,
+  },
+];
+
+/** 1000000 -> '1 000 000', as the rest of the bench writes sizes. */
+export function grouped(n: number): string {
+  return String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ' ');
+}
+
+function figure(v: number): string {
+  if (!Number.isFinite(v)) return 'n/a';
+  if (v >= 1e4) return `${(v / 1e3).toFixed(1)}k`;
+  if (v >= 100) return v.toFixed(0);
+  return v.toFixed(1);
+}
+
+export interface ScalePoint {
+  row: ScaleRow;
+  /** Metric id -> median over the fills of this library and size. */
+  values: Record<string, number>;
+}
+
+/** Medians per library and backlog, in ladder order. */
+export function scaleMedians(rows: readonly ScaleRow[]): ScalePoint[] {
+  const out: ScalePoint[] = [];
+  for (const lib of [...new Set(rows.map((r) => r.lib))]) {
+    const sizes = [...new Set(rows.filter((r) => r.lib === lib).map((r) => r.waiting))].sort((a, b) => a - b);
+    for (const size of sizes) {
+      const runs = rows.filter((r) => r.lib === lib && r.waiting === size);
+      const values: Record<string, number> = {};
+      for (const m of SCALE_METRICS) values[m.id] = median(runs.map(m.value));
+      out.push({ row: runs[0]!, values });
+    }
+  }
+  return out;
+}
+
+export function renderScaleTable(rows: readonly ScaleRow[]): string {
+  const medians = scaleMedians(rows);
+  const lines: string[] = [];
+  let flagged = false;
+  for (const lib of [...new Set(medians.map((p) => p.row.lib))]) {
+    const mine = medians.filter((p) => p.row.lib === lib);
+    const base = mine[0]!.values;
+    lines.push(
+      '',
+      `${LABELS[lib]}:`,
+      `| backlog (waiting) | delayed | held | ${SCALE_METRICS.map((m) => m.label).join(' | ')} | fill, s |`,
+      `|---|---|---|${SCALE_METRICS.map(() => '---|').join('')}---|`,
+    );
+    for (const { row: r, values } of mine) {
+      const cells = SCALE_METRICS.map(({ id, higherIsBetter }) => {
+        const ratio = values[id]! / base[id]!;
+        const worse = higherIsBetter ? ratio < 1 - SCALE_TOLERANCE : ratio > 1 + SCALE_TOLERANCE;
+        flagged ||= worse;
+        return `${figure(values[id]!)} (${Number.isFinite(ratio) ? ratio.toFixed(2) : '–'}x${worse ? '*' : ''})`;
+      });
+      const fillS = r.stepS.held! + r.stepS.waiting! + r.stepS.delayed!;
+      lines.push(
+        `| ${grouped(r.waiting)} | ${grouped(r.delayed)} | ${grouped(r.held)} | ${cells.join(' | ')} | ${fillS.toFixed(1)} |`,
+      );
+    }
+  }
+  lines.push('', '(x) = ratio to the same library at the smallest backlog; the goal is within 15 % of it.');
+  if (flagged) lines.push('* more than 15 % worse than at the smallest backlog.');
+  return lines.join('\n').trimStart();
+}
