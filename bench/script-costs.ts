@@ -54,7 +54,7 @@ async function measure(admin: Redis, label: string, jobs: number, work: () => Pr
 const server = await startRedis();
 const admin = new Redis(server.port, '127.0.0.1');
 await admin.config('SET', 'slowlog-log-slower-than', '0');
-await admin.config('SET', 'slowlog-max-len', String(4 * N + 10_000));
+await admin.config('SET', 'slowlog-max-len', String(10 * N + 10_000));
 const url = `redis://127.0.0.1:${server.port}`;
 try {
   const q1 = new Queue('serial', { connection: url });
