@@ -6,7 +6,7 @@
 import type { LibName } from './adapters/types.js';
 import type { ScaleRow } from './scale.js';
 import { grouped, SCALE_METRICS, scaleMedians } from './scale-report.js';
-import { COLORS, esc, fmt, LABELS } from './svg.js';
+import { COLORS, esc, fmt, LABELS, legend } from './svg.js';
 
 const PANEL_W = 330;
 const PANEL_H = 250;
@@ -100,12 +100,7 @@ export function renderScaleSvg(rows: readonly ScaleRow[], subtitle: string): str
       HEADER + Math.floor(i / COLUMNS) * PANEL_H,
     ),
   );
-  const legend = libs
-    .map(
-      (l, i) =>
-        `<rect x="${PAD.left + i * 110}" y="38" width="12" height="12" fill="${COLORS[l]}"/><text x="${PAD.left + i * 110 + 18}" y="48">${LABELS[l]}</text>`,
-    )
-    .join('');
+  const key = legend(libs, PAD.left, 38, 110);
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">
 <style>
 .title{font-size:13px;font-weight:bold}.axis{text-anchor:end;dominant-baseline:middle;fill:#555;font-size:11px}
@@ -114,7 +109,7 @@ export function renderScaleSvg(rows: readonly ScaleRow[], subtitle: string): str
 </style>
 <rect width="100%" height="100%" fill="#fff"/>
 <text x="${PAD.left}" y="22" class="title">Cost as the backlog grows: ${esc(subtitle)}</text>
-${legend}
+${key}
 ${panels.join('\n')}
 </svg>
 `;

@@ -105,6 +105,16 @@ function panel(title: string, unit: string, data: Group[], libs: readonly LibNam
   return parts.join('\n');
 }
 
+/** A colour key of the libraries, in one row from (x, y), `step` px apart. */
+export function legend(libs: readonly LibName[], x: number, y: number, step: number): string {
+  return libs
+    .map(
+      (l, i) =>
+        `<rect x="${x + i * step}" y="${y}" width="12" height="12" fill="${COLORS[l]}"/><text x="${x + i * step + 18}" y="${y + 10}">${LABELS[l]}</text>`,
+    )
+    .join('');
+}
+
 export function fmt(v: number): string {
   if (v >= 1e6) return `${+(v / 1e6).toFixed(1)}M`;
   if (v >= 1e3) return `${+(v / 1e3).toFixed(1)}k`;
@@ -119,12 +129,7 @@ export function renderSvg(results: Results, libs: readonly LibName[], subtitle: 
   );
   const timing = groups(results, libs, (s) => (s === 'latency' || s === 'delayed' ? ['p50Ms', 'p99Ms'] : []));
   const height = 60 + PANEL_HEIGHT * 2 + 20;
-  const legend = libs
-    .map(
-      (l, i) =>
-        `<rect x="${LEFT + i * 120}" y="40" width="12" height="12" fill="${COLORS[l]}"/><text x="${LEFT + i * 120 + 18}" y="50">${LABELS[l]}</text>`,
-    )
-    .join('');
+  const key = legend(libs, LEFT, 40, 120);
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="sans-serif" font-size="12">
 <style>
 .title{font-size:14px;font-weight:bold}.axis{text-anchor:end;dominant-baseline:middle;fill:#555;font-size:11px}
@@ -133,7 +138,7 @@ export function renderSvg(results: Results, libs: readonly LibName[], subtitle: 
 </style>
 <rect width="100%" height="100%" fill="#fff"/>
 <text x="${LEFT}" y="24" class="title">Surety benchmark: ${esc(subtitle)}</text>
-${legend}
+${key}
 ${panel('Throughput (higher is better): median, whiskers min–max', 'jobs/s', throughput, libs, 60)}
 ${panel('Latency and delayed-job lateness (lower is better)', 'ms', timing, libs, 60 + PANEL_HEIGHT)}
 </svg>

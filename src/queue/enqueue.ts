@@ -226,15 +226,26 @@ function isPlain(row: AddRow): boolean {
   return row.dependsOn === '' && row.group === '' && row.dedupeKey === '' && Number(row.priority) === 0;
 }
 
-/** add-one.lua on partition p (the interactive path: one plain job, see isPlain). */
-function addOneScript(ctx: QueueContext, layout: Layout, p: number, row: AddRow): Promise<AddedRow[]> {
-  const k = layout.parts[p]!;
-  const args = {
+/** The arguments add.lua and add-one.lua share: the partition's channel, the layout, the events cap. */
+function partitionArgs(ctx: QueueContext, layout: Layout, p: number) {
+  return {
     now: '',
-    wakeChannel: k.wakeChannel,
+    wakeChannel: layout.parts[p]!.wakeChannel,
     eventsMaxLen: ctx.options.eventsMaxLen,
     partitions: layout.count,
     idSuffix: layout.idSuffix(p),
+  };
+}
+
+/** How a refused add is named (its typed error): the queue and its partition count. */
+function addContext(ctx: QueueContext, layout: Layout) {
+  return { operation: 'add', queue: ctx.name, partitions: layout.count };
+}
+
+/** add-one.lua on partition p (the interactive path: one plain job, see isPlain). */
+function addOneScript(ctx: QueueContext, layout: Layout, p: number, row: AddRow): Promise<AddedRow[]> {
+  const args = {
+    ...partitionArgs(ctx, layout, p),
     id: row.id,
     delayMs: row.delayMs,
     runAt: row.runAt,
@@ -242,11 +253,7 @@ function addOneScript(ctx: QueueContext, layout: Layout, p: number, row: AddRow)
     data: row.data,
     ttlMs: row.ttlMs,
   };
-  return callScript(ctx.client, scripts.addOne, k, args, [], {
-    operation: 'add',
-    queue: ctx.name,
-    partitions: layout.count,
-  });
+  return callScript(ctx.client, scripts.addOne, layout.parts[p]!, args, [], addContext(ctx, layout));
 }
 
 /** add.lua on partition p; a refusal (unknown parent, stale layout) is thrown as its typed error. */
@@ -258,21 +265,8 @@ function addScript(
   checkOnly = false,
   batch: BatchArgs = NO_BATCH,
 ): Promise<AddedRow[]> {
-  const k = layout.parts[p]!;
-  const args = {
-    now: '',
-    wakeChannel: k.wakeChannel,
-    eventsMaxLen: ctx.options.eventsMaxLen,
-    partitions: layout.count,
-    idSuffix: layout.idSuffix(p),
-    checkOnly: checkOnly ? '1' : '',
-    ...batch,
-  };
-  return callScript(ctx.client, scripts.add, k, args, rows, {
-    operation: 'add',
-    queue: ctx.name,
-    partitions: layout.count,
-  });
+  const args = { ...partitionArgs(ctx, layout, p), checkOnly: checkOnly ? '1' : '', ...batch };
+  return callScript(ctx.client, scripts.add, layout.parts[p]!, args, rows, addContext(ctx, layout));
 }
 
 /**
