@@ -5,6 +5,7 @@
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Job, Queue, type QueueEvent, Worker } from '../src/index.js';
+import { scriptLibrary } from '../src/script-functions.js';
 import { RedisCluster } from './helpers/redis-cluster.js';
 import { closeAfterEach, uniqueName, waitUntil } from './helpers/setup.js';
 
@@ -32,7 +33,50 @@ async function keysPerMaster(): Promise<number[]> {
   );
 }
 
+/** The libraries loaded on each master (FUNCTION LIST), in the masters' order. */
+async function librariesPerMaster(): Promise<string[][]> {
+  const masters = await cluster.masters();
+  return Promise.all(
+    masters.map(async (m) => {
+      const c = new Redis({ port: m.port, host: m.host });
+      try {
+        const list = (await c.call('FUNCTION', 'LIST')) as unknown[][];
+        return list.map((entry) => String(entry[1]));
+      } finally {
+        c.disconnect();
+      }
+    }),
+  );
+}
+
 describe('Redis Cluster', () => {
+  it('the script library is loaded on every master by the first call that misses it, and reloaded after a flush', async () => {
+    const masters = await cluster.masters();
+    const flush = () =>
+      Promise.all(
+        masters.map(async (m) => {
+          const c = new Redis({ port: m.port, host: m.host });
+          try {
+            await c.call('FUNCTION', 'FLUSH');
+          } finally {
+            c.disconnect();
+          }
+        }),
+      );
+    await flush();
+    const name = uniqueName('lib');
+    const q = new Queue<{ n: number }>(name, { connection: cluster.url, partitions: 3 });
+    open.push(q);
+    await q.addBulk([{ data: { n: 1 } }, { data: { n: 2 } }, { data: { n: 3 } }, { data: { n: 4 } }]);
+    const lib = scriptLibrary().name;
+    expect(await librariesPerMaster()).toEqual(masters.map(() => [lib]));
+    await flush();
+    const added = await q.add({ n: 5 });
+    expect(added.isNew).toBe(true);
+    expect(await librariesPerMaster()).toEqual(masters.map(() => [lib]));
+    expect((await q.counts()).waiting).toBe(5);
+  });
+
   it('plain queues run, wake idle workers and resolve waitFor through sharded pub/sub', async () => {
     for (const connection of [cluster.url, { cluster: cluster.seeds }]) {
       const name = uniqueName();
