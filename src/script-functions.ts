@@ -10,7 +10,9 @@
  */
 import { Cluster, type Redis, ReplyError } from 'ioredis';
 import { buildLibrary, type ScriptLibrary } from './script-library.js';
-import type { RedisClient } from './script-runner.js';
+
+/** A client as script-runner.ts takes it (not imported from there: that module imports this one). */
+type RedisClient = Redis | Cluster;
 
 const registered: string[] = [];
 let library: ScriptLibrary | undefined;
