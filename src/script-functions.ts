@@ -51,7 +51,10 @@ export function isFunctionMissing(err: unknown): boolean {
 /** Redis says this server or user does not run functions at all: use EVALSHA from now on. */
 export function refusesFunctions(redis: RedisClient, err: unknown): boolean {
   const m = message(err);
-  if (!/^NOPERM\b/.test(m) && !/^ERR unknown command/i.test(m)) return false;
+  // Only a refusal of FCALL or FUNCTION itself: a NOPERM for the keys would refuse EVALSHA alike.
+  if (!/^NOPERM\b.*'(fcall|function\|load|function)'/i.test(m) && !/^ERR unknown command/i.test(m)) {
+    return false;
+  }
   refused.add(redis);
   return true;
 }
