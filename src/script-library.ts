@@ -19,46 +19,10 @@
  * script's shebang line, as for EVALSHA (allow-oom or none).
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { scriptParts } from './lua-source.js';
 
-const SCRIPT_DIR = new URL('./scripts/', import.meta.url);
-const INCLUDE = /^-- @include (\w+)$/gm;
 const LIB = '@@LIB@@';
 const PER_CALL = /^local (\w+) = (.+?) -- @per-call\b/gm;
-
-/** A script's parts for the library: its flags, its helpers (includes inlined), its body. */
-export interface ScriptParts {
-  readonly name: string;
-  readonly flags: readonly string[];
-  readonly helpers: string;
-  readonly body: string;
-}
-
-function inlineIncludes(text: string, inlined: Set<string>): string {
-  return text.replace(INCLUDE, (_, inc: string) => {
-    if (inlined.has(inc)) return `-- (${inc}: inlined above)`;
-    inlined.add(inc);
-    const raw = readFileSync(new URL(`includes/${inc}.lua`, SCRIPT_DIR), 'utf8');
-    return inlineIncludes(raw, inlined).trimEnd();
-  });
-}
-
-/** Splits src/scripts/<name>.lua at its last `-- @include` line: helpers before, body after. */
-export function scriptParts(name: string): ScriptParts {
-  const raw = readFileSync(new URL(`${name}.lua`, SCRIPT_DIR), 'utf8');
-  const firstBreak = raw.indexOf('\n');
-  const shebang = raw.slice(0, firstBreak);
-  const flags = /flags=([\w,-]+)/.exec(shebang)?.[1]?.split(',') ?? [];
-  const rest = raw.slice(firstBreak + 1);
-  let cut = 0;
-  for (const m of rest.matchAll(INCLUDE)) cut = m.index + m[0].length;
-  return {
-    name,
-    flags,
-    helpers: inlineIncludes(rest.slice(0, cut), new Set()),
-    body: rest.slice(cut),
-  };
-}
 
 export interface ScriptLibrary {
   /** The library's name: `surety_<hash of its code>`. */

@@ -9,12 +9,12 @@
  * refusals into typed errors (errors.ts), so no caller reads a positional reply or an error message.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
 import { clockOf } from './clock.js';
 import { redisFullError } from './errors.js';
 import { untilClosed } from './in-flight.js';
 import type { QueueKeys } from './keys.js';
+import { loadLua } from './lua-source.js';
 import { parseRefusal, type RefusalContext, refusalError } from './refusals.js';
 import {
   isFunctionMissing,
@@ -23,6 +23,8 @@ import {
   refusesFunctions,
   registerScript,
 } from './script-functions.js';
+
+export { loadLua };
 
 export type RedisClient = Redis | Cluster;
 
@@ -46,22 +48,6 @@ export interface ScriptSpec<A extends string = string, R extends string = string
   readonly sha: string;
   /** Where `now` is in ARGV (-1: none): a client with a test clock fills it when the caller left it ''. */
   readonly nowAt: number;
-}
-
-const SCRIPT_DIR = new URL('./scripts/', import.meta.url);
-
-/**
- * The Lua source with every `-- @include name` line replaced by includes/name.lua. An include may
- * include the helpers it needs the same way; each include is inlined once, at its first mention, so a
- * helper is always defined before the function that calls it.
- */
-export function loadLua(name: string, inlined = new Set<string>()): string {
-  const raw = readFileSync(new URL(`${name}.lua`, SCRIPT_DIR), 'utf8');
-  return raw.replace(/^-- @include (\w+)$/gm, (_, inc: string) => {
-    if (inlined.has(inc)) return `-- (${inc}: inlined above)`;
-    inlined.add(inc);
-    return loadLua(`includes/${inc}`, inlined).trimEnd();
-  });
 }
 
 /** A script's description: its file, KEYS and ARGV names in order, and its reply decoder. */
@@ -109,15 +95,15 @@ export async function runScript<A extends string, R extends string>(
   try {
     const fn = libraryFunction(redis, spec.name);
     if (fn !== null) {
+      const fcall = () => untilClosed(redis, redis.call('FCALL', [fn, spec.keys.length].concat(flat)));
       try {
-        return await untilClosed(redis, redis.call('FCALL', [fn, spec.keys.length].concat(flat)));
+        return await fcall();
       } catch (err) {
         // Not loaded on this server yet (a new server, one restarted without persistence, FUNCTION
         // FLUSH): nothing ran; load the library and call again. Refused: EVALSHA below.
-        if (!isFunctionMissing(err) && !refusesFunctions(redis, err)) throw err;
-        if (isFunctionMissing(err) && (await loadLibrary(redis))) {
-          return await untilClosed(redis, redis.call('FCALL', [fn, spec.keys.length].concat(flat)));
-        }
+        const missing = isFunctionMissing(err);
+        if (!missing && !refusesFunctions(redis, err)) throw err;
+        if (missing && (await loadLibrary(redis))) return await fcall();
       }
     }
     try {
