@@ -27,20 +27,15 @@
 -- Returns: { id, isNew (1|0), state letter } as add.lua does for one job;
 --   error `SURETY_PARTITIONS <n>` when this tag belongs to a queue of n partitions (or was moved)
 -- @include current_time
--- @include parse_record
--- @include with_header
--- @include set_field
+-- @include new_record
+-- @include layout_refusal
 -- @include announce_delayed
 -- @include emit_event
 -- @include body_marker
 
 local jobs, waiting, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
--- expireAt (header field 17) in an option tail, which starts at field 8.
-local TAIL_EXPIRE = '^' .. string.rep('[^|]*|', 9) .. '([^|]*)'
-
-local layout = redis.call('HMGET', KEYS[7], 'partitions', 'moved')
-if layout[2] then return redis.error_reply('SURETY_PARTITIONS ' .. layout[2]) end
-if layout[1] and layout[1] ~= ARGV[4] then return redis.error_reply('SURETY_PARTITIONS ' .. layout[1]) end
+local refusal = layout_refusal(KEYS[7], ARGV[4])
+if refusal then return refusal end
 
 local now = current_time(ARGV[1])
 local due = nil
@@ -52,14 +47,7 @@ end
 local state = (due ~= nil and due > now) and 'd' or 'w'
 local data = ARGV[10]
 local large = #data > BODY_INLINE_MAX
-local record = state .. '||0||' .. now .. '|' .. (due or '') .. '|||' .. ARGV[9] .. '\n' .. (large and BODY_MARKER or data)
-local expire_at = string.match(ARGV[9], TAIL_EXPIRE)
-if ARGV[11] ~= '' then
-  expire_at = string.format('%.0f', now + tonumber(ARGV[11]))
-  local f, nl = parse_record(record)
-  set_field(f, F_EXPIRE, expire_at)
-  record = with_header(f, record, nl)
-end
+local record, expire_at = new_record(state, now, due, '', ARGV[9], large and BODY_MARKER or data, ARGV[11])
 
 -- HSETNX both checks that the id is free and writes the record.
 local id = ARGV[6]

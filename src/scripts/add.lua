@@ -65,13 +65,13 @@
 -- @include unlink
 -- @include annex_fields
 -- @include batch_settle
+-- @include new_record
+-- @include layout_refusal
 
 local jobs, waiting, prio, seq, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local annex, dead, deps, dependents = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local now = current_time(ARGV[1])
 local FIXED, R, CHUNK = 13, 13, 1000
--- expireAt (header field 17) in an option tail, which starts at field 8.
-local TAIL_EXPIRE = '^' .. string.rep('[^|]*|', 9) .. '([^|]*)'
 local suffix = ARGV[5]
 
 -- Runs `cmd key values...` in chunks of at most CHUNK values (`step` keeps pairs together); returns
@@ -86,9 +86,8 @@ local function chunked(cmd, key, values, step)
 end
 
 -- A client configured with another partition count would add jobs no worker ever claims.
-local layout = redis.call('HMGET', KEYS[12], 'partitions', 'moved')
-if layout[2] then return redis.error_reply('SURETY_PARTITIONS ' .. layout[2]) end
-if layout[1] and layout[1] ~= ARGV[4] then return redis.error_reply('SURETY_PARTITIONS ' .. layout[1]) end
+local refusal = layout_refusal(KEYS[12], ARGV[4])
+if refusal then return refusal end
 local n = (#ARGV - FIXED) / R
 local batch = ARGV[7]
 local batch_hash = batch ~= '' and string.match(jobs, '^({[^}]*}:)') .. 'b:' .. batch
@@ -233,14 +232,7 @@ for i = 1, n do
       redis.call('HSET', annex, id .. '\1b', data)
       data = BODY_MARKER
     end
-    local record = state .. '||0||' .. now .. '|' .. (due or '') .. '||' .. finished .. '|' .. ARGV[base + 4] .. '\n' .. data
-    local expire_at = string.match(ARGV[base + 4], TAIL_EXPIRE)
-    if ARGV[base + 12] ~= '' then
-      expire_at = string.format('%.0f', now + tonumber(ARGV[base + 12]))
-      local f, nl = parse_record(record)
-      set_field(f, F_EXPIRE, expire_at)
-      record = with_header(f, record, nl)
-    end
+    local record, expire_at = new_record(state, now, due, finished, ARGV[base + 4], data, ARGV[base + 12])
     if expire_at and expire_at ~= '' and state ~= 'x' then redis.call('ZADD', KEYS[13], expire_at, id) end
     if dedupe_key ~= '' then
       -- Written at once (see the header), with its structure, so later items of the call see it.
