@@ -14,6 +14,8 @@ export interface AddRecord {
   id?: string;
   /** Accepted adds: whether this add created the job. */
   isNew?: boolean;
+  /** Accepted adds: the add leased the new job to an idle worker at once (a handoff: state active). */
+  handedOff?: boolean;
   /** Earliest time the job may start (epoch ms): call time + delayMs, or runAt. 0 = at once. */
   notBefore: number;
   /** Unknown adds: why, and the error's code if it had one. */
@@ -171,6 +173,7 @@ export class Producer {
       const a = added[i]!;
       it.rec.id = a.id;
       it.rec.isNew = a.isNew;
+      if (a.isNew && a.state === 'active') it.rec.handedOff = true;
       this.accepted.push(it.rec);
       it.state = 'settled';
     });

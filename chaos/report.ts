@@ -42,6 +42,8 @@ export interface ChaosReport {
   adds: {
     made: number;
     accepted: number;
+    /** Accepted adds that handed their job to an idle worker (add-one.lua): they must end like any other. */
+    handedOff: number;
     distinctJobs: number;
     unknown: number;
     neverSettled: number;
@@ -151,6 +153,7 @@ export function buildReport(i: ReportInput): ChaosReport {
       made: producer.added,
       accepted: producer.accepted.length,
       distinctJobs: new Set(producer.accepted.map((a) => a.id)).size,
+      handedOff: producer.accepted.filter((a) => a.handedOff).length,
       unknown: producer.unknown.length,
       neverSettled: producer.neverSettled,
       unknownByCode: countBy(producer.unknown.map((u) => u.code ?? 'none')),
@@ -282,7 +285,8 @@ export function printReport(r: ChaosReport): void {
       `${r.timing.drained ? '' : ' (NOT DRAINED)'}, total ${sec(r.timing.totalMs)}`,
   );
   out.push(
-    `adds       ${r.adds.made} made, ${r.adds.accepted} accepted (${r.adds.distinctJobs} distinct jobs), ` +
+    `adds       ${r.adds.made} made, ${r.adds.accepted} accepted (${r.adds.distinctJobs} distinct jobs, ` +
+      `${r.adds.handedOff} handed off), ` +
       `${r.adds.unknown} unknown (${r.adds.neverSettled} never settled; by code ${JSON.stringify(r.adds.unknownByCode)})`,
   );
   out.push(

@@ -53,6 +53,7 @@ const WORKER_COMMANDS = {
   zadd: 'scripts: delayed, active (leases), completed and dead sets, priorities, heartbeats',
   zrem: 'scripts: every transition out of a sorted set',
   zpopmin: 'scripts: drain (prioritised waiting jobs, a batch at a time)',
+  zpopmax: 'scripts: a plain add takes the newest idle worker registration for a handoff',
   exists:
     'scripts: claim (any prioritised job?), clean and retention (any annex?), partitions, addBatch (batch id taken?)',
   get: 'counts (waiting grouped jobs); scripts: rate limiter windows, the prio order counter (reset), lease ids of older queues, dedupe keys',

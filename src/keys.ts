@@ -105,6 +105,11 @@ export interface QueueKeys {
    * drops entries whose job started, finished or was removed meanwhile.
    */
   readonly expiring: string;
+  /**
+   * ZSET `<fetcher id>|<claim nonce>` -> deadline (epoch ms): idle workers' fetchers registered for a
+   * handoff (claim.lua registers, add-one.lua leases a new job to one and sends it on its channel).
+   */
+  readonly idle: string;
 }
 
 /**
@@ -190,7 +195,16 @@ export function queueKeys(prefix: string, queue: string, partition?: number): Qu
     groupWaiting: `${tag}:gwaiting`,
     queueLimiter: `${tag}:qlimiter`,
     expiring: `${tag}:expiring`,
+    idle: `${tag}:idle`,
   });
+}
+
+/**
+ * Sharded pub/sub channel of one worker fetcher: jobs handed off to it by add-one.lua, as
+ * `<nonce>|<now>|<length of id>|<id><record>` (add-one.lua names it from the hash tag the same way).
+ */
+export function handoffChannel(k: QueueKeys, fetcher: string): string {
+  return `${k.tag}:hand:${fetcher}`;
 }
 
 /**

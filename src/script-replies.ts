@@ -42,6 +42,10 @@ export interface ClaimAnswer {
   /** Due time of the first delayed job when fewer jobs than asked were claimed; null when none. */
   nextDue: number | null;
   paused: boolean;
+  /** The fetcher stands registered for a handoff (add-one.lua may lease it the next plain job). */
+  registered: boolean;
+  /** The jobs are the one a handoff took with the registration this claim withdrew (see worker/handoff.ts). */
+  handedOff: boolean;
   /** >0: the rate limiter holds claims back for this many ms. */
   limitedMs: number;
   /** The jobs leased to the caller, in claim order. */
@@ -56,6 +60,8 @@ export function decodeClaim(reply: unknown): ClaimAnswer {
     now: Number(r[0]),
     nextDue: r[1] === '' || r[1] === undefined ? null : Number(r[1]),
     paused: r[2] === 1,
+    registered: r[2] === 2,
+    handedOff: r[2] === 3,
     limitedMs: Number(r[3] ?? 0),
     jobs,
   };

@@ -93,7 +93,7 @@ export const scripts = {
   ),
   addOne: define(
     'add-one',
-    ['jobs', 'waiting', 'delayed', 'ids', 'events', 'annex', 'meta', 'expiring'],
+    ['jobs', 'waiting', 'delayed', 'ids', 'events', 'annex', 'meta', 'expiring', 'idle'],
     [
       'now',
       'wakeChannel',
@@ -106,6 +106,7 @@ export const scripts = {
       'optionTail',
       'data',
       'ttlMs',
+      'leaseMs',
     ],
     [],
     decodeAdd,
@@ -126,6 +127,7 @@ export const scripts = {
       'claims',
       'tokens',
       'queueLimiter',
+      'idle',
     ],
     [
       'now',
@@ -138,6 +140,9 @@ export const scripts = {
       'claimer',
       'nonce',
       'startNow',
+      'fetcher',
+      'withdraw',
+      'registerMs',
     ],
     [],
     decodeClaim,

@@ -153,6 +153,11 @@ export interface AddedJob {
   id: string;
   /** False when a job with this id already existed: nothing was enqueued. */
   isNew: boolean;
+  /**
+   * The job's state right after the add: `waiting`, `delayed`, `blocked` (waits for parents), `dead`
+   * (a parent already died), or `active` when an idle worker took it inside the add itself (a
+   * handoff, docs/design.md). For an id that existed, that job's state.
+   */
   state: JobState;
 }
 

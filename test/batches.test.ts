@@ -229,6 +229,9 @@ describe('batches', () => {
       claimer: '',
       nonce: '',
       startNow: '',
+      fetcher: '',
+      withdraw: '',
+      registerMs: 0,
     })) as unknown[];
     expect(claimed).toContain(b.jobs[0]!.id);
     const recover = () =>

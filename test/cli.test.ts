@@ -683,6 +683,9 @@ describe('surety worker and reaper', () => {
           claimer: '',
           nonce: '',
           startNow: '',
+          fetcher: '',
+          withdraw: '',
+          registerMs: 0,
         });
       expect((await q.counts()).active).toBe(ids.length);
     };

@@ -651,6 +651,9 @@ describe('dashboard metrics', () => {
       claimer: '',
       nonce: '',
       startNow: '',
+      fetcher: '',
+      withdraw: '',
+      registerMs: 0,
     });
     const worker = new Worker(q.name, () => 'ok', { connection: fx.url, recoverIntervalMs: 20 });
     closers.unshift(() => worker.close());

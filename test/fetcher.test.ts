@@ -35,6 +35,8 @@ function harness(freeSlots = () => 10, errors?: unknown[]) {
     now: 0,
     nextDue: null,
     paused: false,
+    registered: false,
+    handedOff: false,
     limitedMs: 0,
     jobs: Array.from({ length: jobs }, (_, i) => ({ id: `x${i}`, record: '' })),
   });

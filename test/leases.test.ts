@@ -35,6 +35,9 @@ function harness() {
       claimer: '',
       nonce: '',
       startNow,
+      fetcher: '',
+      withdraw: '',
+      registerMs: 0,
     })) as (string | number)[];
     const ids: string[] = [];
     for (let i = 4; i < r.length; i += 2) {
@@ -334,6 +337,9 @@ describe('leases and fencing tokens', () => {
       claimer: '',
       nonce: '',
       startNow: '',
+      fetcher: '',
+      withdraw: '',
+      registerMs: 0,
     })) as unknown[];
     expect(r).toEqual([now, String(now + 60_000), 0, 0]);
     await h.queue.close();

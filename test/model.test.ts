@@ -348,6 +348,11 @@ class Harness {
       claimer: '', // claims keep no record here (test/network-blip.test.ts covers claim retries)
       nonce: '',
       startNow: '',
+      // No fetcher registers for a handoff here (test/handoff.test.ts covers add-one.lua's handoffs).
+      fetcher: '',
+      withdraw: '',
+      registerMs: 0,
+      leaseMs: DEFAULT_LEASE_MS,
       ...extra,
     };
     const args = {} as Record<A, ArgValue>;

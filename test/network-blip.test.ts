@@ -394,6 +394,9 @@ describe('claim.lua with a ticket (claimer, nonce)', () => {
       claimer,
       nonce,
       startNow: '',
+      fetcher: '',
+      withdraw: '',
+      registerMs: 0,
     }) as Promise<string[]>;
   const ids = (reply: string[]) => reply.filter((_, i) => i >= 4 && i % 2 === 0);
 

@@ -3,7 +3,7 @@
  * add.lua call per partition (all partitions checked first when a call spans several), and, with
  * `durability.waitReplicas`, a WAIT for replicas.
  */
-import { MAX_BULK } from '../defaults.js';
+import { DEFAULT_LEASE_MS, MAX_BULK } from '../defaults.js';
 import { CrossPartitionError, DurabilityError, ValidationError } from '../errors.js';
 import { asConnectionError, untilClosed } from '../in-flight.js';
 import { encodeOptionTail } from '../job-record.js';
@@ -252,6 +252,7 @@ function addOneScript(ctx: QueueContext, layout: Layout, p: number, row: AddRow)
     optionTail: row.optionTail,
     data: row.data,
     ttlMs: row.ttlMs,
+    leaseMs: DEFAULT_LEASE_MS,
   };
   return callScript(ctx.client, scripts.addOne, layout.parts[p]!, args, [], addContext(ctx, layout));
 }

@@ -4,6 +4,14 @@
 -- result for such a job with a fraction of its arguments and work. Idempotent by id: an id that exists
 -- is reported with its state and nothing is written. A generated id is the counter's next number that
 -- is not already a job's id. Refused (nothing written) when the queue's layout is not the caller's.
+-- Handoff (waiting -> active in the add): when a worker's fetcher is registered as idle (claim.lua) and
+-- the job could start now (includes/take_idle.lua; not delayed, no expiry, payload inline), the job is
+-- leased to that fetcher here, as its claim would lease it (fencing token, attempt counted, lease in
+-- `active`, the lease recorded in `claims` under `<fetcher>.h` for its replay), and sent on the
+-- fetcher's own channel. The worker starts it on the message: one hop from add to start instead of a
+-- wake-up and a claim. If nobody listens on that channel (the worker is gone), nothing of the lease is
+-- written and the job waits as usual. A message lost later (a dropped connection) costs no job: the
+-- fetcher's next claim returns the job (claim.lua), or else its lease expires and recovery puts it back.
 -- KEYS[1] jobs          HASH id -> record
 -- KEYS[2] waiting       LIST
 -- KEYS[3] delayed       ZSET
@@ -12,6 +20,9 @@
 -- KEYS[6] annex         HASH annex: large payloads (field id .. "\1b")
 -- KEYS[7] meta          HASH queue settings: `partitions` (on the unpartitioned tag), `moved`
 -- KEYS[8] expiring      ZSET unstarted jobs with an expiry, by expireAt (see expire.lua)
+-- KEYS[9] idle          ZSET fetchers registered for a handoff (claim.lua)
+--   (A handoff also uses the queue's `prio`, `active`, `tokens`, `seq` and `claims` keys and the
+--   fetcher's channel `hand:<fetcher>`, named from the hash tag: only that rare path needs them.)
 -- ARGV[1] now           epoch ms, '' = Redis TIME
 -- ARGV[2] wakeChannel   shard channel for idle workers
 -- ARGV[3] eventsMaxLen  event stream cap (0 = no events)
@@ -24,7 +35,8 @@
 -- ARGV[10] data         JSON
 -- ARGV[11] ttlMs        '' = none: the job expires at now + ttlMs on Redis's clock (an expireAt given
 --                       instead comes in the option tail)
--- Returns: { id, isNew (1|0), state letter } as add.lua does for one job;
+-- ARGV[12] leaseMs      the lease of a job handed off without a leaseMs of its own
+-- Returns: { id, isNew (1|0), state letter } as add.lua does for one job ('a' when handed off);
 --   error `SURETY_PARTITIONS <n>` when this tag belongs to a queue of n partitions (or was moved)
 -- @include current_time
 -- @include new_record
@@ -32,6 +44,10 @@
 -- @include announce_delayed
 -- @include emit_event
 -- @include body_marker
+-- @include take_idle
+-- @include next_tokens
+-- @include lease_record
+-- @include active_sentinel
 
 local jobs, waiting, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local refusal = layout_refusal(KEYS[7], ARGV[4])
@@ -49,16 +65,43 @@ local data = ARGV[10]
 local large = #data > BODY_INLINE_MAX
 local record, expire_at = new_record(state, now, due, '', ARGV[9], large and BODY_MARKER or data, ARGV[11])
 
+local idle, taker, taker_deadline = KEYS[9], nil, nil
+if state == 'w' and not large and (expire_at == nil or expire_at == '') then
+  taker, taker_deadline = take_idle(idle, jobs, KEYS[7], waiting, now)
+end
+
 -- HSETNX both checks that the id is free and writes the record.
 local id = ARGV[6]
 if id ~= '' then
   if redis.call('HSETNX', jobs, id, record) == 0 then
+    if taker then redis.call('ZADD', idle, taker_deadline, taker) end
     return { id, 0, string.sub(redis.call('HGET', jobs, id), 1, 1) }
   end
 else
   repeat
     id = string.format('%.0f', redis.call('INCR', ids_key)) .. ARGV[5]
   until redis.call('HSETNX', jobs, id, record) == 1
+end
+
+if taker then
+  local fetcher, nonce = string.match(taker, '^(.*)|(.*)$')
+  local now_s = tostring(now)
+  local token = string.format('%.0f', next_tokens(tag_key(jobs, 'tokens'), tag_key(jobs, 'seq'), 1)) .. '.' .. now_s
+  local leased, lease = lease_record(record, token, now_s, true)
+  -- The message: `<nonce>|<now>|<length of id>|<id><record>` (ids and records may hold any byte).
+  local message = nonce .. '|' .. now_s .. '|' .. #id .. '|' .. id .. leased
+  if redis.call('SPUBLISH', tag_key(jobs, 'hand:' .. fetcher), message) > 0 then
+    local deadline = now + (lease or tonumber(ARGV[12]))
+    local active = tag_key(jobs, 'active')
+    redis.call('HSET', jobs, id, leased)
+    redis.call('ZADD', active, 'NX', 'inf', ACTIVE_SENTINEL)
+    redis.call('ZADD', active, deadline, id)
+    -- As includes/record_claim.lua writes a claim: `nonce|expiry|claim ms|ids`.
+    redis.call('HSET', tag_key(jobs, 'claims'), fetcher .. '.h', nonce .. '|' .. string.format('%d', deadline) .. '|' .. now_s .. '|' .. id)
+    emit_event(KEYS[5], tonumber(ARGV[3]), 'added', { id })
+    emit_event(KEYS[5], tonumber(ARGV[3]), 'active', { id })
+    return { id, 1, 'a' }
+  end
 end
 
 -- A large payload lives in the annex (see add.lua).

@@ -22,6 +22,7 @@
 -- KEYS[11] claims         HASH claimer -> its last claim that leased jobs (includes/record_claim.lua)
 -- KEYS[12] tokens         STRING counter of lease ids (the first part of fencing tokens); never reset
 -- KEYS[13] queueLimiter   STRING job starts in the current window of the queue-wide rate limit
+-- KEYS[14] idle           ZSET `<fetcher>|<nonce>` -> deadline: fetchers registered for a handoff
 --   (Expiry also uses the queue's `expiring`, `dead`, `deps`, `dependents` and `stats` keys, named
 --   from the hash tag with includes/tag_key.lua: not in KEYS, as every key costs on each call.)
 -- ARGV[1] now             epoch ms, '' = Redis TIME
@@ -35,12 +36,17 @@
 -- ARGV[8] claimer         '' or the claiming worker's fetcher and claim slot: its field in `claims`
 -- ARGV[9] nonce           this claim's number for `claimer`; `r<nonce>`: a retry of that claim
 -- ARGV[10] startNow       jobs started at claim (the worker's free slots); the rest are reserved; '' = all
+-- ARGV[11] fetcher        '' or the claiming fetcher's id, for handoffs (below)
+-- ARGV[12] withdraw       '' or the nonce of this fetcher's registration for a handoff that may stand
+-- ARGV[13] registerMs     > 0: when this claim leaves the worker free slots, register the fetcher for a
+--                         handoff for that long (0 = do not)
 -- Returns: { now, nextDue, paused, limitedMs, id1, record1, id2, record2, ... }
 --   A retry (same claimer and nonce as the claim recorded for claimer, whose reply the worker lost)
 --   claims nothing new: it returns that claim's jobs still under its leases (includes/replay_claim.lua).
 --   nextDue: when fewer than `count` were claimed, the earliest time more may become claimable (the
 --     first delayed job, or a parked group's time), else ''
---   paused: 1 when the queue is paused (nothing is claimed)
+--   paused: 1 when the queue is paused (nothing is claimed); 2 when the fetcher was registered for a
+--     handoff; 3 when the reply holds only the job a handoff took with the withdrawn registration
 --   limitedMs: > 0 when the rate limit is reached (before or by this claim): the window reopens in that
 --     many ms
 -- Expiry: a job taken whose expireAt has passed and that never started is not leased: it ends dead
@@ -53,6 +59,12 @@
 -- Groups (includes/group_claim.lua): jobs with a group wait in their group's own list; when groups
 -- are ready, ungrouped jobs get the share of one more group, and the groups share the rest
 -- round-robin under their own limits.
+-- Handoff: a claim that comes back with fewer jobs than the worker can start now registers the fetcher
+-- in `idle` (member `<fetcher>|<nonce>`, until now + registerMs), and the next plain add leases its job
+-- to it at once and sends it on the fetcher's own channel (add-one.lua), recording the lease in
+-- `claims` under `<fetcher>.h` as a claim would. The fetcher's next claim withdraws the registration;
+-- if a handoff took it, that job comes back in this claim's reply (its message may be lost or still
+-- on its way; the worker keeps whichever copy arrives first), and nothing else is claimed.
 -- @include current_time
 -- @include parse_record
 -- @include with_header
@@ -70,9 +82,8 @@
 -- @include wake_starved
 -- @include expire_jobs
 -- @include tag_key
-
--- state|token|(attempts)(|base|createdAt|runAt|)startedAt(|finishedAt|priority|maxAttempts|(leaseMs)|...)
-local CLAIM_PATTERN = '^[^|]*|[^|]*|([^|]*)(|[^|]*|[^|]*|[^|]*|)[^|]*(|[^|]*|[^|]*|[^|]*|([^|]*)|.*)$'
+-- @include next_tokens
+-- @include lease_record
 
 local jobs, waiting, prio, seq, delayed, active, meta, limiter =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -83,6 +94,17 @@ local count = wanted
 if ARGV[8] ~= '' then
   local replay = replay_claim(jobs, KEYS[10], KEYS[11], ARGV[8], ARGV[9], now)
   if replay then return replay end
+end
+
+local fetcher = ARGV[11]
+if ARGV[12] ~= '' and redis.call('ZREM', KEYS[14], fetcher .. '|' .. ARGV[12]) == 0 then
+  local handed = replay_claim(jobs, KEYS[10], KEYS[11], fetcher .. '.h', 'r' .. ARGV[12], now)
+  -- paused = 3 marks the reply as the handoff's; nextDue = now: the worker claims again at once for
+  -- its other free slots.
+  if handed and #handed > 4 then
+    handed[2], handed[3] = now, 3
+    return handed
+  end
 end
 
 -- Promotion happens here, atomically with claiming, so no dispatcher is needed and many workers
@@ -213,17 +235,15 @@ if #ids < wanted then
   if #expired_ids > 0 then next_due = now end
 end
 local out = { now, next_due, 0, limited_ms }
+if (tonumber(ARGV[13]) or 0) > 0 and #ids < (tonumber(ARGV[10]) or wanted) and #expired_ids == 0 then
+  redis.call('ZADD', KEYS[14], now + tonumber(ARGV[13]), fetcher .. '|' .. string.match(ARGV[9], '^r?(.*)$'))
+  out[3] = 2
+end
 if #ids == 0 then return out end
 
 local updated, leases, started_expiring = {}, {}, {}
 local default_lease = tonumber(ARGV[3])
-local top = redis.call('INCRBY', KEYS[12], #ids)
-if top == #ids then
-  -- A new tokens counter in a queue whose lease ids came from `seq` (earlier versions): continue above them.
-  local old = tonumber(redis.call('GET', seq) or '0')
-  if old > 0 then top = redis.call('INCRBY', KEYS[12], old) end
-end
-local token = top - #ids
+local token = next_tokens(KEYS[12], seq, #ids) - #ids
 -- Formatting a number in Lua is a sprintf (~0.3 us): do it once per call, not per job.
 local now_s = tostring(now)
 local start_now = tonumber(ARGV[10]) or #ids
@@ -231,20 +251,17 @@ local started = 0
 for i = 1, #ids do
   local rec = recs[i]
   if rec then
-    -- The hot path: one pattern match reads attempts and leaseMs and cuts the record around the
-    -- fields to rewrite (state, token, attempts, startedAt), instead of splitting the whole header.
-    local attempts, mid, rest, lease = string.match(rec, CLAIM_PATTERN)
     token = token + 1
-    -- %.0f: exact for every integer up to 2^53 (plain concatenation turns 1e14 and above into 1e+14).
-    if started < start_now then
+    -- Reserved (not started): begin.lua counts the attempt and sets startedAt when the worker starts it.
+    local start = started < start_now
+    if start then
       started = started + 1
       if expiring_ids[ids[i]] then started_expiring[#started_expiring + 1] = ids[i] end
-      rec = 'a|' .. string.format('%.0f', token) .. '.' .. now_s .. '|' .. (tonumber(attempts) + 1) .. mid .. now_s .. rest
-    else
-      -- Reserved: begin.lua counts the attempt and sets startedAt when the worker starts it.
-      rec = 'a|' .. string.format('%.0f', token) .. '.' .. now_s .. '|' .. attempts .. mid .. rest
     end
-    lease = tonumber(lease) or default_lease
+    -- %.0f: exact for every integer up to 2^53 (plain concatenation turns 1e14 and above into 1e+14).
+    local lease
+    rec, lease = lease_record(rec, string.format('%.0f', token) .. '.' .. now_s, now_s, start)
+    lease = lease or default_lease
     updated[#updated + 1] = ids[i]
     updated[#updated + 1] = rec
     leases[#leases + 1] = now + lease

@@ -11,7 +11,7 @@ import type { Refusal } from '../refusals.js';
 import { callScript, type RedisClient, scripts } from '../scripts.js';
 import { toJson } from '../validate.js';
 import type { CompleteRow, FailRow } from './acker.js';
-import type { ClaimReply, ClaimTicket } from './fetcher.js';
+import type { ClaimReply, ClaimTicket, HandoffArgs } from './fetcher.js';
 import type { Job } from './job.js';
 import type { ResolvedWorkerOptions } from './options.js';
 
@@ -29,7 +29,12 @@ export class WorkerCalls {
    * claiming again (claim.lua, includes/replay_claim.lua). The first `startNow` jobs are started at
    * claim (attempt counted); the others are reserved until begin() starts them.
    */
-  async claim(count: number, startNow: number, ticket: ClaimTicket): Promise<ClaimReply> {
+  async claim(
+    count: number,
+    startNow: number,
+    ticket: ClaimTicket,
+    handoff: HandoffArgs,
+  ): Promise<ClaimReply> {
     return callScript(this.client, scripts.claim, this.keys, {
       now: '',
       count,
@@ -41,6 +46,7 @@ export class WorkerCalls {
       claimer: ticket.claimer,
       nonce: ticket.nonce,
       startNow,
+      ...handoff,
     });
   }
 

@@ -13,6 +13,10 @@
  * is gone) is sent again with the same ticket before any new claim: claim.lua recognises the ticket and
  * returns the jobs that claim leased, still under their leases, instead of claiming again. Each claim in
  * flight has a slot of its own (a field in the queue's `claims` hash), so two lost claims both come back.
+ *
+ * Handoffs (worker/handoff.ts): a claim that leaves free slots registers the fetcher as idle, and a
+ * plain add then leases its job to it directly, on the fetcher's own channel. Each claim withdraws the
+ * registration that may stand; so does stop(), whose reply returns a job handed off meanwhile.
  */
 import { randomBytes } from 'node:crypto';
 import { type Clock, REAL_TIMERS } from '../clock.js';
@@ -20,6 +24,7 @@ import { untilClosed } from '../in-flight.js';
 import type { ClaimAnswer, ClaimedJob } from '../script-replies.js';
 import type { RedisClient } from '../scripts.js';
 import { reconnectDelayMs, safeTimeout } from '../timers.js';
+import { HandoffState, parseHandoff } from './handoff.js';
 
 /** What claim.lua answers (decoded in script-replies.ts). */
 export type ClaimReply = ClaimAnswer;
@@ -35,6 +40,15 @@ export interface ClaimTicket {
   nonce: string;
 }
 
+/** What a claim says about handoffs (claim.lua ARGV fetcher, withdraw, registerMs). */
+export interface HandoffArgs {
+  fetcher: string;
+  /** The nonce of a registration that may stand ('' none): the claim withdraws it. */
+  withdraw: string;
+  /** > 0: register the fetcher for that long if the claim leaves free slots. */
+  registerMs: number;
+}
+
 /** A claim in flight, or failed and waiting to be sent again. */
 interface Claim {
   slot: number;
@@ -43,16 +57,24 @@ interface Claim {
   /** The wake-up count when it was sent (see `wakes`). */
   epoch: number;
   retry: boolean;
+  /** The registration this claim withdraws (null: none). */
+  withdraw: number | null;
 }
 
 export interface FetcherDeps {
   subscriber: RedisClient;
   wakeChannel: string;
+  /**
+   * Handoffs: the channel of `fetcher` (keys.ts handoffChannel); absent, this fetcher takes none (a
+   * worker whose own rate limiter must count every start, which only a claim does). A registration
+   * lasts two safety polls: an idle fetcher claims, so registers again, at every poll.
+   */
+  handoffChannel?: (fetcher: string) => string;
   pollIntervalMs: number;
   /** Timers for the next due job: Node's, or a test clock's (due times are on that clock). */
   timers?: Clock;
   freeSlots(): number;
-  claim(count: number, ticket: ClaimTicket): Promise<ClaimReply>;
+  claim(count: number, ticket: ClaimTicket, handoff: HandoffArgs): Promise<ClaimReply>;
   onJobs(jobs: ClaimedJob[]): void;
   /** An active job was cancelled (queue.cancel): its worker must abort it. */
   onCancelled(id: string): void;
@@ -69,6 +91,8 @@ const MAX_IN_FLIGHT = 2;
 export class Fetcher {
   /** Random, so that claimer fields of two fetchers (workers, lanes) never meet in `claims`. */
   private readonly id = randomBytes(6).toString('hex');
+  private readonly handoffs = new HandoffState();
+  private readonly handoffChannel: string | undefined;
   /** Per claim slot: the claim using it (in flight, or failed and waiting for its retry). */
   private readonly slots: (Claim | undefined)[] = new Array(MAX_IN_FLIGHT).fill(undefined);
   /** Failed claims, to be sent again with their ticket (by the retry timer) before any new claim. */
@@ -94,6 +118,7 @@ export class Fetcher {
   private pollTimer: NodeJS.Timeout | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private readonly onMessage = (channel: string, message: string) => {
+    if (channel === this.handoffChannel) return this.onHandoff(message);
     if (channel !== this.deps.wakeChannel) return;
     if (message === 'w' || message === 'd') this.wake();
     else if (message.startsWith('x:')) this.deps.onCancelled(message.slice(2));
@@ -107,7 +132,9 @@ export class Fetcher {
     this.wake();
   };
 
-  constructor(private readonly deps: FetcherDeps) {}
+  constructor(private readonly deps: FetcherDeps) {
+    this.handoffChannel = deps.handoffChannel?.(this.id);
+  }
 
   /** Jobs asked for by claims in flight. */
   get requestedCount(): number {
@@ -132,7 +159,10 @@ export class Fetcher {
       this.deps.subscriber.on('smessage', this.onMessage);
       this.deps.subscriber.on('ready', this.onReady);
     }
-    await untilClosed(this.deps.subscriber, this.deps.subscriber.ssubscribe(this.deps.wakeChannel));
+    const channels = this.handoffChannel
+      ? [this.deps.wakeChannel, this.handoffChannel]
+      : [this.deps.wakeChannel];
+    await untilClosed(this.deps.subscriber, this.deps.subscriber.ssubscribe(...channels));
     this.wake();
   }
 
@@ -154,20 +184,27 @@ export class Fetcher {
       if (slot < 0) return;
       const count = this.deps.freeSlots() - this.requested;
       if (count <= 0) return;
-      this.send({ slot, nonce: ++this.nonces, count, epoch: this.wakes, retry: false });
+      this.send({ slot, nonce: ++this.nonces, count, epoch: this.wakes, retry: false, withdraw: null });
     }
   }
 
   private send(claim: Claim): void {
+    // Only a claim sent alone may register for a handoff: one registration at a time, so a handoff
+    // never brings a job beyond the slots the registering claim saw free.
+    const alone = this.slots.every((c) => c === undefined);
     this.slots[claim.slot] = claim;
     this.requested += claim.count;
     if (claim.retry) this.retrying++;
     const nonce = claim.retry ? `r${claim.nonce}` : String(claim.nonce);
     const ticket = { claimer: `${this.id}.${claim.slot}`, nonce };
-    this.deps.claim(claim.count, ticket).then(
-      (reply) => this.onReply(reply, claim),
-      (err) => this.onFailure(err, claim),
-    );
+    // A retry may be answered by its replay, before the withdrawal: the next claim withdraws instead.
+    claim.withdraw = claim.retry ? null : this.handoffs.registered;
+    this.deps
+      .claim(claim.count, ticket, this.handoffArgs(claim.withdraw, this.stopped || !alone ? 0 : undefined))
+      .then(
+        (reply) => this.onReply(reply, claim),
+        (err) => this.onFailure(err, claim),
+      );
   }
 
   /** Sends the failed claims again, same tickets; the count is what is free now (0 still replays). */
@@ -181,11 +218,43 @@ export class Fetcher {
     }
   }
 
-  private onReply(reply: ClaimReply, claim: Claim): void {
+  /** The claim's handoff arguments; `registerMs` 0 when the fetcher must not register (stopping). */
+  private handoffArgs(withdraw: number | null, registerMs?: number): HandoffArgs {
+    return {
+      fetcher: this.handoffChannel ? this.id : '',
+      withdraw: withdraw === null ? '' : String(withdraw),
+      registerMs: registerMs ?? (this.handoffChannel ? this.deps.pollIntervalMs * 2 : 0),
+    };
+  }
+
+  /** A job handed off to this fetcher (add-one.lua): run it, unless its other copy came first. */
+  private onHandoff(message: string): void {
+    const handoff = parseHandoff(message);
+    // Not a message add-one.lua wrote (another client published on the channel): nothing to run.
+    if (!handoff || !this.handoffs.deliver(handoff.nonce)) return;
+    this.deps.onJobs([handoff.job]);
+    // The handoff took the registration: claim now, for the slots still free, so that the fetcher
+    // registers again (the queue is most likely empty) before the next add.
+    this.wake();
+  }
+
+  /** Settles the handoff side of a claim's reply: which registration stands, and the handed job's copy. */
+  private handoffReply(reply: ClaimReply, claim: Claim): ClaimReply {
+    if (claim.withdraw !== null && this.handoffs.registered === claim.withdraw)
+      this.handoffs.registered = null;
+    if (reply.registered) this.handoffs.registered = claim.nonce;
+    if (reply.handedOff && claim.withdraw !== null && !this.handoffs.deliver(claim.withdraw)) {
+      return { ...reply, jobs: [] };
+    }
+    return reply;
+  }
+
+  private onReply(answer: ClaimReply, claim: Claim): void {
     this.slots[claim.slot] = undefined;
     this.requested -= claim.count;
     if (claim.retry) this.retrying--;
     this.failures = 0;
+    const reply = this.handoffReply(answer, claim);
     const got = reply.jobs.length;
     if (got > 0) this.deps.onJobs(reply.jobs);
     if (got < claim.count && !claim.retry) {
@@ -250,6 +319,26 @@ export class Fetcher {
       claim.retry = true;
       claim.count = 0;
       this.send(claim);
+    }
+    // Handoffs: leave the channel first, still listening, so every job handed off before the
+    // unsubscribe arrives here (and is handed back, the worker closing); from then on an add finds no
+    // one on the channel and leases nothing. Then withdraw the registration that may stand; a job a
+    // handoff took with it comes back in the reply unless its message came first.
+    if (this.handoffChannel) {
+      await untilClosed(this.deps.subscriber, this.deps.subscriber.sunsubscribe(this.handoffChannel)).catch(
+        () => {},
+      );
+    }
+    const withdraw = this.handoffs.registered;
+    if (withdraw !== null) {
+      const ticket = { claimer: '', nonce: '' };
+      this.deps.claim(0, ticket, this.handoffArgs(withdraw, 0)).then(
+        (reply) => {
+          const handed = this.handoffReply(reply, { withdraw } as Claim);
+          if (handed.jobs.length > 0) this.deps.onJobs(handed.jobs);
+        },
+        (err) => this.deps.onError(err),
+      );
     }
     this.deps.subscriber.off('smessage', this.onMessage);
     this.deps.subscriber.off('ready', this.onReady);

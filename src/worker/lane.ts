@@ -12,7 +12,7 @@
 import { type Clock, REAL_TIMERS } from '../clock.js';
 import type { SuretyError } from '../errors.js';
 import { decodeClaimed } from '../job-record.js';
-import type { QueueKeys } from '../keys.js';
+import { handoffChannel, type QueueKeys } from '../keys.js';
 import { type RefusalContext, refusalError } from '../refusals.js';
 import type { ClaimedJob } from '../script-replies.js';
 import type { RedisClient } from '../scripts.js';
@@ -126,10 +126,11 @@ export class Lane {
       pollIntervalMs: options.pollIntervalMs,
       timers: this.timers,
       freeSlots: () => runner.claimable(this) + this.fetcher.requestedCount,
-      claim: (count, ticket) => {
+      handoffChannel: options.limiter ? undefined : (fetcher) => handoffChannel(keys, fetcher),
+      claim: (count, ticket, handoff) => {
         const startNow = runner.startable(count);
         this.starts += startNow;
-        const call = this.track(this.calls.claim(count, startNow, ticket));
+        const call = this.track(this.calls.claim(count, startNow, ticket, handoff));
         void call.then(
           () => (this.starts -= startNow),
           () => (this.starts -= startNow),

@@ -1,0 +1,23 @@
+-- @include tag_key
+-- Handoff (add-one.lua): the registration of an idle worker's fetcher that may take a job added now,
+-- popped from the queue's `idle` ZSET (member `<fetcher id>|<claim nonce>`, score = deadline; written
+-- by claim.lua), or nil. Only when the job could be claimed at once by any worker: the queue is not
+-- paused, has no global concurrency or rate limit and no rate-limit pause, and no job waits before it
+-- (FIFO: `waiting` and `prio` are empty). The newest registration is taken (the likeliest to be
+-- alive); past its deadline every one is, and the set is dropped. The caller puts a registration it
+-- took but did not use back.
+local function take_idle(idle, jobs, meta, waiting, now)
+  local reg = redis.call('ZPOPMAX', idle)
+  if not reg[1] then return nil end
+  if tonumber(reg[2]) < now then
+    redis.call('DEL', idle)
+    return nil
+  end
+  local flags = redis.call('HMGET', meta, 'paused', 'concurrency', 'rate', 'limited')
+  if flags[1] or flags[2] or flags[3] or (flags[4] and tonumber(flags[4]) > now)
+    or redis.call('EXISTS', waiting, tag_key(jobs, 'prio')) > 0 then
+    redis.call('ZADD', idle, reg[2], reg[1])
+    return nil
+  end
+  return reg[1], reg[2]
+end

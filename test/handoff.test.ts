@@ -1,0 +1,360 @@
+/**
+ * Handoffs (add-one.lua, claim.lua, worker/handoff.ts): a claim that leaves free slots registers its
+ * fetcher as idle, and the next plain add leases its job to that fetcher inside the add and sends it
+ * on the fetcher's channel. The script-level tests play the fetcher by hand (a claim, a subscriber);
+ * the worker tests go through the public API, and one kills a real worker child with SIGKILL.
+ */
+import { EventEmitter } from 'node:events';
+import { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_LEASE_MS, SCRIPT_BATCH_LIMIT } from '../src/defaults.js';
+import { Queue, Worker } from '../src/index.js';
+import { handoffChannel, type QueueKeys, queueKeys } from '../src/keys.js';
+import { decodeClaim } from '../src/script-replies.js';
+import { type RedisClient, runScript, scripts } from '../src/scripts.js';
+import { type ClaimReply, Fetcher, type HandoffArgs } from '../src/worker/fetcher.js';
+import { parseHandoff } from '../src/worker/handoff.js';
+import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
+import { useWorkerChildren } from './helpers/worker-children.js';
+
+const fx = useRedis();
+const open = closeAfterEach();
+const startChild = useWorkerChildren();
+
+/** claim.lua as fetcher `fetcher` would send it: registering when left with free slots. */
+async function claim(
+  keys: QueueKeys,
+  fetcher: string,
+  nonce: number,
+  o: { count?: number; withdraw?: number; registerMs?: number; now?: number } = {},
+) {
+  const reply = await runScript(fx.redis, scripts.claim, keys, {
+    now: o.now ?? '',
+    count: o.count ?? 1,
+    defaultLeaseMs: DEFAULT_LEASE_MS,
+    limit: SCRIPT_BATCH_LIMIT,
+    rateMax: 0,
+    rateWindowMs: 0,
+    eventsMaxLen: 100,
+    claimer: `${fetcher}.0`,
+    nonce: String(nonce),
+    startNow: '',
+    fetcher,
+    withdraw: o.withdraw === undefined ? '' : String(o.withdraw),
+    registerMs: o.registerMs ?? 10_000,
+  });
+  return decodeClaim(reply);
+}
+
+/** A subscriber on `fetcher`'s handoff channel, collecting what it receives. */
+async function listen(keys: QueueKeys, fetcher: string) {
+  const sub = new Redis(fx.url);
+  const received: string[] = [];
+  sub.on('smessage', (_channel: string, message: string) => received.push(message));
+  await sub.ssubscribe(handoffChannel(keys, fetcher));
+  return { received, close: () => sub.disconnect() };
+}
+
+function track<T extends { close(): Promise<unknown> }>(c: T): T {
+  open.push(c as { close(): Promise<void> });
+  return c;
+}
+
+function setUp() {
+  const name = uniqueName('handoff');
+  const queue = track(new Queue(name, { connection: fx.url }));
+  return { name, queue, keys: queueKeys('surety', name) };
+}
+
+describe('handoff, script level', () => {
+  it('a plain add leases its job to the registered idle fetcher and sends it on its channel', async () => {
+    const { queue, keys } = setUp();
+    const first = await claim(keys, 'f1', 1);
+    expect(first.jobs).toEqual([]);
+    expect(first.registered).toBe(true);
+    expect(await fx.redis.zscore(keys.idle, 'f1|1')).not.toBeNull();
+    const sub = await listen(keys, 'f1');
+    try {
+      const added = await queue.add({ n: 1 }, { id: 'a' });
+      expect(added.state).toBe('active');
+      await waitUntil(() => sub.received.length === 1, 'the handoff message');
+      const handed = parseHandoff(sub.received[0]!)!;
+      expect(handed.nonce).toBe(1);
+      expect(handed.job.id).toBe('a');
+      // The record sent is the one stored: leased (token), attempt 1 counted, payload in place.
+      const record = (await fx.redis.hget(keys.jobs, 'a'))!;
+      expect(handed.job.record).toBe(record);
+      expect(record).toMatch(/^a\|\d+\.\d+\|1\|/);
+      expect(record.endsWith('{"n":1}')).toBe(true);
+      const deadline = Number(await fx.redis.zscore(keys.active, 'a'));
+      expect(deadline).toBeGreaterThan(Date.now() + DEFAULT_LEASE_MS - 5_000);
+      expect(await fx.redis.zcard(keys.idle)).toBe(0); // the registration was used
+      expect(await fx.redis.llen(keys.waiting)).toBe(0);
+      expect((await queue.getJob('a'))?.state).toBe('active');
+      // The fetcher's next claim withdraws the registration and gets the job back (a lost message).
+      const next = await claim(keys, 'f1', 2, { withdraw: 1 });
+      expect(next.handedOff).toBe(true);
+      expect(next.jobs).toEqual([{ id: 'a', record }]);
+    } finally {
+      sub.close();
+    }
+  });
+
+  it('with nobody on the channel (the worker is gone) the job waits and nothing is leased', async () => {
+    const { queue, keys } = setUp();
+    await claim(keys, 'gone', 1);
+    const added = await queue.add({ n: 1 }, { id: 'b' });
+    expect(added.state).toBe('waiting');
+    expect(await fx.redis.lrange(keys.waiting, 0, -1)).toEqual(['b']);
+    expect(await fx.redis.zscore(keys.active, 'b')).toBeNull();
+    expect((await fx.redis.hget(keys.jobs, 'b'))!.startsWith('w||0|')).toBe(true);
+    expect(await fx.redis.zcard(keys.idle)).toBe(0); // the dead registration is dropped
+    // The next claim takes it as usual.
+    const next = await claim(keys, 'other', 1, { registerMs: 0 });
+    expect(next.jobs.map((j) => j.id)).toEqual(['b']);
+  });
+
+  it('no handoff when the job cannot start at once: the registration stays for the next add', async () => {
+    const { name, queue, keys } = setUp();
+    await claim(keys, 'f', 1);
+    const sub = await listen(keys, 'f');
+    try {
+      expect((await queue.add({ n: 1 }, { delayMs: 60_000 })).state).toBe('delayed');
+      expect((await queue.add({ n: 2 }, { ttlMs: 60_000 })).state).toBe('waiting'); // an expiry
+      // The payload lives in the annex (over 512 bytes): not sent over pub/sub.
+      expect((await queue.add({ big: 'x'.repeat(2_000) })).state).toBe('waiting');
+      await fx.redis.del(keys.waiting);
+      await fx.redis.hset(keys.meta, 'paused', '1');
+      expect((await queue.add({ n: 3 })).state).toBe('waiting');
+      await fx.redis.hdel(keys.meta, 'paused');
+      // A job waits before it (FIFO): the new one queues behind it.
+      expect((await queue.add({ n: 4 })).state).toBe('waiting');
+      await fx.redis.del(keys.waiting);
+      await fx.redis.hset(keys.meta, 'concurrency', '5');
+      expect((await queue.add({ n: 5 })).state).toBe('waiting');
+      await fx.redis.hdel(keys.meta, 'concurrency');
+      await fx.redis.del(keys.waiting);
+      expect(await fx.redis.zscore(keys.idle, 'f|1')).not.toBeNull();
+      expect(sub.received).toEqual([]);
+      // An id that exists: nothing written, the registration kept.
+      const again = await track(new Queue(name, { connection: fx.url })).add({ n: 6 }, { id: 'dup' });
+      expect(again.state).toBe('active');
+      expect((await queue.add({ n: 7 }, { id: 'dup' })).isNew).toBe(false);
+      expect(await fx.redis.zcard(keys.idle)).toBe(0);
+    } finally {
+      sub.close();
+    }
+  });
+
+  it('a registration past its deadline is dropped, not used', async () => {
+    const { queue, keys } = setUp();
+    await claim(keys, 'old', 1, { now: Date.now() - 60_000, registerMs: 1_000 });
+    const sub = await listen(keys, 'old');
+    try {
+      expect((await queue.add({ n: 1 })).state).toBe('waiting');
+      expect(await fx.redis.exists(keys.idle)).toBe(0);
+      expect(sub.received).toEqual([]);
+    } finally {
+      sub.close();
+    }
+  });
+
+  it('a claim that withdraws a standing registration claims as usual and registers again', async () => {
+    const { queue, keys } = setUp();
+    await claim(keys, 'f', 1);
+    await fx.redis.rpush(keys.waiting, 'ghost'); // not a job: skipped by the claim
+    await fx.redis.del(keys.waiting);
+    const again = await claim(keys, 'f', 2, { withdraw: 1 });
+    expect(again.handedOff).toBe(false);
+    expect(again.registered).toBe(true);
+    expect(await fx.redis.zrange(keys.idle, 0, -1)).toEqual(['f|2']);
+    // A claim that gets as many jobs as it can start does not register.
+    await queue.add({ n: 1 }, { id: 'x' }); // nobody listens on f's channel: waits
+    const full = await claim(keys, 'f', 3, { withdraw: 2 });
+    expect(full.jobs.map((j) => j.id)).toEqual(['x']);
+    expect(full.registered).toBe(false);
+    expect(await fx.redis.zcard(keys.idle)).toBe(0);
+  });
+});
+
+describe('handoff, through the worker', () => {
+  it('an idle worker starts each plain add by handoff and runs it exactly once', async () => {
+    const { name, queue, keys } = setUp();
+    const runs = new Map<string, number>();
+    const worker = track(
+      new Worker(
+        name,
+        async (job) => {
+          runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
+          return job.data;
+        },
+        { connection: fx.url, concurrency: 2 },
+      ),
+    );
+    const states: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      await waitUntil(
+        async () => (await fx.redis.zcard(keys.idle)) === 1,
+        `the worker registered ${JSON.stringify(await fx.redis.zrange(keys.idle, 0, -1))} ${i}`,
+      );
+      const added = await queue.add({ i });
+      states.push(added.state);
+      await waitUntil(
+        async () => (await queue.getJob(added.id))?.state === 'completed',
+        `job ${i} completed`,
+      );
+    }
+    expect(states).toEqual(Array(20).fill('active'));
+    expect([...runs.values()]).toEqual(Array(20).fill(1));
+    await worker.close();
+    // Closing withdrew the registration.
+    expect(await fx.redis.zcard(keys.idle)).toBe(0);
+  });
+
+  it('a job handed off while its worker closes goes back to waiting with no attempt spent', async () => {
+    const states: string[] = [];
+    for (let round = 0; round < 6; round++) {
+      const { name, queue, keys } = setUp();
+      let release!: () => void;
+      const blocked = new Promise<void>((r) => {
+        release = r;
+      });
+      const worker = new Worker<{ hold: boolean }>(
+        name,
+        async (job) => (job.data.hold ? blocked : undefined),
+        {
+          connection: fx.url,
+          concurrency: 2,
+        },
+      );
+      await waitUntil(async () => (await fx.redis.zcard(keys.idle)) === 1, 'the worker registered');
+      await queue.add({ hold: true }, { id: 'holder' }); // keeps close() waiting, one slot still free
+      await waitUntil(async () => (await fx.redis.zcard(keys.idle)) === 1, 'the worker registered again');
+      // Racing the close: handed off before the worker left its channel (then handed back), or not.
+      let added: { state: string };
+      let closing: Promise<void>;
+      if (round % 2 === 0) {
+        const adding = queue.add({ hold: false }, { id: 'late' });
+        closing = worker.close();
+        added = await adding;
+      } else {
+        closing = worker.close();
+        added = await queue.add({ hold: false }, { id: 'late' });
+      }
+      states.push(added.state);
+      release();
+      await closing;
+      const job = await queue.getJob('late');
+      expect(job?.state, `round ${round}, add answered ${added.state}`).toBe('waiting');
+      expect(job?.attempts).toBe(0);
+      expect(await fx.redis.zscore(keys.active, 'late')).toBeNull();
+    }
+    // Which way each round went depends on which of two connections Redis reads first; both must end
+    // as asserted above. (An `active` answer is a job handed off and then handed back by the close.)
+    expect(states).toHaveLength(6);
+  });
+
+  it('a worker killed while registered loses no job: the next add waits for another worker', async () => {
+    const { name, queue, keys } = setUp();
+    const { child, messages } = startChild(fx.url, name, 30_000);
+    await waitUntil(() => messages.some((m) => m.ready), 'the child worker is ready');
+    await waitUntil(async () => (await fx.redis.zcard(keys.idle)) === 1, 'the child registered');
+    const [member] = await fx.redis.zrange(keys.idle, 0, 0);
+    const channel = handoffChannel(keys, member!.split('|')[0]!);
+    child.kill('SIGKILL');
+    // Redis closes the child's connections: its channel has no subscriber left.
+    await waitUntil(async () => {
+      const [, n] = (await fx.redis.call('PUBSUB', 'SHARDNUMSUB', channel)) as [string, number];
+      return n === 0;
+    }, 'the dead worker unsubscribed');
+    const added = await queue.add({ n: 1 });
+    expect(added.state).toBe('waiting');
+    const done: string[] = [];
+    track(new Worker(name, async (job) => void done.push(job.id), { connection: fx.url }));
+    await waitUntil(() => done.includes(added.id), 'another worker ran the job');
+    expect((await queue.getJob(added.id))?.attempts).toBe(1);
+  });
+});
+
+describe('handoff, the fetcher keeps the first copy of a handed job', () => {
+  function fetcherHarness() {
+    const subscriber = Object.assign(new EventEmitter(), {
+      ssubscribe: async () => 1,
+      sunsubscribe: async () => 1,
+    }) as unknown as RedisClient;
+    const claims: { handoff: HandoffArgs; resolve: (r: ClaimReply) => void }[] = [];
+    const got: string[] = [];
+    const fetcher = new Fetcher({
+      subscriber,
+      wakeChannel: 'wake',
+      handoffChannel: (f) => `hand:${f}`,
+      pollIntervalMs: 60_000,
+      freeSlots: () => 1,
+      claim: (_count, _ticket, handoff) => new Promise((resolve) => claims.push({ handoff, resolve })),
+      onJobs: (jobs) => got.push(...jobs.map((j) => j.record)),
+      onCancelled: () => {},
+      onError: (err) => {
+        throw err;
+      },
+    });
+    const reply = (o: Partial<ClaimReply> = {}): ClaimReply => ({
+      now: 0,
+      nextDue: null,
+      paused: false,
+      registered: false,
+      handedOff: false,
+      limitedMs: 0,
+      jobs: [],
+      ...o,
+    });
+    const handoff = (nonce: number, id: string, record: string) =>
+      (subscriber as unknown as EventEmitter).emit(
+        'smessage',
+        `hand:${claims[0]!.handoff.fetcher}`,
+        `${nonce}|0|${id.length}|${id}${record}`,
+      );
+    return { fetcher, claims, got, reply, handoff };
+  }
+  const tick = () => new Promise((r) => setImmediate(r));
+
+  it('the message first, then the reply of a claim that withdrew the registration', async () => {
+    const h = fetcherHarness();
+    await h.fetcher.start();
+    expect(h.claims[0]!.handoff.registerMs).toBe(120_000);
+    h.claims[0]!.resolve(h.reply({ registered: true }));
+    await tick();
+    h.handoff(1, 'j', 'a|7.1|1|rec');
+    expect(h.got).toEqual(['a|7.1|1|rec']);
+    // It claims again at once (to register again); that claim withdraws nothing: the message said so.
+    expect(h.claims).toHaveLength(2);
+    expect(h.claims[1]!.handoff.withdraw).toBe('');
+    await h.fetcher.stop();
+  });
+
+  it('the reply first (the claim was sent before the message came), then the message: one run', async () => {
+    const h = fetcherHarness();
+    await h.fetcher.start();
+    h.claims[0]!.resolve(h.reply({ registered: true }));
+    await tick();
+    h.fetcher.wake(); // e.g. a `w` message: a claim that withdraws registration 1
+    expect(h.claims[1]!.handoff.withdraw).toBe('1');
+    h.claims[1]!.resolve(h.reply({ handedOff: true, jobs: [{ id: 'j', record: 'a|7.1|1|rec' }] }));
+    await tick();
+    h.handoff(1, 'j', 'a|7.1|1|rec');
+    expect(h.got).toEqual(['a|7.1|1|rec']);
+    await h.fetcher.stop();
+  });
+
+  it('stop withdraws a standing registration and takes the job a handoff took with it', async () => {
+    const h = fetcherHarness();
+    await h.fetcher.start();
+    h.claims[0]!.resolve(h.reply({ registered: true }));
+    await tick();
+    await h.fetcher.stop();
+    expect(h.claims).toHaveLength(2);
+    expect(h.claims[1]!.handoff).toMatchObject({ withdraw: '1', registerMs: 0 });
+    h.claims[1]!.resolve(h.reply({ handedOff: true, jobs: [{ id: 'j', record: 'r' }] }));
+    await tick();
+    expect(h.got).toEqual(['r']); // the worker, closing, hands it back (runner.accept)
+  });
+});
