@@ -180,8 +180,15 @@ export function judge(v: VerdictInput): Judgement {
   );
   for (const u of untypedCount)
     untyped.add(`add #${u.seq} (${KIND_NAMES[u.kind]}) rejected without a code: ${u.reason}`);
+  // Faults that cut every worker off Redis (all-worker resets or black hole, Redis down): no outcome
+  // can be recorded while one is in force, whatever maxmemory allows, so that time does not count.
+  const cutOff = v.faults.filter(
+    (g) =>
+      g.kind === 'redisKill' ||
+      ((g.kind === 'netReset' || g.kind === 'netBlackhole') && / of all \d+ workers/.test(g.detail)),
+  );
   for (const f of v.faults) {
-    if (f.kind !== 'oom' || !f.backlog || f.until - f.at < 1_000) continue;
+    if (f.kind !== 'oom' || !f.backlog || reachableMs(f.at + 200, f.until, cutOff) < 1_000) continue;
     const acks = v.logs.ackTimes.filter((t) => t >= f.at + 200 && t <= f.until).length;
     if (acks === 0)
       stalled.add(
@@ -416,4 +423,23 @@ function errorProblem(seed: number, job: Info, e: JobAttemptError): string {
   const planMessage = planned === 'fail' || planned === 'unrec';
   if (want === e.name && (!planMessage || e.message.startsWith(PLANNED_FAILURE_MESSAGE))) return '';
   return `attempt ${e.attempt} recorded ${e.name}: ${e.message}, but its planned outcome was ${planned}`;
+}
+
+/** Milliseconds of [from, to] outside every interval of `faults` (their at .. until). */
+export function reachableMs(
+  from: number,
+  to: number,
+  faults: readonly { at: number; until: number }[],
+): number {
+  let covered = 0;
+  let end = from;
+  for (const g of [...faults].sort((a, b) => a.at - b.at)) {
+    const start = Math.max(g.at, end);
+    const stop = Math.min(g.until, to);
+    if (stop > start) {
+      covered += stop - start;
+      end = stop;
+    }
+  }
+  return Math.max(0, to - from - covered);
 }
