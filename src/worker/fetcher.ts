@@ -70,6 +70,8 @@ export interface FetcherDeps {
    * lasts two safety polls: an idle fetcher claims, so registers again, at every poll.
    */
   handoffChannel?: (fetcher: string) => string;
+  /** False while a handoff might find no free slot (the worker's lanes share its slots). */
+  mayRegister?: () => boolean;
   pollIntervalMs: number;
   /** Timers for the next due job: Node's, or a test clock's (due times are on that clock). */
   timers?: Clock;
@@ -223,7 +225,9 @@ export class Fetcher {
     return {
       fetcher: this.handoffChannel ? this.id : '',
       withdraw: withdraw === null ? '' : String(withdraw),
-      registerMs: registerMs ?? (this.handoffChannel ? this.deps.pollIntervalMs * 2 : 0),
+      registerMs:
+        registerMs ??
+        (this.handoffChannel && (this.deps.mayRegister?.() ?? true) ? this.deps.pollIntervalMs * 2 : 0),
     };
   }
 

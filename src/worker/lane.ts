@@ -1,8 +1,7 @@
 /**
- * One partition as a worker sees it: the partition's keys and calls, the jobs the worker holds there,
- * and the loops that work per partition (fetch, begin, write outcomes, renew leases). A worker of an
- * unpartitioned queue has one lane; of a partitioned queue, one per partition, all sharing the
- * worker's runner (its slots), subscriber connection, heartbeat and recovery loop.
+ * One partition as a worker sees it: its keys and calls, the jobs the worker holds there, and the loops
+ * that work per partition (fetch, begin, write outcomes, renew leases). One lane per partition (one
+ * for an unpartitioned queue), sharing the worker's runner (slots), subscriber, heartbeat, recovery.
  *
  * Data flows one way: the fetcher's claimed jobs become Jobs held here and go to the runner; the
  * runner's settled attempts come back as outcome rows for this lane's acker, which writes them through
@@ -58,6 +57,7 @@ export interface LaneRunner {
   leaseLost(lane: Lane, ids: string[]): void;
   /** A claim of this lane came back short: slots it had reserved are free for the other lanes. */
   claimReleased(): void;
+  handoffRoom(): boolean;
 }
 
 export interface LaneHost {
@@ -127,6 +127,7 @@ export class Lane {
       timers: this.timers,
       freeSlots: () => runner.claimable(this) + this.fetcher.requestedCount,
       handoffChannel: options.limiter ? undefined : (fetcher) => handoffChannel(keys, fetcher),
+      mayRegister: () => runner.handoffRoom(),
       claim: (count, ticket, handoff) => {
         const startNow = runner.startable(count);
         this.starts += startNow;

@@ -139,10 +139,7 @@ export class Runner<Data, Result> implements LaneRunner {
     return Math.min(free, share);
   }
 
-  /**
-   * Of `count` jobs claimed now, how many claim.lua starts at once: the slots free for running once the
-   * buffer and the other claims in flight are served. The rest are reserved (begun before they run).
-   */
+  /** Of `count` jobs claimed now, how many claim.lua starts at once (free slots); the rest are reserved. */
   startable(count: number): number {
     let starting = 0;
     for (const l of this.deps.lanes()) starting += l.startsRequested;
@@ -164,6 +161,11 @@ export class Runner<Data, Result> implements LaneRunner {
       Math.floor((c * PREFETCH_HORIZON_MS) / Math.max(this.avgDurationMs, 0.01)),
       autoPrefetchCap(c),
     );
+  }
+
+  /** A lane may register for a handoff (worker/handoff.ts) while one handed to every lane at once fits. */
+  handoffRoom(): boolean {
+    return !this.paused && this.startable(Number.MAX_SAFE_INTEGER) >= this.deps.lanes().length;
   }
 
   claimReleased(): void {
