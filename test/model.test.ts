@@ -13,12 +13,13 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
+import { Redis } from 'ioredis';
 import { describe, it } from 'vitest';
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, EARLY_LOSS_REFUNDS } from '../src/defaults.js';
 import { InvalidStateError, JobNotFoundError } from '../src/errors.js';
 import { Queue } from '../src/index.js';
 import { decodeClaimed, encodeOptionTail } from '../src/job-record.js';
-import { queueKeys } from '../src/keys.js';
+import { handoffChannel, queueKeys } from '../src/keys.js';
 import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../src/options.js';
 import { type ArgValue, runScript, type ScriptSpec, scripts } from '../src/scripts.js';
 import type { JobOptions } from '../src/types.js';
@@ -46,6 +47,8 @@ const T0 = 1_700_000_000_000;
 const LEASE = 1_000;
 const LIMIT = 1_000;
 const WORKERS = 3;
+/** How long a claim's registration for a handoff lasts (ticks move time by up to 3 s). */
+const REGISTER_MS = 2_000;
 /** Runs of the main property (the focused one does half); about 8 ms each. */
 const RUNS = Number(process.env.MODEL_RUNS ?? 400);
 /** Ids callers pick; '3' collides with generated ids, which must then skip it. */
@@ -66,7 +69,8 @@ type Op =
   | ({ op: 'add'; id: number | null } & AddOpts)
   | { op: 'bulk'; items: { id: number | null; priority: number }[] }
   | ({ op: 'addLater'; id: number | null; delayMs?: number; runAtIn?: number } & AddOpts)
-  | { op: 'claim'; w: number; count: number; startNow?: number | undefined }
+  | { op: 'claim'; w: number; count: number; startNow?: number | undefined; register?: boolean | undefined }
+  | { op: 'gone'; w: number }
   | { op: 'begin'; w: number }
   | { op: 'complete'; w: number; pick: number | 'all' }
   | { op: 'fail'; w: number; pick: number | 'all'; retryDelayMs: number; as?: FailKind }
@@ -130,6 +134,14 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       })
       .chain(({ when, ...rest }) => withOpts({ ...rest, ...when })),
   },
+  // A plain job due now, on the model's clock: what a handoff can take (add-one.lua).
+  {
+    weight: 6,
+    arbitrary: fc
+      .record({ op: fc.constant('addLater' as const), id: poolIdArb, runAtIn: fc.constant(0) })
+      .chain(withOpts)
+      .map((o) => ({ ...o, priority: 0 })),
+  },
   {
     weight: 4,
     arbitrary: fc.record(
@@ -139,10 +151,14 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
         count: fc.integer({ min: 1, max: 3 }),
         // Jobs started at claim (a worker's free slots); the rest are reserved. Absent: all start.
         startNow: fc.nat({ max: 3 }),
+        // Left with free slots, the fetcher registers for a handoff (add-one.lua).
+        register: fc.boolean(),
       },
       { requiredKeys: ['op', 'w', 'count'] },
     ),
   },
+  // A worker whose subscriber is gone: a handoff to it finds no receiver.
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('gone' as const), w: workerArb }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('begin' as const), w: workerArb }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('complete' as const), w: workerArb, pick: pickArb }) },
   {
@@ -239,6 +255,11 @@ interface Claimed extends Held {
 }
 
 interface SimWorker {
+  /** Its fetcher id, for handoffs: registrations in `idle`, its channel. */
+  fetcher: string;
+  /** Claims it sent (their nonces), and the one whose registration may stand (its next claim withdraws it). */
+  nonces: number;
+  registered: string | null;
   held: Claimed[];
   last: { kind: 'complete' | 'fail'; rows: Claimed[]; retryDelayMs: number; as: FailKind } | null;
 }
@@ -250,7 +271,15 @@ class Harness {
   readonly keys = queueKeys('surety', this.name);
   readonly queue = new Queue(this.name, { connection: fx.redis });
   readonly model: QueueModel;
-  readonly workers: SimWorker[] = Array.from({ length: WORKERS }, () => ({ held: [], last: null }));
+  readonly workers: SimWorker[] = Array.from({ length: WORKERS }, (_, i) => ({
+    fetcher: `mw${i}`,
+    nonces: 0,
+    registered: null,
+    held: [],
+    last: null,
+  }));
+  /** Listens on every worker's handoff channel (so a handoff has a receiver) until the worker is `gone`. */
+  private readonly subscriber = new Redis(fx.url);
   readonly trace: string[] = [];
   /** Every token a claim returned in this run. */
   private readonly tokens = new Set<string>();
@@ -276,6 +305,7 @@ class Harness {
 
   /** Seeds the counters where the setup says (before the first step). */
   async seed(): Promise<void> {
+    await this.subscriber.ssubscribe(...this.workers.map((w) => handoffChannel(this.keys, w.fetcher)));
     if (this.setup.ids) await fx.redis.set(this.keys.ids, this.setup.ids);
     if (this.setup.seq) await fx.redis.set(this.keys.seq, this.setup.seq);
   }
@@ -377,9 +407,20 @@ class Harness {
         if (id !== null) jobOpts.id = id;
         const data = { n: ++this.adds };
         const got = await this.queue.add(data, clean(jobOpts));
-        const want = this.model.add(id, op, null, data);
+        // A plain job goes by add-one.lua on Redis's clock, years past the model's: any registration
+        // is stale to it, so it drops them all (handoffs are exercised by addLater, on the model's clock).
+        const { handedTo, ...want } = this.model.add(
+          id,
+          op,
+          null,
+          data,
+          undefined,
+          op.priority === 0 ? DEFAULT_LEASE_MS : undefined,
+          Number.MAX_SAFE_INTEGER,
+        );
         this.log(`add(${fmtOpts(op, id)}) -> ${got.id} ${got.isNew ? 'new' : 'exists'} ${got.state}`);
         this.agree('add reply', got, { ...want, state: STATE_NAMES[want.state] });
+        if (handedTo) await this.handedOff(handedTo, data.n);
         break;
       }
       case 'bulk': {
@@ -439,17 +480,42 @@ class Harness {
               ])
         ) as [string, number, string];
         const due = this.now + (op.delayMs ?? op.runAtIn ?? 0);
-        const want = this.model.add(id, op, due, data);
+        const { handedTo, ...want } = this.model.add(
+          id,
+          op,
+          due,
+          data,
+          undefined,
+          o.priority === 0 ? DEFAULT_LEASE_MS : undefined,
+        );
         const when = op.delayMs !== undefined ? `delayMs=${op.delayMs}` : `runAt=t+${due - T0}`;
         this.log(`add(${fmtOpts(op, id)}, ${when}) -> ${reply.join(' ')}`);
         this.agree('add reply', reply, [want.id, want.isNew ? 1 : 0, want.state]);
+        if (handedTo) await this.handedOff(handedTo, data.n);
+        break;
+      }
+      case 'gone': {
+        const w = this.workers[op.w]!;
+        if (this.model.gone.has(w.fetcher)) break;
+        await this.subscriber.sunsubscribe(handoffChannel(this.keys, w.fetcher));
+        this.model.gone.add(w.fetcher);
+        this.log(`w${op.w} gone: nobody listens on its handoff channel`);
         break;
       }
       case 'claim': {
-        const r = (await this.run(scripts.claim, { count: op.count, startNow: op.startNow ?? '' })) as (
-          | string
-          | number
-        )[];
+        const sim = this.workers[op.w]!;
+        const handoff = {
+          fetcher: sim.fetcher,
+          nonce: String(++sim.nonces),
+          withdraw: sim.registered,
+          registerMs: op.register ? REGISTER_MS : 0,
+        };
+        const r = (await this.run(scripts.claim, {
+          count: op.count,
+          startNow: op.startNow ?? '',
+          ...handoff,
+          withdraw: handoff.withdraw ?? '',
+        })) as (string | number)[];
         // { now, nextDue, paused, ...more fields, id1, record1, ... }: claimed pairs start at the first record.
         let first = 3;
         while (first < r.length && !String(r[first + 1]).includes('\n')) first++;
@@ -458,17 +524,27 @@ class Harness {
           const c = decodeClaimed(String(r[i + 1]));
           got.push({ id: String(r[i]), attempt: c.attempts, token: c.token });
         }
-        const want = this.model.claim(op.count, op.startNow);
+        const want = this.model.claim(op.count, op.startNow, handoff);
         const nextDue = r[1] === '' ? null : Number(r[1]);
         const starts = op.startNow === undefined ? '' : `, startNow=${op.startNow}`;
+        const flag = ['', ' paused', ' registered', ' handed-off job'][Number(r[2])] ?? ` flag ${r[2]}`;
+        const reg = `${handoff.withdraw ? ` withdraw=${handoff.withdraw}` : ''}${op.register ? ` register#${handoff.nonce}` : ''}`;
         this.log(
-          `w${op.w}.claim(${op.count}${starts}) -> [${got.map(fmtHeld).join(', ')}] nextDue=${at(nextDue ?? undefined)}${r[2] === 1 ? ' paused' : ''}`,
+          `w${op.w}.claim(${op.count}${starts}${reg}) -> [${got.map(fmtHeld).join(', ')}] nextDue=${at(nextDue ?? undefined)}${flag}`,
         );
         this.agree(
-          'claim reply: jobs (id#attempt) in claim order, nextDue, paused',
-          [got.map((g) => `${g.id}#${g.attempt}`), nextDue, r[2] === 1, Number(r[0])],
-          [want.held.map((h) => `${h.id}#${h.attempt}`), want.nextDue, want.paused, this.now],
+          'claim reply: jobs (id#attempt) in claim order, nextDue, paused, registered, handed off',
+          [got.map((g) => `${g.id}#${g.attempt}`), nextDue, r[2] === 1, r[2] === 2, r[2] === 3, Number(r[0])],
+          [
+            want.held.map((h) => `${h.id}#${h.attempt}`),
+            want.nextDue,
+            want.paused,
+            want.registered,
+            want.handedOff,
+            this.now,
+          ],
         );
+        sim.registered = want.registered ? handoff.nonce : null;
         for (const g of got) {
           this.agree(
             `token of ${g.id}#${g.attempt} is new in the queue's history`,
@@ -609,6 +685,26 @@ class Harness {
   }
 
   /** Every job, the counts, the waiting order, and the scores of every sorted set. */
+  /**
+   * A plain add leased its job to a fetcher. Every other job its worker takes from the message (then
+   * its next claim withdraws nothing); the others it leaves to the withdrawing claim's reply, as when
+   * the message is lost.
+   */
+  private async handedOff(to: { fetcher: string; held: Held }, n: number): Promise<void> {
+    const w = this.workers.find((x) => x.fetcher === to.fetcher)!;
+    if (n % 2 === 1) return this.log(`  handed off to ${to.fetcher}: message lost`);
+    const token = decodeClaimed((await fx.redis.hget(this.keys.jobs, to.held.id))!).token;
+    this.agree(
+      `token of handed-off ${to.held.id} is new in the queue's history`,
+      this.tokens.has(token),
+      false,
+    );
+    this.tokens.add(token);
+    w.held.push({ ...to.held, token });
+    w.registered = null;
+    this.log(`  handed off to ${to.fetcher}: taken from the message`);
+  }
+
   async compareState(): Promise<void> {
     const m = this.model;
     const k = this.keys;
@@ -672,12 +768,20 @@ class Harness {
       m.waitingOrder(),
     );
     this.agree('active: lease deadlines', zpairs(active), m.scored('a'));
+    this.agree(
+      'idle: registrations for a handoff',
+      zpairs(await fx.redis.zrange(k.idle, 0, -1, 'WITHSCORES')),
+      m.registrations
+        .map((r): [string, number] => [r.member, r.deadline])
+        .sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)),
+    );
     this.agree('delayed: due times', zpairs(delayed), m.scored('d'));
     this.agree('completed: finish times', zpairs(completed), m.scored('c'));
     this.agree('dead: finish times', zpairs(dead), m.scored('x'));
   }
 
   async close(): Promise<void> {
+    this.subscriber.disconnect();
     await this.queue.close();
   }
 }

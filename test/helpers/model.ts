@@ -105,9 +105,30 @@ function byMember(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** A fetcher registered for a handoff (claim.lua): member `<fetcher>|<nonce>` of `idle`, until `deadline`. */
+export interface Registration {
+  fetcher: string;
+  member: string;
+  deadline: number;
+}
+
+/** What a claim says about handoffs (claim.lua's fetcher, withdraw and registerMs). */
+export interface HandoffClaim {
+  fetcher: string;
+  nonce: string;
+  withdraw: string | null;
+  registerMs: number;
+}
+
 export class QueueModel {
   now: number;
   paused = false;
+  /** Fetchers registered for a handoff, in no order (add takes the latest deadline, then highest member). */
+  registrations: Registration[] = [];
+  /** Per fetcher, the last job a handoff leased to it and the registration it took (its `.h` record). */
+  readonly handoffs = new Map<string, { nonce: string; held: Held }>();
+  /** Fetchers nobody listens for any more: a handoff to them finds no receiver and writes nothing. */
+  readonly gone = new Set<string>();
   /** A RateLimitError's pause (fail row of kind R): no claims before this time (meta `limited`). */
   limitedUntil = 0;
   readonly jobs = new Map<string, ModelJob>();
@@ -201,14 +222,23 @@ export class QueueModel {
     dueAt: number | null,
     data: unknown,
     reserved: ReadonlySet<string> = new Set(),
-  ): { id: string; isNew: boolean; state: Letter } {
+    /** Given when the add goes by add-one.lua: the lease of a job it hands off without leaseMs of its own. */
+    handoffLeaseMs?: number,
+    /** The add script's clock, when it is not the model's (queue.add reads Redis's TIME). */
+    scriptNow = this.now,
+  ): { id: string; isNew: boolean; state: Letter; handedTo?: { fetcher: string; held: Held } } {
+    const taker =
+      handoffLeaseMs !== undefined && (dueAt === null || dueAt <= this.now) ? this.takeIdle(scriptNow) : null;
     let jobId = id;
     if (jobId === null) {
       do jobId = String(++this.idCounter);
       while (this.jobs.has(jobId) || reserved.has(jobId));
     }
     const existing = this.jobs.get(jobId);
-    if (existing) return { id: jobId, isNew: false, state: existing.state };
+    if (existing) {
+      if (taker) this.registrations.push(taker);
+      return { id: jobId, isNew: false, state: existing.state };
+    }
     const j: ModelJob = {
       id: jobId,
       incarnation: ++this.incarnations,
@@ -230,6 +260,19 @@ export class QueueModel {
       leases: 0,
     };
     this.jobs.set(jobId, j);
+    if (taker && !this.gone.has(taker.fetcher)) {
+      // Handed off: leased in the add, as a claim would lease it (started, lease 1 of this incarnation).
+      j.state = 'a';
+      j.attempts = 1;
+      j.startedAt = this.now;
+      j.leases = 1;
+      j.tokenOf = 1;
+      j.leaseUntil = this.now + (j.leaseMs ?? handoffLeaseMs!);
+      const held = { id: jobId, incarnation: j.incarnation, attempt: 1, lease: 1 };
+      this.handoffs.set(taker.fetcher, { nonce: taker.member.split('|')[1]!, held });
+      return { id: jobId, isNew: true, state: 'a', handedTo: { fetcher: taker.fetcher, held } };
+    }
+    // (A registration whose fetcher is gone was taken and dropped: nobody received the job.)
     if (dueAt !== null && dueAt > this.now) j.state = 'd';
     else this.enqueue(j);
     return { id: jobId, isNew: true, state: j.state };
@@ -250,10 +293,28 @@ export class QueueModel {
   }
 
   /** The first `startNow` jobs claimed start (attempt counted); the rest are reserved until begin. */
-  claim(count: number, startNow = count): { held: Held[]; nextDue: number | null; paused: boolean } {
+  claim(
+    count: number,
+    startNow = count,
+    reg?: HandoffClaim,
+  ): { held: Held[]; nextDue: number | null; paused: boolean; registered: boolean; handedOff: boolean } {
+    const no = { registered: false, handedOff: false };
+    // The registration this fetcher may hold is withdrawn; if a handoff took it, the job it leased
+    // comes back alone (while still under that lease), and the fetcher claims again at once.
+    if (reg && reg.withdraw !== null) {
+      const member = `${reg.fetcher}|${reg.withdraw}`;
+      const before = this.registrations.length;
+      this.registrations = this.registrations.filter((r) => r.member !== member);
+      const h = this.handoffs.get(reg.fetcher);
+      const j = h && this.jobs.get(h.held.id);
+      if (this.registrations.length === before && h?.nonce === reg.withdraw && j && this.holds(j, h.held)) {
+        const held = [{ ...h.held, attempt: j.attempts }];
+        return { held, nextDue: this.now, paused: false, registered: false, handedOff: true };
+      }
+    }
     this.promoteDue();
-    if (this.paused) return { held: [], nextDue: null, paused: true };
-    if (count > 0 && this.limitedUntil > this.now) return { held: [], nextDue: null, paused: false };
+    if (this.paused) return { held: [], nextDue: null, paused: true, ...no };
+    if (count > 0 && this.limitedUntil > this.now) return { held: [], nextDue: null, paused: false, ...no };
     const held: Held[] = [];
     for (const id of this.waitingOrder().slice(0, count)) {
       const j = this.jobs.get(id)!;
@@ -270,7 +331,38 @@ export class QueueModel {
     }
     const firstDelayed = this.scored('d')[0];
     const nextDue = held.length < count && firstDelayed ? firstDelayed[1] : null;
-    return { held, nextDue, paused: false };
+    // Left with free slots: registered for a handoff until now + registerMs.
+    const registered = reg !== undefined && reg.registerMs > 0 && held.length < startNow;
+    if (registered) {
+      const member = `${reg.fetcher}|${reg.nonce}`;
+      this.registrations = this.registrations.filter((r) => r.member !== member);
+      this.registrations.push({ fetcher: reg.fetcher, member, deadline: this.now + reg.registerMs });
+    }
+    return { held, nextDue, paused: false, registered, handedOff: false };
+  }
+
+  /**
+   * The registration a plain add may hand its job to (includes/take_idle.lua) at the script's `now`:
+   * the latest deadline (then the highest member), taken out; none when that one is past (all are
+   * dropped), or when the job could not start at once (paused, rate-limited, jobs waiting before it:
+   * then it stays).
+   */
+  private takeIdle(now: number): Registration | null {
+    const sorted = [...this.registrations].sort(
+      (a, b) => b.deadline - a.deadline || byMember(b.member, a.member),
+    );
+    const top = sorted[0];
+    if (!top) return null;
+    this.registrations = sorted.slice(1);
+    if (top.deadline < now) {
+      this.registrations = [];
+      return null;
+    }
+    if (this.paused || this.limitedUntil > this.now || this.waitingOrder().length > 0) {
+      this.registrations.push(top);
+      return null;
+    }
+    return top;
   }
 
   /** The record still carries the token of claim `h` (same incarnation, same attempt, not revoked). */
