@@ -6,6 +6,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts', 'examples/**/*.test.ts'],
     // Each test file starts its own private redis-server processes; forks keep them isolated.
     pool: 'forks',
+    // A temporary directory for the CLI build the CLI tests share (test/helpers/cli-build.ts).
+    globalSetup: ['test/helpers/cli-build-dir.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
   },

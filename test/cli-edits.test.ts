@@ -1,27 +1,31 @@
 /**
- * `surety update-data | change-priority | change-delay | drain | obliterate`, run as the real binary in
+ * `surety update-data | change-priority | change-delay | drain | obliterate`, run as a real binary in
  * child processes (stdin a pipe, as in CI: no terminal), against this file's private redis-server; and
- * the confirmation prompt itself on a fake terminal.
+ * the confirmation prompt itself on a fake terminal. The binary is this run's compiled build
+ * (test/helpers/cli-build.ts); test/cli.test.ts covers the launcher, bin/surety.js.
  */
 import { spawn } from 'node:child_process';
 import { PassThrough } from 'node:stream';
-import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { confirm } from '../src/cli/commands/edits.js';
 import { UsageError } from '../src/cli/errors.js';
 import { type Job, Queue, Worker } from '../src/index.js';
+import { BUILD_TIMEOUT_MS, compiledCli } from './helpers/cli-build.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
 const open = closeAfterEach();
-const BIN = fileURLToPath(new URL('../bin/surety.js', import.meta.url));
+let compiled = '';
+beforeAll(async () => {
+  compiled = await compiledCli();
+}, BUILD_TIMEOUT_MS);
 
 /** Runs `surety <args>` with stdin an empty pipe; resolves with its exit code and output. */
 function surety(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const env: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: fx.url, NO_COLOR: '1' };
   delete env.DEBUG;
   delete env.FORCE_COLOR;
-  const child = spawn(process.execPath, [BIN, ...args], { env });
+  const child = spawn(process.execPath, [compiled, ...args], { env });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d) => {

@@ -1,26 +1,32 @@
 /**
- * The `surety` command line, run as a real binary (bin/surety.js) in child processes against this
- * file's private redis-server (never the shared one on 6379: REDIS_URL is always set explicitly).
+ * The `surety` command line, run as a real binary in child processes against this file's private
+ * redis-server (never the shared one on 6379: REDIS_URL is always set explicitly). The binary is this
+ * run's compiled build (test/helpers/cli-build.ts: the launcher would compile the TypeScript source at
+ * each of the hundred starts); tests marked `launcher` run bin/surety.js itself, as users do.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reasonDetails } from '../src/cli/commands/explain.js';
 import { freePort } from '../src/embedded-redis.js';
 import { type ExplainReason, Queue, Worker } from '../src/index.js';
 import { queueKeys } from '../src/keys.js';
 import { partitionOf } from '../src/partitions.js';
 import { runScript, scripts } from '../src/scripts.js';
+import { BUILD_TIMEOUT_MS, compiledCli, LAUNCHER } from './helpers/cli-build.js';
 import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
-const BIN = fileURLToPath(new URL('../bin/surety.js', import.meta.url));
 const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'surety-cli-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+let compiled = '';
+beforeAll(async () => {
+  compiled = await compiledCli();
+}, BUILD_TIMEOUT_MS);
 
 interface Run {
   code: number | null;
@@ -45,9 +51,10 @@ function env(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv 
 
 function start(
   args: string[],
-  o: { env?: Record<string, string | undefined>; cwd?: string; input?: string } = {},
+  o: { env?: Record<string, string | undefined>; cwd?: string; input?: string; launcher?: boolean } = {},
 ): Started {
-  const proc = spawn(process.execPath, [BIN, ...args], { env: env(o.env), cwd: o.cwd ?? tmp });
+  const bin = o.launcher ? LAUNCHER : compiled;
+  const proc = spawn(process.execPath, [bin, ...args], { env: env(o.env), cwd: o.cwd ?? tmp });
   const out = { stdout: '', stderr: '' };
   proc.stdout!.on('data', (d) => {
     out.stdout += d;
@@ -199,7 +206,8 @@ describe('surety CLI: help and usage errors', () => {
   it('DEBUG=surety adds the stack trace', async () => {
     const name = uniqueName();
     await queue(name).add({}, { id: 'present' });
-    const r = await cli(['job', name, 'missing'], { env: { DEBUG: 'surety' } });
+    // Through the launcher: the trace then comes from the TypeScript source as tsx runs it.
+    const r = await cli(['job', name, 'missing'], { env: { DEBUG: 'surety' }, launcher: true });
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^surety: ERR_JOB_NOT_FOUND: job "missing" does not exist/);
     expect(r.stderr).toMatch(/\n\s+at /);
@@ -612,7 +620,11 @@ describe('surety worker and reaper', () => {
   it('worker loads a TypeScript module and the queue name it exports; human lines otherwise', async () => {
     const name = uniqueName('ts');
     await queue(name).add({ name: 'ada' }, { id: 'greet' });
-    const w = start(['worker', join(FIXTURES, 'cli-processor.ts')], { env: { CLI_TS_QUEUE: name } });
+    // Through the launcher: it registers tsx for the module, as `npx surety worker job.ts` does.
+    const w = start(['worker', join(FIXTURES, 'cli-processor.ts')], {
+      env: { CLI_TS_QUEUE: name },
+      launcher: true,
+    });
     await waitUntil(() => /✓ completed\s+greet\s+attempt 1/.test(w.out.stdout), 'greet to complete', 20_000);
     w.proc.kill('SIGINT');
     const run = await w.exited;
