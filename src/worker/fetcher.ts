@@ -159,8 +159,9 @@ export class Fetcher {
     if (!this.listening) {
       this.listening = true;
       this.deps.subscriber.on('smessage', this.onMessage);
-      this.deps.subscriber.on('ready', this.onReady);
     }
+    this.deps.subscriber.off('ready', this.onReady); // stop() removed it, or a failed start added it
+    this.deps.subscriber.on('ready', this.onReady);
     const channels = this.handoffChannel
       ? [this.deps.wakeChannel, this.handoffChannel]
       : [this.deps.wakeChannel];
@@ -324,15 +325,12 @@ export class Fetcher {
       claim.count = 0;
       this.send(claim);
     }
-    // Handoffs: leave the channel first, still listening, so every job handed off before the
-    // unsubscribe arrives here (and is handed back, the worker closing); from then on an add finds no
-    // one on the channel and leases nothing. Then withdraw the registration that may stand; a job a
-    // handoff took with it comes back in the reply unless its message came first.
-    if (this.handoffChannel) {
-      await untilClosed(this.deps.subscriber, this.deps.subscriber.sunsubscribe(this.handoffChannel)).catch(
-        () => {},
-      );
-    }
+    // Handoffs: leave the channel. Once Redis has read the unsubscribe, an add finds no one there and
+    // leases nothing; a job handed off before that still arrives, as the listener stays until the
+    // subscriber closes with the worker (it is handed back, the worker closing). Not awaited: a network
+    // that swallows the reply must not hold close(). Then withdraw the registration that may stand; a
+    // job a handoff took with it comes back in the reply unless its message came first.
+    if (this.handoffChannel) this.deps.subscriber.sunsubscribe(this.handoffChannel).catch(() => {});
     const withdraw = this.handoffs.registered;
     if (withdraw !== null) {
       const ticket = { claimer: '', nonce: '' };
@@ -344,8 +342,9 @@ export class Fetcher {
         (err) => this.deps.onError(err),
       );
     }
-    this.deps.subscriber.off('smessage', this.onMessage);
     this.deps.subscriber.off('ready', this.onReady);
+    if (this.handoffChannel) return; // still listening for handed-off jobs (above)
+    this.deps.subscriber.off('smessage', this.onMessage);
     this.listening = false;
   }
 }
