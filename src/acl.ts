@@ -53,7 +53,6 @@ const WORKER_COMMANDS = {
   zadd: 'scripts: delayed, active (leases), completed and dead sets, priorities, heartbeats',
   zrem: 'scripts: every transition out of a sorted set',
   zpopmin: 'scripts: drain (prioritised waiting jobs, a batch at a time)',
-  zpopmax: 'scripts: a plain add takes the newest idle worker registration for a handoff',
   exists:
     'scripts: claim (any prioritised job?), clean and retention (any annex?), partitions, addBatch (batch id taken?)',
   get: 'counts (waiting grouped jobs); scripts: rate limiter windows, the prio order counter (reset), lease ids of older queues, dedupe keys',
@@ -70,6 +69,7 @@ const WORKER_COMMANDS = {
   xread: 'queue.events(), QueueEvents (a blocking read on a connection of its own)',
   xadd: 'scripts: the lifecycle events stream (capped)',
   ssubscribe: "workers' wake-ups, waitFor (sharded pub/sub)",
+  sunsubscribe: 'a closing worker leaves its handoff channel (so adds stop handing it jobs)',
   spublish: 'scripts: wake-ups, cancellations and completion notices (sharded pub/sub)',
   wait: 'add() with `durability: { waitReplicas }` (waits for replicas to confirm)',
 } as const;

@@ -7,8 +7,11 @@
 -- alive); past its deadline every one is, and the set is dropped. The caller puts a registration it
 -- took but did not use back.
 local function take_idle(idle, jobs, meta, waiting, now)
-  local reg = redis.call('ZPOPMAX', idle)
+  -- ZRANGE and ZREM, not ZPOPMAX: the same commands claims use, so the documented ACL rules of
+  -- earlier versions still cover every add.
+  local reg = redis.call('ZRANGE', idle, -1, -1, 'WITHSCORES')
   if not reg[1] then return nil end
+  redis.call('ZREM', idle, reg[1])
   if tonumber(reg[2]) < now then
     redis.call('DEL', idle)
     return nil
