@@ -48,6 +48,7 @@
 -- @include next_tokens
 -- @include lease_record
 -- @include active_sentinel
+-- @include record_claim
 
 local jobs, waiting, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local refusal = layout_refusal(KEYS[7], ARGV[4])
@@ -96,8 +97,8 @@ if taker then
     redis.call('HSET', jobs, id, leased)
     redis.call('ZADD', active, 'NX', 'inf', ACTIVE_SENTINEL)
     redis.call('ZADD', active, deadline, id)
-    -- As includes/record_claim.lua writes a claim: `nonce|expiry|claim ms|ids`.
-    redis.call('HSET', tag_key(jobs, 'claims'), fetcher .. '.h', nonce .. '|' .. string.format('%d', deadline) .. '|' .. now_s .. '|' .. id)
+    -- Recorded as a claim of one job under `<fetcher>.h`, for the withdrawing claim's replay.
+    record_claim(tag_key(jobs, 'claims'), fetcher .. '.h', nonce, now, { now, '', 0, 0, id, leased }, { deadline, id })
     emit_event(KEYS[5], tonumber(ARGV[3]), 'added', { id })
     emit_event(KEYS[5], tonumber(ARGV[3]), 'active', { id })
     return { id, 1, 'a' }
