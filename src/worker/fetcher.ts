@@ -244,7 +244,7 @@ export class Fetcher {
   }
 
   /** Settles the handoff side of a claim's reply: which registration stands, and the handed job's copy. */
-  private handoffReply(reply: ClaimReply, claim: Claim): ClaimReply {
+  private handoffReply(reply: ClaimReply, claim: Pick<Claim, 'withdraw' | 'nonce'>): ClaimReply {
     if (claim.withdraw !== null && this.handoffs.registered === claim.withdraw)
       this.handoffs.registered = null;
     if (reply.registered) this.handoffs.registered = claim.nonce;
@@ -336,7 +336,8 @@ export class Fetcher {
       const ticket = { claimer: '', nonce: '' };
       this.deps.claim(0, ticket, this.handoffArgs(withdraw, 0)).then(
         (reply) => {
-          const handed = this.handoffReply(reply, { withdraw } as Claim);
+          // registerMs 0: the reply never registers, so no nonce is read.
+          const handed = this.handoffReply(reply, { withdraw, nonce: 0 });
           if (handed.jobs.length > 0) this.deps.onJobs(handed.jobs);
         },
         (err) => this.deps.onError(err),
