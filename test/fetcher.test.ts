@@ -6,6 +6,7 @@ import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import type { RedisClient } from '../src/scripts.js';
 import { type ClaimReply, type ClaimTicket, Fetcher } from '../src/worker/fetcher.js';
+import { claimAnswer } from './helpers/claim-answer.js';
 
 function harness(freeSlots = () => 10, errors?: unknown[]) {
   const subscriber = Object.assign(new EventEmitter(), {
@@ -31,15 +32,8 @@ function harness(freeSlots = () => 10, errors?: unknown[]) {
       errors.push(err);
     },
   });
-  const reply = (jobs: number): ClaimReply => ({
-    now: 0,
-    nextDue: null,
-    paused: false,
-    registered: false,
-    handedOff: false,
-    limitedMs: 0,
-    jobs: Array.from({ length: jobs }, (_, i) => ({ id: `x${i}`, record: '' })),
-  });
+  const reply = (jobs: number): ClaimReply =>
+    claimAnswer({ jobs: Array.from({ length: jobs }, (_, i) => ({ id: `x${i}`, record: '' })) });
   const message = (m: string) => (subscriber as unknown as EventEmitter).emit('smessage', 'wake', m);
   const ready = () => (subscriber as unknown as EventEmitter).emit('ready');
   return { fetcher, claims, reply, message, ready };

@@ -14,6 +14,7 @@ import { decodeClaim } from '../src/script-replies.js';
 import { type RedisClient, runScript, scripts } from '../src/scripts.js';
 import { type ClaimReply, Fetcher, type HandoffArgs } from '../src/worker/fetcher.js';
 import { parseHandoff } from '../src/worker/handoff.js';
+import { claimAnswer } from './helpers/claim-answer.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 import { useWorkerChildren } from './helpers/worker-children.js';
 
@@ -297,16 +298,7 @@ describe('handoff, the fetcher keeps the first copy of a handed job', () => {
         throw err;
       },
     });
-    const reply = (o: Partial<ClaimReply> = {}): ClaimReply => ({
-      now: 0,
-      nextDue: null,
-      paused: false,
-      registered: false,
-      handedOff: false,
-      limitedMs: 0,
-      jobs: [],
-      ...o,
-    });
+    const reply = claimAnswer;
     const handoff = (nonce: number, id: string, record: string) =>
       (subscriber as unknown as EventEmitter).emit(
         'smessage',
