@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { aclCommands, aclRules } from '../src/acl.js';
 import { createDashboard } from '../src/dashboard/index.js';
 import { ConnectionError, discoverQueues, type Logger, Queue, Worker } from '../src/index.js';
+import { queueKeys } from '../src/keys.js';
 import {
   aclDenials,
   closeAfterEach,
@@ -17,6 +18,7 @@ import {
   nextEvent,
   uniqueName,
   useRedis,
+  waitUntil,
 } from './helpers/setup.js';
 
 const fx = useRedis();
@@ -130,6 +132,37 @@ describe('a worker user with the documented rules', () => {
     const denials = await aclDenials(fx.redis, 'acl-worker');
     // FUNCTION LOAD: no operator loaded the script library (docs/acl.md), so the scripts ran by EVALSHA.
     expect(denials.map((d) => d.object).sort()).toEqual(['config|get', 'function|load']);
+  });
+
+  // An upgrade must not need new ACL rules to keep adding: the rules of the release before handoffs
+  // are today's without SUNSUBSCRIBE (a first draft of the handoff called ZPOPMAX inside add, which
+  // those rules refuse: every plain add would have failed after the upgrade).
+  it('with the previous release rules (no SUNSUBSCRIBE): a plain add is handed off and runs, close returns, the only new refusal is SUNSUBSCRIBE', async () => {
+    const url = await createAclUser(
+      fx.redis,
+      fx.server.url,
+      without(aclRules('worker'), '+sunsubscribe'),
+      'acl-prev',
+    );
+    const name = uniqueName();
+    const queue = new Queue<{ n: number }, number>(name, { connection: url, logger: recorder() });
+    const worker = new Worker<{ n: number }, number>(name, async (job) => job.data.n + 1, {
+      connection: url,
+      logger: recorder(),
+    });
+    open.push(queue);
+    const idle = queueKeys('surety', name).idle;
+    await waitUntil(async () => (await fx.redis.zcard(idle)) === 1, 'the worker registered for a handoff');
+    const added = await queue.add({ n: 1 });
+    expect(added.state).toBe('active');
+    expect(await queue.waitFor(added.id, { timeoutMs: 10_000 })).toBe(2);
+    await worker.close();
+    const denials = await aclDenials(fx.redis, 'acl-prev');
+    expect([...new Set(denials.map((d) => d.object))].sort()).toEqual([
+      'config|get',
+      'function|load',
+      'sunsubscribe',
+    ]);
   });
 
   it('cannot read or write keys, or use channels, outside its prefix', async () => {
