@@ -4,7 +4,9 @@
  * each reported as time inside each script (SLOWLOG's duration: the command's execution, without
  * reading or parsing it) and the server's whole CPU (INFO used_cpu_*), per job:
  *  - serial: N awaited single adds (the interactive path's producer side);
- *  - lifecycle: N jobs added in bulk, drained by one Worker at concurrency 50 in this process.
+ *  - lifecycle: N jobs added in bulk, drained by one Worker at concurrency 50 in this process;
+ *  - live: N awaited single adds while one idle Worker at concurrency 50 runs them (the e2e-live
+ *    serial path: handoffs, completions, and whatever claims the worker makes between them).
  * A profiling aid for #17, not a benchmark against other libraries: SLOWLOG itself costs Redis time.
  */
 import { Redis } from 'ioredis';
@@ -51,6 +53,21 @@ async function measure(admin: Redis, label: string, jobs: number, work: () => Pr
   }
 }
 
+/** A no-op Worker at concurrency 50, started; `all` resolves at its N-th completion. */
+async function startWorker(queue: string) {
+  let done = 0;
+  let finish!: () => void;
+  const all = new Promise<void>((r) => {
+    finish = r;
+  });
+  const worker = new Worker(queue, () => undefined, { connection: url, concurrency: 50 });
+  worker.on('completed', () => {
+    if (++done === N) finish();
+  });
+  await worker.start();
+  return { worker, all };
+}
+
 const server = await startRedis();
 const admin = new Redis(server.port, '127.0.0.1');
 await admin.config('SET', 'slowlog-log-slower-than', '0');
@@ -72,20 +89,21 @@ try {
         Array.from({ length: Math.min(1000, N - i) }, (_, j) => ({ data: { i: i + j, s: 'x'.repeat(100) } })),
       );
     }
-    let done = 0;
-    let finish!: () => void;
-    const all = new Promise<void>((r) => {
-      finish = r;
-    });
-    const w = new Worker('life', () => undefined, { connection: url, concurrency: 50 });
-    w.on('completed', () => {
-      if (++done === N) finish();
-    });
-    await w.start();
-    await all;
-    await w.close();
+    const w = await startWorker('life');
+    await w.all;
+    await w.worker.close();
   });
   await q2.close();
+
+  const q3 = new Queue('live', { connection: url });
+  await q3.counts();
+  const live = await startWorker('live');
+  await measure(admin, 'live (serial adds, idle worker c=50)', N, async () => {
+    for (let i = 0; i < N; i++) await q3.add({ i, s: 'x'.repeat(100) });
+    await live.all;
+  });
+  await live.worker.close();
+  await q3.close();
 } finally {
   admin.disconnect();
   await server.stop();

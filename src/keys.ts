@@ -58,7 +58,8 @@ export interface QueueKeys {
   /**
    * HASH claimer (a worker's fetcher and claim slot) -> `nonce|expiry|claim ms|ids`: its last claim
    * that leased jobs, so a claim whose reply was lost can be retried without leasing jobs to nobody
-   * (includes/record_claim.lua, replay_claim.lua).
+   * (includes/record_claim.lua, replay_claim.lua); field `<fetcher id>.h`: the jobs handed off with
+   * the fetcher's last registration, in the same format (includes/record_handoff.lua).
    */
   readonly claims: string;
   /** ZSET of worker ids; score = heartbeat expiry (epoch ms). */
@@ -106,8 +107,9 @@ export interface QueueKeys {
    */
   readonly expiring: string;
   /**
-   * ZSET `<fetcher id>|<claim nonce>` -> deadline (epoch ms): idle workers' fetchers registered for a
-   * handoff (claim.lua registers, add-one.lua leases a new job to one and sends it on its channel).
+   * ZSET `<fetcher id>|<claim nonce>|<unit>` -> deadline (epoch ms): idle workers' fetchers registered
+   * for handoffs, one member per job the fetcher may be handed (claim.lua registers, add-one.lua takes
+   * a member, leases a new job to its fetcher and sends it on the fetcher's channel).
    */
   readonly idle: string;
 }

@@ -42,10 +42,16 @@ export interface ClaimAnswer {
   /** Due time of the first delayed job when fewer jobs than asked were claimed; null when none. */
   nextDue: number | null;
   paused: boolean;
-  /** The fetcher stands registered for a handoff (add-one.lua may lease it the next plain job). */
-  registered: boolean;
-  /** The jobs are the one a handoff took with the registration this claim withdrew (see worker/handoff.ts). */
-  handedOff: boolean;
+  /**
+   * > 0: the fetcher stands registered for that many handoffs (add-one.lua may lease it each of the
+   * next plain jobs, up to that many); 0: not registered.
+   */
+  registered: number;
+  /**
+   * Jobs handed off with the registration this claim withdrew, whose message may not have arrived
+   * (see worker/handoff.ts): not claimed by this call, and possibly already received.
+   */
+  replayed: ClaimedJob[];
   /** >0: the rate limiter holds claims back for this many ms. */
   limitedMs: number;
   /** The jobs leased to the caller, in claim order. */
@@ -55,13 +61,19 @@ export interface ClaimAnswer {
 export function decodeClaim(reply: unknown): ClaimAnswer {
   const r = flat(reply);
   const jobs: ClaimedJob[] = [];
-  for (let i = 4; i + 1 < r.length; i += 2) jobs.push({ id: String(r[i]), record: String(r[i + 1]) });
+  // { now, nextDue, paused, limitedMs, registered, replayed, id, record, ... }: the last `replayed`
+  // pairs are the replayed handoffs.
+  const replayed: ClaimedJob[] = [];
+  const firstReplayed = r.length - 2 * Number(r[5] ?? 0);
+  for (let i = 6; i + 1 < r.length; i += 2) {
+    (i < firstReplayed ? jobs : replayed).push({ id: String(r[i]), record: String(r[i + 1]) });
+  }
   return {
     now: Number(r[0]),
     nextDue: r[1] === '' || r[1] === undefined ? null : Number(r[1]),
     paused: r[2] === 1,
-    registered: r[2] === 2,
-    handedOff: r[2] === 3,
+    registered: Number(r[4] ?? 0),
+    replayed,
     limitedMs: Number(r[3] ?? 0),
     jobs,
   };

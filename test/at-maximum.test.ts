@@ -183,7 +183,7 @@ describe('every batch script at the largest batch a worker sends', () => {
       // A worker at the maximum starts its free slots at claim; the prefetched rest are reserved.
       startNow: MAX_CONCURRENCY,
     })) as string[];
-    const attemptsOf = (i: number) => flat[4 + i * 2 + 1]!.split('|')[2];
+    const attemptsOf = (i: number) => flat[6 + i * 2 + 1]!.split('|')[2];
     expect([
       attemptsOf(0),
       attemptsOf(MAX_CONCURRENCY - 1),
@@ -191,7 +191,7 @@ describe('every batch script at the largest batch a worker sends', () => {
       attemptsOf(n - 1),
     ]).toEqual(['1', '1', '0', '0']);
     const claimed: { id: string; token: string }[] = [];
-    for (let i = 4; i < flat.length; i += 2)
+    for (let i = 6; i < flat.length; i += 2)
       claimed.push({ id: flat[i]!, token: flat[i + 1]!.split('|')[1]! });
     expect(flat.filter((r) => typeof r === 'string' && r.includes('x'.repeat(600))).length).toBe(n / 2);
     expect(claimed.length).toBe(n);

@@ -232,6 +232,9 @@ describe('batches', () => {
       fetcher: '',
       withdraw: '',
       registerMs: 0,
+      registerUnits: 0,
+      withdrawUnits: 0,
+      received: 0,
     })) as unknown[];
     expect(claimed).toContain(b.jobs[0]!.id);
     const recover = () =>

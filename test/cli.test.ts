@@ -698,6 +698,9 @@ describe('surety worker and reaper', () => {
           fetcher: '',
           withdraw: '',
           registerMs: 0,
+          registerUnits: 0,
+          withdrawUnits: 0,
+          received: 0,
         });
       expect((await q.counts()).active).toBe(ids.length);
     };

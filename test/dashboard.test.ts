@@ -654,6 +654,9 @@ describe('dashboard metrics', () => {
       fetcher: '',
       withdraw: '',
       registerMs: 0,
+      registerUnits: 0,
+      withdrawUnits: 0,
+      received: 0,
     });
     const worker = new Worker(q.name, () => 'ok', { connection: fx.url, recoverIntervalMs: 20 });
     closers.unshift(() => worker.close());

@@ -144,7 +144,7 @@ class Harness {
       }
       case 'claim': {
         const reply = (await this.run(scripts.claim, { count: op.count })) as unknown[];
-        for (let i = 4; i < reply.length; i += 2) {
+        for (let i = 6; i < reply.length; i += 2) {
           const id = String(reply[i]);
           this.held.push({ id, token: decodeClaimed(String(reply[i + 1])).token });
         }
@@ -243,7 +243,7 @@ class Harness {
       this.held = [];
       const reply = (await this.run(scripts.claim, { count: 50 })) as unknown[];
       const rows: Record<'id' | 'token' | 'result', ArgValue>[] = [];
-      for (let i = 4; i < reply.length; i += 2) {
+      for (let i = 6; i < reply.length; i += 2) {
         const id = String(reply[i]);
         rows.push({ id, token: decodeClaimed(String(reply[i + 1])).token, result: '1' });
       }

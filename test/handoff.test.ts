@@ -27,7 +27,16 @@ async function claim(
   keys: QueueKeys,
   fetcher: string,
   nonce: number,
-  o: { count?: number; withdraw?: number; registerMs?: number; now?: number } = {},
+  o: {
+    count?: number;
+    startNow?: number;
+    withdraw?: number;
+    registerMs?: number;
+    units?: number;
+    withdrawUnits?: number;
+    received?: number;
+    now?: number;
+  } = {},
 ) {
   const reply = await runScript(fx.redis, scripts.claim, keys, {
     now: o.now ?? '',
@@ -39,10 +48,13 @@ async function claim(
     eventsMaxLen: 100,
     claimer: `${fetcher}.0`,
     nonce: String(nonce),
-    startNow: '',
+    startNow: o.startNow ?? '',
     fetcher,
     withdraw: o.withdraw === undefined ? '' : String(o.withdraw),
     registerMs: o.registerMs ?? 10_000,
+    registerUnits: o.units ?? 1,
+    withdrawUnits: o.withdrawUnits ?? 1,
+    received: o.received ?? 0,
   });
   return decodeClaim(reply);
 }
@@ -72,8 +84,8 @@ describe('handoff, script level', () => {
     const { queue, keys } = setUp();
     const first = await claim(keys, 'f1', 1);
     expect(first.jobs).toEqual([]);
-    expect(first.registered).toBe(true);
-    expect(await fx.redis.zscore(keys.idle, 'f1|1')).not.toBeNull();
+    expect(first.registered).toBe(1);
+    expect(await fx.redis.zscore(keys.idle, 'f1|1|1')).not.toBeNull();
     const sub = await listen(keys, 'f1');
     try {
       const added = await queue.add({ n: 1 }, { id: 'a' });
@@ -94,8 +106,8 @@ describe('handoff, script level', () => {
       expect((await queue.getJob('a'))?.state).toBe('active');
       // The fetcher's next claim withdraws the registration and gets the job back (a lost message).
       const next = await claim(keys, 'f1', 2, { withdraw: 1 });
-      expect(next.handedOff).toBe(true);
-      expect(next.jobs).toEqual([{ id: 'a', record }]);
+      expect(next.replayed).toEqual([{ id: 'a', record }]);
+      expect(next.jobs).toEqual([]);
     } finally {
       sub.close();
     }
@@ -135,7 +147,7 @@ describe('handoff, script level', () => {
       expect((await queue.add({ n: 5 })).state).toBe('waiting');
       await fx.redis.hdel(keys.meta, 'concurrency');
       await fx.redis.del(keys.waiting);
-      expect(await fx.redis.zscore(keys.idle, 'f|1')).not.toBeNull();
+      expect(await fx.redis.zscore(keys.idle, 'f|1|1')).not.toBeNull();
       expect(sub.received).toEqual([]);
       // An id that exists: nothing written, the registration kept.
       const again = await track(new Queue(name, { connection: fx.url })).add({ n: 6 }, { id: 'dup' });
@@ -166,15 +178,93 @@ describe('handoff, script level', () => {
     await fx.redis.rpush(keys.waiting, 'ghost'); // not a job: skipped by the claim
     await fx.redis.del(keys.waiting);
     const again = await claim(keys, 'f', 2, { withdraw: 1 });
-    expect(again.handedOff).toBe(false);
-    expect(again.registered).toBe(true);
-    expect(await fx.redis.zrange(keys.idle, 0, -1)).toEqual(['f|2']);
+    expect(again.replayed).toEqual([]);
+    expect(again.registered).toBe(1);
+    expect(await fx.redis.zrange(keys.idle, 0, -1)).toEqual(['f|2|1']);
     // A claim that gets as many jobs as it can start does not register.
     await queue.add({ n: 1 }, { id: 'x' }); // nobody listens on f's channel: waits
     const full = await claim(keys, 'f', 3, { withdraw: 2 });
     expect(full.jobs.map((j) => j.id)).toEqual(['x']);
-    expect(full.registered).toBe(false);
+    expect(full.registered).toBe(0);
     expect(await fx.redis.zcard(keys.idle)).toBe(0);
+  });
+});
+
+describe('handoff, a registration for several jobs', () => {
+  /** The token's parts: `<lease id>.<time>`. */
+  const tokenOf = (record: string) => record.split('|')[1]!;
+
+  it('covers up to registerUnits jobs, capped by the free slots; each plain add takes one', async () => {
+    const { queue, keys } = setUp();
+    // 5 wanted, 2 can start now, up to 5 units: registered for the 2 free slots.
+    const first = await claim(keys, 'f', 1, { count: 5, startNow: 2, units: 5 });
+    expect(first.registered).toBe(2);
+    expect(await fx.redis.zrange(keys.idle, 0, -1)).toEqual(['f|1|1', 'f|1|2']);
+    const sub = await listen(keys, 'f');
+    try {
+      expect((await queue.add({ n: 1 }, { id: 'a' })).state).toBe('active');
+      expect((await queue.add({ n: 2 }, { id: 'b' })).state).toBe('active');
+      expect((await queue.add({ n: 3 }, { id: 'c' })).state).toBe('waiting'); // no unit left
+      await waitUntil(() => sub.received.length === 2, 'both handoff messages');
+      const handed = sub.received.map((m) => parseHandoff(m)!);
+      expect(handed.map((h) => [h.nonce, h.job.id])).toEqual([
+        [1, 'a'],
+        [1, 'b'],
+      ]);
+      // One registration's handoffs: distinct lease ids, the time of its first handoff.
+      const [ta, tb] = handed.map((h) => tokenOf(h.job.record));
+      expect(ta).not.toBe(tb);
+      expect(ta!.split('.')[1]).toBe(tb!.split('.')[1]);
+      // Recorded together, for the withdrawing claim's replay.
+      const rec = (await fx.redis.hget(keys.claims, 'f.h'))!;
+      expect(rec).toMatch(new RegExp(`^1\\|\\d+\\|${ta!.split('.')[1]}\\|a\\nb$`));
+      // Both arrived: the withdrawing claim replays nothing and claims as usual.
+      const next = await claim(keys, 'f', 2, { withdraw: 1, withdrawUnits: 2, received: 2, count: 3 });
+      expect(next.replayed).toEqual([]);
+      expect(next.jobs.map((j) => j.id)).toEqual(['c']);
+      expect(next.registered).toBe(1); // 3 wanted, 1 claimed: up to 1 unit (units 1 here)
+    } finally {
+      sub.close();
+    }
+  });
+
+  it('a claim withdrawing a registration with handoffs not yet seen returns them last and claims that many fewer', async () => {
+    const { queue, keys } = setUp();
+    await claim(keys, 'f', 1, { count: 3, units: 3 });
+    const sub = await listen(keys, 'f');
+    try {
+      const a = await queue.add({ n: 1 }, { id: 'a' });
+      expect(a.state).toBe('active');
+      // A job with an expiry is never handed off: it waits, while 2 units still stand.
+      expect((await queue.add({ n: 2 }, { id: 'b', ttlMs: 60_000 })).state).toBe('waiting');
+      const record = (await fx.redis.hget(keys.jobs, 'a'))!;
+      // The fetcher saw no message (received 0) of the 1 handoff: `a` is replayed, 1 job claimed of 2.
+      const next = await claim(keys, 'f', 2, {
+        withdraw: 1,
+        withdrawUnits: 3,
+        received: 0,
+        count: 2,
+        units: 3,
+      });
+      expect(next.replayed).toEqual([{ id: 'a', record }]);
+      expect(next.jobs.map((j) => j.id)).toEqual(['b']);
+      // 2 wanted = 1 claimed + 1 replayed: no slot left to register.
+      expect(next.registered).toBe(0);
+      expect(await fx.redis.zcard(keys.idle)).toBe(0); // the 2 units left were withdrawn
+      // A replayed job that completed meanwhile is not returned (only jobs still under that lease).
+      await claim(keys, 'f', 3, { count: 1, units: 1 });
+      await queue.add({ n: 3 }, { id: 'c' });
+      const rc = (await fx.redis.hget(keys.jobs, 'c'))!;
+      await runScript(fx.redis, scripts.release, keys, { wakeChannel: keys.wakeChannel, eventsMaxLen: 0 }, [
+        { id: 'c', token: tokenOf(rc) },
+      ]);
+      const after = await claim(keys, 'f', 4, { withdraw: 3, withdrawUnits: 1, received: 0, count: 1 });
+      expect(after.replayed).toEqual([]);
+      expect(after.jobs.map((j) => j.id)).toEqual(['c']); // claimed afresh, with a new token
+      expect(tokenOf(after.jobs[0]!.record)).not.toBe(tokenOf(rc));
+    } finally {
+      sub.close();
+    }
   });
 });
 
@@ -195,7 +285,7 @@ describe('handoff, through the worker', () => {
     const states: string[] = [];
     for (let i = 0; i < 20; i++) {
       await waitUntil(
-        async () => (await fx.redis.zcard(keys.idle)) === 1,
+        async () => (await fx.redis.zcard(keys.idle)) >= 1,
         `the worker registered ${JSON.stringify(await fx.redis.zrange(keys.idle, 0, -1))} ${i}`,
       );
       const added = await queue.add({ i });
@@ -210,6 +300,28 @@ describe('handoff, through the worker', () => {
     await worker.close();
     // Closing withdrew the registration.
     expect(await fx.redis.zcard(keys.idle)).toBe(0);
+  });
+
+  it('an idle worker takes serial adds by handoff without a claim per job', async () => {
+    const { name, queue } = setUp();
+    const runs = new Map<string, number>();
+    const worker = track(
+      new Worker(name, async (job) => void runs.set(job.id, (runs.get(job.id) ?? 0) + 1), {
+        connection: fx.url,
+        concurrency: 10,
+      }),
+    );
+    await worker.start();
+    const claimsBefore = worker.diagnostics().lanes.reduce((n, l) => n + l.claimsSent, 0);
+    const states: string[] = [];
+    for (let i = 0; i < 40; i++) states.push((await queue.add({ i })).state);
+    await waitUntil(() => runs.size === 40, 'all 40 jobs ran');
+    const claims = worker.diagnostics().lanes.reduce((n, l) => n + l.claimsSent, 0) - claimsBefore;
+    // Registered for its 10 free slots, it claims again when fewer than 5 are left: about one claim
+    // per 5 to 6 jobs, where a registration for one job cost a claim per job.
+    expect(claims).toBeLessThanOrEqual(12);
+    expect(states.filter((s) => s === 'active').length).toBeGreaterThanOrEqual(30);
+    expect([...runs.values()].every((n) => n === 1)).toBe(true);
   });
 
   it('a job handed off while its worker closes goes back to waiting with no attempt spent', async () => {
@@ -228,9 +340,10 @@ describe('handoff, through the worker', () => {
           concurrency: 2,
         },
       );
-      await waitUntil(async () => (await fx.redis.zcard(keys.idle)) === 1, 'the worker registered');
+      // Registered for its 2 free slots: one handoff leaves one unit standing.
+      await waitUntil(async () => (await fx.redis.zcard(keys.idle)) === 2, 'the worker registered');
       await queue.add({ hold: true }, { id: 'holder' }); // keeps close() waiting, one slot still free
-      await waitUntil(async () => (await fx.redis.zcard(keys.idle)) === 1, 'the worker registered again');
+      await waitUntil(async () => (await fx.redis.zcard(keys.idle)) === 1, 'one unit left');
       // Racing the close: handed off before the worker left its channel (then handed back), or not.
       let added: { state: string };
       let closing: Promise<void>;
@@ -259,7 +372,7 @@ describe('handoff, through the worker', () => {
     const { name, queue, keys } = setUp();
     const { child, messages } = startChild(fx.url, name, 30_000);
     await waitUntil(() => messages.some((m) => m.ready), 'the child worker is ready');
-    await waitUntil(async () => (await fx.redis.zcard(keys.idle)) === 1, 'the child registered');
+    await waitUntil(async () => (await fx.redis.zcard(keys.idle)) >= 1, 'the child registered');
     const [member] = await fx.redis.zrange(keys.idle, 0, 0);
     const channel = handoffChannel(keys, member!.split('|')[0]!);
     child.kill('SIGKILL');
@@ -313,7 +426,7 @@ describe('handoff, the fetcher keeps the first copy of a handed job', () => {
     const h = fetcherHarness();
     await h.fetcher.start();
     expect(h.claims[0]!.handoff.registerMs).toBe(120_000);
-    h.claims[0]!.resolve(h.reply({ registered: true }));
+    h.claims[0]!.resolve(h.reply({ registered: 1 }));
     await tick();
     h.handoff(1, 'j', 'a|7.1|1|rec');
     expect(h.got).toEqual(['a|7.1|1|rec']);
@@ -326,26 +439,60 @@ describe('handoff, the fetcher keeps the first copy of a handed job', () => {
   it('the reply first (the claim was sent before the message came), then the message: one run', async () => {
     const h = fetcherHarness();
     await h.fetcher.start();
-    h.claims[0]!.resolve(h.reply({ registered: true }));
+    h.claims[0]!.resolve(h.reply({ registered: 1 }));
     await tick();
     h.fetcher.wake(); // e.g. a `w` message: a claim that withdraws registration 1
     expect(h.claims[1]!.handoff.withdraw).toBe('1');
-    h.claims[1]!.resolve(h.reply({ handedOff: true, jobs: [{ id: 'j', record: 'a|7.1|1|rec' }] }));
+    h.claims[1]!.resolve(h.reply({ replayed: [{ id: 'j', record: 'a|7.1|1|rec' }] }));
     await tick();
     h.handoff(1, 'j', 'a|7.1|1|rec');
     expect(h.got).toEqual(['a|7.1|1|rec']);
     await h.fetcher.stop();
   });
 
+  it('registered for 4: no claim per job; claims again when fewer than half its units are left', async () => {
+    const h = fetcherHarness();
+    await h.fetcher.start();
+    h.claims[0]!.resolve(h.reply({ registered: 4 }));
+    await tick();
+    h.handoff(1, 'j1', 'a|7.5|1|r1');
+    h.handoff(1, 'j2', 'a|8.5|1|r2');
+    expect(h.claims).toHaveLength(1); // 2 of 4 left: no claim
+    h.handoff(1, 'j3', 'a|9.5|1|r3');
+    expect(h.claims).toHaveLength(2);
+    expect(h.claims[1]!.handoff).toMatchObject({ withdraw: '1', withdrawUnits: 4, received: 3 });
+    // A fourth arrives while that claim is in flight: no second claim.
+    h.handoff(1, 'j4', 'a|10.5|1|r4');
+    expect(h.claims).toHaveLength(2);
+    // The reply replays j4 (sent before its message came) and j5 (whose message never comes): j4 runs
+    // once, j5 runs from the reply; a late copy of j5's message is dropped.
+    h.claims[1]!.resolve(
+      h.reply({
+        registered: 1,
+        replayed: [
+          { id: 'j4', record: 'a|10.5|1|r4' },
+          { id: 'j5', record: 'a|11.5|1|r5' },
+        ],
+      }),
+    );
+    await tick();
+    h.handoff(1, 'j5', 'a|11.5|1|r5');
+    expect(h.got).toEqual(['a|7.5|1|r1', 'a|8.5|1|r2', 'a|9.5|1|r3', 'a|10.5|1|r4', 'a|11.5|1|r5']);
+    // The same id under another lease (a later handoff of a job added again) is a new job.
+    h.handoff(2, 'j1', 'a|12.7|1|r1b');
+    expect(h.got).toHaveLength(6);
+    await h.fetcher.stop();
+  });
+
   it('stop withdraws a standing registration and takes the job a handoff took with it', async () => {
     const h = fetcherHarness();
     await h.fetcher.start();
-    h.claims[0]!.resolve(h.reply({ registered: true }));
+    h.claims[0]!.resolve(h.reply({ registered: 1 }));
     await tick();
     await h.fetcher.stop();
     expect(h.claims).toHaveLength(2);
     expect(h.claims[1]!.handoff).toMatchObject({ withdraw: '1', registerMs: 0 });
-    h.claims[1]!.resolve(h.reply({ handedOff: true, jobs: [{ id: 'j', record: 'r' }] }));
+    h.claims[1]!.resolve(h.reply({ replayed: [{ id: 'j', record: 'r' }] }));
     await tick();
     expect(h.got).toEqual(['r']); // the worker, closing, hands it back (runner.accept)
   });

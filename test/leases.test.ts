@@ -38,9 +38,12 @@ function harness() {
       fetcher: '',
       withdraw: '',
       registerMs: 0,
+      registerUnits: 0,
+      withdrawUnits: 0,
+      received: 0,
     })) as (string | number)[];
     const ids: string[] = [];
-    for (let i = 4; i < r.length; i += 2) {
+    for (let i = 6; i < r.length; i += 2) {
       const id = r[i] as string;
       ids.push(id);
       tokens.set(id, [...(tokens.get(id) ?? []), (r[i + 1] as string).split('|')[1]!]);
@@ -340,8 +343,11 @@ describe('leases and fencing tokens', () => {
       fetcher: '',
       withdraw: '',
       registerMs: 0,
+      registerUnits: 0,
+      withdrawUnits: 0,
+      received: 0,
     })) as unknown[];
-    expect(r).toEqual([now, String(now + 60_000), 0, 0]);
+    expect(r).toEqual([now, String(now + 60_000), 0, 0, 0, 0]);
     await h.queue.close();
   });
 

@@ -68,7 +68,7 @@ async function claim(keys: QueueKeys, now: number, count: number): Promise<{ id:
     nonce: '',
   })) as string[];
   const out: { id: string; token: string }[] = [];
-  for (let i = 4; i < r.length; i += 2) out.push({ id: r[i]!, token: r[i + 1]!.split('|')[1]! });
+  for (let i = 6; i < r.length; i += 2) out.push({ id: r[i]!, token: r[i + 1]!.split('|')[1]! });
   return out;
 }
 function recover(keys: QueueKeys, now: number) {

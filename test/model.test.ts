@@ -69,7 +69,14 @@ type Op =
   | ({ op: 'add'; id: number | null } & AddOpts)
   | { op: 'bulk'; items: { id: number | null; priority: number }[] }
   | ({ op: 'addLater'; id: number | null; delayMs?: number; runAtIn?: number } & AddOpts)
-  | { op: 'claim'; w: number; count: number; startNow?: number | undefined; register?: boolean | undefined }
+  | {
+      op: 'claim';
+      w: number;
+      count: number;
+      startNow?: number | undefined;
+      register?: boolean | undefined;
+      units?: number | undefined;
+    }
   | { op: 'gone'; w: number }
   | { op: 'begin'; w: number }
   | { op: 'complete'; w: number; pick: number | 'all' }
@@ -153,6 +160,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
         startNow: fc.nat({ max: 3 }),
         // Left with free slots, the fetcher registers for a handoff (add-one.lua).
         register: fc.boolean(),
+        // The most jobs a registration may be handed (the worker's free slots).
+        units: fc.integer({ min: 1, max: 3 }),
       },
       { requiredKeys: ['op', 'w', 'count'] },
     ),
@@ -259,7 +268,7 @@ interface SimWorker {
   fetcher: string;
   /** Claims it sent (their nonces), and the one whose registration may stand (its next claim withdraws it). */
   nonces: number;
-  registered: string | null;
+  registered: { nonce: string; units: number; received: number } | null;
   held: Claimed[];
   last: { kind: 'complete' | 'fail'; rows: Claimed[]; retryDelayMs: number; as: FailKind } | null;
 }
@@ -382,6 +391,9 @@ class Harness {
       fetcher: '',
       withdraw: '',
       registerMs: 0,
+      registerUnits: 0,
+      withdrawUnits: 0,
+      received: 0,
       leaseMs: DEFAULT_LEASE_MS,
       ...extra,
     };
@@ -507,8 +519,11 @@ class Harness {
         const handoff = {
           fetcher: sim.fetcher,
           nonce: String(++sim.nonces),
-          withdraw: sim.registered,
+          withdraw: sim.registered?.nonce ?? null,
           registerMs: op.register ? REGISTER_MS : 0,
+          registerUnits: op.units ?? 1,
+          withdrawUnits: sim.registered?.units ?? 0,
+          received: sim.registered?.received ?? 0,
         };
         const r = (await this.run(scripts.claim, {
           count: op.count,
@@ -517,34 +532,48 @@ class Harness {
           withdraw: handoff.withdraw ?? '',
         })) as (string | number)[];
         // { now, nextDue, paused, ...more fields, id1, record1, ... }: claimed pairs start at the first record.
-        let first = 3;
-        while (first < r.length && !String(r[first + 1]).includes('\n')) first++;
-        const got: { id: string; attempt: number; token: string }[] = [];
-        for (let i = first; i < r.length; i += 2) {
+        // { now, nextDue, paused, limitedMs, registered, replayed, id1, record1, ... }: the last
+        // `replayed` pairs are handoffs of the withdrawn registration.
+        const pairs: { id: string; attempt: number; token: string }[] = [];
+        for (let i = 6; i < r.length; i += 2) {
           const c = decodeClaimed(String(r[i + 1]));
-          got.push({ id: String(r[i]), attempt: c.attempts, token: c.token });
+          pairs.push({ id: String(r[i]), attempt: c.attempts, token: c.token });
         }
+        const units = Number(r[4]);
+        const replayedGot = pairs.splice(pairs.length - Number(r[5]));
+        const got = pairs;
         const want = this.model.claim(op.count, op.startNow, handoff);
         const nextDue = r[1] === '' ? null : Number(r[1]);
         const starts = op.startNow === undefined ? '' : `, startNow=${op.startNow}`;
-        const flag = ['', ' paused', ' registered', ' handed-off job'][Number(r[2])] ?? ` flag ${r[2]}`;
-        const reg = `${handoff.withdraw ? ` withdraw=${handoff.withdraw}` : ''}${op.register ? ` register#${handoff.nonce}` : ''}`;
+        const flag = `${r[2] === 1 ? ' paused' : ''}${units > 0 ? ` registered for ${units}` : ''}${replayedGot.length > 0 ? ` replayed [${replayedGot.map(fmtHeld).join(', ')}]` : ''}`;
+        const withdrew = handoff.withdraw
+          ? ` withdraw=${handoff.withdraw}(${handoff.withdrawUnits}, received ${handoff.received})`
+          : '';
+        const reg = `${withdrew}${op.register ? ` register#${handoff.nonce}(<=${handoff.registerUnits})` : ''}`;
         this.log(
           `w${op.w}.claim(${op.count}${starts}${reg}) -> [${got.map(fmtHeld).join(', ')}] nextDue=${at(nextDue ?? undefined)}${flag}`,
         );
         this.agree(
-          'claim reply: jobs (id#attempt) in claim order, nextDue, paused, registered, handed off',
-          [got.map((g) => `${g.id}#${g.attempt}`), nextDue, r[2] === 1, r[2] === 2, r[2] === 3, Number(r[0])],
+          'claim reply: jobs (id#attempt) in claim order, nextDue, paused, registered, replayed handoffs',
+          [
+            got.map((g) => `${g.id}#${g.attempt}`),
+            nextDue,
+            r[2] === 1,
+            units,
+            replayedGot.map((g) => `${g.id}#${g.attempt}`),
+            Number(r[0]),
+          ],
           [
             want.held.map((h) => `${h.id}#${h.attempt}`),
             want.nextDue,
             want.paused,
             want.registered,
-            want.handedOff,
+            want.replayed.map((h) => `${h.id}#${h.attempt}`),
             this.now,
           ],
         );
-        sim.registered = want.registered ? handoff.nonce : null;
+        sim.registered =
+          want.registered > 0 ? { nonce: handoff.nonce, units: want.registered, received: 0 } : null;
         for (const g of got) {
           this.agree(
             `token of ${g.id}#${g.attempt} is new in the queue's history`,
@@ -554,6 +583,18 @@ class Harness {
           this.tokens.add(g.token);
         }
         this.workers[op.w]!.held.push(...want.held.map((h, i) => ({ ...h, token: got[i]!.token })));
+        // Replayed handoffs: the worker keeps those whose message it did not take (the fetcher's dedupe).
+        for (const [i, h] of want.replayed.entries()) {
+          const token = replayedGot[i]!.token;
+          if (sim.held.some((x) => x.id === h.id && x.token === token)) continue;
+          this.agree(
+            `token of replayed ${h.id}#${h.attempt} is new to its worker`,
+            this.tokens.has(token),
+            false,
+          );
+          this.tokens.add(token);
+          sim.held.push({ ...h, token });
+        }
         break;
       }
       case 'complete':
@@ -686,9 +727,9 @@ class Harness {
 
   /** Every job, the counts, the waiting order, and the scores of every sorted set. */
   /**
-   * A plain add leased its job to a fetcher. Every other job its worker takes from the message (then
-   * its next claim withdraws nothing); the others it leaves to the withdrawing claim's reply, as when
-   * the message is lost.
+   * A plain add leased its job to a fetcher. Every other job its worker takes from the message (counted
+   * as received by its registration, which stands no more once every unit arrived); the others it
+   * leaves to the withdrawing claim's reply, as when the message is lost.
    */
   private async handedOff(to: { fetcher: string; held: Held }, n: number): Promise<void> {
     const w = this.workers.find((x) => x.fetcher === to.fetcher)!;
@@ -701,7 +742,7 @@ class Harness {
     );
     this.tokens.add(token);
     w.held.push({ ...to.held, token });
-    w.registered = null;
+    if (w.registered && ++w.registered.received >= w.registered.units) w.registered = null;
     this.log(`  handed off to ${to.fetcher}: taken from the message`);
   }
 

@@ -397,8 +397,11 @@ describe('claim.lua with a ticket (claimer, nonce)', () => {
       fetcher: '',
       withdraw: '',
       registerMs: 0,
+      registerUnits: 0,
+      withdrawUnits: 0,
+      received: 0,
     }) as Promise<string[]>;
-  const ids = (reply: string[]) => reply.filter((_, i) => i >= 4 && i % 2 === 0);
+  const ids = (reply: string[]) => reply.filter((_, i) => i >= 6 && i % 2 === 0);
 
   it('the same ticket again returns the jobs of that claim still under its leases, and claims nothing new', async () => {
     const queue = new Queue(uniqueName(), { connection: fx.url });
@@ -408,7 +411,7 @@ describe('claim.lua with a ticket (claimer, nonce)', () => {
     const first = await claim(queue, now, 2, 'w1.0', '7');
     expect(ids(first)).toEqual(['a', 'b']);
     const again = await claim(queue, now + 5, 2, 'w1.0', 'r7');
-    expect(again.slice(4)).toEqual(first.slice(4)); // same ids, same records (payloads put in place)
+    expect(again.slice(6)).toEqual(first.slice(6)); // same ids, same records (payloads put in place)
     expect((await queue.counts()).waiting).toBe(2);
     // `a` is no longer active under that lease (here: marked completed): it is not handed out again.
     await fx.redis.hset(

@@ -5,9 +5,10 @@
 -- is reported with its state and nothing is written. A generated id is the counter's next number that
 -- is not already a job's id. Refused (nothing written) when the queue's layout is not the caller's.
 -- Handoff (waiting -> active in the add): when a worker's fetcher is registered as idle (claim.lua) and
--- the job could start now (includes/take_idle.lua; not delayed, no expiry, payload inline), the job is
--- leased to that fetcher here, as its claim would lease it (fencing token, attempt counted, lease in
--- `active`, the lease recorded in `claims` under `<fetcher>.h` for its replay), and sent on the
+-- the job could start now (includes/take_idle.lua; not delayed, no expiry, payload inline), the job
+-- takes one unit of that registration and is leased to the fetcher here, as its claim would lease it
+-- (fencing token, attempt counted, lease in `active`, the lease recorded in `claims` under
+-- `<fetcher>.h` for its replay: includes/record_handoff.lua), and sent on the
 -- fetcher's own channel. The worker starts it on the message: one hop from add to start instead of a
 -- wake-up and a claim. If nobody listens on that channel (the worker is gone), nothing of the lease is
 -- written and the job waits as usual. A message lost later (a dropped connection) costs no job: the
@@ -48,7 +49,7 @@
 -- @include next_tokens
 -- @include lease_record
 -- @include active_sentinel
--- @include record_claim
+-- @include record_handoff
 
 local jobs, waiting, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local refusal = layout_refusal(KEYS[7], ARGV[4])
@@ -85,9 +86,13 @@ else
 end
 
 if taker then
-  local fetcher, nonce = string.match(taker, '^(.*)|(.*)$')
+  -- `<fetcher>|<nonce>|<unit>` (`<fetcher>|<nonce>` from a worker of the previous version)
+  local fetcher, nonce = string.match(taker, '^([^|]*)|([^|]*)')
+  local claims, field = tag_key(jobs, 'claims'), fetcher .. '.h'
+  local at, prev_expiry, prev_ids = handoff_record(claims, field, nonce)
   local now_s = tostring(now)
-  local token = string.format('%.0f', next_tokens(tag_key(jobs, 'tokens'), tag_key(jobs, 'seq'), 1)) .. '.' .. now_s
+  at = at or now_s
+  local token = string.format('%.0f', next_tokens(tag_key(jobs, 'tokens'), tag_key(jobs, 'seq'), 1)) .. '.' .. at
   local leased, lease = lease_record(record, token, now_s, true)
   -- The message: `<nonce>|<now>|<length of id>|<id><record>` (ids and records may hold any byte).
   local message = nonce .. '|' .. now_s .. '|' .. #id .. '|' .. id .. leased
@@ -97,8 +102,8 @@ if taker then
     redis.call('HSET', jobs, id, leased)
     redis.call('ZADD', active, 'NX', 'inf', ACTIVE_SENTINEL)
     redis.call('ZADD', active, deadline, id)
-    -- Recorded as a claim of one job under `<fetcher>.h`, for the withdrawing claim's replay.
-    record_claim(tag_key(jobs, 'claims'), fetcher .. '.h', nonce, now, { now, '', 0, 0, id, leased }, { deadline, id })
+    -- Recorded with the registration's other handoffs, for the withdrawing claim's replay.
+    record_handoff(claims, field, nonce, now, at, prev_expiry, prev_ids, id, deadline)
     emit_event(KEYS[5], tonumber(ARGV[3]), 'added', { id })
     emit_event(KEYS[5], tonumber(ARGV[3]), 'active', { id })
     return { id, 1, 'a' }

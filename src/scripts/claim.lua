@@ -22,7 +22,8 @@
 -- KEYS[11] claims         HASH claimer -> its last claim that leased jobs (includes/record_claim.lua)
 -- KEYS[12] tokens         STRING counter of lease ids (the first part of fencing tokens); never reset
 -- KEYS[13] queueLimiter   STRING job starts in the current window of the queue-wide rate limit
--- KEYS[14] idle           ZSET `<fetcher>|<nonce>` -> deadline: fetchers registered for a handoff
+-- KEYS[14] idle           ZSET `<fetcher>|<nonce>|<unit>` -> deadline: one member per job a registered
+--                         fetcher may be handed
 --   (Expiry also uses the queue's `expiring`, `dead`, `deps`, `dependents` and `stats` keys, named
 --   from the hash tag with includes/tag_key.lua: not in KEYS, as every key costs on each call.)
 -- ARGV[1] now             epoch ms, '' = Redis TIME
@@ -40,15 +41,21 @@
 -- ARGV[12] withdraw       '' or the nonce of this fetcher's registration for a handoff that may stand
 -- ARGV[13] registerMs     > 0: when this claim leaves the worker free slots, register the fetcher for a
 --                         handoff for that long (0 = do not)
--- Returns: { now, nextDue, paused, limitedMs, id1, record1, id2, record2, ... }
+-- ARGV[14] registerUnits  the most jobs the registration may be handed (the fetcher's share of the
+--                         worker's free slots); the claim registers min(this, startNow - jobs started)
+-- ARGV[15] withdrawUnits  the units of the registration withdrawn (what its claim answered)
+-- ARGV[16] received       how many jobs of that registration reached the fetcher by message
+-- Returns: { now, nextDue, paused, limitedMs, registered, replayed, id1, record1, id2, record2, ... }
 --   A retry (same claimer and nonce as the claim recorded for claimer, whose reply the worker lost)
 --   claims nothing new: it returns that claim's jobs still under its leases (includes/replay_claim.lua).
 --   nextDue: when fewer than `count` were claimed, the earliest time more may become claimable (the
 --     first delayed job, or a parked group's time), else ''
---   paused: 1 when the queue is paused (nothing is claimed); 2 when the fetcher was registered for a
---     handoff; 3 when the reply holds only the job a handoff took with the withdrawn registration
+--   paused: 1 when the queue is paused (nothing is claimed), else 0
 --   limitedMs: > 0 when the rate limit is reached (before or by this claim): the window reopens in that
 --     many ms
+--   registered: n > 0 when the fetcher now stands registered for n handoffs, else 0
+--   replayed: the last `replayed` pairs are jobs handed off with the withdrawn registration (below), not
+--     claimed by this call
 -- Expiry: a job taken whose expireAt has passed and that never started is not leased: it ends dead
 -- with an ExpiredError (includes/expire_jobs.lua), and when that leaves the claim short, nextDue is
 -- `now` so the worker claims again at once. A job started here leaves `expiring`. (The `wake` and `done`
@@ -60,11 +67,14 @@
 -- are ready, ungrouped jobs get the share of one more group, and the groups share the rest
 -- round-robin under their own limits.
 -- Handoff: a claim that comes back with fewer jobs than the worker can start now registers the fetcher
--- in `idle` (member `<fetcher>|<nonce>`, until now + registerMs), and the next plain add leases its job
--- to it at once and sends it on the fetcher's own channel (add-one.lua), recording the lease in
--- `claims` under `<fetcher>.h` as a claim would. The fetcher's next claim withdraws the registration;
--- if a handoff took it, that job comes back in this claim's reply (its message may be lost or still
--- on its way; the worker keeps whichever copy arrives first), and nothing else is claimed.
+-- in `idle` for n jobs (members `<fetcher>|<nonce>|1` .. `|n`, until now + registerMs), and each of
+-- the next plain adds takes one member, leases its job to the fetcher at once and sends it on the
+-- fetcher's own channel (add-one.lua), recording the lease in `claims` under `<fetcher>.h`
+-- (includes/record_handoff.lua). So an idle worker sends no claim per job: it claims again when most
+-- of its units are used. The fetcher's next claim withdraws the registration (the members left); if
+-- more jobs were handed off with it than reached the fetcher by message (a message may be lost or still
+-- on its way), those still under their handoff's lease come back at the end of this claim's reply (the
+-- worker keeps whichever copy arrives first), and the claim takes that many fewer jobs.
 -- @include current_time
 -- @include parse_record
 -- @include with_header
@@ -96,15 +106,29 @@ if ARGV[8] ~= '' then
   if replay then return replay end
 end
 
+-- The withdrawn registration's handoffs that may not have reached the fetcher: every reply ends with
+-- them (reply()), whatever else the claim answers.
 local fetcher = ARGV[11]
-if ARGV[12] ~= '' and redis.call('ZREM', KEYS[14], fetcher .. '|' .. ARGV[12]) == 0 then
-  local handed = replay_claim(jobs, KEYS[10], KEYS[11], fetcher .. '.h', 'r' .. ARGV[12], now)
-  -- paused = 3 marks the reply as the handoff's; nextDue = now: the worker claims again at once for
-  -- its other free slots.
-  if handed and #handed > 4 then
-    handed[2], handed[3] = now, 3
-    return handed
+local replayed, unseen = {}, 0
+if ARGV[12] ~= '' then
+  local units = tonumber(ARGV[15]) or 1
+  local members = {}
+  for u = 1, units do members[u] = fetcher .. '|' .. ARGV[12] .. '|' .. u end
+  unseen = units - redis.call('ZREM', KEYS[14], unpack(members)) - (tonumber(ARGV[16]) or 0)
+  local r = unseen > 0 and replay_claim(jobs, KEYS[10], KEYS[11], fetcher .. '.h', 'r' .. ARGV[12], now)
+  if r then
+    for i = 7, #r do replayed[#replayed + 1] = r[i] end
+    -- Each job not seen takes a slot of the worker's: claim that many fewer.
+    unseen = math.min(unseen, #replayed / 2)
+    count = math.max(0, count - unseen)
+  else
+    unseen = 0
   end
+end
+local function reply(out)
+  out[6] = #replayed / 2
+  for i = 1, #replayed do out[#out + 1] = replayed[i] end
+  return out
 end
 
 -- Promotion happens here, atomically with claiming, so no dispatcher is needed and many workers
@@ -137,11 +161,11 @@ if #due > 0 then
 end
 
 local flags = redis.call('HMGET', meta, 'paused', 'concurrency', 'rate', 'limited')
-if flags[1] then return { now, '', 1, 0 } end
+if flags[1] then return reply({ now, '', 1, 0, 0, 0 }) end
 -- A processor threw RateLimitError (fail.lua): no claims until then; the worker sleeps that long.
 if flags[4] and count > 0 then
   local left = tonumber(flags[4]) - now
-  if left > 0 then return { now, '', 0, left } end
+  if left > 0 then return reply({ now, '', 0, left, 0, 0 }) end
 end
 if flags[2] and count > 0 then
   local room = tonumber(flags[2]) - active_count(active)
@@ -159,7 +183,7 @@ if rate_max > 0 and count > 0 then
   local used = tonumber(redis.call('GET', limiter) or '0')
   if used >= rate_max then
     local ttl = redis.call('PTTL', limiter)
-    return { now, '', 0, ttl > 0 and ttl or 1 }
+    return reply({ now, '', 0, ttl > 0 and ttl or 1, 0, 0 })
   end
   count = math.min(count, rate_max - used)
 end
@@ -234,12 +258,19 @@ if #ids < wanted then
   if parked[2] and (next_due == '' or tonumber(parked[2]) < tonumber(next_due)) then next_due = parked[2] end
   if #expired_ids > 0 then next_due = now end
 end
-local out = { now, next_due, 0, limited_ms }
-if (tonumber(ARGV[13]) or 0) > 0 and #ids < (tonumber(ARGV[10]) or wanted) and #expired_ids == 0 then
-  redis.call('ZADD', KEYS[14], now + tonumber(ARGV[13]), fetcher .. '|' .. string.match(ARGV[9], '^r?(.*)$'))
-  out[3] = 2
+local out = { now, next_due, 0, limited_ms, 0, 0 }
+local units = math.min(tonumber(ARGV[14]) or 1, (tonumber(ARGV[10]) or wanted) - #ids - unseen)
+if (tonumber(ARGV[13]) or 0) > 0 and units > 0 and #expired_ids == 0 then
+  local deadline, prefix = now + tonumber(ARGV[13]), fetcher .. '|' .. string.match(ARGV[9], '^r?(.*)$') .. '|'
+  local members = {}
+  for u = 1, units do
+    members[#members + 1] = deadline
+    members[#members + 1] = prefix .. u
+  end
+  redis.call('ZADD', KEYS[14], unpack(members))
+  out[5] = units
 end
-if #ids == 0 then return out end
+if #ids == 0 then return reply(out) end
 
 local updated, leases, started_expiring = {}, {}, {}
 local default_lease = tonumber(ARGV[3])
@@ -274,7 +305,7 @@ end
 -- (string.byte compares bytes without creating a string per job: this loop runs on the hot path.)
 local marked = {}
 local MARKER_BYTE, NEWLINE_BYTE = string.byte(BODY_MARKER), 10
-for j = 6, #out, 2 do -- out: now, nextDue, paused, limitedMs, then id, record pairs
+for j = 8, #out, 2 do -- out: now, nextDue, paused, limitedMs, registered, replayed, then id, record pairs
   local rec = out[j]
   if string.byte(rec, -1) == MARKER_BYTE and string.byte(rec, -2) == NEWLINE_BYTE then marked[#marked + 1] = j end
 end
@@ -295,4 +326,4 @@ if #updated > 0 then
 end
 chunked_call('ZREM', expiring_key, started_expiring)
 record_claim(KEYS[11], ARGV[8], ARGV[9], now, out, leases)
-return out
+return reply(out)

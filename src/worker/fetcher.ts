@@ -14,9 +14,11 @@
  * returns the jobs that claim leased, still under their leases, instead of claiming again. Each claim in
  * flight has a slot of its own (a field in the queue's `claims` hash), so two lost claims both come back.
  *
- * Handoffs (worker/handoff.ts): a claim that leaves free slots registers the fetcher as idle, and a
- * plain add then leases its job to it directly, on the fetcher's own channel. Each claim withdraws the
- * registration that may stand; so does stop(), whose reply returns a job handed off meanwhile.
+ * Handoffs (worker/handoff.ts): a claim that leaves free slots registers the fetcher as idle for up to
+ * that many jobs, and plain adds then lease their jobs to it directly, on the fetcher's own channel.
+ * The fetcher claims again (so registers anew) once half of the registration is used. Each claim
+ * withdraws the registration that may stand; so does stop(), whose reply returns jobs handed off
+ * meanwhile whose message has not arrived.
  */
 import { randomBytes } from 'node:crypto';
 import { type Clock, REAL_TIMERS } from '../clock.js';
@@ -24,7 +26,7 @@ import { untilClosed } from '../in-flight.js';
 import type { ClaimAnswer, ClaimedJob } from '../script-replies.js';
 import type { RedisClient } from '../scripts.js';
 import { reconnectDelayMs, safeTimeout } from '../timers.js';
-import { HandoffState, parseHandoff } from './handoff.js';
+import { HandoffState, MAX_HANDOFF_UNITS, parseHandoff, type Registration } from './handoff.js';
 
 /** What claim.lua answers (decoded in script-replies.ts). */
 export type ClaimReply = ClaimAnswer;
@@ -40,13 +42,19 @@ export interface ClaimTicket {
   nonce: string;
 }
 
-/** What a claim says about handoffs (claim.lua ARGV fetcher, withdraw, registerMs). */
+/** What a claim says about handoffs (claim.lua ARGV fetcher .. received). */
 export interface HandoffArgs {
   fetcher: string;
   /** The nonce of a registration that may stand ('' none): the claim withdraws it. */
   withdraw: string;
   /** > 0: register the fetcher for that long if the claim leaves free slots. */
   registerMs: number;
+  /** The most jobs a registration made by this claim may be handed. */
+  registerUnits: number;
+  /** The units of the registration withdrawn. */
+  withdrawUnits: number;
+  /** Jobs of the registration withdrawn that arrived by message. */
+  received: number;
 }
 
 /** A claim in flight, or failed and waiting to be sent again. */
@@ -58,7 +66,7 @@ interface Claim {
   epoch: number;
   retry: boolean;
   /** The registration this claim withdraws (null: none). */
-  withdraw: number | null;
+  withdraw: Registration | null;
 }
 
 export interface FetcherDeps {
@@ -70,8 +78,11 @@ export interface FetcherDeps {
    * lasts two safety polls: an idle fetcher claims, so registers again, at every poll.
    */
   handoffChannel?: (fetcher: string) => string;
-  /** False while a handoff might find no free slot (the worker's lanes share its slots). */
-  mayRegister?: () => boolean;
+  /**
+   * The most jobs this fetcher may be handed now (its share of the worker's free slots; 0 while
+   * paused, or while a handoff might find no free slot).
+   */
+  handoffUnits?: () => number;
   pollIntervalMs: number;
   /** Timers for the next due job: Node's, or a test clock's (due times are on that clock). */
   timers?: Clock;
@@ -112,6 +123,8 @@ export class Fetcher {
   private wakes = 0;
   private listening = false;
   private drained = false;
+  /** The last claim answered came back short (the queue had fewer jobs than it asked for). */
+  private short = false;
   private stopped = true;
   private failures = 0;
   private dueTimer: unknown;
@@ -185,6 +198,9 @@ export class Fetcher {
     while (!this.stopped && !this.drained) {
       const slot = this.slots.indexOf(undefined);
       if (slot < 0) return;
+      // After a short claim, one claim at a time: two leapfrogging claims (each woken while the other
+      // is in flight) would keep the fetcher from ever claiming alone, so from registering.
+      if (this.short && this.slots.some((c) => c !== undefined)) return;
       const count = this.deps.freeSlots() - this.requested;
       if (count <= 0) return;
       this.send({ slot, nonce: ++this.nonces, count, epoch: this.wakes, retry: false, withdraw: null });
@@ -202,12 +218,10 @@ export class Fetcher {
     const ticket = { claimer: `${this.id}.${claim.slot}`, nonce };
     // A retry may be answered by its replay, before the withdrawal: the next claim withdraws instead.
     claim.withdraw = claim.retry ? null : this.handoffs.registered;
-    this.deps
-      .claim(claim.count, ticket, this.handoffArgs(claim.withdraw, this.stopped || !alone ? 0 : undefined))
-      .then(
-        (reply) => this.onReply(reply, claim),
-        (err) => this.onFailure(err, claim),
-      );
+    this.deps.claim(claim.count, ticket, this.handoffArgs(claim.withdraw, !this.stopped && alone)).then(
+      (reply) => this.onReply(reply, claim),
+      (err) => this.onFailure(err, claim),
+    );
   }
 
   /** Sends the failed claims again, same tickets; the count is what is free now (0 still replays). */
@@ -221,14 +235,16 @@ export class Fetcher {
     }
   }
 
-  /** The claim's handoff arguments; `registerMs` 0 when the fetcher must not register (stopping). */
-  private handoffArgs(withdraw: number | null, registerMs?: number): HandoffArgs {
+  /** The claim's handoff arguments; `register` false when the fetcher must not register (stopping). */
+  private handoffArgs(withdraw: Registration | null, register = true): HandoffArgs {
+    const units = register && this.handoffChannel ? (this.deps.handoffUnits?.() ?? 1) : 0;
     return {
       fetcher: this.handoffChannel ? this.id : '',
-      withdraw: withdraw === null ? '' : String(withdraw),
-      registerMs:
-        registerMs ??
-        (this.handoffChannel && (this.deps.mayRegister?.() ?? true) ? this.deps.pollIntervalMs * 2 : 0),
+      withdraw: withdraw === null ? '' : String(withdraw.nonce),
+      registerMs: units > 0 ? this.deps.pollIntervalMs * 2 : 0,
+      registerUnits: Math.min(units, MAX_HANDOFF_UNITS),
+      withdrawUnits: withdraw?.units ?? 0,
+      received: withdraw === null ? 0 : this.handoffs.receivedOf(withdraw.nonce),
     };
   }
 
@@ -236,22 +252,27 @@ export class Fetcher {
   private onHandoff(message: string): void {
     const handoff = parseHandoff(message);
     // Not a message add-one.lua wrote (another client published on the channel): nothing to run.
-    if (!handoff || !this.handoffs.deliver(handoff.nonce)) return;
+    if (!handoff || !this.handoffs.deliver(handoff.job, handoff.nonce)) return;
     this.deps.onJobs([handoff.job]);
-    // The handoff took the registration: claim now, for the slots still free, so that the fetcher
-    // registers again (the queue is most likely empty) before the next add.
-    this.wake();
+    // Half of the registration used (or all of it): claim now, for the slots free, so that the fetcher
+    // registers again (the queue is most likely empty) before its units run out. Until then the
+    // fetcher sends no claim per job.
+    // (A claim in flight already withdraws it and registers anew.)
+    const r = this.handoffs.registered;
+    if (this.slots.some((c) => c !== undefined)) return;
+    if (r === null || this.handoffs.unitsLeft * 2 < r.units) this.wake();
   }
 
-  /** Settles the handoff side of a claim's reply: which registration stands, and the handed job's copy. */
+  /**
+   * Settles the handoff side of a claim's reply: which registration stands, and the replayed handoffs,
+   * kept (after the claimed jobs) only where their message has not come first.
+   */
   private handoffReply(reply: ClaimReply, claim: Pick<Claim, 'withdraw' | 'nonce'>): ClaimReply {
-    if (claim.withdraw !== null && this.handoffs.registered === claim.withdraw)
-      this.handoffs.registered = null;
-    if (reply.registered) this.handoffs.registered = claim.nonce;
-    if (reply.handedOff && claim.withdraw !== null && !this.handoffs.deliver(claim.withdraw)) {
-      return { ...reply, jobs: [] };
-    }
-    return reply;
+    if (claim.withdraw !== null) this.handoffs.withdrawn(claim.withdraw.nonce);
+    if (reply.registered > 0) this.handoffs.register(claim.nonce, reply.registered);
+    if (reply.replayed.length === 0) return reply;
+    const unseen = reply.replayed.filter((job) => this.handoffs.deliver(job));
+    return { ...reply, jobs: [...reply.jobs, ...unseen], replayed: [] };
   }
 
   private onReply(answer: ClaimReply, claim: Claim): void {
@@ -262,7 +283,10 @@ export class Fetcher {
     const reply = this.handoffReply(answer, claim);
     const got = reply.jobs.length;
     if (got > 0) this.deps.onJobs(reply.jobs);
-    if (got < claim.count && !claim.retry) {
+    // Short: the queue had fewer jobs than asked for. (A claim that returned replayed handoffs claimed
+    // up to that many fewer.)
+    this.short = answer.jobs.length < claim.count - answer.replayed.length;
+    if (this.short && !claim.retry) {
       this.drained = this.wakes === claim.epoch;
       this.armDueTimer(reply);
       this.armPoll();
@@ -334,9 +358,9 @@ export class Fetcher {
     const withdraw = this.handoffs.registered;
     if (withdraw !== null) {
       const ticket = { claimer: '', nonce: '' };
-      this.deps.claim(0, ticket, this.handoffArgs(withdraw, 0)).then(
+      this.deps.claim(0, ticket, this.handoffArgs(withdraw, false)).then(
         (reply) => {
-          // registerMs 0: the reply never registers, so no nonce is read.
+          // Never registers: no nonce is read.
           const handed = this.handoffReply(reply, { withdraw, nonce: 0 });
           if (handed.jobs.length > 0) this.deps.onJobs(handed.jobs);
         },

@@ -1,22 +1,41 @@
 /**
  * Handoffs, as a fetcher sees them. A claim that comes back with free slots registers the fetcher as
- * idle (claim.lua), and the next plain add leases its job to it at once and sends it on the fetcher's
- * own channel (add-one.lua): one hop from add to start, instead of a wake-up message and a claim.
+ * idle for n jobs (claim.lua), and each of the next n plain adds leases its job to it at once and sends
+ * it on the fetcher's own channel (add-one.lua): one hop from add to start, instead of a wake-up
+ * message and a claim, and no claim per job while the registration lasts.
  *
- * The job can reach the worker twice: by the message, and in the reply of the fetcher's next claim,
- * which withdraws the registration and returns the job a handoff took with it (the message may be lost
- * with a dropped connection, or still on its way: pub/sub and replies travel on different
- * connections). The first copy counts; this remembers which registrations were already delivered.
+ * A job can reach the worker twice: by the message, and in the reply of the fetcher's next claim, which
+ * withdraws the registration and returns the jobs handed off with it when fewer messages arrived than
+ * jobs were handed off (a message may be lost with a dropped connection, or still on its way: pub/sub
+ * and replies travel on different connections). The first copy counts; this remembers the leases
+ * delivered, by fencing token, to drop the second.
  */
 import type { ClaimedJob } from '../script-replies.js';
 
-/** Registrations delivered, remembered to drop the second copy (a few suffice: see `delivered`). */
-const REMEMBERED = 64;
+/**
+ * The most jobs one registration may be handed (claim.lua's registerUnits): a registration costs
+ * Redis one member of the `idle` set per unit, and the fetcher claims again when half are used.
+ */
+export const MAX_HANDOFF_UNITS = 100;
+
+/**
+ * Leases delivered, remembered to drop a second copy. A second copy comes at the latest with the reply
+ * of a claim sent before the first arrived; at most two claims are in flight, each withdrawing one
+ * registration of at most MAX_HANDOFF_UNITS jobs, so older leases can never repeat.
+ */
+const REMEMBERED = 8 * MAX_HANDOFF_UNITS;
 
 export interface Handoff {
   /** The nonce of the claim that registered the fetcher. */
   nonce: number;
   job: ClaimedJob;
+}
+
+/** A registration that may stand: the next claim withdraws it. */
+export interface Registration {
+  nonce: number;
+  /** Jobs it may be handed in all. */
+  units: number;
 }
 
 /** Parses a handoff message: `<nonce>|<now>|<length of id>|<id><record>`; undefined if malformed. */
@@ -32,21 +51,71 @@ export function parseHandoff(message: string): Handoff | undefined {
   };
 }
 
-export class HandoffState {
-  /** The nonce of the claim whose registration may still stand (the next claim withdraws it). */
-  registered: number | null = null;
-  /** Nonces of registrations whose job arrived (in insertion order, the oldest dropped first). */
-  private readonly delivered = new Set<number>();
+/** A leased job's identity: its id and fencing token (the record's second field). */
+function leaseOf(job: ClaimedJob): string {
+  const end = job.record.indexOf('|', 2);
+  return `${job.record.slice(2, end < 0 ? undefined : end)}|${job.id}`;
+}
 
-  /** A copy of registration `nonce`'s job arrived: true if it is the first (keep it), false if not. */
-  deliver(nonce: number): boolean {
-    if (this.registered === nonce) this.registered = null;
-    if (this.delivered.has(nonce)) return false;
-    this.delivered.add(nonce);
-    // A second copy comes at the latest with the reply of a claim sent before the first arrived, and
-    // at most two claims are in flight: the oldest nonces can never repeat.
+export class HandoffState {
+  /** The registration that may still stand (the next claim withdraws it), or null. */
+  registered: Registration | null = null;
+  /** Per registration nonce, the jobs that arrived by message (a message may precede its claim's reply). */
+  private readonly received = new Map<number, number>();
+  /** Leases delivered, in insertion order (the oldest dropped first). */
+  private readonly delivered = new Set<string>();
+
+  /** A claim answered that the fetcher stands registered for `units` jobs. */
+  register(nonce: number, units: number): void {
+    this.registered = { nonce, units };
+    this.settle();
+  }
+
+  /** Jobs of registration `nonce` that arrived by message so far. */
+  receivedOf(nonce: number): number {
+    return this.received.get(nonce) ?? 0;
+  }
+
+  /** The registration `nonce` was withdrawn: forget it. */
+  withdrawn(nonce: number): void {
+    if (this.registered?.nonce === nonce) this.registered = null;
+    this.received.delete(nonce);
+  }
+
+  /**
+   * A copy of a handed-off job arrived (by message from registration `nonce`, or in a withdrawing
+   * claim's reply when `nonce` is undefined): true if it is the first (keep it), false if not.
+   */
+  deliver(job: ClaimedJob, nonce?: number): boolean {
+    const lease = leaseOf(job);
+    if (this.delivered.has(lease)) return false;
+    this.delivered.add(lease);
     if (this.delivered.size > REMEMBERED)
-      this.delivered.delete(this.delivered.values().next().value as number);
+      this.delivered.delete(this.delivered.values().next().value as string);
+    if (nonce !== undefined) {
+      this.received.set(nonce, this.receivedOf(nonce) + 1);
+      this.settle();
+    }
     return true;
+  }
+
+  /** Units of the standing registration not yet used (0: none stands). */
+  get unitsLeft(): number {
+    const r = this.registered;
+    return r ? Math.max(0, r.units - this.receivedOf(r.nonce)) : 0;
+  }
+
+  /**
+   * A registration whose every unit was used stands no more (nothing is left to withdraw); counts of
+   * registrations that can no longer be withdrawn are dropped (a message may still come for the
+   * standing one, or for one a claim in flight registered).
+   */
+  private settle(): void {
+    const r = this.registered;
+    if (r && this.receivedOf(r.nonce) >= r.units) {
+      this.registered = null;
+      this.received.delete(r.nonce);
+    }
+    if (this.received.size > 8) this.received.delete(this.received.keys().next().value as number);
   }
 }

@@ -57,7 +57,7 @@ export interface LaneRunner {
   leaseLost(lane: Lane, ids: string[]): void;
   /** A claim of this lane came back short: slots it had reserved are free for the other lanes. */
   claimReleased(): void;
-  handoffRoom(): boolean;
+  handoffUnits(): number;
 }
 
 export interface LaneHost {
@@ -127,7 +127,7 @@ export class Lane {
       timers: this.timers,
       freeSlots: () => runner.claimable(this) + this.fetcher.requestedCount,
       handoffChannel: options.limiter ? undefined : (fetcher) => handoffChannel(keys, fetcher),
-      mayRegister: () => runner.handoffRoom(),
+      handoffUnits: () => runner.handoffUnits(),
       claim: (count, ticket, handoff) => {
         const startNow = runner.startable(count);
         this.starts += startNow;

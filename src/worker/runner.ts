@@ -163,9 +163,10 @@ export class Runner<Data, Result> implements LaneRunner {
     );
   }
 
-  /** A lane may register for a handoff (worker/handoff.ts) while one handed to every lane at once fits. */
-  handoffRoom(): boolean {
-    return !this.paused && this.startable(Number.MAX_SAFE_INTEGER) >= this.deps.lanes().length;
+  /** Jobs a lane may register for (worker/handoff.ts): its equal share of the free slots, 0 paused. */
+  handoffUnits(): number {
+    if (this.paused) return 0;
+    return Math.floor(this.startable(Number.MAX_SAFE_INTEGER) / this.deps.lanes().length);
   }
 
   claimReleased(): void {

@@ -105,28 +105,34 @@ function byMember(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/** A fetcher registered for a handoff (claim.lua): member `<fetcher>|<nonce>` of `idle`, until `deadline`. */
+/**
+ * One unit of a fetcher's registration for handoffs (claim.lua): member `<fetcher>|<nonce>|<unit>` of
+ * `idle`, until `deadline`.
+ */
 export interface Registration {
   fetcher: string;
   member: string;
   deadline: number;
 }
 
-/** What a claim says about handoffs (claim.lua's fetcher, withdraw and registerMs). */
+/** What a claim says about handoffs (claim.lua's fetcher .. received). */
 export interface HandoffClaim {
   fetcher: string;
   nonce: string;
   withdraw: string | null;
   registerMs: number;
+  registerUnits: number;
+  withdrawUnits: number;
+  received: number;
 }
 
 export class QueueModel {
   now: number;
   paused = false;
-  /** Fetchers registered for a handoff, in no order (add takes the latest deadline, then highest member). */
+  /** Registration units, in no order (add takes the latest deadline, then highest member). */
   registrations: Registration[] = [];
-  /** Per fetcher, the last job a handoff leased to it and the registration it took (its `.h` record). */
-  readonly handoffs = new Map<string, { nonce: string; held: Held }>();
+  /** Per fetcher, the jobs handed off with its last registration that had any (its `.h` record). */
+  readonly handoffs = new Map<string, { nonce: string; held: Held[] }>();
   /** Fetchers nobody listens for any more: a handoff to them finds no receiver and writes nothing. */
   readonly gone = new Set<string>();
   /** A RateLimitError's pause (fail row of kind R): no claims before this time (meta `limited`). */
@@ -269,7 +275,10 @@ export class QueueModel {
       j.tokenOf = 1;
       j.leaseUntil = this.now + (j.leaseMs ?? handoffLeaseMs!);
       const held = { id: jobId, incarnation: j.incarnation, attempt: 1, lease: 1 };
-      this.handoffs.set(taker.fetcher, { nonce: taker.member.split('|')[1]!, held });
+      const nonce = taker.member.split('|')[1]!;
+      const record = this.handoffs.get(taker.fetcher);
+      if (record?.nonce === nonce) record.held.push(held);
+      else this.handoffs.set(taker.fetcher, { nonce, held: [held] });
       return { id: jobId, isNew: true, state: 'a', handedTo: { fetcher: taker.fetcher, held } };
     }
     // (A registration whose fetcher is gone was taken and dropped: nobody received the job.)
@@ -297,21 +306,30 @@ export class QueueModel {
     count: number,
     startNow = count,
     reg?: HandoffClaim,
-  ): { held: Held[]; nextDue: number | null; paused: boolean; registered: boolean; handedOff: boolean } {
-    const no = { registered: false, handedOff: false };
-    // The registration this fetcher may hold is withdrawn; if a handoff took it, the job it leased
-    // comes back alone (while still under that lease), and the fetcher claims again at once.
+  ): { held: Held[]; nextDue: number | null; paused: boolean; registered: number; replayed: Held[] } {
+    // The registration this fetcher may hold is withdrawn (its units left). If more jobs were handed
+    // off with it than reached the fetcher, those still under their handoff's lease come back at the
+    // end of the reply (`replayed`), and the claim takes that many fewer (at most) for itself.
+    const wanted = count;
+    let replayed: Held[] = [];
+    let unseen = 0;
     if (reg && reg.withdraw !== null) {
-      const member = `${reg.fetcher}|${reg.withdraw}`;
+      const prefix = `${reg.fetcher}|${reg.withdraw}|`;
+      const units = new Set(Array.from({ length: reg.withdrawUnits }, (_, u) => `${prefix}${u + 1}`));
       const before = this.registrations.length;
-      this.registrations = this.registrations.filter((r) => r.member !== member);
+      this.registrations = this.registrations.filter((r) => !units.has(r.member));
+      unseen = reg.withdrawUnits - (before - this.registrations.length) - reg.received;
       const h = this.handoffs.get(reg.fetcher);
-      const j = h && this.jobs.get(h.held.id);
-      if (this.registrations.length === before && h?.nonce === reg.withdraw && j && this.holds(j, h.held)) {
-        const held = [{ ...h.held, attempt: j.attempts }];
-        return { held, nextDue: this.now, paused: false, registered: false, handedOff: true };
-      }
+      if (unseen > 0 && h?.nonce === reg.withdraw) {
+        replayed = h.held.flatMap((x) => {
+          const j = this.jobs.get(x.id);
+          return j && this.holds(j, x) ? [{ ...x, attempt: j.attempts }] : [];
+        });
+        unseen = Math.min(unseen, replayed.length);
+        count = Math.max(0, count - unseen);
+      } else unseen = 0;
     }
+    const no = { registered: 0, replayed };
     this.promoteDue();
     if (this.paused) return { held: [], nextDue: null, paused: true, ...no };
     if (count > 0 && this.limitedUntil > this.now) return { held: [], nextDue: null, paused: false, ...no };
@@ -330,15 +348,17 @@ export class QueueModel {
       held.push({ id, incarnation: j.incarnation, attempt: j.attempts, lease: j.leases });
     }
     const firstDelayed = this.scored('d')[0];
-    const nextDue = held.length < count && firstDelayed ? firstDelayed[1] : null;
-    // Left with free slots: registered for a handoff until now + registerMs.
-    const registered = reg !== undefined && reg.registerMs > 0 && held.length < startNow;
-    if (registered) {
-      const member = `${reg.fetcher}|${reg.nonce}`;
+    const nextDue = held.length < wanted && firstDelayed ? firstDelayed[1] : null;
+    // Left with free slots: registered for that many handoffs (at most registerUnits) until
+    // now + registerMs.
+    const units =
+      reg && reg.registerMs > 0 ? Math.min(reg.registerUnits, startNow - held.length - unseen) : 0;
+    for (let u = 1; u <= units; u++) {
+      const member = `${reg!.fetcher}|${reg!.nonce}|${u}`;
       this.registrations = this.registrations.filter((r) => r.member !== member);
-      this.registrations.push({ fetcher: reg.fetcher, member, deadline: this.now + reg.registerMs });
+      this.registrations.push({ fetcher: reg!.fetcher, member, deadline: this.now + reg!.registerMs });
     }
-    return { held, nextDue, paused: false, registered, handedOff: false };
+    return { held, nextDue, paused: false, registered: Math.max(0, units), replayed };
   }
 
   /**

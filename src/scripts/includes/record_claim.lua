@@ -1,29 +1,23 @@
+-- @include prune_claims
 -- Records a claim that leased jobs, for replay_claim: field `claimer` (a worker's fetcher and one of
 -- its claim slots) of the claims HASH -> `nonce|expiry|now|id\nid...`. One HSET per claim call. The
 -- field is overwritten by the claimer's next claim, so a live worker holds at most one per slot.
 -- `expiry` is the latest lease deadline of the claim: past it, no job of the claim can still be under
 -- its lease unless the worker renewed it, which it only does after receiving the reply; a record past
 -- expiry can never be replayed usefully. When a claim creates a field (a new worker, or a new slot), it
--- deletes up to 4 expired fields picked at random (those of workers that stopped while busy), so the
--- hash stays in proportion to the live workers without any TTL.
+-- prunes expired fields (includes/prune_claims.lua).
 -- leases: { deadline, id, deadline, id, ... } as claim.lua ZADDs them; out: claim.lua's reply.
 local function record_claim(claims, claimer, nonce, now, out, leases)
-  if claimer == '' or #out < 6 then return end
+  if claimer == '' or #out < 8 then return end
   local expiry = now
   for i = 1, #leases, 2 do
     if leases[i] > expiry then expiry = leases[i] end
   end
   local ids = {}
-  for j = 5, #out, 2 do ids[#ids + 1] = out[j] end
+  for j = 7, #out, 2 do ids[#ids + 1] = out[j] end
   -- The claim time exactly as the tokens spell it (`<lease id>.<time>`): replay_claim matches on it.
-  local at = string.match(out[6], '^a|[^|]*%.([^|]*)|')
+  local at = string.match(out[8], '^a|[^|]*%.([^|]*)|')
   if string.byte(nonce, 1) == 114 then nonce = string.sub(nonce, 2) end -- a retry that claimed afresh
   local value = nonce .. '|' .. string.format('%d', expiry) .. '|' .. at .. '|' .. table.concat(ids, '\n')
-  if redis.call('HSET', claims, claimer, value) == 1 then
-    local sample = redis.call('HRANDFIELD', claims, 4, 'WITHVALUES')
-    for i = 1, #sample, 2 do
-      local exp = tonumber(string.match(sample[i + 1], '^[^|]*|([^|]*)|'))
-      if exp and exp < now then redis.call('HDEL', claims, sample[i]) end
-    end
-  end
+  if redis.call('HSET', claims, claimer, value) == 1 then prune_claims(claims, now) end
 end

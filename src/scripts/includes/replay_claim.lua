@@ -15,7 +15,7 @@ local function replay_claim(jobs, annex, claims, claimer, nonce, now)
   if n ~= nonce then return nil end
   local ids = {}
   for id in string.gmatch(list, '[^\n]+') do ids[#ids + 1] = id end
-  local out, marked = { now, '', 0, 0 }, {}
+  local out, marked = { now, '', 0, 0, 0, 0 }, {}
   local suffix = '.' .. at
   -- HMGET in chunks: unpack has a limit near 8 000 values.
   for c = 1, #ids, 1000 do
