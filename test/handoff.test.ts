@@ -324,6 +324,27 @@ describe('handoff, through the worker', () => {
     expect([...runs.values()].every((n) => n === 1)).toBe(true);
   });
 
+  it('a paused worker hands back a job handed off to it and withdraws its registration', async () => {
+    const { name, queue, keys } = setUp();
+    const ran: string[] = [];
+    const worker = track(
+      new Worker(name, async (job) => void ran.push(job.id), { connection: fx.url, concurrency: 4 }),
+    );
+    await waitUntil(async () => (await fx.redis.zcard(keys.idle)) === 4, 'registered for 4 jobs');
+    await worker.pause();
+    // The registration still stands: the next add is handed off, and the paused worker hands it back
+    // (no attempt spent) and withdraws the rest, so later adds wait as for any paused worker.
+    const first = await queue.add({ n: 1 });
+    expect(first.state).toBe('active');
+    await waitUntil(async () => (await queue.getJob(first.id))?.state === 'waiting', 'handed back');
+    await waitUntil(async () => (await fx.redis.zcard(keys.idle)) === 0, 'the registration withdrawn');
+    expect((await queue.getJob(first.id))?.attempts).toBe(0);
+    expect((await queue.add({ n: 2 })).state).toBe('waiting');
+    expect(ran).toEqual([]);
+    worker.resume();
+    await waitUntil(() => ran.length === 2, 'both ran after resume');
+  });
+
   it('a job handed off while its worker closes goes back to waiting with no attempt spent', async () => {
     const states: string[] = [];
     for (let round = 0; round < 6; round++) {

@@ -257,10 +257,32 @@ export class Fetcher {
     // Half of the registration used (or all of it): claim now, for the slots free, so that the fetcher
     // registers again (the queue is most likely empty) before its units run out. Until then the
     // fetcher sends no claim per job.
-    // (A claim in flight already withdraws it and registers anew.)
+    // (A claim in flight already withdraws it and registers anew.) With no room for a handoff any more
+    // (the worker paused, or its slots taken by other lanes' claims), it only withdraws.
     const r = this.handoffs.registered;
     if (this.slots.some((c) => c !== undefined)) return;
-    if (r === null || this.handoffs.unitsLeft * 2 < r.units) this.wake();
+    if (r !== null && this.deps.handoffUnits?.() === 0) this.withdraw();
+    else if (r === null || this.handoffs.unitsLeft * 2 < r.units) this.wake();
+  }
+
+  /**
+   * Withdraws the registration that may stand, by a claim of nothing that does not register (outside
+   * the claim slots: it leases nothing). Jobs handed off with it whose message has not come return in
+   * its reply (to a worker that is closing or paused, which hands them back).
+   */
+  private withdraw(): void {
+    const withdraw = this.handoffs.registered;
+    if (withdraw === null) return;
+    this.handoffs.registered = null;
+    const ticket = { claimer: '', nonce: '' };
+    this.deps.claim(0, ticket, this.handoffArgs(withdraw, false)).then(
+      (reply) => {
+        // Never registers: no nonce is read.
+        const handed = this.handoffReply(reply, { withdraw, nonce: 0 });
+        if (handed.jobs.length > 0) this.deps.onJobs(handed.jobs);
+      },
+      (err) => this.deps.onError(err),
+    );
   }
 
   /**
@@ -355,18 +377,7 @@ export class Fetcher {
     // that swallows the reply must not hold close(). Then withdraw the registration that may stand; a
     // job a handoff took with it comes back in the reply unless its message came first.
     if (this.handoffChannel) this.deps.subscriber.sunsubscribe(this.handoffChannel).catch(() => {});
-    const withdraw = this.handoffs.registered;
-    if (withdraw !== null) {
-      const ticket = { claimer: '', nonce: '' };
-      this.deps.claim(0, ticket, this.handoffArgs(withdraw, false)).then(
-        (reply) => {
-          // Never registers: no nonce is read.
-          const handed = this.handoffReply(reply, { withdraw, nonce: 0 });
-          if (handed.jobs.length > 0) this.deps.onJobs(handed.jobs);
-        },
-        (err) => this.deps.onError(err),
-      );
-    }
+    this.withdraw();
     this.deps.subscriber.off('ready', this.onReady);
     if (this.handoffChannel) return; // still listening for handed-off jobs (above)
     this.deps.subscriber.off('smessage', this.onMessage);
