@@ -59,7 +59,7 @@ export interface QueueKeys {
    * HASH claimer (a worker's fetcher and claim slot) -> `nonce|expiry|claim ms|ids`: its last claim
    * that leased jobs, so a claim whose reply was lost can be retried without leasing jobs to nobody
    * (includes/record_claim.lua, replay_claim.lua); field `<fetcher id>.h`: the jobs handed off with
-   * the fetcher's last registration, in the same format (includes/record_handoff.lua).
+   * the fetcher's last registration, `nonce|expiry||<handoff ms> <id>\n...` (includes/record_handoff.lua).
    */
   readonly claims: string;
   /** ZSET of worker ids; score = heartbeat expiry (epoch ms). */

@@ -190,10 +190,10 @@ describe('handoff, script level', () => {
   });
 });
 
-describe('handoff, a registration for several jobs', () => {
-  /** The token's parts: `<lease id>.<time>`. */
-  const tokenOf = (record: string) => record.split('|')[1]!;
+/** A record's fencing token: `<lease id>.<time>`. */
+const tokenOf = (record: string) => record.split('|')[1]!;
 
+describe('handoff, a registration for several jobs', () => {
   it('covers up to registerUnits jobs, capped by the free slots; each plain add takes one', async () => {
     const { queue, keys } = setUp();
     // 5 wanted, 2 can start now, up to 5 units: registered for the 2 free slots.
@@ -211,13 +211,13 @@ describe('handoff, a registration for several jobs', () => {
         [1, 'a'],
         [1, 'b'],
       ]);
-      // One registration's handoffs: distinct lease ids, the time of its first handoff.
+      // Recorded together, for the withdrawing claim's replay: each with its own handoff's time, which
+      // its token ends with.
       const [ta, tb] = handed.map((h) => tokenOf(h.job.record));
       expect(ta).not.toBe(tb);
-      expect(ta!.split('.')[1]).toBe(tb!.split('.')[1]);
-      // Recorded together, for the withdrawing claim's replay.
       const rec = (await fx.redis.hget(keys.claims, 'f.h'))!;
-      expect(rec).toMatch(new RegExp(`^1\\|\\d+\\|${ta!.split('.')[1]}\\|a\\nb$`));
+      expect(rec).toMatch(/^1\|\d+\|\|\d+ a\n\d+ b$/);
+      expect(rec.split('||')[1]).toBe(`${ta!.split('.')[1]} a\n${tb!.split('.')[1]} b`);
       // Both arrived: the withdrawing claim replays nothing and claims as usual.
       const next = await claim(keys, 'f', 2, { withdraw: 1, withdrawUnits: 2, received: 2, count: 3 });
       expect(next.replayed).toEqual([]);
@@ -262,6 +262,57 @@ describe('handoff, a registration for several jobs', () => {
       expect(after.replayed).toEqual([]);
       expect(after.jobs.map((j) => j.id)).toEqual(['c']); // claimed afresh, with a new token
       expect(tokenOf(after.jobs[0]!.record)).not.toBe(tokenOf(rc));
+    } finally {
+      sub.close();
+    }
+  });
+});
+
+describe('handoff, after a failover that lost the last writes', () => {
+  it('a job id given again after the rollback gets a new token: the old holder cannot complete it', async () => {
+    const { queue, keys } = setUp();
+    await claim(keys, 'f', 1, { count: 3, units: 3 });
+    const sub = await listen(keys, 'f');
+    try {
+      expect((await queue.add({ n: 1 })).state).toBe('active'); // the registration's first handoff
+      // Every key of the queue as a replica has it: the next add's writes never reach it.
+      const names = await fx.redis.keys(`${keys.tag}:*`);
+      const saved = await Promise.all(names.map(async (k) => [k, await fx.redis.dumpBuffer(k)] as const));
+      const lost = await queue.add({ n: 2 });
+      expect(lost.state).toBe('active');
+      const lostToken = tokenOf((await fx.redis.hget(keys.jobs, lost.id))!);
+      // Failover: the replica, promoted, lacks that add (ids and lease-id counters rolled back too).
+      await fx.redis.del(...names);
+      for (const [k, v] of saved) if (v) await fx.redis.restore(k, 0, v);
+      const ms = async () => {
+        const [sec, micro] = await fx.redis.time();
+        return Number(sec) * 1000 + Math.floor(Number(micro) / 1000);
+      };
+      const t0 = await ms();
+      await waitUntil(async () => (await ms()) > t0 + 1, 'a later millisecond on the Redis clock');
+      const again = await queue.add({ n: 3 });
+      expect(again.id).toBe(lost.id); // the same generated id, handed off with the same unit
+      expect(again.state).toBe('active');
+      const token = tokenOf((await fx.redis.hget(keys.jobs, again.id))!);
+      expect(token).not.toBe(lostToken);
+      // The worker that ran the lost job completes it late, with the token it got: refused.
+      const refused = await runScript(
+        fx.redis,
+        scripts.complete,
+        keys,
+        {
+          now: '',
+          keepCount: 10,
+          keepAgeMs: 60_000,
+          limit: 100,
+          doneChannel: keys.doneChannel,
+          wakeChannel: keys.wakeChannel,
+          eventsMaxLen: 0,
+        },
+        [{ id: lost.id, token: lostToken, result: '' }],
+      );
+      expect(refused).toEqual([lost.id, expect.stringMatching(/^STALE:a:/)]);
+      expect((await queue.getJob(again.id))?.state).toBe('active');
     } finally {
       sub.close();
     }

@@ -89,10 +89,8 @@ if taker then
   -- `<fetcher>|<nonce>|<unit>` (`<fetcher>|<nonce>` from a worker of the previous version)
   local fetcher, nonce = string.match(taker, '^([^|]*)|([^|]*)')
   local claims, field = tag_key(jobs, 'claims'), fetcher .. '.h'
-  local at, prev_expiry, prev_ids = handoff_record(claims, field, nonce)
   local now_s = tostring(now)
-  at = at or now_s
-  local token = string.format('%.0f', next_tokens(tag_key(jobs, 'tokens'), tag_key(jobs, 'seq'), 1)) .. '.' .. at
+  local token = string.format('%.0f', next_tokens(tag_key(jobs, 'tokens'), tag_key(jobs, 'seq'), 1)) .. '.' .. now_s
   local leased, lease = lease_record(record, token, now_s, true)
   -- The message: `<nonce>|<now>|<length of id>|<id><record>` (ids and records may hold any byte).
   local message = nonce .. '|' .. now_s .. '|' .. #id .. '|' .. id .. leased
@@ -103,7 +101,8 @@ if taker then
     redis.call('ZADD', active, 'NX', 'inf', ACTIVE_SENTINEL)
     redis.call('ZADD', active, deadline, id)
     -- Recorded with the registration's other handoffs, for the withdrawing claim's replay.
-    record_handoff(claims, field, nonce, now, at, prev_expiry, prev_ids, id, deadline)
+    local prev_expiry, prev_lines = handoff_record(claims, field, nonce)
+    record_handoff(claims, field, nonce, now, now_s, prev_expiry, prev_lines, id, deadline)
     emit_event(KEYS[5], tonumber(ARGV[3]), 'added', { id })
     emit_event(KEYS[5], tonumber(ARGV[3]), 'active', { id })
     return { id, 1, 'a' }

@@ -6,6 +6,8 @@
 -- the claim being retried never ran, so the caller claims afresh.
 -- A job is still under its claim's lease when its record is active (`a|`) with a token ending in the
 -- claim's time: a later lease of the same job needs the first one to expire, so it has a later time.
+-- A record of handoffs (includes/record_handoff.lua) has no claim time: each line is `<time> <id>`,
+-- the time of that job's own handoff.
 local function replay_claim(jobs, annex, claims, claimer, nonce, now)
   if string.byte(nonce, 1) ~= 114 then return nil end -- 'r': only a retry can match a record
   nonce = string.sub(nonce, 2)
@@ -13,8 +15,15 @@ local function replay_claim(jobs, annex, claims, claimer, nonce, now)
   if not rec then return nil end
   local n, _, at, list = string.match(rec, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
   if n ~= nonce then return nil end
-  local ids = {}
-  for id in string.gmatch(list, '[^\n]+') do ids[#ids + 1] = id end
+  local ids, suffixes = {}, {}
+  for line in string.gmatch(list, '[^\n]+') do
+    if at == '' then
+      local t, id = string.match(line, '^(%d+) (.*)$')
+      ids[#ids + 1], suffixes[#ids + 1] = id, '.' .. t
+    else
+      ids[#ids + 1] = line
+    end
+  end
   local out, marked = { now, '', 0, 0, 0, 0 }, {}
   local suffix = '.' .. at
   -- HMGET in chunks: unpack has a limit near 8 000 values.
@@ -25,7 +34,8 @@ local function replay_claim(jobs, annex, claims, claimer, nonce, now)
     for i = 1, #chunk do
       local r = recs[i]
       local token = r and string.match(r, '^a|([^|]*)|')
-      if token and string.sub(token, -#suffix) == suffix then
+      local sfx = suffixes[c + i - 1] or suffix
+      if token and string.sub(token, -#sfx) == sfx then
         out[#out + 1] = chunk[i]
         out[#out + 1] = r
         if string.byte(r, -1) == string.byte(BODY_MARKER) and string.byte(r, -2) == 10 then marked[#marked + 1] = #out end
