@@ -42,7 +42,7 @@
 -- ARGV[13] registerMs     > 0: when this claim leaves the worker free slots, register the fetcher for a
 --                         handoff for that long (0 = do not)
 -- ARGV[14] registerUnits  the most jobs the registration may be handed (the fetcher's share of the
---                         worker's free slots); the claim registers min(this, startNow - jobs started)
+--                         worker's free slots); the claim registers min(this, 1000, startNow - jobs started)
 -- ARGV[15] withdrawUnits  the units of the registration withdrawn (what its claim answered)
 -- ARGV[16] received       how many jobs of that registration reached the fetcher by message
 -- Returns: { now, nextDue, paused, limitedMs, registered, replayed, id1, record1, id2, record2, ... }
@@ -106,12 +106,15 @@ if ARGV[8] ~= '' then
   if replay then return replay end
 end
 
+-- Units of one registration: the worker asks for at most 100 (worker/handoff.ts); this bounds what a
+-- registration or withdrawal can cost (one member each, and unpack's limit near 8 000 values).
+local MAX_UNITS = 1000
 -- The withdrawn registration's handoffs that may not have reached the fetcher: every reply ends with
 -- them (reply()), whatever else the claim answers.
 local fetcher = ARGV[11]
 local replayed, unseen = {}, 0
 if ARGV[12] ~= '' then
-  local units = tonumber(ARGV[15]) or 1
+  local units = math.min(tonumber(ARGV[15]) or 1, MAX_UNITS)
   local members = {}
   for u = 1, units do members[u] = fetcher .. '|' .. ARGV[12] .. '|' .. u end
   unseen = units - redis.call('ZREM', KEYS[14], unpack(members)) - (tonumber(ARGV[16]) or 0)
@@ -259,7 +262,7 @@ if #ids < wanted then
   if #expired_ids > 0 then next_due = now end
 end
 local out = { now, next_due, 0, limited_ms, 0, 0 }
-local units = math.min(tonumber(ARGV[14]) or 1, (tonumber(ARGV[10]) or wanted) - #ids - unseen)
+local units = math.min(tonumber(ARGV[14]) or 1, MAX_UNITS, (tonumber(ARGV[10]) or wanted) - #ids - unseen)
 if (tonumber(ARGV[13]) or 0) > 0 and units > 0 and #expired_ids == 0 then
   local deadline, prefix = now + tonumber(ARGV[13]), fetcher .. '|' .. string.match(ARGV[9], '^r?(.*)$') .. '|'
   local members = {}
