@@ -319,6 +319,20 @@ describe('handoff, after a failover that lost the last writes', () => {
   });
 });
 
+/**
+ * Serial adds, each run before the next, until the worker stands registered for `units` jobs or more:
+ * a fetcher asks for 1 unit at first and doubles while its registrations get used (each registration
+ * made while the job that used the last one still runs).
+ */
+async function warmUp(queue: Queue, keys: QueueKeys, units: number, data: object): Promise<void> {
+  for (let i = 0; i < 10 && (await fx.redis.zcard(keys.idle)) < units; i++) {
+    const added = await queue.add(data);
+    await waitUntil(async () => (await queue.getJob(added.id))?.state === 'completed', 'warm-up job done');
+    await waitUntil(async () => (await fx.redis.zcard(keys.idle)) > 0, 'registered again');
+  }
+  await waitUntil(async () => (await fx.redis.zcard(keys.idle)) >= units, `registered for ${units}`);
+}
+
 describe('handoff, through the worker', () => {
   it('an idle worker starts each plain add by handoff and runs it exactly once', async () => {
     const { name, queue, keys } = setUp();
@@ -365,13 +379,14 @@ describe('handoff, through the worker', () => {
     await worker.start();
     const claimsBefore = worker.diagnostics().lanes.reduce((n, l) => n + l.claimsSent, 0);
     const states: string[] = [];
-    for (let i = 0; i < 40; i++) states.push((await queue.add({ i })).state);
-    await waitUntil(() => runs.size === 40, 'all 40 jobs ran');
+    for (let i = 0; i < 80; i++) states.push((await queue.add({ i })).state);
+    await waitUntil(() => runs.size === 80, 'all 80 jobs ran');
     const claims = worker.diagnostics().lanes.reduce((n, l) => n + l.claimsSent, 0) - claimsBefore;
-    // Registered for its 10 free slots, it claims again when fewer than 5 are left: about one claim
-    // per 5 to 6 jobs, where a registration for one job cost a claim per job.
-    expect(claims).toBeLessThanOrEqual(12);
-    expect(states.filter((s) => s === 'active').length).toBeGreaterThanOrEqual(30);
+    // Registrations grow (1, 2, 4, then its free slots) while they get used, and the fetcher claims
+    // again when fewer than half the units are left: measured 16 claims for the 80 jobs, where a
+    // registration for one job cost a claim per job (about 80).
+    expect(claims).toBeLessThanOrEqual(30);
+    expect(states.filter((s) => s === 'active').length).toBeGreaterThanOrEqual(60);
     expect([...runs.values()].every((n) => n === 1)).toBe(true);
   });
 
@@ -381,7 +396,8 @@ describe('handoff, through the worker', () => {
     const worker = track(
       new Worker(name, async (job) => void ran.push(job.id), { connection: fx.url, concurrency: 4 }),
     );
-    await waitUntil(async () => (await fx.redis.zcard(keys.idle)) === 4, 'registered for 4 jobs');
+    await warmUp(queue, keys, 2, { n: 0 });
+    ran.length = 0;
     await worker.pause();
     // The registration still stands: the next add is handed off, and the paused worker hands it back
     // (no attempt spent) and withdraws the rest, so later adds wait as for any paused worker.
@@ -409,11 +425,11 @@ describe('handoff, through the worker', () => {
         async (job) => (job.data.hold ? blocked : undefined),
         {
           connection: fx.url,
-          concurrency: 2,
+          concurrency: 3,
         },
       );
-      // Registered for its 2 free slots: one handoff leaves one unit standing.
-      await waitUntil(async () => (await fx.redis.zcard(keys.idle)) === 2, 'the worker registered');
+      // Registered for 2 of its 3 slots: one handoff leaves one unit standing.
+      await warmUp(queue, keys, 2, { hold: false });
       await queue.add({ hold: true }, { id: 'holder' }); // keeps close() waiting, one slot still free
       await waitUntil(async () => (await fx.redis.zcard(keys.idle)) === 1, 'one unit left');
       // Racing the close: handed off before the worker left its channel (then handed back), or not.

@@ -237,7 +237,10 @@ export class Fetcher {
 
   /** The claim's handoff arguments; `register` false when the fetcher must not register (stopping). */
   private handoffArgs(withdraw: Registration | null, register = true): HandoffArgs {
-    const units = register && this.handoffChannel ? (this.deps.handoffUnits?.() ?? 1) : 0;
+    const units =
+      register && this.handoffChannel
+        ? Math.min(this.deps.handoffUnits?.() ?? 1, this.handoffs.unitsToAsk(withdraw))
+        : 0;
     return {
       fetcher: this.handoffChannel ? this.id : '',
       withdraw: withdraw === null ? '' : String(withdraw.nonce),

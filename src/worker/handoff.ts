@@ -14,7 +14,8 @@ import type { ClaimedJob } from '../script-replies.js';
 
 /**
  * The most jobs one registration may be handed (claim.lua's registerUnits): a registration costs
- * Redis one member of the `idle` set per unit, and the fetcher claims again when half are used.
+ * Redis one member of the `idle` set per unit (written by the claim, removed by handoffs or by the
+ * next claim), and the fetcher claims again when half are used.
  */
 export const MAX_HANDOFF_UNITS = 100;
 
@@ -64,6 +65,32 @@ export class HandoffState {
   private readonly received = new Map<number, number>();
   /** Leases delivered, in insertion order (the oldest dropped first). */
   private readonly delivered = new Set<string>();
+  /**
+   * Units the next registration asks for. A registration's members cost a claim that withdraws them
+   * unused as much as they cost to write, so a fetcher asks for 1 at first, doubles while its
+   * registrations get used (a producer adding one job after another) and halves while they are
+   * withdrawn mostly unused (claims that return few jobs each: groups, limits, a busy queue).
+   */
+  private wanted = 1;
+  /** Registrations withdrawn mostly unused in a row. */
+  private unused = 0;
+
+  /** Units to ask for in a claim that withdraws `withdrawing` (null: none stands). */
+  unitsToAsk(withdrawing: Registration | null): number {
+    if (withdrawing) this.adapt(withdrawing.units, this.receivedOf(withdrawing.nonce));
+    return this.wanted;
+  }
+
+  private adapt(units: number, used: number): void {
+    if (used * 2 >= units) {
+      this.wanted = Math.min(units * 2, MAX_HANDOFF_UNITS);
+      this.unused = 0;
+    } else if (++this.unused >= 2) {
+      // Twice in a row: one alone is most often a claim woken by an add that came while the fetcher
+      // was registering again, with more adds to follow.
+      this.wanted = Math.max(1, units >> 1);
+    }
+  }
 
   /** A claim answered that the fetcher stands registered for `units` jobs. */
   register(nonce: number, units: number): void {
@@ -113,6 +140,7 @@ export class HandoffState {
   private settle(): void {
     const r = this.registered;
     if (r && this.receivedOf(r.nonce) >= r.units) {
+      this.adapt(r.units, r.units);
       this.registered = null;
       this.received.delete(r.nonce);
     }
