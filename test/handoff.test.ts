@@ -390,6 +390,23 @@ describe('handoff, through the worker', () => {
     expect([...runs.values()].every((n) => n === 1)).toBe(true);
   });
 
+  it('a worker whose claims keep returning one job (a group limited to 1) keeps its registrations at one unit', async () => {
+    const { name, queue, keys } = setUp();
+    await queue.setGroupLimits({ concurrency: 1 });
+    await queue.addBulk(Array.from({ length: 30 }, (_, n) => ({ data: { n }, opts: { group: 'g' } })));
+    let done = 0;
+    const worker = track(new Worker(name, async () => void done++, { connection: fx.url, concurrency: 20 }));
+    // Each claim gets the group's one job and leaves 19 slots free: a registration for all of them
+    // would write 19 members per claim, for the next claim to withdraw unused.
+    let most = 0;
+    await waitUntil(async () => {
+      most = Math.max(most, await fx.redis.zcard(keys.idle));
+      return done === 30;
+    }, 'the group drained');
+    expect(most).toBeLessThanOrEqual(1);
+    await worker.close();
+  });
+
   it('a paused worker hands back a job handed off to it and withdraws its registration', async () => {
     const { name, queue, keys } = setUp();
     const ran: string[] = [];
