@@ -222,12 +222,19 @@ describe('durations that reach a timer fit setTimeout (2^31-1 ms); longer comput
     const gate = new Promise<void>((r) => {
       release = r;
     });
-    const w = new Worker(q.name, () => gate.then(() => 'done'), {
-      connection: fx.url,
-      closeTimeoutMs: MAX_TIMER_MS,
-    });
+    let started = false;
+    const w = new Worker(
+      q.name,
+      () => {
+        started = true;
+        return gate.then(() => 'done');
+      },
+      { connection: fx.url, closeTimeoutMs: MAX_TIMER_MS },
+    );
     const { id } = await q.add({});
-    await waitUntil(async () => (await q.getJob(id))?.state === 'active', 'the job to start');
+    // The processor running, not the record's state: an add handed off to the idle worker is active in
+    // Redis before its message reaches the worker, and a close() then would hand it back unstarted.
+    await waitUntil(() => started, 'the job to start');
     let closed = false;
     const closing = w.close().then(() => {
       closed = true;

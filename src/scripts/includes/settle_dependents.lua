@@ -12,6 +12,8 @@
 -- (failed by another parent, then trimmed or removed, and added anew) never moves the new job.
 -- Needs parse_record, with_header, enqueue, append_errors, count_stats (k.stats).
 local function settle_dependents(k, now, completed_ids, dead_ids)
+  -- Most queues have no dependencies: one integer reply instead of a table per call.
+  if redis.call('EXISTS', k.dependents) == 0 then return {} end
   local woken, later, failed = false, false, {}
   local pending = {}
   local function collect(ids, parent_failed)
