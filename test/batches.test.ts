@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { createDashboard } from '../src/dashboard/index.js';
-import { DEFAULT_LEASE_MS, MAX_BULK, SCRIPT_BATCH_LIMIT } from '../src/defaults.js';
+import { DEFAULT_LEASE_MS, MAX_BULK } from '../src/defaults.js';
 import {
   type AddedBatch,
   type BatchCallbackData,
@@ -20,6 +20,7 @@ import {
 } from '../src/index.js';
 import { batchKey, queueKeys } from '../src/keys.js';
 import { runScript, scripts } from '../src/scripts.js';
+import { claimArgs } from './helpers/claim-args.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 import { useWorkerChildren } from './helpers/worker-children.js';
 
@@ -218,24 +219,7 @@ describe('batches', () => {
     const b = await q.addBatch([{ data: { n: 0 }, opts: { maxAttempts: 1, leaseMs: 1_000 } }], {
       onComplete: { data: { note: 'lease' } },
     });
-    const claimed = (await runScript(fx.redis, scripts.claim, keys, {
-      now: T,
-      count: 1,
-      defaultLeaseMs: DEFAULT_LEASE_MS,
-      limit: SCRIPT_BATCH_LIMIT,
-      rateMax: 0,
-      rateWindowMs: 0,
-      eventsMaxLen: 0,
-      claimer: '',
-      nonce: '',
-      startNow: '',
-      fetcher: '',
-      withdraw: '',
-      registerMs: 0,
-      registerUnits: 0,
-      withdrawUnits: 0,
-      received: 0,
-    })) as unknown[];
+    const claimed = (await runScript(fx.redis, scripts.claim, keys, claimArgs({ now: T }))) as unknown[];
     expect(claimed).toContain(b.jobs[0]!.id);
     const recover = () =>
       runScript(fx.redis, scripts.recover, keys, {

@@ -16,6 +16,7 @@ import { type ExplainReason, Queue, Worker } from '../src/index.js';
 import { queueKeys } from '../src/keys.js';
 import { partitionOf } from '../src/partitions.js';
 import { runScript, scripts } from '../src/scripts.js';
+import { claimArgs } from './helpers/claim-args.js';
 import { BUILD_TIMEOUT_MS, compiledCli, LAUNCHER } from './helpers/cli-build.js';
 import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
@@ -684,24 +685,12 @@ describe('surety worker and reaper', () => {
     // minutes ago (seeded through the claim script; the reaper under test goes through the CLI).
     const crash = async () => {
       for (let p = 0; p < 4; p++)
-        await runScript(fx.redis, scripts.claim, queueKeys('surety', name, p), {
-          now: Date.now() - 600_000,
-          count: 100,
-          defaultLeaseMs: 1_000,
-          limit: 100,
-          rateMax: 0,
-          rateWindowMs: 0,
-          eventsMaxLen: 0,
-          claimer: '',
-          nonce: '',
-          startNow: '',
-          fetcher: '',
-          withdraw: '',
-          registerMs: 0,
-          registerUnits: 0,
-          withdrawUnits: 0,
-          received: 0,
-        });
+        await runScript(
+          fx.redis,
+          scripts.claim,
+          queueKeys('surety', name, p),
+          claimArgs({ now: Date.now() - 600_000, count: 100, defaultLeaseMs: 1_000, limit: 100 }),
+        );
       expect((await q.counts()).active).toBe(ids.length);
     };
     await crash();

@@ -22,6 +22,7 @@ import {
 import { QueueRegistry } from '../src/dashboard/queues.js';
 import { ClosedError, Queue, UnrecoverableError, Worker } from '../src/index.js';
 import { runScript, scripts } from '../src/scripts.js';
+import { claimArgs } from './helpers/claim-args.js';
 import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
@@ -640,24 +641,12 @@ describe('dashboard metrics', () => {
     const q = queue();
     // A worker that "crashed": it claimed the job with a lease that ended ten minutes ago.
     await q.add({});
-    await runScript(fx.redis, scripts.claim, q.keys, {
-      now: Date.now() - 600_000,
-      count: 1,
-      defaultLeaseMs: 1_000,
-      limit: 10,
-      rateMax: 0,
-      rateWindowMs: 0,
-      eventsMaxLen: 0,
-      claimer: '',
-      nonce: '',
-      startNow: '',
-      fetcher: '',
-      withdraw: '',
-      registerMs: 0,
-      registerUnits: 0,
-      withdrawUnits: 0,
-      received: 0,
-    });
+    await runScript(
+      fx.redis,
+      scripts.claim,
+      q.keys,
+      claimArgs({ now: Date.now() - 600_000, defaultLeaseMs: 1_000, limit: 10 }),
+    );
     const worker = new Worker(q.name, () => 'ok', { connection: fx.url, recoverIntervalMs: 20 });
     closers.unshift(() => worker.close());
     const registry = new Registry();

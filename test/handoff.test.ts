@@ -7,7 +7,7 @@
 import { EventEmitter } from 'node:events';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_LEASE_MS, SCRIPT_BATCH_LIMIT } from '../src/defaults.js';
+import { DEFAULT_LEASE_MS } from '../src/defaults.js';
 import { Queue, Worker } from '../src/index.js';
 import { handoffChannel, type QueueKeys, queueKeys } from '../src/keys.js';
 import { decodeClaim } from '../src/script-replies.js';
@@ -15,6 +15,7 @@ import { type RedisClient, runScript, scripts } from '../src/scripts.js';
 import { type ClaimReply, Fetcher, type HandoffArgs } from '../src/worker/fetcher.js';
 import { parseHandoff } from '../src/worker/handoff.js';
 import { claimAnswer } from './helpers/claim-answer.js';
+import { claimArgs } from './helpers/claim-args.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 import { useWorkerChildren } from './helpers/worker-children.js';
 
@@ -38,24 +39,25 @@ async function claim(
     now?: number;
   } = {},
 ) {
-  const reply = await runScript(fx.redis, scripts.claim, keys, {
-    now: o.now ?? '',
-    count: o.count ?? 1,
-    defaultLeaseMs: DEFAULT_LEASE_MS,
-    limit: SCRIPT_BATCH_LIMIT,
-    rateMax: 0,
-    rateWindowMs: 0,
-    eventsMaxLen: 100,
-    claimer: `${fetcher}.0`,
-    nonce: String(nonce),
-    startNow: o.startNow ?? '',
-    fetcher,
-    withdraw: o.withdraw === undefined ? '' : String(o.withdraw),
-    registerMs: o.registerMs ?? 10_000,
-    registerUnits: o.units ?? 1,
-    withdrawUnits: o.withdrawUnits ?? 1,
-    received: o.received ?? 0,
-  });
+  const reply = await runScript(
+    fx.redis,
+    scripts.claim,
+    keys,
+    claimArgs({
+      now: o.now ?? '',
+      count: o.count ?? 1,
+      eventsMaxLen: 100,
+      claimer: `${fetcher}.0`,
+      nonce: String(nonce),
+      startNow: o.startNow ?? '',
+      fetcher,
+      withdraw: o.withdraw === undefined ? '' : String(o.withdraw),
+      registerMs: o.registerMs ?? 10_000,
+      registerUnits: o.units ?? 1,
+      withdrawUnits: o.withdrawUnits ?? 1,
+      received: o.received ?? 0,
+    }),
+  );
   return decodeClaim(reply);
 }
 

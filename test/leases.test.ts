@@ -3,15 +3,11 @@
  * and instant. Behaviour through real processes is in crash.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import {
-  DEFAULT_LEASE_MS,
-  DEFAULT_MAX_ATTEMPTS,
-  EARLY_LOSS_REFUNDS,
-  SCRIPT_BATCH_LIMIT,
-} from '../src/defaults.js';
+import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, EARLY_LOSS_REFUNDS } from '../src/defaults.js';
 import { Queue } from '../src/index.js';
 import { queueKeys } from '../src/keys.js';
 import { runScript, scripts } from '../src/scripts.js';
+import { claimArgs } from './helpers/claim-args.js';
 import { uniqueName, useRedis } from './helpers/setup.js';
 
 const fx = useRedis();
@@ -24,24 +20,10 @@ function harness() {
   const tokens = new Map<string, string[]>();
   /** startNow: jobs the claim starts (the rest are reserved); '' = all. */
   const claim = async (now: number, count = 1, startNow: number | '' = '') => {
-    const r = (await runScript(fx.redis, scripts.claim, keys, {
-      now,
-      count,
-      defaultLeaseMs: DEFAULT_LEASE_MS,
-      limit: SCRIPT_BATCH_LIMIT,
-      rateMax: 0,
-      rateWindowMs: 0,
-      eventsMaxLen: 0,
-      claimer: '',
-      nonce: '',
-      startNow,
-      fetcher: '',
-      withdraw: '',
-      registerMs: 0,
-      registerUnits: 0,
-      withdrawUnits: 0,
-      received: 0,
-    })) as (string | number)[];
+    const r = (await runScript(fx.redis, scripts.claim, keys, claimArgs({ now, count, startNow }))) as (
+      | string
+      | number
+    )[];
     const ids: string[] = [];
     for (let i = 6; i < r.length; i += 2) {
       const id = r[i] as string;
@@ -329,24 +311,12 @@ describe('leases and fencing tokens', () => {
     const h = harness();
     const now = Date.now();
     await h.queue.add({}, { runAt: now + 60_000 });
-    const r = (await runScript(fx.redis, scripts.claim, h.keys, {
-      now,
-      count: 3,
-      defaultLeaseMs: 1,
-      limit: 10,
-      rateMax: 0,
-      rateWindowMs: 0,
-      eventsMaxLen: 0,
-      claimer: '',
-      nonce: '',
-      startNow: '',
-      fetcher: '',
-      withdraw: '',
-      registerMs: 0,
-      registerUnits: 0,
-      withdrawUnits: 0,
-      received: 0,
-    })) as unknown[];
+    const r = (await runScript(
+      fx.redis,
+      scripts.claim,
+      h.keys,
+      claimArgs({ now, count: 3, defaultLeaseMs: 1, limit: 10 }),
+    )) as unknown[];
     expect(r).toEqual([now, String(now + 60_000), 0, 0, 0, 0]);
     await h.queue.close();
   });

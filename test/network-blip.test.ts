@@ -9,12 +9,12 @@ import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TcpProxy } from '../chaos/tcp-proxy.js';
 import { connect } from '../src/connection.js';
-import { SCRIPT_BATCH_LIMIT } from '../src/defaults.js';
 import { offlineQueues } from '../src/in-flight.js';
 import { ConnectionError, Queue, Worker, type WorkerOptions } from '../src/index.js';
 import { queueKeys } from '../src/keys.js';
 import { repairSchedules } from '../src/queue/schedules.js';
 import { runScript, scripts } from '../src/scripts.js';
+import { claimArgs } from './helpers/claim-args.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
@@ -383,24 +383,12 @@ describe('a producer behind a network that fails', () => {
 
 describe('claim.lua with a ticket (claimer, nonce)', () => {
   const claim = (queue: Queue, now: number, count: number, claimer: string, nonce: string) =>
-    runScript(fx.redis, scripts.claim, queue.keys, {
-      now,
-      count,
-      defaultLeaseMs: 1_000,
-      limit: SCRIPT_BATCH_LIMIT,
-      rateMax: 0,
-      rateWindowMs: 0,
-      eventsMaxLen: 0,
-      claimer,
-      nonce,
-      startNow: '',
-      fetcher: '',
-      withdraw: '',
-      registerMs: 0,
-      registerUnits: 0,
-      withdrawUnits: 0,
-      received: 0,
-    }) as Promise<string[]>;
+    runScript(
+      fx.redis,
+      scripts.claim,
+      queue.keys,
+      claimArgs({ now, count, defaultLeaseMs: 1_000, claimer, nonce }),
+    ) as Promise<string[]>;
   const ids = (reply: string[]) => reply.filter((_, i) => i >= 6 && i % 2 === 0);
 
   it('the same ticket again returns the jobs of that claim still under its leases, and claims nothing new', async () => {
