@@ -23,6 +23,7 @@ import { handoffChannel, queueKeys } from '../src/keys.js';
 import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../src/options.js';
 import { type ArgValue, runScript, type ScriptSpec, scripts } from '../src/scripts.js';
 import type { JobOptions } from '../src/types.js';
+import { NO_HANDOFF } from './helpers/claim-args.js';
 import {
   type AdminReply,
   type FailKind,
@@ -46,6 +47,7 @@ const fx = useRedis();
 const T0 = 1_700_000_000_000;
 const LEASE = 1_000;
 const LIMIT = 1_000;
+// At most 4: the model predicts prune_claims, which samples 4 fields of `claims` (one `.h` per worker).
 const WORKERS = 3;
 /** How long a claim's registration for a handoff lasts (ticks move time by up to 3 s). */
 const REGISTER_MS = 2_000;
@@ -387,13 +389,8 @@ class Harness {
       claimer: '', // claims keep no record here (test/network-blip.test.ts covers claim retries)
       nonce: '',
       startNow: '',
-      // No fetcher registers for a handoff here (test/handoff.test.ts covers add-one.lua's handoffs).
-      fetcher: '',
-      withdraw: '',
-      registerMs: 0,
-      registerUnits: 0,
-      withdrawUnits: 0,
-      received: 0,
+      // No fetcher registers for a handoff unless a claim op says so (below).
+      ...NO_HANDOFF,
       leaseMs: DEFAULT_LEASE_MS,
       ...extra,
     };

@@ -131,8 +131,11 @@ export class QueueModel {
   paused = false;
   /** Registration units, in no order (add takes the latest deadline, then highest member). */
   registrations: Registration[] = [];
-  /** Per fetcher, the jobs handed off with its last registration that had any (its `.h` record). */
-  readonly handoffs = new Map<string, { nonce: string; held: Held[] }>();
+  /**
+   * Per fetcher, the jobs handed off with its last registration that had any (its `.h` record), and
+   * the latest lease deadline among them (the record's expiry).
+   */
+  readonly handoffs = new Map<string, { nonce: string; held: Held[]; expiry: number }>();
   /** Fetchers nobody listens for any more: a handoff to them finds no receiver and writes nothing. */
   readonly gone = new Set<string>();
   /** A RateLimitError's pause (fail row of kind R): no claims before this time (meta `limited`). */
@@ -277,8 +280,17 @@ export class QueueModel {
       const held = { id: jobId, incarnation: j.incarnation, attempt: 1, lease: 1 };
       const nonce = taker.member.split('|')[1]!;
       const record = this.handoffs.get(taker.fetcher);
-      if (record?.nonce === nonce) record.held.push(held);
-      else this.handoffs.set(taker.fetcher, { nonce, held: [held] });
+      if (record?.nonce === nonce) {
+        record.held.push(held);
+        record.expiry = Math.max(record.expiry, j.leaseUntil);
+      } else {
+        this.handoffs.set(taker.fetcher, { nonce, held: [held], expiry: j.leaseUntil });
+        // A field created in `claims` prunes the expired ones (includes/prune_claims.lua): it samples 4
+        // fields, and with at most 4 (one `.h` per fetcher, no claim tickets here) that is every one.
+        if (!record) {
+          for (const [f, r] of this.handoffs) if (r.expiry < this.now) this.handoffs.delete(f);
+        }
+      }
       return { id: jobId, isNew: true, state: 'a', handedTo: { fetcher: taker.fetcher, held } };
     }
     // (A registration whose fetcher is gone was taken and dropped: nobody received the job.)
