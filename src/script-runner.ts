@@ -78,32 +78,61 @@ export async function runScript<A extends string, R extends string>(
 ): Promise<unknown> {
   // Strings as ioredis would send them (String(value), '' for a missing one), in one array: spread into
   // a call, the 130 000 arguments of an addBulk at MAX_BULK would overflow the JS stack.
-  const flat: string[] = [];
-  const arg = (v: ArgValue | undefined) => (v === undefined ? '' : String(v));
-  for (const k of spec.keys) {
-    const key = keys[k];
-    if (key === undefined) throw new Error(`script ${spec.name} needs the key ${k}`);
-    flat.push(key);
+  const flat = keyList(spec, keys).slice();
+  for (const a of spec.args) flat.push(argString(args[a]));
+  for (const row of rows) for (const r of spec.repeated) flat.push(argString(row[r]));
+  return runFlat(redis, spec, flat);
+}
+
+function argString(v: ArgValue | undefined): string {
+  return v === undefined ? '' : typeof v === 'string' ? v : String(v);
+}
+
+/**
+ * A queue's keys in a script's KEYS order. Built once per keys object and script: an add or a claim
+ * is on the interactive path, where reading nine keys by name on every call showed in profiles.
+ */
+const keyLists = new WeakMap<ScriptKeys, Map<string, readonly string[]>>();
+
+function keyList(spec: ScriptSpec, keys: ScriptKeys): readonly string[] {
+  let byScript = keyLists.get(keys);
+  if (byScript === undefined) {
+    byScript = new Map();
+    keyLists.set(keys, byScript);
   }
-  for (const a of spec.args) flat.push(arg(args[a]));
+  let list = byScript.get(spec.name);
+  if (list === undefined) {
+    list = spec.keys.map((k) => {
+      const key = keys[k];
+      if (key === undefined) throw new Error(`script ${spec.name} needs the key ${k}`);
+      return key;
+    });
+    byScript.set(spec.name, list);
+  }
+  return list;
+}
+
+/**
+ * Runs a script on its arguments as sent: KEYS then ARGV, every value a string (runScript builds
+ * them). `now` left '' is filled from the client's test clock, if it has one. Prefer callScript.
+ */
+export async function runFlat(redis: RedisClient, spec: ScriptSpec, flat: string[]): Promise<unknown> {
   if (spec.nowAt >= 0 && flat[spec.keys.length + spec.nowAt] === '') {
     // '' means Redis's TIME, unless this client runs on a test clock (clock.ts).
     const clock = clockOf(redis);
     if (clock) flat[spec.keys.length + spec.nowAt] = String(clock.now());
   }
-  for (const row of rows) for (const r of spec.repeated) flat.push(arg(row[r]));
   try {
     const fn = libraryFunction(redis, spec.name);
     if (fn !== null) {
-      const fcall = () => untilClosed(redis, redis.call('FCALL', [fn, spec.keys.length].concat(flat)));
       try {
-        return await fcall();
+        return await fcall(redis, fn, spec.keys.length, flat);
       } catch (err) {
         // Not loaded on this server yet (a new server, one restarted without persistence, FUNCTION
         // FLUSH): nothing ran; load the library and call again. Refused: EVALSHA below.
         const missing = isFunctionMissing(err);
         if (!missing && !refusesFunctions(redis, err)) throw err;
-        if (missing && (await loadLibrary(redis))) return await fcall();
+        if (missing && (await loadLibrary(redis))) return await fcall(redis, fn, spec.keys.length, flat);
       }
     }
     try {
@@ -116,6 +145,12 @@ export async function runScript<A extends string, R extends string>(
     // Over maxmemory, Redis refuses every script without `allow-oom` before it runs (see scripts.ts).
     throw redisFullError(err, `${spec.name}.lua`) ?? err;
   }
+}
+
+function fcall(redis: RedisClient, fn: string, keyCount: number, flat: string[]): Promise<unknown> {
+  const argv: (string | number)[] = [fn, keyCount];
+  for (const v of flat) argv.push(v);
+  return untilClosed(redis, redis.call('FCALL', argv));
 }
 
 /**

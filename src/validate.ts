@@ -210,7 +210,9 @@ export function checkJobId(value: unknown): string {
  * strings, finite numbers, booleans and null pass.
  */
 export function toJson(what: string, value: unknown, maxBytes: number): string {
-  assertPlainJson(what, value, new Set(), 0);
+  // The quick check builds no paths and keeps no set; only a value it refuses is walked again to name
+  // the offending path (a cycle shows there as depth beyond the limit).
+  if (!isPlainJson(value, 0)) assertPlainJson(what, value, new Set(), 0);
   const json = JSON.stringify(value);
   // A UTF-8 byte is at least one UTF-16 unit, and at most 3 per unit: measure only near the limit.
   if (json.length * 3 > maxBytes) {
@@ -222,6 +224,34 @@ export function toJson(what: string, value: unknown, maxBytes: number): string {
     }
   }
   return json;
+}
+
+/** Whether assertPlainJson would pass `value`, without naming what fails. */
+function isPlainJson(value: unknown, depth: number): boolean {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return true;
+    case 'number':
+      return Number.isFinite(value);
+    case 'object': {
+      if (value === null) return true;
+      if (depth > 100) return false;
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length; i++) if (!isPlainJson(value[i], depth + 1)) return false;
+        return true;
+      }
+      const proto = Object.getPrototypeOf(value);
+      if (proto !== Object.prototype && proto !== null) return false;
+      for (const key of Object.keys(value)) {
+        const v = (value as Record<string, unknown>)[key];
+        if (v !== undefined && !isPlainJson(v, depth + 1)) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
 }
 
 function assertPlainJson(path: string, value: unknown, seen: Set<object>, depth: number): void {

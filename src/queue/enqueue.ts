@@ -6,9 +6,9 @@
 import { DEFAULT_LEASE_MS, MAX_BULK } from '../defaults.js';
 import { CrossPartitionError, DurabilityError, ValidationError } from '../errors.js';
 import { asConnectionError, untilClosed } from '../in-flight.js';
-import { encodeOptionTail } from '../job-record.js';
+import { encodeOptionTail, type ResolvedJobOptions } from '../job-record.js';
 import type { QueueKeys } from '../keys.js';
-import { resolveAddOptions } from '../options.js';
+import { type ResolvedAdd, resolveAddOptions } from '../options.js';
 import type { Layout } from '../partitions.js';
 import type { AddedRow } from '../script-replies.js';
 import { callScript, scripts } from '../scripts.js';
@@ -115,7 +115,27 @@ export function toRow(
   /** The add span's trace field (src/telemetry/trace-field.ts; '' = none). */
   trace = '',
 ): RoutedRow {
+  if (opts === undefined && batch === '' && trace === '') {
+    // An add without options: the same row each time but for its data (the interactive path's usual
+    // call, where resolving and encoding the defaults again showed in profiles).
+    let plain = plainRows.get(ctx.options.defaults);
+    if (plain === undefined) {
+      plain = Object.freeze(rowOf(resolveAddOptions(undefined, ctx.options.defaults), '', '', ''));
+      plainRows.set(ctx.options.defaults, plain);
+    }
+    const row = Object.assign({}, plain);
+    row.data = toJson(what, data, ctx.options.maxPayloadBytes);
+    return row;
+  }
+  // Options are checked before the data, so a call wrong in both is refused for its options.
   const o = resolveAddOptions(opts, ctx.options.defaults);
+  return rowOf(o, batch, trace, toJson(what, data, ctx.options.maxPayloadBytes));
+}
+
+/** The row of an add without options, per queue defaults (resolved options are frozen). */
+const plainRows = new WeakMap<ResolvedJobOptions, RoutedRow>();
+
+function rowOf(o: ResolvedAdd, batch: string, trace: string, data: string): RoutedRow {
   return {
     id: o.id,
     priority: o.priority,
@@ -131,7 +151,7 @@ export function toRow(
       batch,
       trace,
     }),
-    data: toJson(what, data, ctx.options.maxPayloadBytes),
+    data,
     dependsOn: o.dependsOn,
     depMode: o.depMode,
     group: o.group,
@@ -244,8 +264,14 @@ function addContext(ctx: QueueContext, layout: Layout) {
 
 /** add-one.lua on partition p (the interactive path: one plain job, see isPlain). */
 function addOneScript(ctx: QueueContext, layout: Layout, p: number, row: AddRow): Promise<AddedRow[]> {
+  // A plain literal: a spread followed by more fields cost ~12 us per add here (profiled).
+  const part = layout.parts[p]!;
   const args = {
-    ...partitionArgs(ctx, layout, p),
+    now: '',
+    wakeChannel: part.wakeChannel,
+    eventsMaxLen: ctx.options.eventsMaxLen,
+    partitions: layout.count,
+    idSuffix: layout.idSuffix(p),
     id: row.id,
     delayMs: row.delayMs,
     runAt: row.runAt,
@@ -254,7 +280,7 @@ function addOneScript(ctx: QueueContext, layout: Layout, p: number, row: AddRow)
     ttlMs: row.ttlMs,
     leaseMs: DEFAULT_LEASE_MS,
   };
-  return callScript(ctx.client, scripts.addOne, layout.parts[p]!, args, [], addContext(ctx, layout));
+  return callScript(ctx.client, scripts.addOne, part, args, [], addContext(ctx, layout));
 }
 
 /** add.lua on partition p; a refusal (unknown parent, stale layout) is thrown as its typed error. */
