@@ -46,7 +46,12 @@ export class WorkerCalls {
       claimer: ticket.claimer,
       nonce: ticket.nonce,
       startNow,
-      ...handoff,
+      fetcher: handoff.fetcher,
+      withdraw: handoff.withdraw,
+      registerMs: handoff.registerMs,
+      registerUnits: handoff.registerUnits,
+      withdrawUnits: handoff.withdrawUnits,
+      received: handoff.received,
     });
   }
 
