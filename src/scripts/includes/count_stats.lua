@@ -7,6 +7,8 @@
 local function count_stats(stats_key, now, kind, n)
   if n == 0 then return end
   local minute = math.floor(now / 60000)
+  -- Only the first write of a minute's field can start a new minute: the others skip reading `last`.
+  if redis.call('HINCRBY', stats_key, minute .. ':' .. kind, n) ~= n then return end
   local last = tonumber(redis.call('HGET', stats_key, 'last'))
   if last == nil or minute > last then
     if last ~= nil then
@@ -25,5 +27,4 @@ local function count_stats(stats_key, now, kind, n)
     end
     redis.call('HSET', stats_key, 'last', minute)
   end
-  redis.call('HINCRBY', stats_key, minute .. ':' .. kind, n)
 end
