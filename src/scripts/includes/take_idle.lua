@@ -1,11 +1,11 @@
 -- @include tag_key
 -- Handoff (add-one.lua): a unit of the registration of an idle worker's fetcher that may take a job
 -- added now, popped from the queue's `idle` ZSET (member `<fetcher id>|<claim nonce>|<unit>`, score =
--- deadline; written by claim.lua, one member per job the fetcher may be handed), or nil. Only when the job could be claimed at once by any worker: the queue is not
--- paused, has no global concurrency or rate limit and no rate-limit pause, and no job waits before it
--- (FIFO: `waiting` and `prio` are empty). The newest registration is taken (the likeliest to be
--- alive); past its deadline every one is, and the set is dropped. The caller puts a registration it
--- took but did not use back.
+-- deadline; written by claim.lua, one member per job the fetcher may be handed), or nil. Only when
+-- the job could be claimed at once by any worker: the queue is not paused, has no global concurrency
+-- or rate limit and no rate-limit pause, and no job waits before it (FIFO: `waiting` and `prio` are
+-- empty). The newest registration is taken (the likeliest to be alive); past its deadline every one
+-- is, and the set is dropped. The caller puts a registration it took but did not use back.
 local function take_idle(idle, jobs, meta, waiting, now)
   -- ZRANGE and ZREM, not ZPOPMAX: the same commands claims use, so the documented ACL rules of
   -- earlier versions still cover every add. EXISTS first: with no worker idle (a busy queue), an
