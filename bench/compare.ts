@@ -1,0 +1,151 @@
+/**
+ * A/B of two commits on this machine, interleaved:
+ *   npx tsx bench/compare.ts <base> [<head>] [--rounds R] [-- <bench/run.ts options>]
+ * e.g. `npx tsx bench/compare.ts 66577f1~1 66577f1 --rounds 2 -- --only e2e,cost --libs surety --runs 3`.
+ * `head` defaults to HEAD; the bench options default to `--only e2e,cost --libs surety --runs 1`.
+ *
+ * Each commit is checked out in a temporary git worktree (this checkout's node_modules linked in, its
+ * own files untouched) and `bench/run.ts --json` runs there R times, alternating base/head and
+ * swapping who goes first each round, so both sides share the machine's slow and fast minutes. Printed:
+ * every metric's median over the rounds (min-max) for each side, and head/base. On this 2-core machine
+ * a single full run moves by 10-15 % between hours; a change smaller than the two sides' ranges is not
+ * shown by this either. Both commits must have `bench/run.ts --json` (since 2026-11-22).
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { median } from './stats.js';
+
+interface Side {
+  label: string;
+  sha: string;
+  dir: string;
+  /** metric key -> one value (that run's median) per round */
+  values: Map<string, number[]>;
+}
+
+const DEFAULT_BENCH_ARGS = ['--only', 'e2e,cost', '--libs', 'surety', '--runs', '1'];
+
+function parse(argv: string[]): { revs: string[]; rounds: number; benchArgs: string[] } {
+  const dash = argv.indexOf('--');
+  const own = dash >= 0 ? argv.slice(0, dash) : argv;
+  const benchArgs = dash >= 0 ? argv.slice(dash + 1) : DEFAULT_BENCH_ARGS;
+  let rounds = 3;
+  const revs: string[] = [];
+  for (let i = 0; i < own.length; i++) {
+    if (own[i] === '--rounds') rounds = Number(own[++i]);
+    else revs.push(own[i]!);
+  }
+  if (revs.length < 1 || revs.length > 2 || !Number.isInteger(rounds) || rounds < 1) {
+    throw new Error(
+      'usage: npx tsx bench/compare.ts <base> [<head>] [--rounds R] [-- <bench/run.ts options>]',
+    );
+  }
+  if (revs.length === 1) revs.push('HEAD');
+  return { revs, rounds, benchArgs };
+}
+
+function git(args: string[], cwd = process.cwd()): string {
+  return execFileSync('git', args, { cwd, encoding: 'utf8' }).trim();
+}
+
+/** One row of `bench/run.ts --json`: its numeric fields (except concurrency) are metrics. */
+function metricsOf(line: Record<string, unknown>): [string, number][] {
+  const name = [line.scenario, line.variant, line.lib].filter(Boolean).join(' | ');
+  return Object.entries(line)
+    .filter(([k, v]) => typeof v === 'number' && k !== 'concurrency')
+    .map(([k, v]) => [`${name} | ${k}`, v as number]);
+}
+
+function runBench(side: Side, benchArgs: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('npx', ['tsx', 'bench/run.ts', '--json', ...benchArgs], {
+      cwd: side.dir,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      if (code !== 0) return reject(new Error(`bench/run.ts at ${side.label} exited with ${code}`));
+      for (const text of out.split('\n')) {
+        if (!text.startsWith('{')) continue;
+        for (const [key, value] of metricsOf(JSON.parse(text) as Record<string, unknown>)) {
+          const list = side.values.get(key) ?? [];
+          list.push(value);
+          side.values.set(key, list);
+        }
+      }
+      resolve();
+    });
+  });
+}
+
+function cell(values: readonly number[] | undefined): string {
+  if (!values || values.length === 0) return '-';
+  const f = (v: number) => (Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3));
+  return `${f(median(values))} (${f(Math.min(...values))}-${f(Math.max(...values))})`;
+}
+
+function report(base: Side, head: Side, rounds: number): string {
+  const keys = [...new Set([...base.values.keys(), ...head.values.keys()])];
+  const rows = keys.map((k) => {
+    const a = base.values.get(k);
+    const b = head.values.get(k);
+    const ratio = a?.length && b?.length && median(a) !== 0 ? `${(median(b) / median(a)).toFixed(2)}x` : '-';
+    return [k, cell(a), cell(b), ratio];
+  });
+  const header = [
+    'metric',
+    `${base.label} (${base.sha.slice(0, 7)})`,
+    `${head.label} (${head.sha.slice(0, 7)})`,
+    'head/base',
+  ];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ');
+  return [
+    `medians over ${rounds} alternating round(s), (min-max)`,
+    line(header),
+    line(widths.map((w) => '-'.repeat(w))),
+    ...rows.map(line),
+  ].join('\n');
+}
+
+const { revs, rounds, benchArgs } = parse(process.argv.slice(2));
+const top = git(['rev-parse', '--show-toplevel']);
+const root = mkdtempSync(join(tmpdir(), 'surety-compare-'));
+const sides: Side[] = revs.map((rev, i) => ({
+  label: rev,
+  sha: git(['rev-parse', '--verify', `${rev}^{commit}`], top),
+  dir: join(root, i === 0 ? 'base' : 'head'),
+  values: new Map(),
+}));
+const cleanUp = () => {
+  for (const s of sides) {
+    if (existsSync(s.dir)) git(['worktree', 'remove', '--force', s.dir], top);
+  }
+  rmSync(root, { recursive: true, force: true });
+};
+process.on('SIGINT', () => {
+  cleanUp();
+  process.exit(130);
+});
+try {
+  for (const s of sides) {
+    git(['worktree', 'add', '--detach', s.dir, s.sha], top);
+    symlinkSync(join(top, 'node_modules'), join(s.dir, 'node_modules'));
+  }
+  for (let r = 0; r < rounds; r++) {
+    const order = r % 2 === 0 ? sides : [...sides].reverse();
+    for (const s of order) {
+      process.stderr.write(`\n[compare] round ${r + 1}/${rounds}: ${s.label} (${s.sha.slice(0, 7)})\n`);
+      await runBench(s, benchArgs);
+    }
+  }
+  process.stdout.write(`${report(sides[0]!, sides[1]!, rounds)}\n`);
+} finally {
+  cleanUp();
+}
