@@ -118,7 +118,8 @@ const { revs, rounds, benchArgs } = parse(process.argv.slice(2));
 const top = git(['rev-parse', '--show-toplevel']);
 const root = mkdtempSync(join(tmpdir(), 'surety-compare-'));
 const sides: Side[] = revs.map((rev, i) => ({
-  label: rev,
+  // A full sha as label would widen every row: its first 7 characters name it.
+  label: /^[0-9a-f]{12,40}$/.test(rev) ? rev.slice(0, 7) : rev,
   sha: git(['rev-parse', '--verify', `${rev}^{commit}`], top),
   dir: join(root, i === 0 ? 'base' : 'head'),
   values: new Map(),
