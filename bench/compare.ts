@@ -15,13 +15,14 @@ import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { median } from './stats.js';
+import { metricInfo } from './metrics.js';
+import { alignColumns, cell, ratio } from './report.js';
 
 interface Side {
   label: string;
   sha: string;
   dir: string;
-  /** metric key -> one value (that run's median) per round */
+  /** `<scenario | variant | lib>\0<metric>` -> one value (that run's median) per round */
   values: Map<string, number[]>;
 }
 
@@ -55,7 +56,7 @@ function metricsOf(line: Record<string, unknown>): [string, number][] {
   const name = [line.scenario, line.variant, line.lib].filter(Boolean).join(' | ');
   return Object.entries(line)
     .filter(([k, v]) => typeof v === 'number' && k !== 'concurrency')
-    .map(([k, v]) => [`${name} | ${k}`, v as number]);
+    .map(([k, v]) => [`${name}\u0000${k}`, v as number]);
 }
 
 function runBench(side: Side, benchArgs: string[]): Promise<void> {
@@ -84,33 +85,29 @@ function runBench(side: Side, benchArgs: string[]): Promise<void> {
   });
 }
 
-function cell(values: readonly number[] | undefined): string {
-  if (!values || values.length === 0) return '-';
-  const f = (v: number) => (Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3));
-  return `${f(median(values))} (${f(Math.min(...values))}-${f(Math.max(...values))})`;
-}
-
 function report(base: Side, head: Side, rounds: number): string {
   const keys = [...new Set([...base.values.keys(), ...head.values.keys()])];
   const rows = keys.map((k) => {
-    const a = base.values.get(k);
-    const b = head.values.get(k);
-    const ratio = a?.length && b?.length && median(a) !== 0 ? `${(median(b) / median(a)).toFixed(2)}x` : '-';
-    return [k, cell(a), cell(b), ratio];
+    const [name, metric] = k.split('\u0000') as [string, string];
+    const info = metricInfo(metric);
+    return [
+      name,
+      `${info.label} ${info.better === 'higher' ? '↑' : '↓'}`,
+      cell(base.values.get(k), info.format),
+      cell(head.values.get(k), info.format),
+      ratio(head.values.get(k), base.values.get(k)),
+    ];
   });
   const header = [
+    'scenario | variant | library',
     'metric',
     `${base.label} (${base.sha.slice(0, 7)})`,
     `${head.label} (${head.sha.slice(0, 7)})`,
     'head/base',
   ];
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ');
   return [
-    `medians over ${rounds} alternating round(s), (min-max)`,
-    line(header),
-    line(widths.map((w) => '-'.repeat(w))),
-    ...rows.map(line),
+    `medians over ${rounds} alternating round(s), (min–max)`,
+    ...alignColumns([header, ...rows], 2),
   ].join('\n');
 }
 

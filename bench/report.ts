@@ -7,14 +7,15 @@ import { median } from './stats.js';
 const LABELS: Record<LibName, string> = { surety: 'Surety', bullmq: 'BullMQ', beequeue: 'Bee-Queue' };
 const BASE: LibName = 'bullmq';
 
-function cell(values: number[] | undefined, format: (v: number) => string): string {
+export function cell(values: readonly number[] | undefined, format: (v: number) => string): string {
   if (!values || values.length === 0) return 'n/a';
   const med = format(median(values));
   if (values.length === 1) return med;
   return `${med} (${format(Math.min(...values))}–${format(Math.max(...values))})`;
 }
 
-function ratio(lib: number[] | undefined, base: number[] | undefined): string {
+/** median(lib) / median(base) as `1.23x`, or '–' when either is missing or base is not positive. */
+export function ratio(lib: readonly number[] | undefined, base: readonly number[] | undefined): string {
   if (!lib?.length || !base?.length) return '–';
   const b = median(base);
   const l = median(lib);
@@ -63,17 +64,8 @@ export function renderTable(results: Results, libs: readonly LibName[]): string 
   const notes = results.errors.map(
     (e) => `${e.scenario} ${LABELS[e.lib]} (${e.failedRuns} run(s) failed): ${e.error}`,
   );
-  const widths = header.map((_, c) => Math.max(...lines.map((l) => [...(l[c] ?? '')].length)));
-  const text = lines.map((l, i) => {
-    const padded = l.map((v, c) => {
-      const gap = ' '.repeat(widths[c]! - [...v].length);
-      return c < 4 ? v + gap : gap + v;
-    });
-    const line = padded.join('  ').trimEnd();
-    return i === 0 ? `${line}\n${widths.map((w) => '-'.repeat(w)).join('  ')}` : line;
-  });
   const out = [
-    ...text,
+    ...alignColumns(lines, 4),
     '',
     'Cells: median (min–max) over runs. Ratios: median of the library / median of BullMQ;',
     '↑ higher is better, ↓ lower is better (for ↓ metrics a ratio below 1x is better).',
@@ -81,4 +73,20 @@ export function renderTable(results: Results, libs: readonly LibName[]): string 
   if (notes.length > 0)
     out.push('', '* n/a or incomplete (failed runs are left out):', ...notes.map((n) => `  ${n}`));
   return out.join('\n');
+}
+
+/**
+ * Rows of cells as text lines: every column padded to its widest cell (the first `left` columns
+ * left-aligned, the others right-aligned), with a rule under the first row, the header.
+ */
+export function alignColumns(lines: readonly string[][], left: number): string[] {
+  const widths = lines[0]!.map((_, c) => Math.max(...lines.map((l) => [...(l[c] ?? '')].length)));
+  return lines.map((l, i) => {
+    const padded = l.map((v, c) => {
+      const gap = ' '.repeat(widths[c]! - [...v].length);
+      return c < left ? v + gap : gap + v;
+    });
+    const line = padded.join('  ').trimEnd();
+    return i === 0 ? `${line}\n${widths.map((w) => '-'.repeat(w)).join('  ')}` : line;
+  });
 }
