@@ -46,14 +46,14 @@ const WORKER_COMMANDS = {
   zscore: "explain (a waiting job's place, a running job's lease)",
   lpos: "explain (a waiting job's place in the list)",
   zrangebyscore: 'getJobs, workers; scripts (claim, recover, clean, heartbeats)',
-  zrange: 'scripts: claim by priority, delayed wake-ups, the group rotation',
+  zrange:
+    'scripts: claim by priority, delayed wake-ups, the group rotation, retention (the oldest finished jobs)',
   zrevrange: 'groups() (groups by backlog), stats()',
   zrevrangebyscore: "getJobs(state, { order: 'desc' }), search()",
   zincrby: 'scripts: the waiting count of each group',
   zadd: 'scripts: delayed, active (leases), completed and dead sets, priorities, heartbeats',
   zrem: 'scripts: every transition out of a sorted set',
-  zpopmin:
-    'scripts: drain (prioritised waiting jobs, a batch at a time), retention (the oldest finished jobs)',
+  zpopmin: 'scripts: drain (prioritised waiting jobs, a batch at a time)',
   exists:
     'scripts: claim (any prioritised job?), clean and retention (any annex?), partitions, addBatch (batch id taken?)',
   get: 'counts (waiting grouped jobs); scripts: rate limiter windows, the prio order counter (reset), lease ids of older queues, dedupe keys',

@@ -30,6 +30,7 @@
 -- @include wake_starved
 -- @include expire_jobs
 -- @include tag_key
+-- @include int_text
 
 local jobs, active = KEYS[1], KEYS[2]
 local now = current_time(ARGV[1])
@@ -73,12 +74,12 @@ for i = 1, n do
           f[F_ATTEMPTS] = (tonumber(f[F_ATTEMPTS]) or 0) + 1
           begun = with_header(f, rec, nl)
         else
-          begun = 'a|' .. tok .. '|' .. ((tonumber(attempts) or 0) + 1) .. mid .. now_s .. rest
+          begun = 'a|' .. tok .. '|' .. int_text((tonumber(attempts) or 0) + 1) .. mid .. now_s .. rest
         end
         updated[#updated + 1] = ids[i]
         updated[#updated + 1] = begun
       end
-      leases[#leases + 1] = now + (tonumber(lease) or default_lease)
+      leases[#leases + 1] = int_text(now + (tonumber(lease) or default_lease))
       leases[#leases + 1] = ids[i]
     end
   end

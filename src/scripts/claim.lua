@@ -286,6 +286,8 @@ local token = next_tokens(KEYS[12], seq, #ids) - #ids
 local now_s = tostring(now)
 local start_now = tonumber(ARGV[10]) or #ids
 local started = 0
+-- The latest lease deadline, for record_claim.
+local expiry = now
 for i = 1, #ids do
   local rec = recs[i]
   if rec then
@@ -298,11 +300,12 @@ for i = 1, #ids do
     end
     -- %.0f: exact for every integer up to 2^53 (plain concatenation turns 1e14 and above into 1e+14).
     local lease
-    rec, lease = lease_record(rec, string.format('%.0f', token) .. '.' .. now_s, now_s, start)
+    rec, lease = lease_record(rec, string.format('%d', token) .. '.' .. now_s, now_s, start)
     lease = lease or default_lease
     updated[#updated + 1] = ids[i]
     updated[#updated + 1] = rec
-    leases[#leases + 1] = now + lease
+    if now + lease > expiry then expiry = now + lease end
+    leases[#leases + 1] = int_text(now + lease)
     leases[#leases + 1] = ids[i]
     out[#out + 1] = ids[i]
     out[#out + 1] = rec
@@ -332,5 +335,5 @@ if #updated > 0 then
   emit_event(KEYS[9], tonumber(ARGV[7]), 'active', ids)
 end
 chunked_call('ZREM', expiring_key, started_expiring)
-record_claim(KEYS[11], ARGV[8], ARGV[9], now, out, leases)
+record_claim(KEYS[11], ARGV[8], ARGV[9], now, out, expiry)
 return reply(out)

@@ -79,7 +79,7 @@ for i = 1, n do
       if group then left_groups[group] = (left_groups[group] or 0) + 1 end
       updated[#updated + 1] = ids[i]
       updated[#updated + 1] = 'c|' .. token .. '|' .. attempts .. mid .. now_s .. rest .. '\n' .. ARGV[base + 2]
-      scores[#scores + 1] = now
+      scores[#scores + 1] = now_s
       scores[#scores + 1] = ids[i]
     elseif not (state == 'c' and token == ARGV[base + 1]) then
       refused[#refused + 1] = ids[i]

@@ -1,3 +1,4 @@
+-- @include int_text
 -- The record of a job leased under fencing token `token` (its text) at `now_s` (now as text):
 -- started (`start` true: attempts + 1, startedAt = now) or reserved (attempts kept, startedAt empty,
 -- begin.lua starts it). Returns the record and the job's own leaseMs (nil: the worker's default).
@@ -7,6 +8,6 @@
 local LEASE_PATTERN = '^[^|]*|[^|]*|([^|]*)(|[^|]*|[^|]*|[^|]*|)[^|]*(|[^|]*|[^|]*|[^|]*|([^|]*)|.*)$'
 local function lease_record(rec, token, now_s, start)
   local attempts, mid, rest, lease = string.match(rec, LEASE_PATTERN)
-  if start then return 'a|' .. token .. '|' .. (tonumber(attempts) + 1) .. mid .. now_s .. rest, tonumber(lease) end
+  if start then return 'a|' .. token .. '|' .. int_text(tonumber(attempts) + 1) .. mid .. now_s .. rest, tonumber(lease) end
   return 'a|' .. token .. '|' .. attempts .. mid .. rest, tonumber(lease)
 end

@@ -7,12 +7,8 @@
 -- expiry can never be replayed usefully. When a claim creates a field (a new worker, or a new slot), it
 -- prunes expired fields (includes/prune_claims.lua).
 -- leases: { deadline, id, deadline, id, ... } as claim.lua ZADDs them; out: claim.lua's reply.
-local function record_claim(claims, claimer, nonce, now, out, leases)
+local function record_claim(claims, claimer, nonce, now, out, expiry)
   if claimer == '' or #out < 8 then return end
-  local expiry = now
-  for i = 1, #leases, 2 do
-    if leases[i] > expiry then expiry = leases[i] end
-  end
   local ids = {}
   for j = 7, #out, 2 do ids[#ids + 1] = out[j] end
   -- The claim time exactly as the tokens spell it (`<lease id>.<time>`): replay_claim matches on it.
