@@ -1,8 +1,11 @@
 /**
  * A/B of two commits on this machine, interleaved:
- *   npx tsx bench/compare.ts <base> [<head>] [--rounds R] [-- <bench/run.ts options>]
+ *   npx tsx bench/compare.ts <base> [<head>] [--rounds R] [--runner <file>] [-- <runner options>]
  * e.g. `npx tsx bench/compare.ts 66577f1~1 66577f1 --rounds 2 -- --only e2e,cost --libs surety --runs 3`.
  * `head` defaults to HEAD; the bench options default to `--only e2e,cost --libs surety --runs 1`.
+ * `--runner bench/redis-instructions.ts` (or another file printing the same JSON rows) measures with
+ * that file instead of each side's own bench/run.ts: it is copied from this checkout into both
+ * worktrees, so both sides are measured by the same instrument, and its options follow `--`.
  *
  * Each commit is checked out in a temporary git worktree (this checkout's node_modules linked in, its
  * own files untouched) and `bench/run.ts --json` runs there R times, alternating base/head and
@@ -12,9 +15,9 @@
  * shown by this either. Both commits must have `bench/run.ts --json` (since 2026-11-22).
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative, resolve as resolvePath } from 'node:path';
 import { metricInfo } from './metrics.js';
 import { alignColumns, cell, ratio } from './report.js';
 
@@ -28,23 +31,33 @@ interface Side {
 
 const DEFAULT_BENCH_ARGS = ['--only', 'e2e,cost', '--libs', 'surety', '--runs', '1'];
 
-function parse(argv: string[]): { revs: string[]; rounds: number; benchArgs: string[] } {
+interface Args {
+  revs: string[];
+  rounds: number;
+  /** A file of this checkout to run in both worktrees instead of their bench/run.ts (null: theirs). */
+  runner: string | null;
+  benchArgs: string[];
+}
+
+function parse(argv: string[]): Args {
   const dash = argv.indexOf('--');
   const own = dash >= 0 ? argv.slice(0, dash) : argv;
-  const benchArgs = dash >= 0 ? argv.slice(dash + 1) : DEFAULT_BENCH_ARGS;
   let rounds = 3;
+  let runner: string | null = null;
   const revs: string[] = [];
   for (let i = 0; i < own.length; i++) {
     if (own[i] === '--rounds') rounds = Number(own[++i]);
+    else if (own[i] === '--runner') runner = own[++i] ?? '';
     else revs.push(own[i]!);
   }
-  if (revs.length < 1 || revs.length > 2 || !Number.isInteger(rounds) || rounds < 1) {
+  const benchArgs = dash >= 0 ? argv.slice(dash + 1) : runner ? [] : DEFAULT_BENCH_ARGS;
+  if (revs.length < 1 || revs.length > 2 || !Number.isInteger(rounds) || rounds < 1 || runner === '') {
     throw new Error(
-      'usage: npx tsx bench/compare.ts <base> [<head>] [--rounds R] [-- <bench/run.ts options>]',
+      'usage: npx tsx bench/compare.ts <base> [<head>] [--rounds R] [--runner <file>] [-- <runner options>]',
     );
   }
   if (revs.length === 1) revs.push('HEAD');
-  return { revs, rounds, benchArgs };
+  return { revs, rounds, runner, benchArgs };
 }
 
 function git(args: string[], cwd = process.cwd()): string {
@@ -59,9 +72,9 @@ function metricsOf(line: Record<string, unknown>): [string, number][] {
     .map(([k, v]) => [`${name}\u0000${k}`, v as number]);
 }
 
-function runBench(side: Side, benchArgs: string[]): Promise<void> {
+function runBench(side: Side, runner: string, benchArgs: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn('npx', ['tsx', 'bench/run.ts', '--json', ...benchArgs], {
+    const child = spawn('npx', ['tsx', runner, '--json', ...benchArgs], {
       cwd: side.dir,
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -71,7 +84,7 @@ function runBench(side: Side, benchArgs: string[]): Promise<void> {
     });
     child.on('error', reject);
     child.on('exit', (code) => {
-      if (code !== 0) return reject(new Error(`bench/run.ts at ${side.label} exited with ${code}`));
+      if (code !== 0) return reject(new Error(`${runner} at ${side.label} exited with ${code}`));
       for (const text of out.split('\n')) {
         if (!text.startsWith('{')) continue;
         for (const [key, value] of metricsOf(JSON.parse(text) as Record<string, unknown>)) {
@@ -111,8 +124,9 @@ function report(base: Side, head: Side, rounds: number): string {
   ].join('\n');
 }
 
-const { revs, rounds, benchArgs } = parse(process.argv.slice(2));
+const { revs, rounds, runner, benchArgs } = parse(process.argv.slice(2));
 const top = git(['rev-parse', '--show-toplevel']);
+const runnerPath = runner ? relative(top, resolvePath(runner)) : 'bench/run.ts';
 const root = mkdtempSync(join(tmpdir(), 'surety-compare-'));
 const sides: Side[] = revs.map((rev, i) => ({
   // A full sha as label would widen every row: its first 7 characters name it.
@@ -135,12 +149,13 @@ try {
   for (const s of sides) {
     git(['worktree', 'add', '--detach', s.dir, s.sha], top);
     symlinkSync(join(top, 'node_modules'), join(s.dir, 'node_modules'));
+    if (runner) copyFileSync(join(top, runnerPath), join(s.dir, runnerPath));
   }
   for (let r = 0; r < rounds; r++) {
     const order = r % 2 === 0 ? sides : [...sides].reverse();
     for (const s of order) {
       process.stderr.write(`\n[compare] round ${r + 1}/${rounds}: ${s.label} (${s.sha.slice(0, 7)})\n`);
-      await runBench(s, benchArgs);
+      await runBench(s, runnerPath, benchArgs);
     }
   }
   process.stdout.write(`${report(sides[0]!, sides[1]!, rounds)}\n`);

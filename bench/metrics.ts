@@ -29,6 +29,8 @@ export const METRICS: Record<string, MetricInfo> = {
   roundTripsPerJob: { label: 'client round trips/job', better: 'lower', format: compact },
   redisCpuUsPerJob: { label: 'Redis CPU µs/job', better: 'lower', format: compact },
   workerCpuUsPerJob: { label: 'worker CPU µs/job', better: 'lower', format: compact },
+  redisInstructionsPerJob: { label: 'Redis instructions/job', better: 'lower', format: compact },
+  scriptCallsPerJob: { label: 'script calls/job', better: 'lower', format: (v) => v.toFixed(4) },
 };
 
 export function metricInfo(key: string): MetricInfo {

@@ -1,0 +1,208 @@
+/**
+ * Redis's own work per job, counted in instructions by callgrind:
+ *   npx tsx bench/redis-instructions.ts [--n N] [--json]
+ * (needs valgrind: `apt-get install valgrind`). A/B of two commits, with this file as the instrument
+ * on both sides: `npx tsx bench/compare.ts <base> [<head>] --runner bench/redis-instructions.ts`.
+ *
+ * A private redis-server (no persistence) runs under `valgrind --tool=callgrind` with collection off.
+ * Each workload zeroes the counters, switches collection on for its own span and dumps them, so its
+ * figure is what redis-server executed for that workload alone (reading, running and answering
+ * commands, Lua included), divided by its jobs:
+ *  - add-serial: N/4 awaited single adds (queue.add), the interactive path's producer side;
+ *  - add-bulk:   N jobs added by addBulk, 1 000 a call;
+ *  - drain:      those N jobs run by one no-op Worker at concurrency 50 in this process (claim, begin,
+ *                complete: a worker's life cycle);
+ *  - live:       N/4 awaited single adds with an idle Worker at concurrency 50 running them (handoffs).
+ * Why: CPU time on this shared 2-core machine moves by 10-30 % between runs and hours, which hides a
+ * change of a few percent in a Lua script. Instructions of the same workload move only with the
+ * batching (how many jobs each script call carries), printed beside them as script calls per job.
+ * Under valgrind Redis runs some 50 times slower, so batches are larger than at full speed: compare
+ * two commits with this tool, not its figures with the bench's CPU times.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { Queue, Worker } from '../src/index.js';
+import { freePort } from '../test/helpers/redis-server.js';
+import { resetCommandStats } from './redis-stats.js';
+
+const args = process.argv.slice(2);
+const nAt = args.indexOf('--n');
+const N = nAt >= 0 ? Number(args[nAt + 1]) : 5_000;
+const json = args.includes('--json');
+/** --keep: leave the callgrind dumps (one per workload, in order) for callgrind_annotate. */
+const keep = args.includes('--keep');
+if (!Number.isInteger(N) || N < 100) throw new Error('--n: an integer of at least 100');
+
+function has(tool: string): boolean {
+  try {
+    execFileSync(tool, ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+if (!has('valgrind') || !has('callgrind_control')) {
+  throw new Error('bench/redis-instructions.ts needs valgrind: apt-get install valgrind');
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'surety-callgrind-'));
+const port = await freePort();
+const server = spawn(
+  'valgrind',
+  [
+    '--tool=callgrind',
+    '--instr-atstart=no',
+    `--callgrind-out-file=${join(dir, 'cg.out')}`,
+    'redis-server',
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    dir,
+  ],
+  { stdio: 'ignore' },
+);
+const ctl = (...opts: string[]) =>
+  execFileSync('callgrind_control', [...opts, String(server.pid)], { stdio: 'ignore' });
+
+const admin = new Redis(port, '127.0.0.1', { lazyConnect: true });
+
+function pong(): boolean {
+  try {
+    const reply = execFileSync('redis-cli', ['-p', String(port), 'ping'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    return reply.trim() === 'PONG';
+  } catch {
+    return false;
+  }
+}
+const url = `redis://127.0.0.1:${port}`;
+
+/** Total Ir of the newest dump: callgrind writes `cg.out.<n>` per `callgrind_control -d`. */
+function lastDumpIr(): number {
+  const dumps = readdirSync(dir)
+    .filter((f) => /^cg\.out\.\d+$/.test(f))
+    .sort((a, b) => Number(a.split('.').pop()) - Number(b.split('.').pop()));
+  const text = readFileSync(join(dir, dumps.at(-1)!), 'utf8');
+  // `totals:` (at the end) is the dump's sum; `summary:` near the top can read 0 with --instr-atstart=no.
+  const m = /^totals: (\d+)/m.exec(text);
+  if (!m) throw new Error(`no totals in callgrind dump ${dumps.at(-1)}`);
+  return Number(m[1]);
+}
+
+async function commandCounts(): Promise<{ all: number; scripts: number }> {
+  let all = 0;
+  let scripts = 0;
+  for (const line of (await admin.info('commandstats')).split('\n')) {
+    const m = /^cmdstat_(\w+):calls=(\d+)/.exec(line);
+    if (!m || m[1] === 'info' || m[1] === 'config') continue;
+    all += Number(m[2]);
+    if (m[1] === 'fcall' || m[1] === 'evalsha' || m[1] === 'eval') scripts += Number(m[2]);
+  }
+  return { all, scripts };
+}
+
+const rows: Record<string, number | string>[] = [];
+async function measure(variant: string, jobs: number, work: () => Promise<void>): Promise<void> {
+  await resetCommandStats(admin);
+  ctl('-z');
+  ctl('-i', 'on');
+  await work();
+  ctl('-i', 'off');
+  ctl('-d');
+  const counts = await commandCounts();
+  rows.push({
+    scenario: 'redis instructions',
+    variant,
+    lib: 'surety',
+    redisInstructionsPerJob: lastDumpIr() / jobs,
+    scriptCallsPerJob: counts.scripts / jobs,
+    redisCommandsPerJob: counts.all / jobs,
+  });
+}
+
+function data(i: number) {
+  return { i, s: 'x'.repeat(100) };
+}
+
+/** A started no-op Worker at concurrency 50; `all` resolves at its `n`-th completion. */
+async function startWorker(queue: string, n: number) {
+  let done = 0;
+  let finish!: () => void;
+  const all = new Promise<void>((r) => {
+    finish = r;
+  });
+  const worker = new Worker(queue, () => undefined, { connection: url, concurrency: 50, autostart: false });
+  worker.on('completed', () => {
+    if (++done === n) finish();
+  });
+  return { worker, all };
+}
+
+try {
+  // valgrind takes seconds to start redis-server: poll with redis-cli until it answers, then connect.
+  for (const t = Date.now(); !pong(); ) {
+    if (Date.now() - t > 60_000) throw new Error('redis-server under valgrind did not answer in 60 s');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await admin.connect();
+  const serial = N / 4;
+
+  const q1 = new Queue('serial', { connection: url });
+  await q1.counts(); // connected, library loaded: not counted
+  await measure('add-serial', serial, async () => {
+    for (let i = 0; i < serial; i++) await q1.add(data(i));
+  });
+  await q1.close();
+
+  const q2 = new Queue('life', { connection: url });
+  await q2.counts();
+  await measure('add-bulk', N, async () => {
+    for (let i = 0; i < N; i += 1000) {
+      await q2.addBulk(Array.from({ length: Math.min(1000, N - i) }, (_, j) => ({ data: data(i + j) })));
+    }
+  });
+  const drain = await startWorker('life', N);
+  await measure('drain', N, async () => {
+    await drain.worker.start();
+    await drain.all;
+  });
+  await drain.worker.close();
+  await q2.close();
+
+  const q3 = new Queue('live', { connection: url });
+  await q3.counts();
+  const live = await startWorker('live', serial);
+  await live.worker.start();
+  await measure('live', serial, async () => {
+    for (let i = 0; i < serial; i++) await q3.add(data(i));
+    await live.all;
+  });
+  await live.worker.close();
+  await q3.close();
+
+  for (const row of rows) {
+    if (json) process.stdout.write(`${JSON.stringify(row)}\n`);
+    else {
+      process.stdout.write(
+        `${String(row.variant).padEnd(11)} ${(Number(row.redisInstructionsPerJob) / 1e3).toFixed(1).padStart(7)}k instructions/job  ${Number(row.scriptCallsPerJob).toFixed(4)} script calls/job  ${Number(row.redisCommandsPerJob).toFixed(3)} commands/job\n`,
+      );
+    }
+  }
+} finally {
+  admin.disconnect();
+  server.kill('SIGKILL');
+  if (keep)
+    process.stderr.write(`callgrind dumps kept in ${dir} (cg.out.1 = add-serial ... cg.out.4 = live)\n`);
+  else rmSync(dir, { recursive: true, force: true });
+}
