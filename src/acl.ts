@@ -53,7 +53,7 @@ const WORKER_COMMANDS = {
   zincrby: 'scripts: the waiting count of each group',
   zadd: 'scripts: delayed, active (leases), completed and dead sets, priorities, heartbeats',
   zrem: 'scripts: every transition out of a sorted set',
-  zpopmin: 'scripts: drain (prioritised waiting jobs, a batch at a time)',
+  zpopmin: 'scripts: drain (prioritised waiting jobs, a batch at a time), retention (one finished job)',
   exists:
     'scripts: claim (any prioritised job?), clean and retention (any annex?), partitions, addBatch (batch id taken?)',
   get: 'counts (waiting grouped jobs); scripts: rate limiter windows, the prio order counter (reset), lease ids of older queues, dedupe keys',

@@ -81,7 +81,7 @@ if id ~= '' then
   end
 else
   repeat
-    id = string.format('%.0f', redis.call('INCR', ids_key)) .. ARGV[5]
+    id = string.format('%d', redis.call('INCR', ids_key)) .. ARGV[5]
   until redis.call('HSETNX', jobs, id, record) == 1
 end
 
@@ -89,8 +89,8 @@ if taker then
   -- `<fetcher>|<nonce>|<unit>` (`<fetcher>|<nonce>` from a worker of the previous version)
   local fetcher, nonce = string.match(taker, '^([^|]*)|([^|]*)')
   local claims, field = tag_key(jobs, 'claims'), fetcher .. '.h'
-  local now_s = tostring(now)
-  local token = string.format('%.0f', next_tokens(tag_key(jobs, 'tokens'), tag_key(jobs, 'seq'), 1)) .. '.' .. now_s
+  local now_s = int_text(now)
+  local token = string.format('%d', next_tokens(tag_key(jobs, 'tokens'), tag_key(jobs, 'seq'), 1)) .. '.' .. now_s
   local leased, lease = lease_record(record, token, now_s, true)
   -- The message: `<nonce>|<now>|<length of id>|<id><record>` (ids and records may hold any byte).
   local message = nonce .. '|' .. now_s .. '|' .. #id .. '|' .. id .. leased
@@ -99,7 +99,7 @@ if taker then
     local active = tag_key(jobs, 'active')
     redis.call('HSET', jobs, id, leased)
     redis.call('ZADD', active, 'NX', 'inf', ACTIVE_SENTINEL)
-    redis.call('ZADD', active, deadline, id)
+    redis.call('ZADD', active, int_text(deadline), id)
     -- Recorded with the registration's other handoffs, for the withdrawing claim's replay.
     local prev_expiry, prev_lines = handoff_record(claims, field, nonce)
     record_handoff(claims, field, nonce, now, now_s, prev_expiry, prev_lines, id, deadline)

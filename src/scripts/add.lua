@@ -127,7 +127,7 @@ if #gen > 0 then
   local counter, g = start, 1
   while g <= #gen do
     local candidates = {}
-    for j = 1, math.min(#gen - g + 1, CHUNK) do candidates[j] = string.format('%.0f', counter + j) .. suffix end
+    for j = 1, math.min(#gen - g + 1, CHUNK) do candidates[j] = string.format('%d', counter + j) .. suffix end
     local taken = redis.call('HMGET', jobs, unpack(candidates))
     for j = 1, #candidates do
       counter = counter + 1
@@ -137,7 +137,7 @@ if #gen > 0 then
       end
     end
   end
-  redis.call('INCRBY', ids_key, string.format('%.0f', counter - start))
+  redis.call('INCRBY', ids_key, string.format('%d', counter - start))
 end
 
 local existing = {}

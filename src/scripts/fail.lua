@@ -42,6 +42,7 @@
 -- @include enqueue
 -- @include record_group
 -- @include group_leave
+-- @include int_text
 -- @include release_dedupe
 -- @include annex_fields
 -- @include trim_finished
@@ -125,12 +126,12 @@ for i = 1, n do
     elseif f[F_STATE] == 'a' and f[F_TOKEN] == ARGV[base + 1] then
       accepted[#accepted + 1] = id
       local group = record_group(rec)
-      lines[#lines + 1] = now .. '|' .. f[F_ATTEMPTS] .. '|' .. ARGV[base + 3]
+      lines[#lines + 1] = int_text(now) .. '|' .. f[F_ATTEMPTS] .. '|' .. ARGV[base + 3]
       local delay = tonumber(ARGV[base + 2])
       if delay < 0 or not attempts_left(f, default_max) then
         f[F_STATE] = 'x'
         f[F_FINISHED] = now
-        dead_scores[#dead_scores + 1] = now
+        dead_scores[#dead_scores + 1] = int_text(now)
         dead_scores[#dead_scores + 1] = id
         dead_ids[#dead_ids + 1] = id
         dead_recs[#dead_ids] = rec

@@ -39,7 +39,7 @@ local function batch_finish(jobs_key, key, b, now)
   local id = s[6]
   if id == '' then
     repeat
-      id = string.format('%.0f', redis.call('INCR', base .. 'ids')) .. s[11]
+      id = string.format('%d', redis.call('INCR', base .. 'ids')) .. s[11]
     until redis.call('HEXISTS', jobs_key, id) == 0
   end
   local dead_ids = {}

@@ -23,7 +23,7 @@ local function enqueue_in(waiting_key, prio_key, seq_key, id, priority, front)
   local n
   if empty then
     local current = tonumber(redis.call('GET', seq_key) or '0')
-    if current ~= 1 then redis.call('INCRBY', seq_key, string.format('%.0f', 1 - current)) end
+    if current ~= 1 then redis.call('INCRBY', seq_key, string.format('%d', 1 - current)) end
     n = 1
   else
     n = redis.call('INCR', seq_key)
@@ -51,7 +51,7 @@ local function enqueue_in(waiting_key, prio_key, seq_key, id, priority, front)
         i = j + 2
       end
       for from = 1, #args, 1000 do redis.call('ZADD', prio_key, unpack(args, from, math.min(from + 999, #args))) end
-      redis.call('INCRBY', seq_key, string.format('%.0f', size + 1 - n))
+      redis.call('INCRBY', seq_key, string.format('%d', size + 1 - n))
       n = size + 1
     end
   end

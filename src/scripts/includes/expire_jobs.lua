@@ -8,6 +8,7 @@
 -- @include count_stats
 -- @include emit_event
 -- @include settle_dependents
+-- @include int_text
 -- Job expiry (add options `expireAt` / `ttlMs`, record field 17: F_EXPIRE). A job that has not started
 -- by its expireAt ends dead with an ExpiredError and never runs: claim.lua (a job it took), begin.lua (a
 -- reserved job) and expire.lua (the sweep of `expiring`) all end it here. One anchored match reads the
@@ -48,9 +49,9 @@ local function expire_jobs(k, ids, recs, now, o)
     f[F_FINISHED] = now
     updated[#updated + 1] = id
     updated[#updated + 1] = with_header(f, rec, nl)
-    lines[i] = now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"ExpiredError","code":"ERR_EXPIRED","message":"job expired at '
+    lines[i] = int_text(now) .. '|' .. f[F_ATTEMPTS] .. '|{"name":"ExpiredError","code":"ERR_EXPIRED","message":"job expired at '
       .. (f[F_EXPIRE] or '') .. ' before it started"}'
-    scores[#scores + 1] = now
+    scores[#scores + 1] = int_text(now)
     scores[#scores + 1] = id
     release_dedupe(k.jobs, id, rec)
     batch_settle(k.jobs, id, rec, false, now)

@@ -1,5 +1,6 @@
 -- @include record_group
 -- @include batch_settle
+-- @include int_text
 -- Dependencies: after parents finished, completed parents release their children (a child leaves the
 -- blocked state once every parent completed: waiting, or delayed until its runAt), and dead parents
 -- fail theirs with a DependencyFailedError, cascading to grandchildren, unless a child ignores
@@ -48,7 +49,7 @@ local function settle_dependents(k, now, completed_ids, dead_ids)
           f[F_FINISHED] = now
           redis.call('HSET', k.jobs, child, with_header(f, rec, nl))
           append_errors(k.errors, { child }, {
-            now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"DependencyFailedError","code":"ERR_DEPENDENCY_FAILED","message":"parent job '
+            int_text(now) .. '|' .. f[F_ATTEMPTS] .. '|{"name":"DependencyFailedError","code":"ERR_DEPENDENCY_FAILED","message":"parent job '
               .. string.gsub(parent, '[\\"]', '\\%0') .. ' is dead"}',
           })
           redis.call('ZADD', k.dead, now, child)
