@@ -10,12 +10,14 @@
  * commands, Lua included), divided by its jobs:
  *  - add-serial: N/4 awaited single adds (queue.add), the interactive path's producer side;
  *  - add-bulk:   N jobs added by addBulk, 1 000 a call;
- *  - drain:      those N jobs run by one no-op Worker at concurrency 50 in this process (claim, begin,
- *                complete: a worker's life cycle);
+ *  - drain:      those N jobs run by one no-op Worker at concurrency 50, prefetch 0, in this process:
+ *                claims of 50 started jobs and their completes, the same batches every run (three
+ *                runs agreed within 0.1 %);
+ *  - drain-begin: N more, with prefetch 50: a claim starts 50 and reserves 50, begin.lua starts the
+ *                reserved ones. Its batches follow the timing of replies, so they vary a little from
+ *                run to run: compare script calls per job before instructions;
  *  - live:       N/4 awaited single adds with an idle Worker at concurrency 50 running them (handoffs).
- * The Workers prefetch 50, not 'auto': the automatic prefetch follows measured job durations, which
- * valgrind's slowness changes from run to run, and so do the batches; with a fixed prefetch three runs
- * of the drain agreed within 0.3 %.
+ * No 'auto' prefetch: it follows measured job durations, which valgrind's slowness changes.
  * Why: CPU time on this shared 2-core machine moves by 10-30 % between runs and hours, which hides a
  * change of a few percent in a Lua script. Instructions of the same workload move only with the
  * batching (how many jobs each script call carries), printed beside them as script calls per job.
@@ -138,8 +140,8 @@ function data(i: number) {
   return { i, s: 'x'.repeat(100) };
 }
 
-/** A no-op Worker at concurrency 50, prefetch 50 (see above); `all` resolves at its `n`-th completion. */
-async function startWorker(queue: string, n: number) {
+/** A no-op Worker at concurrency 50 (see above); `all` resolves at its `n`-th completion. */
+async function startWorker(queue: string, n: number, prefetch: number) {
   let done = 0;
   let finish!: () => void;
   const all = new Promise<void>((r) => {
@@ -148,7 +150,7 @@ async function startWorker(queue: string, n: number) {
   const worker = new Worker(queue, () => undefined, {
     connection: url,
     concurrency: 50,
-    prefetch: 50,
+    prefetch,
     autostart: false,
   });
   worker.on('completed', () => {
@@ -175,22 +177,29 @@ try {
 
   const q2 = new Queue('life', { connection: url });
   await q2.counts();
-  await measure('add-bulk', N, async () => {
+  const addBulk = async () => {
     for (let i = 0; i < N; i += 1000) {
       await q2.addBulk(Array.from({ length: Math.min(1000, N - i) }, (_, j) => ({ data: data(i + j) })));
     }
-  });
-  const drain = await startWorker('life', N);
-  await measure('drain', N, async () => {
-    await drain.worker.start();
-    await drain.all;
-  });
-  await drain.worker.close();
+  };
+  await measure('add-bulk', N, addBulk);
+  for (const [variant, prefetch] of [
+    ['drain', 0],
+    ['drain-begin', 50],
+  ] as const) {
+    if (variant !== 'drain') await addBulk();
+    const drain = await startWorker('life', N, prefetch);
+    await measure(variant, N, async () => {
+      await drain.worker.start();
+      await drain.all;
+    });
+    await drain.worker.close();
+  }
   await q2.close();
 
   const q3 = new Queue('live', { connection: url });
   await q3.counts();
-  const live = await startWorker('live', serial);
+  const live = await startWorker('live', serial, 0);
   await live.worker.start();
   await measure('live', serial, async () => {
     for (let i = 0; i < serial; i++) await q3.add(data(i));
@@ -203,7 +212,7 @@ try {
     if (json) process.stdout.write(`${JSON.stringify(row)}\n`);
     else {
       process.stdout.write(
-        `${String(row.variant).padEnd(11)} ${(Number(row.redisInstructionsPerJob) / 1e3).toFixed(1).padStart(7)}k instructions/job  ${Number(row.scriptCallsPerJob).toFixed(4)} script calls/job  ${Number(row.redisCommandsPerJob).toFixed(3)} commands/job\n`,
+        `${String(row.variant).padEnd(12)} ${(Number(row.redisInstructionsPerJob) / 1e3).toFixed(1).padStart(7)}k instructions/job  ${Number(row.scriptCallsPerJob).toFixed(4)} script calls/job  ${Number(row.redisCommandsPerJob).toFixed(3)} commands/job\n`,
       );
     }
   }
@@ -211,6 +220,8 @@ try {
   admin.disconnect();
   server.kill('SIGKILL');
   if (keep)
-    process.stderr.write(`callgrind dumps kept in ${dir} (cg.out.1 = add-serial ... cg.out.4 = live)\n`);
+    process.stderr.write(
+      `callgrind dumps kept in ${dir} (cg.out.1 = add-serial ... cg.out.5 = live, in the order printed)\n`,
+    );
   else rmSync(dir, { recursive: true, force: true });
 }
