@@ -45,8 +45,8 @@
 -- @include wake_starved
 -- @include emit_event
 
--- (state)|(token)|(attempts)(|base|createdAt|runAt|startedAt|)finishedAt(|priority|...)
-local COMPLETE_PATTERN = '^(.)|([^|]*)|([^|]*)(|[^|]*|[^|]*|[^|]*|[^|]*|)[^|]*(|.*)$'
+-- (state)|(token)|(attempts)(|base|createdAt|runAt|startedAt|)finishedAt(|()priority|...)
+local COMPLETE_PATTERN = '^(.)|([^|]*)|([^|]*)(|[^|]*|[^|]*|[^|]*|[^|]*|)[^|]*(|().*)$'
 
 local jobs, errors, active, completed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = current_time(ARGV[1])
@@ -71,8 +71,10 @@ for i = 1, n do
   else
     -- Only state, token, attempts and finishedAt matter here: one pattern match reads them and cuts
     -- the record around finishedAt (the hot path: no header split).
-    local state, token, attempts, mid, rest = string.match(rec, COMPLETE_PATTERN)
+    local state, token, attempts, mid, rest, late = string.match(rec, COMPLETE_PATTERN)
     if state == 'a' and token == ARGV[base + 1] then
+      -- Where field 8 starts: a short header (no group, dedupe, batch, keep) is known cheaply.
+      note_header_end(rec, late, 8)
       done[#done + 1] = ids[i]
       finished_recs[#done] = rec
       local group = record_group(rec)
