@@ -16,6 +16,8 @@
  *  - drain-begin: N more, with prefetch 50: a claim starts 50 and reserves 50, begin.lua starts the
  *                reserved ones. Its batches follow the timing of replies, so they vary a little from
  *                run to run: compare script calls per job before instructions;
+ *  - drain-3-partitions: as drain, on a queue of 3 partitions (issue 17's goal 3: a partitioned
+ *                queue's work per job against an unpartitioned one's; here all on one server);
  *  - live:       N/4 awaited single adds with an idle Worker at concurrency 50 running them (handoffs).
  * No 'auto' prefetch: it follows measured job durations, which valgrind's slowness changes.
  * Why: CPU time on this shared 2-core machine moves by 10-30 % between runs and hours, which hides a
@@ -141,7 +143,7 @@ function data(i: number) {
 }
 
 /** A no-op Worker at concurrency 50 (see above); `all` resolves at its `n`-th completion. */
-async function startWorker(queue: string, n: number, prefetch: number) {
+async function startWorker(queue: string, n: number, prefetch: number, partitions = 1) {
   let done = 0;
   let finish!: () => void;
   const all = new Promise<void>((r) => {
@@ -151,6 +153,7 @@ async function startWorker(queue: string, n: number, prefetch: number) {
     connection: url,
     concurrency: 50,
     prefetch,
+    partitions,
     autostart: false,
   });
   worker.on('completed', () => {
@@ -197,6 +200,19 @@ try {
   }
   await q2.close();
 
+  const q4 = new Queue('parts', { connection: url, partitions: 3 });
+  await q4.counts();
+  for (let i = 0; i < N; i += 1000) {
+    await q4.addBulk(Array.from({ length: Math.min(1000, N - i) }, (_, j) => ({ data: data(i + j) })));
+  }
+  const parts = await startWorker('parts', N, 0, 3);
+  await measure('drain-3-partitions', N, async () => {
+    await parts.worker.start();
+    await parts.all;
+  });
+  await parts.worker.close();
+  await q4.close();
+
   const q3 = new Queue('live', { connection: url });
   await q3.counts();
   const live = await startWorker('live', serial, 0);
@@ -212,7 +228,7 @@ try {
     if (json) process.stdout.write(`${JSON.stringify(row)}\n`);
     else {
       process.stdout.write(
-        `${String(row.variant).padEnd(12)} ${(Number(row.redisInstructionsPerJob) / 1e3).toFixed(1).padStart(7)}k instructions/job  ${Number(row.scriptCallsPerJob).toFixed(4)} script calls/job  ${Number(row.redisCommandsPerJob).toFixed(3)} commands/job\n`,
+        `${String(row.variant).padEnd(18)} ${(Number(row.redisInstructionsPerJob) / 1e3).toFixed(1).padStart(7)}k instructions/job  ${Number(row.scriptCallsPerJob).toFixed(4)} script calls/job  ${Number(row.redisCommandsPerJob).toFixed(3)} commands/job\n`,
       );
     }
   }
