@@ -118,9 +118,10 @@ function keyList(spec: ScriptSpec, keys: ScriptKeys): readonly string[] {
  */
 export async function runFlat(redis: RedisClient, spec: ScriptSpec, flat: string[]): Promise<unknown> {
   if (spec.nowAt >= 0 && flat[spec.keys.length + spec.nowAt] === '') {
-    // '' means Redis's TIME, unless this client runs on a test clock (clock.ts).
+    // '' means Redis's TIME, unless this client runs on a test clock (clock.ts). Whole ms, as TIME
+    // gives: the scripts write times and scores as integers (includes/int_text.lua).
     const clock = clockOf(redis);
-    if (clock) flat[spec.keys.length + spec.nowAt] = String(clock.now());
+    if (clock) flat[spec.keys.length + spec.nowAt] = String(Math.floor(clock.now()));
   }
   try {
     const fn = libraryFunction(redis, spec.name);
