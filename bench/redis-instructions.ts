@@ -33,7 +33,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { Queue, Worker } from '../src/index.js';
 import { freePort } from '../test/helpers/redis-server.js';
-import { resetCommandStats } from './redis-stats.js';
+import { resetCommandStats, snapshot } from './redis-stats.js';
 
 const args = process.argv.slice(2);
 const nAt = args.indexOf('--n');
@@ -107,16 +107,17 @@ function lastDumpIr(): number {
   return Number(m[1]);
 }
 
+/**
+ * Commands since the last reset and the script calls among them. Not counted: this read (INFO), the
+ * reset (CONFIG) and subcommands (`client|setinfo` of a new connection...): set-up, not the workload.
+ */
 async function commandCounts(): Promise<{ all: number; scripts: number }> {
+  const { byCommand: c } = await snapshot(admin);
   let all = 0;
-  let scripts = 0;
-  for (const line of (await admin.info('commandstats')).split('\n')) {
-    const m = /^cmdstat_(\w+):calls=(\d+)/.exec(line);
-    if (!m || m[1] === 'info' || m[1] === 'config') continue;
-    all += Number(m[2]);
-    if (m[1] === 'fcall' || m[1] === 'evalsha' || m[1] === 'eval') scripts += Number(m[2]);
+  for (const [name, calls] of Object.entries(c)) {
+    if (name !== 'info' && name !== 'config' && !name.includes('|')) all += calls;
   }
-  return { all, scripts };
+  return { all, scripts: (c.fcall ?? 0) + (c.evalsha ?? 0) + (c.eval ?? 0) };
 }
 
 const rows: Record<string, number | string>[] = [];
@@ -140,6 +141,13 @@ async function measure(variant: string, jobs: number, work: () => Promise<void>)
 
 function data(i: number) {
   return { i, s: 'x'.repeat(100) };
+}
+
+/** N jobs into `queue`, 1 000 per addBulk. */
+async function addBulk(queue: Queue): Promise<void> {
+  for (let i = 0; i < N; i += 1000) {
+    await queue.addBulk(Array.from({ length: Math.min(1000, N - i) }, (_, j) => ({ data: data(i + j) })));
+  }
 }
 
 /** A no-op Worker at concurrency 50 (see above); `all` resolves at its `n`-th completion. */
@@ -180,17 +188,12 @@ try {
 
   const q2 = new Queue('life', { connection: url });
   await q2.counts();
-  const addBulk = async () => {
-    for (let i = 0; i < N; i += 1000) {
-      await q2.addBulk(Array.from({ length: Math.min(1000, N - i) }, (_, j) => ({ data: data(i + j) })));
-    }
-  };
-  await measure('add-bulk', N, addBulk);
+  await measure('add-bulk', N, () => addBulk(q2));
   for (const [variant, prefetch] of [
     ['drain', 0],
     ['drain-begin', 50],
   ] as const) {
-    if (variant !== 'drain') await addBulk();
+    if (variant !== 'drain') await addBulk(q2);
     const drain = await startWorker('life', N, prefetch);
     await measure(variant, N, async () => {
       await drain.worker.start();
@@ -202,9 +205,7 @@ try {
 
   const q4 = new Queue('parts', { connection: url, partitions: 3 });
   await q4.counts();
-  for (let i = 0; i < N; i += 1000) {
-    await q4.addBulk(Array.from({ length: Math.min(1000, N - i) }, (_, j) => ({ data: data(i + j) })));
-  }
+  await addBulk(q4);
   const parts = await startWorker('parts', N, 0, 3);
   await measure('drain-3-partitions', N, async () => {
     await parts.worker.start();

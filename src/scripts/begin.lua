@@ -41,7 +41,8 @@ local ids = {}
 for i = 1, n do ids[i] = ARGV[FIXED + 1 + (i - 1) * 2] end
 local recs = chunked_hmget(jobs, ids)
 -- Expiry, as in claim.lua: only a queue with expiring jobs (one EXISTS per call) pays a lookup per job
--- (a record without expireAt costs a failed match of its whole header, a sixth of begin's work per job).
+-- (a record without expireAt costs a failed match of its whole header; callgrind, 50 jobs per call:
+-- 46.9k -> 33.9k instructions per job).
 local expiring_key = tag_key(jobs, 'expiring')
 local expiring = n > 0 and redis.call('EXISTS', expiring_key) == 1
 local lost, leases, updated = {}, {}, {}

@@ -298,14 +298,14 @@ for i = 1, #ids do
       started = started + 1
       if expiring_ids[ids[i]] then started_expiring[#started_expiring + 1] = ids[i] end
     end
-    -- %.0f: exact for every integer up to 2^53 (plain concatenation turns 1e14 and above into 1e+14).
+    -- %d: exact for every integer up to 2^53 (plain concatenation turns 1e14 and above into 1e+14).
     local lease
     rec, lease = lease_record(rec, string.format('%d', token) .. '.' .. now_s, now_s, start)
-    lease = lease or default_lease
+    local deadline = now + (lease or default_lease)
     updated[#updated + 1] = ids[i]
     updated[#updated + 1] = rec
-    if now + lease > expiry then expiry = now + lease end
-    leases[#leases + 1] = int_text(now + lease)
+    if deadline > expiry then expiry = deadline end
+    leases[#leases + 1] = int_text(deadline)
     leases[#leases + 1] = ids[i]
     out[#out + 1] = ids[i]
     out[#out + 1] = rec

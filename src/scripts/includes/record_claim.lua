@@ -6,7 +6,7 @@
 -- its lease unless the worker renewed it, which it only does after receiving the reply; a record past
 -- expiry can never be replayed usefully. When a claim creates a field (a new worker, or a new slot), it
 -- prunes expired fields (includes/prune_claims.lua).
--- leases: { deadline, id, deadline, id, ... } as claim.lua ZADDs them; out: claim.lua's reply.
+-- expiry: the latest lease deadline claim.lua gave (epoch ms); out: claim.lua's reply.
 local function record_claim(claims, claimer, nonce, now, out, expiry)
   if claimer == '' or #out < 8 then return end
   local ids = {}
