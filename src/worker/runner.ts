@@ -122,6 +122,13 @@ export class Runner<Data, Result> implements LaneRunner {
    * How many jobs `lane` may claim now: the worker's free slots (running, buffered and every lane's
    * claims in flight count against them), and in a partitioned queue at most a fair share per lane
    * among the lanes that are not drained, so one busy partition cannot starve the others.
+   * Short jobs excepted: when attempts last PREFETCH_HORIZON_MS or less on average, the lane whose
+   * turn it is (the first lane of the latest tick that is not drained) may claim every free slot. A
+   * batch then holds the slots for a few ms before the next tick's lane takes its turn, so the
+   * partitions still share the worker within that horizon, and each claim and complete carries a
+   * whole batch: a share per claim would split every batch into one small claim and complete per
+   * busy partition, and each call has a large fixed cost in Redis (issue #17: 3 partitions cost 3
+   * times the calls per job of one). Long jobs keep the share: their batches would hold slots long.
    */
   claimable(lane: Lane): number {
     if (this.paused) return 0;
@@ -135,8 +142,20 @@ export class Runner<Data, Result> implements LaneRunner {
     }
     const free = capacity - this.runningCount - this.buffer.length - requested;
     if (lanes.length === 1) return free;
+    if (this.avgDurationMs <= PREFETCH_HORIZON_MS && lane === this.turnLane(lanes)) return free;
     const share = Math.ceil(capacity / Math.max(1, busy)) - lane.claimsRequested;
     return Math.min(free, share);
+  }
+
+  /** The lane whose turn it is: from the latest tick's first lane on, the first that is not drained. */
+  private turnLane(lanes: readonly Lane[]): Lane | undefined {
+    const n = lanes.length;
+    const first = (this.nextLane + n - 1) % n;
+    for (let i = 0; i < n; i++) {
+      const l = lanes[(first + i) % n]!;
+      if (!l.isDrained) return l;
+    }
+    return undefined;
   }
 
   /** Of `count` jobs claimed now, how many claim.lua starts at once (free slots); the rest are reserved. */
