@@ -69,6 +69,21 @@ async function bulkAdd(queue: Queue, n: number): Promise<void> {
   }
 }
 
+/** Counts per job while a no-op worker at concurrency 50 drains N bulk-added jobs. */
+async function drainCounts(prefetch: number | 'auto', partitions: number): Promise<Counts> {
+  const name = uniqueName('cost');
+  const queue = new Queue(name, { connection: fx.url, events: false, partitions });
+  await bulkAdd(queue, N);
+  const { w, all } = worker(name, N, prefetch, partitions);
+  const c = await countDuring(fx.redis, N, async () => {
+    await w.start();
+    await all;
+  });
+  await w.close();
+  await queue.close();
+  return c;
+}
+
 describe('Redis calls per job (counts, not time)', () => {
   it('a single add is one script call', async () => {
     const name = uniqueName('cost');
@@ -91,16 +106,7 @@ describe('Redis calls per job (counts, not time)', () => {
   ] as const)(
     'a worker draining a backlog at concurrency 50, prefetch %s, calls Redis per batch, not per job',
     async (prefetch, maxScripts, maxCommands) => {
-      const name = uniqueName('cost');
-      const queue = new Queue(name, { connection: fx.url, events: false });
-      await bulkAdd(queue, N);
-      const { w, all } = worker(name, N, prefetch);
-      const c = await countDuring(fx.redis, N, async () => {
-        await w.start();
-        await all;
-      });
-      await w.close();
-      await queue.close();
+      const c = await drainCounts(prefetch, 1);
       expect(c.scripts).toBeLessThanOrEqual(maxScripts);
       expect(c.commands).toBeLessThanOrEqual(maxCommands);
     },
@@ -115,16 +121,7 @@ describe('Redis calls per job (counts, not time)', () => {
   ] as const)(
     'a worker draining 3 partitions at concurrency 50, prefetch %s, calls Redis per batch as it does for one',
     async (prefetch, maxScripts, maxCommands) => {
-      const name = uniqueName('cost');
-      const queue = new Queue(name, { connection: fx.url, events: false, partitions: 3 });
-      await bulkAdd(queue, N);
-      const { w, all } = worker(name, N, prefetch, 3);
-      const c = await countDuring(fx.redis, N, async () => {
-        await w.start();
-        await all;
-      });
-      await w.close();
-      await queue.close();
+      const c = await drainCounts(prefetch, 3);
       expect(c.scripts).toBeLessThanOrEqual(maxScripts);
       expect(c.commands).toBeLessThanOrEqual(maxCommands);
     },
