@@ -34,6 +34,7 @@ import type { Job } from './job.js';
 import type { Lane, LaneRunner } from './lane.js';
 import type { ResolvedWorkerOptions } from './options.js';
 import { handBack } from './shutdown.js';
+import { claimableSlots } from './slot-share.js';
 
 /** See WorkerOptions.prefetch: a prefetched job waits locally for about this long at most. */
 const PREFETCH_HORIZON_MS = 20;
@@ -118,44 +119,20 @@ export class Runner<Data, Result> implements LaneRunner {
 
   // ---- slots ---------------------------------------------------------------------------------
 
-  /**
-   * How many jobs `lane` may claim now: the worker's free slots (running, buffered and every lane's
-   * claims in flight count against them), and in a partitioned queue at most a fair share per lane
-   * among the lanes that are not drained, so one busy partition cannot starve the others.
-   * Short jobs excepted: when attempts last PREFETCH_HORIZON_MS or less on average, the lane whose
-   * turn it is (the first lane of the latest tick that is not drained) may claim every free slot. A
-   * batch then holds the slots for a few ms before the next tick's lane takes its turn, so the
-   * partitions still share the worker within that horizon, and each claim and complete carries a
-   * whole batch: a share per claim would split every batch into one small claim and complete per
-   * busy partition, and each call has a large fixed cost in Redis (issue #17: 3 partitions cost 3
-   * times the calls per job of one). Long jobs keep the share: their batches would hold slots long.
-   */
+  /** How many jobs `lane` may claim now: its share of the free slots (worker/slot-share.ts). */
   claimable(lane: Lane): number {
     if (this.paused) return 0;
     const lanes = this.deps.lanes();
-    const capacity = this.concurrencyNow + this.prefetchLimit();
-    let requested = 0;
-    let busy = 0;
-    for (const l of lanes) {
-      requested += l.claimsRequested;
-      if (!l.isDrained) busy++;
-    }
-    const free = capacity - this.runningCount - this.buffer.length - requested;
-    if (lanes.length === 1) return free;
-    if (this.avgDurationMs <= PREFETCH_HORIZON_MS && lane === this.turnLane(lanes)) return free;
-    const share = Math.ceil(capacity / Math.max(1, busy)) - lane.claimsRequested;
-    return Math.min(free, share);
-  }
-
-  /** The lane whose turn it is: from the latest tick's first lane on, the first that is not drained. */
-  private turnLane(lanes: readonly Lane[]): Lane | undefined {
-    const n = lanes.length;
-    const first = (this.nextLane + n - 1) % n;
-    for (let i = 0; i < n; i++) {
-      const l = lanes[(first + i) % n]!;
-      if (!l.isDrained) return l;
-    }
-    return undefined;
+    return claimableSlots(
+      {
+        lanes,
+        capacity: this.concurrencyNow + this.prefetchLimit(),
+        held: this.runningCount + this.buffer.length,
+        turnFirst: (this.nextLane + lanes.length - 1) % lanes.length,
+        shortJobs: this.avgDurationMs <= PREFETCH_HORIZON_MS,
+      },
+      lane,
+    );
   }
 
   /** Of `count` jobs claimed now, how many claim.lua starts at once (free slots); the rest are reserved. */
