@@ -99,29 +99,19 @@ describe('Redis calls per job (counts, not time)', () => {
 
   it.each([
     // prefetch 0: a claim of 50 started jobs and their complete, per 50 jobs
-    [0, 0.06, 0.9], // 0.042 script calls and 0.57 commands per job (under valgrind 0.042, 0.62)
+    [1, 0, 0.06, 0.9], // 0.042 script calls and 0.57 commands per job (under valgrind 0.042, 0.62)
     // prefetch 50: begin.lua starts the reserved jobs, one call per batch of freed slots
-    [50, 0.08, 0.9], // 0.045, 0.51 (0.042-0.052, 0.53-0.64)
-    ['auto', 0.1, 1.2], // 0.061, 0.67 (0.064-0.085, 0.72-0.99)
-  ] as const)(
-    'a worker draining a backlog at concurrency 50, prefetch %s, calls Redis per batch, not per job',
-    async (prefetch, maxScripts, maxCommands) => {
-      const c = await drainCounts(prefetch, 1);
-      expect(c.scripts).toBeLessThanOrEqual(maxScripts);
-      expect(c.commands).toBeLessThanOrEqual(maxCommands);
-    },
-  );
-
-  it.each([
-    // Short jobs: the lanes take turns at whole batches (runner.ts claimable), so about as many calls
-    // as unpartitioned. A share of the slots per claim took 0.13-0.15 and 1.7-1.9 at prefetch 0.
-    [0, 0.09, 1.2], // 0.044-0.060, 0.57-0.77 (under valgrind 0.052, 0.73)
+    [1, 50, 0.08, 0.9], // 0.045, 0.51 (0.042-0.052, 0.53-0.64)
+    [1, 'auto', 0.1, 1.2], // 0.061, 0.67 (0.064-0.085, 0.72-0.99)
+    // 3 partitions, short jobs: the lanes take turns at whole batches (worker/slot-share.ts), so about
+    // as many calls as one. A share of the slots per claim took 0.13-0.15 and 1.7-1.9 at prefetch 0.
+    [3, 0, 0.09, 1.2], // 0.044-0.060, 0.57-0.77 (under valgrind 0.052, 0.73)
     // auto: capacity is slots + prefetch, so shares were already whole batches: 0.070-0.076 before
-    ['auto', 0.15, 1.6], // 0.066-0.104, 0.70-1.09
+    [3, 'auto', 0.15, 1.6], // 0.066-0.104, 0.70-1.09
   ] as const)(
-    'a worker draining 3 partitions at concurrency 50, prefetch %s, calls Redis per batch as it does for one',
-    async (prefetch, maxScripts, maxCommands) => {
-      const c = await drainCounts(prefetch, 3);
+    'a worker draining a backlog of %s partition(s) at concurrency 50, prefetch %s, calls Redis per batch, not per job',
+    async (partitions, prefetch, maxScripts, maxCommands) => {
+      const c = await drainCounts(prefetch, partitions);
       expect(c.scripts).toBeLessThanOrEqual(maxScripts);
       expect(c.commands).toBeLessThanOrEqual(maxCommands);
     },

@@ -42,7 +42,7 @@ function spanOutcome(r: { outcome: string } | { refusal: unknown }): AttemptOutc
 
 /** What the lanes hand their jobs to: the worker's runner, which owns the slots they share. */
 export interface LaneRunner {
-  /** Slots `lane` may claim now (free slots, the other lanes' claims in flight, and its fair share). */
+  /** Slots `lane` may claim now (free slots less every lane's claims in flight; see worker/slot-share.ts). */
   claimable(lane: Lane): number;
   /** Of `count` jobs claimed now, how many to start at claim (free slots); the rest are reserved. */
   startable(count: number): number;
