@@ -20,6 +20,21 @@
  *                queue's work per job against an unpartitioned one's; here all on one server);
  *  - live:       N/4 awaited single adds with an idle Worker at concurrency 50 running them (handoffs).
  * No 'auto' prefetch: it follows measured job durations, which valgrind's slowness changes.
+ *
+ * `--backlog B` (issue 17, goal 4: does a job cost more when a million wait?): before measuring, the
+ * server under valgrind (counting off) is filled as the bench's scale stage fills it, B waiting jobs
+ * and B/10 delayed ones of queue `life`, in bulk calls; then only add-bulk (N more jobs onto that
+ * backlog) and drain (N jobs off its head: the backlog's oldest, coldest records) are measured. The
+ * fill grows the `jobs` hash through its power-of-two sizes as a live queue grows, so a hash that Redis
+ * is still rehashing when the fill ends is measured as it is (stderr shows its state before and after:
+ * Redis moves a hash value's entries to the bigger table only a bucket per access to that hash).
+ * `--cache-sim`: callgrind also simulates the caches (about twice as slow) and each row gains
+ * `redisLlMissesPerJob`, the data reads and writes that missed the last-level cache per job: what a
+ * backlog larger than the cache adds, which instructions do not show.
+ * `--restart` (with --backlog): after the fill, SAVE and start the server again from that RDB, which
+ * builds every hash at its final size: the steady state of a backlog that has stopped growing, with no
+ * rehash under way. Without it, the state just after growth.
+ * `--only-backlog` skips the other workloads at B = 0 (the baseline of a --backlog run).
  * Why: CPU time on this shared 2-core machine moves by 10-30 % between runs and hours, which hides a
  * change of a few percent in a Lua script. Instructions of the same workload move only with the
  * batching (how many jobs each script call carries), printed beside them as script calls per job.
@@ -31,7 +46,9 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { DEFAULT_PREFIX } from '../src/defaults.js';
 import { Queue, Worker } from '../src/index.js';
+import { queueKeys } from '../src/keys.js';
 import { freePort } from '../test/helpers/redis-server.js';
 import { resetCommandStats, snapshot } from './redis-stats.js';
 
@@ -41,7 +58,14 @@ const N = nAt >= 0 ? Number(args[nAt + 1]) : 5_000;
 const json = args.includes('--json');
 /** --keep: leave the callgrind dumps (one per workload, in order) for callgrind_annotate. */
 const keep = args.includes('--keep');
+const backlogAt = args.indexOf('--backlog');
+const BACKLOG = backlogAt >= 0 ? Number(args[backlogAt + 1]) : 0;
+const onlyBacklog = BACKLOG > 0 || args.includes('--only-backlog');
+const cacheSim = args.includes('--cache-sim');
+const restart = args.includes('--restart');
 if (!Number.isInteger(N) || N < 100) throw new Error('--n: an integer of at least 100');
+if (!Number.isInteger(BACKLOG) || BACKLOG < 0) throw new Error('--backlog: a whole number of jobs');
+if (restart && BACKLOG === 0) throw new Error('--restart needs --backlog');
 
 function has(tool: string): boolean {
   try {
@@ -57,30 +81,39 @@ if (!has('valgrind') || !has('callgrind_control')) {
 
 const dir = mkdtempSync(join(tmpdir(), 'surety-callgrind-'));
 const port = await freePort();
-const server = spawn(
-  'valgrind',
-  [
-    '--tool=callgrind',
-    '--instr-atstart=no',
-    `--callgrind-out-file=${join(dir, 'cg.out')}`,
-    'redis-server',
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--save',
-    '',
-    '--appendonly',
-    'no',
-    '--dir',
-    dir,
-  ],
-  { stdio: 'ignore' },
-);
+/** redis-server under callgrind, counting off; it loads `dir`'s dump.rdb when there is one (--restart). */
+const startServer = () =>
+  spawn(
+    'valgrind',
+    [
+      '--tool=callgrind',
+      '--instr-atstart=no',
+      ...(cacheSim ? ['--cache-sim=yes'] : []),
+      `--callgrind-out-file=${join(dir, 'cg.out')}`,
+      'redis-server',
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+      // DEBUG HTSTATS-KEY, for the jobs hash's rehash state under --backlog (local connections only).
+      '--enable-debug-command',
+      'local',
+    ],
+    { stdio: 'ignore' },
+  );
+let server = startServer();
 const ctl = (...opts: string[]) =>
   execFileSync('callgrind_control', [...opts, String(server.pid)], { stdio: 'ignore' });
 
 const admin = new Redis(port, '127.0.0.1', { lazyConnect: true });
+// --restart stops the server on purpose: admin reconnects, and a command that fails still rejects.
+admin.on('error', () => {});
 
 function pong(): boolean {
   try {
@@ -95,16 +128,22 @@ function pong(): boolean {
 }
 const url = `redis://127.0.0.1:${port}`;
 
-/** Total Ir of the newest dump: callgrind writes `cg.out.<n>` per `callgrind_control -d`. */
-function lastDumpIr(): number {
+/**
+ * The newest dump's totals (callgrind writes `cg.out.<n>` per `callgrind_control -d`): instructions
+ * and, with --cache-sim, last-level cache misses of data reads and writes (DLmr + DLmw).
+ */
+function lastDumpTotals(): { ir: number; llMisses: number } {
   const dumps = readdirSync(dir)
     .filter((f) => /^cg\.out\.\d+$/.test(f))
     .sort((a, b) => Number(a.split('.').pop()) - Number(b.split('.').pop()));
   const text = readFileSync(join(dir, dumps.at(-1)!), 'utf8');
   // `totals:` (at the end) is the dump's sum; `summary:` near the top can read 0 with --instr-atstart=no.
-  const m = /^totals: (\d+)/m.exec(text);
-  if (!m) throw new Error(`no totals in callgrind dump ${dumps.at(-1)}`);
-  return Number(m[1]);
+  const events = /^events: (.+)$/m.exec(text)?.[1]?.split(' ') ?? [];
+  const totals = /^totals: (.+)$/m.exec(text)?.[1]?.split(' ').map(Number) ?? [];
+  if (events[0] !== 'Ir' || totals.length === 0)
+    throw new Error(`no totals in callgrind dump ${dumps.at(-1)}`);
+  const at = (event: string) => (events.includes(event) ? (totals[events.indexOf(event)] ?? 0) : 0);
+  return { ir: totals[0] ?? 0, llMisses: at('DLmr') + at('DLmw') };
 }
 
 /**
@@ -129,11 +168,13 @@ async function measure(variant: string, jobs: number, work: () => Promise<void>)
   ctl('-i', 'off');
   ctl('-d');
   const counts = await commandCounts();
+  const totals = lastDumpTotals();
   rows.push({
     scenario: 'redis instructions',
-    variant,
+    variant: BACKLOG > 0 ? `${variant}@${BACKLOG}${restart ? '-restarted' : ''}` : variant,
     lib: 'surety',
-    redisInstructionsPerJob: lastDumpIr() / jobs,
+    redisInstructionsPerJob: totals.ir / jobs,
+    ...(cacheSim ? { redisLlMissesPerJob: totals.llMisses / jobs } : {}),
     scriptCallsPerJob: counts.scripts / jobs,
     redisCommandsPerJob: counts.all / jobs,
   });
@@ -143,11 +184,33 @@ function data(i: number) {
   return { i, s: 'x'.repeat(100) };
 }
 
-/** N jobs into `queue`, 1 000 per addBulk. */
-async function addBulk(queue: Queue): Promise<void> {
-  for (let i = 0; i < N; i += 1000) {
-    await queue.addBulk(Array.from({ length: Math.min(1000, N - i) }, (_, j) => ({ data: data(i + j) })));
+/** `n` jobs into `queue`, 1 000 per addBulk (`runAt`: delayed, due from then on, 1 ms apart). */
+async function addBulk(queue: Queue, n = N, runAt?: number): Promise<void> {
+  for (let i = 0; i < n; i += 1000) {
+    await queue.addBulk(
+      Array.from({ length: Math.min(1000, n - i) }, (_, j) => ({
+        data: data(i + j),
+        ...(runAt ? { opts: { runAt: runAt + i + j } } : {}),
+      })),
+    );
   }
+}
+
+/** The rehash state of `queue`'s jobs hash, for stderr (see --backlog above). */
+async function jobsHashState(queue: string): Promise<string> {
+  const stats = String(await admin.call('DEBUG', 'HTSTATS-KEY', queueKeys(DEFAULT_PREFIX, queue).jobs));
+  const sizes = [...stats.matchAll(/table size: (\d+)\s+number of elements: (\d+)/g)];
+  const [old, next] = sizes.map((m) => `${m[2]} entries in ${m[1]} buckets`);
+  return next ? `rehashing, ${old} of the old table, ${next} of the new` : (old ?? stats);
+}
+
+/** --backlog: B waiting jobs and B/10 delayed ones (due in two hours) into `queue`, not counted. */
+async function fillBacklog(queue: Queue, name: string): Promise<void> {
+  const started = Date.now();
+  await addBulk(queue, BACKLOG);
+  await addBulk(queue, Math.floor(BACKLOG / 10), Date.now() + 2 * 3_600_000);
+  process.stderr.write(`backlog of ${BACKLOG} filled in ${((Date.now() - started) / 1000).toFixed(0)} s; `);
+  process.stderr.write(`jobs hash: ${await jobsHashState(name)}\n`);
 }
 
 /** A no-op Worker at concurrency 50 (see above); `all` resolves at its `n`-th completion. */
@@ -170,39 +233,8 @@ async function startWorker(queue: string, n: number, prefetch: number, partition
   return { worker, all };
 }
 
-try {
-  // valgrind takes seconds to start redis-server: poll with redis-cli until it answers, then connect.
-  for (const t = Date.now(); !pong(); ) {
-    if (Date.now() - t > 60_000) throw new Error('redis-server under valgrind did not answer in 60 s');
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  await admin.connect();
-  const serial = N / 4;
-
-  const q1 = new Queue('serial', { connection: url });
-  await q1.counts(); // connected, library loaded: not counted
-  await measure('add-serial', serial, async () => {
-    for (let i = 0; i < serial; i++) await q1.add(data(i));
-  });
-  await q1.close();
-
-  const q2 = new Queue('life', { connection: url });
-  await q2.counts();
-  await measure('add-bulk', N, () => addBulk(q2));
-  for (const [variant, prefetch] of [
-    ['drain', 0],
-    ['drain-begin', 50],
-  ] as const) {
-    if (variant !== 'drain') await addBulk(q2);
-    const drain = await startWorker('life', N, prefetch);
-    await measure(variant, N, async () => {
-      await drain.worker.start();
-      await drain.all;
-    });
-    await drain.worker.close();
-  }
-  await q2.close();
-
+/** The workloads on queues of their own (skipped by --backlog and --only-backlog). */
+async function otherWorkloads(serial: number): Promise<void> {
   const q4 = new Queue('parts', { connection: url, partitions: 3 });
   await q4.counts();
   await addBulk(q4);
@@ -224,12 +256,74 @@ try {
   });
   await live.worker.close();
   await q3.close();
+}
+
+/** valgrind takes seconds to start redis-server (and to load an RDB): poll with redis-cli. */
+async function answered(): Promise<void> {
+  for (const t = Date.now(); !pong(); ) {
+    if (Date.now() - t > 120_000) throw new Error('redis-server under valgrind did not answer in 120 s');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** --restart: the server saves, stops and starts again from its RDB (admin reconnects by itself). */
+async function restartServer(): Promise<void> {
+  await admin.save();
+  const exited = new Promise((r) => server.once('exit', r));
+  server.kill('SIGKILL');
+  await exited;
+  server = startServer();
+  await answered();
+  process.stderr.write(`restarted from the RDB; jobs hash: ${await jobsHashState('life')}\n`);
+}
+
+try {
+  await answered();
+  await admin.connect();
+  const serial = N / 4;
+
+  if (!onlyBacklog) {
+    const q1 = new Queue('serial', { connection: url });
+    await q1.counts(); // connected, library loaded: not counted
+    await measure('add-serial', serial, async () => {
+      for (let i = 0; i < serial; i++) await q1.add(data(i));
+    });
+    await q1.close();
+  }
+
+  let q2 = new Queue('life', { connection: url });
+  await q2.counts();
+  if (BACKLOG > 0) await fillBacklog(q2, 'life');
+  if (BACKLOG > 0 && restart) {
+    await q2.close();
+    await restartServer();
+    q2 = new Queue('life', { connection: url });
+    await q2.counts();
+  }
+  await measure('add-bulk', N, () => addBulk(q2));
+  for (const [variant, prefetch] of [
+    ['drain', 0],
+    ['drain-begin', 50],
+  ] as const) {
+    if (onlyBacklog && variant !== 'drain') continue;
+    if (variant !== 'drain') await addBulk(q2);
+    const drain = await startWorker('life', N, prefetch);
+    await measure(variant, N, async () => {
+      await drain.worker.start();
+      await drain.all;
+    });
+    await drain.worker.close();
+  }
+  if (BACKLOG > 0) process.stderr.write(`after the drain, jobs hash: ${await jobsHashState('life')}\n`);
+  await q2.close();
+  if (!onlyBacklog) await otherWorkloads(serial);
 
   for (const row of rows) {
     if (json) process.stdout.write(`${JSON.stringify(row)}\n`);
     else {
+      const misses = cacheSim ? `  ${Number(row.redisLlMissesPerJob).toFixed(1)} LL misses/job` : '';
       process.stdout.write(
-        `${String(row.variant).padEnd(18)} ${(Number(row.redisInstructionsPerJob) / 1e3).toFixed(1).padStart(7)}k instructions/job  ${Number(row.scriptCallsPerJob).toFixed(4)} script calls/job  ${Number(row.redisCommandsPerJob).toFixed(3)} commands/job\n`,
+        `${String(row.variant).padEnd(18)} ${(Number(row.redisInstructionsPerJob) / 1e3).toFixed(1).padStart(7)}k instructions/job${misses}  ${Number(row.scriptCallsPerJob).toFixed(4)} script calls/job  ${Number(row.redisCommandsPerJob).toFixed(3)} commands/job\n`,
       );
     }
   }

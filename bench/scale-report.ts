@@ -3,7 +3,7 @@
  * ratio to the same library's smallest backlog (the goal: within 15 %, in the worse direction).
  */
 
-import type { ScaleRow } from './scale.js';
+import type { RoundFigures, ScaleRow } from './scale.js';
 import { median } from './stats.js';
 import { LABELS } from './svg.js';
 
@@ -94,6 +94,14 @@ export function scaleMedians(rows: readonly ScaleRow[]): ScalePoint[] {
   return out;
 }
 
+/** One size's rounds in order (each the median over its fills): drain jobs/s and Redis CPU µs/job. */
+function roundsLine(rows: readonly ScaleRow[], of: ScaleRow): string {
+  const runs = rows.filter((r) => r.lib === of.lib && r.waiting === of.waiting);
+  const byRound = (pick: (r: RoundFigures) => number) =>
+    runs[0]!.rounds.map((_, k) => figure(median(runs.map((r) => pick(r.rounds[k]!))))).join(' / ');
+  return `By round at ${grouped(of.waiting)}: drain ${byRound((r) => r.drainPerSec)} jobs/s; Redis CPU ${byRound((r) => r.redisCpuUsPerJob)} µs/job`;
+}
+
 export function renderScaleTable(rows: readonly ScaleRow[]): string {
   const medians = scaleMedians(rows);
   const lines: string[] = [];
@@ -119,8 +127,15 @@ export function renderScaleTable(rows: readonly ScaleRow[]): string {
         `| ${grouped(r.waiting)} | ${grouped(r.delayed)} | ${grouped(r.held)} | ${cells.join(' | ')} | ${fillS.toFixed(1)} |`,
       );
     }
+    lines.push('', ...mine.map((p) => roundsLine(rows, p.row)));
   }
   lines.push('', '(x) = ratio to the same library at the smallest backlog; the goal is within 15 % of it.');
   if (flagged) lines.push('* more than 15 % worse than at the smallest backlog.');
+  lines.push(
+    'By round: the medians over fills of each round in turn. A fill that grows a hash past a power of two leaves',
+    'Redis rehashing it, a bucket per access for a hash value (the keyspace also in the background), and each',
+    'access meanwhile costs more; the later rounds show how much of a row is that passing cost of growth',
+    '(docs/scaling.md, "Cost as the backlog grows").',
+  );
   return lines.join('\n').trimStart();
 }
