@@ -51,6 +51,7 @@ import { Queue, Worker } from '../src/index.js';
 import { queueKeys } from '../src/keys.js';
 import { freePort } from '../test/helpers/redis-server.js';
 import { resetCommandStats, snapshot } from './redis-stats.js';
+import { payload } from './scenarios/helpers.js';
 
 const args = process.argv.slice(2);
 const nAt = args.indexOf('--n');
@@ -142,7 +143,7 @@ function lastDumpTotals(): { ir: number; llMisses: number } {
   const totals = /^totals: (.+)$/m.exec(text)?.[1]?.split(' ').map(Number) ?? [];
   if (events[0] !== 'Ir' || totals.length === 0)
     throw new Error(`no totals in callgrind dump ${dumps.at(-1)}`);
-  const at = (event: string) => (events.includes(event) ? (totals[events.indexOf(event)] ?? 0) : 0);
+  const at = (event: string) => totals[events.indexOf(event)] ?? 0; // [-1]: undefined, so 0 when absent
   return { ir: totals[0] ?? 0, llMisses: at('DLmr') + at('DLmw') };
 }
 
@@ -180,16 +181,12 @@ async function measure(variant: string, jobs: number, work: () => Promise<void>)
   });
 }
 
-function data(i: number) {
-  return { i, s: 'x'.repeat(100) };
-}
-
 /** `n` jobs into `queue`, 1 000 per addBulk (`runAt`: delayed, due from then on, 1 ms apart). */
 async function addBulk(queue: Queue, n = N, runAt?: number): Promise<void> {
   for (let i = 0; i < n; i += 1000) {
     await queue.addBulk(
       Array.from({ length: Math.min(1000, n - i) }, (_, j) => ({
-        data: data(i + j),
+        data: payload(i + j),
         ...(runAt ? { opts: { runAt: runAt + i + j } } : {}),
       })),
     );
@@ -205,12 +202,12 @@ async function jobsHashState(queue: string): Promise<string> {
 }
 
 /** --backlog: B waiting jobs and B/10 delayed ones (due in two hours) into `queue`, not counted. */
-async function fillBacklog(queue: Queue, name: string): Promise<void> {
+async function fillBacklog(queue: Queue): Promise<void> {
   const started = Date.now();
   await addBulk(queue, BACKLOG);
   await addBulk(queue, Math.floor(BACKLOG / 10), Date.now() + 2 * 3_600_000);
   process.stderr.write(`backlog of ${BACKLOG} filled in ${((Date.now() - started) / 1000).toFixed(0)} s; `);
-  process.stderr.write(`jobs hash: ${await jobsHashState(name)}\n`);
+  process.stderr.write(`jobs hash: ${await jobsHashState(queue.name)}\n`);
 }
 
 /** A no-op Worker at concurrency 50 (see above); `all` resolves at its `n`-th completion. */
@@ -251,7 +248,7 @@ async function otherWorkloads(serial: number): Promise<void> {
   const live = await startWorker('live', serial, 0);
   await live.worker.start();
   await measure('live', serial, async () => {
-    for (let i = 0; i < serial; i++) await q3.add(data(i));
+    for (let i = 0; i < serial; i++) await q3.add(payload(i));
     await live.all;
   });
   await live.worker.close();
@@ -267,14 +264,14 @@ async function answered(): Promise<void> {
 }
 
 /** --restart: the server saves, stops and starts again from its RDB (admin reconnects by itself). */
-async function restartServer(): Promise<void> {
+async function restartServer(queue: string): Promise<void> {
   await admin.save();
   const exited = new Promise((r) => server.once('exit', r));
   server.kill('SIGKILL');
   await exited;
   server = startServer();
   await answered();
-  process.stderr.write(`restarted from the RDB; jobs hash: ${await jobsHashState('life')}\n`);
+  process.stderr.write(`restarted from the RDB; jobs hash: ${await jobsHashState(queue)}\n`);
 }
 
 try {
@@ -286,17 +283,17 @@ try {
     const q1 = new Queue('serial', { connection: url });
     await q1.counts(); // connected, library loaded: not counted
     await measure('add-serial', serial, async () => {
-      for (let i = 0; i < serial; i++) await q1.add(data(i));
+      for (let i = 0; i < serial; i++) await q1.add(payload(i));
     });
     await q1.close();
   }
 
   let q2 = new Queue('life', { connection: url });
   await q2.counts();
-  if (BACKLOG > 0) await fillBacklog(q2, 'life');
+  if (BACKLOG > 0) await fillBacklog(q2);
   if (BACKLOG > 0 && restart) {
     await q2.close();
-    await restartServer();
+    await restartServer(q2.name);
     q2 = new Queue('life', { connection: url });
     await q2.counts();
   }
@@ -314,7 +311,7 @@ try {
     });
     await drain.worker.close();
   }
-  if (BACKLOG > 0) process.stderr.write(`after the drain, jobs hash: ${await jobsHashState('life')}\n`);
+  if (BACKLOG > 0) process.stderr.write(`after the drain, jobs hash: ${await jobsHashState(q2.name)}\n`);
   await q2.close();
   if (!onlyBacklog) await otherWorkloads(serial);
 

@@ -75,6 +75,8 @@ function figure(v: number): string {
 
 export interface ScalePoint {
   row: ScaleRow;
+  /** Every fill of this library and size (row is the first). */
+  runs: ScaleRow[];
   /** Metric id -> median over the fills of this library and size. */
   values: Record<string, number>;
 }
@@ -88,18 +90,17 @@ export function scaleMedians(rows: readonly ScaleRow[]): ScalePoint[] {
       const runs = rows.filter((r) => r.lib === lib && r.waiting === size);
       const values: Record<string, number> = {};
       for (const m of SCALE_METRICS) values[m.id] = median(runs.map(m.value));
-      out.push({ row: runs[0]!, values });
+      out.push({ row: runs[0]!, runs, values });
     }
   }
   return out;
 }
 
 /** One size's rounds in order (each the median over its fills): drain jobs/s and Redis CPU µs/job. */
-function roundsLine(rows: readonly ScaleRow[], of: ScaleRow): string {
-  const runs = rows.filter((r) => r.lib === of.lib && r.waiting === of.waiting);
+function roundsLine({ row, runs }: ScalePoint): string {
   const byRound = (pick: (r: RoundFigures) => number) =>
-    runs[0]!.rounds.map((_, k) => figure(median(runs.map((r) => pick(r.rounds[k]!))))).join(' / ');
-  return `By round at ${grouped(of.waiting)}: drain ${byRound((r) => r.drainPerSec)} jobs/s; Redis CPU ${byRound((r) => r.redisCpuUsPerJob)} µs/job`;
+    row.rounds.map((_, k) => figure(median(runs.map((r) => pick(r.rounds[k]!))))).join(' / ');
+  return `By round at ${grouped(row.waiting)}: drain ${byRound((r) => r.drainPerSec)} jobs/s; Redis CPU ${byRound((r) => r.redisCpuUsPerJob)} µs/job`;
 }
 
 export function renderScaleTable(rows: readonly ScaleRow[]): string {
@@ -127,7 +128,7 @@ export function renderScaleTable(rows: readonly ScaleRow[]): string {
         `| ${grouped(r.waiting)} | ${grouped(r.delayed)} | ${grouped(r.held)} | ${cells.join(' | ')} | ${fillS.toFixed(1)} |`,
       );
     }
-    lines.push('', ...mine.map((p) => roundsLine(rows, p.row)));
+    lines.push('', ...mine.map(roundsLine));
   }
   lines.push('', '(x) = ratio to the same library at the smallest backlog; the goal is within 15 % of it.');
   if (flagged) lines.push('* more than 15 % worse than at the smallest backlog.');
