@@ -103,7 +103,8 @@ async function main(opts: BenchOptions): Promise<void> {
   const t0 = monoMs();
   installExitHandlers();
   const counter = installCounter();
-  const redis = await startRedis({ aof: opts.aof });
+  // DEBUG (loopback only): the scale stage settles its backlogs with DEBUG RELOAD (bench/scale.ts).
+  const redis = await startRedis({ aof: opts.aof, config: { 'enable-debug-command': 'local' } });
   track({
     stop: () => redis.stop(),
     killSync: () => redis.pid !== undefined && process.kill(redis.pid, 'SIGKILL'),
@@ -122,7 +123,7 @@ async function main(opts: BenchOptions): Promise<void> {
   const version = parseInfo(await admin.info('server')).redis_version ?? '?';
   const scenarios = SCENARIOS.filter((s) => opts.only.includes(s.name));
   const notes = [
-    `redis-server ${version} private instance, default config (hz 10), ${opts.aof ? 'appendonly yes, appendfsync always' : 'no persistence'}`,
+    `redis-server ${version} private instance, default config (hz 10) but for enable-debug-command local, ${opts.aof ? 'appendonly yes, appendfsync always' : 'no persistence'}`,
     ...adapters.map((a) => `${a.label}: ${a.retention} (production setting)`),
     'e2e end mark: the N-th completion event in the worker process (each library emits it after the write to Redis), CLOCK_MONOTONIC; queue checked empty after',
   ];

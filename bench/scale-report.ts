@@ -27,6 +27,18 @@ function bytesPerQueuedJob(r: ScaleRow): number {
   return (r.bytesPerWaitingJob * r.waiting + r.bytesPerDelayedJob * r.delayed) / (r.waiting + r.delayed);
 }
 
+/**
+ * A fill's settled figures (bench/scale.ts, DEBUG RELOAD) as a row of their own; undefined for results
+ * written before they were measured. Its memory is not measured (n/a): the reload comes after the
+ * first rounds, which add and drain jobs and may have crossed a power of two themselves, so the memory
+ * it frees is shown on its own line (freedLine), not subtracted from the fill's figure.
+ */
+export function settledView(r: ScaleRow): ScaleRow | undefined {
+  if (!r.settled) return undefined;
+  const { rounds, reloadS: _, freedBytesPerQueuedJob: __, ...figures } = r.settled;
+  return { ...r, ...figures, rounds, bytesPerWaitingJob: Number.NaN, bytesPerDelayedJob: Number.NaN };
+}
+
 export const SCALE_METRICS: ScaleMetric[] = [
   {
     id: 'enqueueSerialPerSec',
@@ -103,32 +115,63 @@ function roundsLine({ row, runs }: ScalePoint): string {
   return `By round at ${grouped(row.waiting)}: drain ${byRound((r) => r.drainPerSec)} jobs/s; Redis CPU ${byRound((r) => r.redisCpuUsPerJob)} µs/job`;
 }
 
+/** One library's rows (growth or settled) with ratios to its smallest backlog, and their rounds. */
+/** What the reload freed at one size (medians over fills): the growth's passing share of memory. */
+function freedLine({ row, runs }: ScalePoint): string {
+  const freed = median(runs.map((r) => r.settled!.freedBytesPerQueuedJob));
+  const reload = median(runs.map((r) => r.settled!.reloadS));
+  return `Reload at ${grouped(row.waiting)}: freed ${figure(freed)} B per queued job, took ${reload.toFixed(1)} s`;
+}
+
+function renderBlock(
+  title: string,
+  mine: readonly ScalePoint[],
+  settled = false,
+): { lines: string[]; flagged: boolean } {
+  const base = mine[0]!.values;
+  let flagged = false;
+  const lines = [
+    '',
+    `${title}:`,
+    `| backlog (waiting) | delayed | held | ${SCALE_METRICS.map((m) => m.label).join(' | ')} | fill, s |`,
+    `|---|---|---|${SCALE_METRICS.map(() => '---|').join('')}---|`,
+  ];
+  for (const { row: r, values } of mine) {
+    const cells = SCALE_METRICS.map(({ id, higherIsBetter }) => {
+      const ratio = values[id]! / base[id]!;
+      const worse = higherIsBetter ? ratio < 1 - SCALE_TOLERANCE : ratio > 1 + SCALE_TOLERANCE;
+      flagged ||= worse;
+      if (!Number.isFinite(values[id]!)) return 'n/a';
+      return `${figure(values[id]!)} (${Number.isFinite(ratio) ? ratio.toFixed(2) : '–'}x${worse ? '*' : ''})`;
+    });
+    const fillS = r.stepS.held! + r.stepS.waiting! + r.stepS.delayed!;
+    lines.push(
+      `| ${grouped(r.waiting)} | ${grouped(r.delayed)} | ${grouped(r.held)} | ${cells.join(' | ')} | ${fillS.toFixed(1)} |`,
+    );
+  }
+  lines.push('', ...mine.map(roundsLine));
+  if (settled) lines.push(...mine.map(freedLine));
+  return { lines, flagged };
+}
+
 export function renderScaleTable(rows: readonly ScaleRow[]): string {
   const medians = scaleMedians(rows);
+  const settled = scaleMedians(rows.flatMap((r) => settledView(r) ?? []));
   const lines: string[] = [];
   let flagged = false;
   for (const lib of [...new Set(medians.map((p) => p.row.lib))]) {
-    const mine = medians.filter((p) => p.row.lib === lib);
-    const base = mine[0]!.values;
-    lines.push(
-      '',
-      `${LABELS[lib]}:`,
-      `| backlog (waiting) | delayed | held | ${SCALE_METRICS.map((m) => m.label).join(' | ')} | fill, s |`,
-      `|---|---|---|${SCALE_METRICS.map(() => '---|').join('')}---|`,
-    );
-    for (const { row: r, values } of mine) {
-      const cells = SCALE_METRICS.map(({ id, higherIsBetter }) => {
-        const ratio = values[id]! / base[id]!;
-        const worse = higherIsBetter ? ratio < 1 - SCALE_TOLERANCE : ratio > 1 + SCALE_TOLERANCE;
-        flagged ||= worse;
-        return `${figure(values[id]!)} (${Number.isFinite(ratio) ? ratio.toFixed(2) : '–'}x${worse ? '*' : ''})`;
-      });
-      const fillS = r.stepS.held! + r.stepS.waiting! + r.stepS.delayed!;
-      lines.push(
-        `| ${grouped(r.waiting)} | ${grouped(r.delayed)} | ${grouped(r.held)} | ${cells.join(' | ')} | ${fillS.toFixed(1)} |`,
-      );
+    const blocks = [
+      renderBlock(
+        `${LABELS[lib]}, just after the fill`,
+        medians.filter((p) => p.row.lib === lib),
+      ),
+    ];
+    const mineSettled = settled.filter((p) => p.row.lib === lib);
+    if (mineSettled.length > 0) blocks.push(renderBlock(`${LABELS[lib]}, settled`, mineSettled, true));
+    for (const b of blocks) {
+      lines.push(...b.lines);
+      flagged ||= b.flagged;
     }
-    lines.push('', ...mine.map(roundsLine));
   }
   lines.push('', '(x) = ratio to the same library at the smallest backlog; the goal is within 15 % of it.');
   if (flagged) lines.push('* more than 15 % worse than at the smallest backlog.');
@@ -138,5 +181,13 @@ export function renderScaleTable(rows: readonly ScaleRow[]): string {
     'access meanwhile costs more; the later rounds show how much of a row is that passing cost of growth',
     '(docs/scaling.md, "Cost as the backlog grows").',
   );
+  if (settled.length > 0) {
+    lines.push(
+      'Settled: the same backlog after DEBUG RELOAD (saved and loaded again, every table built at its final size,',
+      'as after a restart), the rounds run again: a backlog that has stopped growing. Its memory is not',
+      'measured (n/a); "freed" is what the reload gave back after the first rounds (the old half of a table',
+      'still being moved, less any part those rounds had moved).',
+    );
+  }
   return lines.join('\n').trimStart();
 }

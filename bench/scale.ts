@@ -11,8 +11,14 @@
  *    used_cpu_* deltas; it includes the held set's lease renewals, part of the backlog's cost);
  * and once per fill, memory: Redis bytes per waiting job (the delta over the waiting fill / B) and per
  * delayed job.
- * Afterwards the library's counters must still show the whole held set active and every delayed job
- * delayed: otherwise the backlog was not what it claims and the stage fails.
+ * Then the same backlog settled: DEBUG RELOAD (save and load it again, as a restart would) rebuilds
+ * every hash and set at its final size, so no rehash that the fill started is still under way, and the
+ * rounds run again (`settled`). The rows above are the state just after growth, when Redis is still
+ * moving a hash that crossed a power of two to its doubled table, a bucket per access (docs/scaling.md,
+ * "Cost as the backlog grows"); the settled rows are a backlog that has stopped growing. The memory the
+ * reload frees (the old half of a table being moved) is the growth's passing share of bytes per job.
+ * After each set of rounds the library's counters must still show the whole held set active and every
+ * delayed job delayed: otherwise the backlog was not what it claims and the stage fails.
  *
  * The goal is to stay within 15 % of the smallest backlog's figures, so the table shows every figure
  * also as a ratio to the same library's first row. A row is the median of its rounds; one fill per
@@ -22,7 +28,7 @@ import type { Redis } from 'ioredis';
 import { loadAdapter } from './adapters/index.js';
 import type { Adapter, LibName, Producer, ServerAddress } from './adapters/types.js';
 import { monoMs, withTimeout } from './clock.js';
-import { cpuUs, flushAll } from './redis-stats.js';
+import { cpuUs, flushAll, usedMemory } from './redis-stats.js';
 import { type BacklogShape, backlogShape, buildBacklog, deadlineMs, waitForCounts } from './scale-backlog.js';
 import { addSerial, fillBulk, perSecond } from './scenarios/helpers.js';
 import { median } from './stats.js';
@@ -51,6 +57,15 @@ export interface RoundFigures {
   redisCpuUsPerJob: number;
 }
 
+/** The rounds run again once the backlog is settled (DEBUG RELOAD): their medians, and each round. */
+export interface SettledFigures extends RoundFigures {
+  rounds: RoundFigures[];
+  /** Seconds the reload took (Redis answers nothing meanwhile). */
+  reloadS: number;
+  /** Memory the reload freed, per queued (waiting + delayed) job: the growth's passing share. */
+  freedBytesPerQueuedJob: number;
+}
+
 /** A fill's figures: the medians of its rounds (each round also kept), and the backlog's memory. */
 export interface ScaleRow extends BacklogShape, RoundFigures {
   lib: LibName;
@@ -63,6 +78,8 @@ export interface ScaleRow extends BacklogShape, RoundFigures {
   bytesPerDelayedJob: number;
   bytesPerHeldJob: number;
   usedMiB: number;
+  /** The same backlog settled (absent in results written before it was measured). */
+  settled?: SettledFigures;
   /** Seconds taken by each step, and by the whole measurement (flush included). */
   stepS: Record<string, number>;
 }
@@ -130,6 +147,16 @@ async function drain(
   }
 }
 
+/** The medians of a set of rounds. */
+function medianRound(rounds: readonly RoundFigures[]): RoundFigures {
+  return {
+    enqueueSerialPerSec: Math.round(median(rounds.map((r) => r.enqueueSerialPerSec))),
+    enqueueBulkPerSec: Math.round(median(rounds.map((r) => r.enqueueBulkPerSec))),
+    drainPerSec: Math.round(median(rounds.map((r) => r.drainPerSec))),
+    redisCpuUsPerJob: round1(median(rounds.map((r) => r.redisCpuUsPerJob))),
+  };
+}
+
 /** One round at the backlog: single adds, bulk adds, then a drain of `m` (net: the backlog stays). */
 async function measureRound(
   adapter: Adapter,
@@ -152,6 +179,29 @@ async function measureRound(
   };
 }
 
+/**
+ * Settles the backlog (DEBUG RELOAD: Redis saves it and loads it again, every hash and set built at its
+ * final size, as after a restart; clients stay connected) and runs the rounds again on it.
+ */
+async function settle(
+  env: ScaleEnv,
+  shape: BacklogShape,
+  runRounds: () => Promise<RoundFigures[]>,
+): Promise<SettledFigures> {
+  const before = await usedMemory(env.admin);
+  const t0 = monoMs();
+  await env.admin.call('DEBUG', 'RELOAD');
+  const reloadS = round1((monoMs() - t0) / 1000);
+  const freed = before - (await usedMemory(env.admin));
+  const rounds = await runRounds();
+  return {
+    ...medianRound(rounds),
+    rounds,
+    reloadS,
+    freedBytesPerQueuedJob: round1(freed / (shape.waiting + shape.delayed)),
+  };
+}
+
 async function measure(adapter: Adapter, env: ScaleEnv, backlog: number, run: number): Promise<ScaleRow> {
   const t0 = monoMs();
   await warmUp(adapter, env.server);
@@ -167,41 +217,52 @@ async function measure(adapter: Adapter, env: ScaleEnv, backlog: number, run: nu
       holder = h;
     });
     const t1 = monoMs();
-    const rounds: RoundFigures[] = [];
-    for (let k = 0; k < ROUNDS; k++) rounds.push(await measureRound(adapter, env, producer, queue, m));
-    const t2 = monoMs();
-    // The drain took jobs off the top of the waiting list only: the held set is still held (its leases
+    const runRounds = async (): Promise<RoundFigures[]> => {
+      const rounds: RoundFigures[] = [];
+      for (let k = 0; k < ROUNDS; k++) rounds.push(await measureRound(adapter, env, producer, queue, m));
+      return rounds;
+    };
+    // The drains took jobs off the top of the waiting list only: the held set is still held (its leases
     // renewed throughout), and no delayed job has become due.
-    const strayMax = LEAVES_POPPED_JOBS_ACTIVE.includes(adapter.lib) ? ROUNDS * DRAIN_CONCURRENCY : 0;
-    await waitForCounts(
-      producer,
-      (c) => c.delayed === b.shape.delayed && c.active >= b.shape.held && c.active <= b.shape.held + strayMax,
-      `${b.shape.delayed} delayed, ${b.shape.held}${strayMax ? ` to ${b.shape.held + strayMax}` : ''} active`,
-      15_000,
-      `${adapter.lib} after the drain`,
-    );
-    if (holder?.failedWith) throw holder.failedWith;
+    const stray = LEAVES_POPPED_JOBS_ACTIVE.includes(adapter.lib) ? ROUNDS * DRAIN_CONCURRENCY : 0;
+    const intact = async (sets: number, when: string) => {
+      const strayMax = stray * sets;
+      await waitForCounts(
+        producer,
+        (c) =>
+          c.delayed === b.shape.delayed && c.active >= b.shape.held && c.active <= b.shape.held + strayMax,
+        `${b.shape.delayed} delayed, ${b.shape.held}${strayMax ? ` to ${b.shape.held + strayMax}` : ''} active`,
+        15_000,
+        `${adapter.lib} ${when}`,
+      );
+      if (holder?.failedWith) throw holder.failedWith;
+    };
+    const rounds = await runRounds();
+    await intact(1, 'after the drain');
+    const t2 = monoMs();
+    const settled = await settle(env, b.shape, runRounds);
+    await intact(2, 'after the settled drain');
+    const t3 = monoMs();
     return {
       lib: adapter.lib,
       run,
       ...b.shape,
       drained: m,
       fillPerSec: Math.round(b.fillPerSec),
-      enqueueSerialPerSec: Math.round(median(rounds.map((r) => r.enqueueSerialPerSec))),
-      enqueueBulkPerSec: Math.round(median(rounds.map((r) => r.enqueueBulkPerSec))),
-      drainPerSec: Math.round(median(rounds.map((r) => r.drainPerSec))),
-      redisCpuUsPerJob: round1(median(rounds.map((r) => r.redisCpuUsPerJob))),
+      ...medianRound(rounds),
       rounds,
       bytesPerWaitingJob: Math.round(b.bytesPerWaitingJob),
       bytesPerDelayedJob: Math.round(b.bytesPerDelayedJob),
       bytesPerHeldJob: Math.round(b.bytesPerHeldJob),
       usedMiB: Math.round(b.usedMiB),
+      settled,
       stepS: {
         flush: round1(flushS),
         held: round1(b.stepS.held),
         waiting: round1(b.stepS.waiting),
         delayed: round1(b.stepS.delayed),
         rounds: round1((t2 - t1) / 1000),
+        settled: round1((t3 - t2) / 1000),
         total: round1((monoMs() - t0) / 1000),
       },
     };
