@@ -115,7 +115,6 @@ function roundsLine({ row, runs }: ScalePoint): string {
   return `By round at ${grouped(row.waiting)}: drain ${byRound((r) => r.drainPerSec)} jobs/s; Redis CPU ${byRound((r) => r.redisCpuUsPerJob)} µs/job`;
 }
 
-/** One library's rows (growth or settled) with ratios to its smallest backlog, and their rounds. */
 /** What the reload freed at one size (medians over fills): the growth's passing share of memory. */
 function freedLine({ row, runs }: ScalePoint): string {
   const freed = median(runs.map((r) => r.settled!.freedBytesPerQueuedJob));
@@ -123,6 +122,10 @@ function freedLine({ row, runs }: ScalePoint): string {
   return `Reload at ${grouped(row.waiting)}: freed ${figure(freed)} B per queued job, took ${reload.toFixed(1)} s`;
 }
 
+/**
+ * One library's rows (just after the fill, or settled) with ratios to its smallest backlog, their
+ * rounds and, for settled rows, what each reload freed.
+ */
 function renderBlock(
   title: string,
   mine: readonly ScalePoint[],

@@ -13,10 +13,10 @@
  * delayed job.
  * Then the same backlog settled: DEBUG RELOAD (save and load it again, as a restart would) rebuilds
  * every hash and set at its final size, so no rehash that the fill started is still under way, and the
- * rounds run again (`settled`). The rows above are the state just after growth, when Redis is still
- * moving a hash that crossed a power of two to its doubled table, a bucket per access (docs/scaling.md,
+ * rounds run again (`settled`). The rows above are the state just after growth, when Redis may still
+ * be moving a hash that crossed a power of two to its doubled table, a bucket per access (docs/scaling.md,
  * "Cost as the backlog grows"); the settled rows are a backlog that has stopped growing. The memory the
- * reload frees (the old half of a table being moved) is the growth's passing share of bytes per job.
+ * reload frees is what is left of such a move's old table once the first rounds are done.
  * After each set of rounds the library's counters must still show the whole held set active and every
  * delayed job delayed: otherwise the backlog was not what it claims and the stage fails.
  *
@@ -60,9 +60,9 @@ export interface RoundFigures {
 /** The rounds run again once the backlog is settled (DEBUG RELOAD): their medians, and each round. */
 export interface SettledFigures extends RoundFigures {
   rounds: RoundFigures[];
-  /** Seconds the reload took (Redis answers nothing meanwhile). */
+  /** Seconds the reload took (Redis answers other clients LOADING meanwhile). */
   reloadS: number;
-  /** Memory the reload freed, per queued (waiting + delayed) job: the growth's passing share. */
+  /** Memory the reload freed, per queued (waiting + delayed) job: a move's old table, if one is left. */
   freedBytesPerQueuedJob: number;
 }
 
