@@ -1,7 +1,6 @@
 /**
  * The house keeps its shape (issue 13): docs/design.md is the map of src/, so every source path it
- * names exists; no module in src/ grows past what one person holds in mind; every Lua script has its
- * row in design.md (test/scripts.test.ts checks the keys of each row).
+ * names exists; every Lua script has its row in design.md (test/scripts.test.ts checks the keys of each row).
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,8 +9,6 @@ import { SCRIPT_FILES } from '../src/dashboard/page.js';
 import { filesUnder } from './helpers/files.js';
 
 const root = new URL('..', import.meta.url).pathname;
-/** Past this a module is usually two modules (STYLE.md). */
-const MAX_LINES = 420;
 
 describe('source layout', () => {
   it('every src/ path that docs/design.md names exists', () => {
@@ -27,14 +24,6 @@ describe('source layout', () => {
       }
     });
     expect(missing).toEqual([]);
-  });
-
-  it(`no TypeScript or JavaScript module in src/ is longer than ${MAX_LINES} lines`, () => {
-    const long = filesUnder(join(root, 'src'))
-      .filter((f) => f.endsWith('.ts') || f.endsWith('.js'))
-      .map((f) => ({ file: f.slice(root.length), lines: readFileSync(f, 'utf8').split('\n').length }))
-      .filter((f) => f.lines > MAX_LINES);
-    expect(long).toEqual([]);
   });
 
   it('the dashboard page joins every browser script file, each once', () => {
