@@ -9,12 +9,12 @@ export const DEFAULT_PREFIX = 'surety';
 export const DEFAULT_MAX_ATTEMPTS = 3;
 export const DEFAULT_LEASE_MS = 30_000;
 /**
- * Early lease losses (a lease that expired before its first renewal: the worker never confirmed it
- * held the job) that recovery refunds per job instead of charging them to maxAttempts. A claim whose
- * reply a network fault swallowed looks like this, and must not kill a job that never ran; the bound
- * keeps a processor that kills its worker at once from looping for ever. See recover.lua.
+ * Lost leases without a start mark (prefetched and never run, a claim reply lost, or a worker killed
+ * within a round trip of starting the processor) that recovery returns free per job before it charges
+ * the next one as an attempt: a job that never ran must not die of its worker's faults, and a processor
+ * that kills its worker at once must still run out of attempts. See recover.lua.
  */
-export const EARLY_LOSS_REFUNDS = 3;
+export const FREE_RETURNS = 3;
 export const DEFAULT_BACKOFF: Readonly<BackoffOptions> = Object.freeze({
   type: 'exponential',
   delayMs: 1_000,

@@ -213,10 +213,8 @@ export function decodeBackoff(s: string): BackoffOptions {
   return out;
 }
 
-/** What a worker needs to run an attempt: the header, whether it is reserved, and the data. */
+/** What a worker needs to run an attempt: the header and the data. */
 export interface ClaimedRecord extends RecordHeader {
-  /** Claimed as prefetch and not begun (empty startedAt): its attempt is counted by begin.lua. */
-  reserved: boolean;
   dataJson: string;
 }
 
@@ -224,7 +222,6 @@ export function decodeClaimed(record: string): ClaimedRecord {
   const nl = record.indexOf('\n');
   // Completed in place (no copy): this runs for every claimed job.
   const h = readHeader(record.slice(0, nl)) as ClaimedRecord;
-  h.reserved = h.startedAt === undefined;
   // A claimed record never carries a result (retry strips it), so the data runs to the end.
   h.dataJson = record.slice(nl + 1);
   return h;

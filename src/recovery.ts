@@ -6,10 +6,9 @@
  */
 import {
   DEFAULT_EVENTS_MAX_LEN,
-  DEFAULT_LEASE_MS,
   DEFAULT_MAX_ATTEMPTS,
   DEFAULT_RETENTION,
-  EARLY_LOSS_REFUNDS,
+  FREE_RETURNS,
   SCRIPT_BATCH_LIMIT,
 } from './defaults.js';
 import type { QueueKeys } from './keys.js';
@@ -44,8 +43,7 @@ export async function recoverExpired(
     wakeChannel: keys.wakeChannel,
     doneChannel: keys.doneChannel,
     eventsMaxLen,
-    defaultLeaseMs: DEFAULT_LEASE_MS,
-    earlyRefunds: EARLY_LOSS_REFUNDS,
+    freeReturns: FREE_RETURNS,
   });
   const expired = await callScript(client, scripts.expire, keys, {
     now: '',

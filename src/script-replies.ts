@@ -85,11 +85,21 @@ export interface RefusedRow {
   refusal: Refusal;
 }
 
-export function decodeComplete(reply: unknown): RefusedRow[] {
+/** complete.lua: refused rows, and the start marks riding on the call whose lease is gone. */
+export interface CompleteAnswer {
+  refused: RefusedRow[];
+  lostStarts: string[];
+}
+
+export function decodeComplete(reply: unknown): CompleteAnswer {
   const r = flat(reply);
-  const out: RefusedRow[] = [];
-  for (let i = 0; i + 1 < r.length; i += 2) out.push({ id: String(r[i]), refusal: refusalOf(r[i + 1]) });
-  return out;
+  const refused: RefusedRow[] = [];
+  const lostStarts: string[] = [];
+  for (let i = 0; i + 1 < r.length; i += 2) {
+    if (r[i + 1] === 'START_LOST') lostStarts.push(String(r[i]));
+    else refused.push({ id: String(r[i]), refusal: refusalOf(r[i + 1]) });
+  }
+  return { refused, lostStarts };
 }
 
 /** fail.lua: one entry per row, in order: where the job went, or why the failure was refused. */

@@ -5,7 +5,7 @@
  * 4 000 jobs used to lose them all, and an extend of 4 000 leases renewed none).
  */
 import { describe, expect, it } from 'vitest';
-import { EARLY_LOSS_REFUNDS } from '../src/defaults.js';
+import { FREE_RETURNS } from '../src/defaults.js';
 import { Queue, Worker } from '../src/index.js';
 import { type QueueKeys, queueKeys } from '../src/keys.js';
 import { type ArgValue, runScript, scripts } from '../src/scripts.js';
@@ -155,7 +155,7 @@ function call(
 }
 
 describe('every batch script at the largest batch a worker sends', () => {
-  it('claims, begins, renews, completes, fails, recovers and cleans 20 000 jobs in single calls', async () => {
+  it('claims, marks starts, renews, completes, fails, recovers and cleans 20 000 jobs in single calls', async () => {
     const T = 1_700_000_000_000;
     const n = MAX_CONCURRENCY + MAX_PREFETCH;
     const name = uniqueName();
@@ -180,8 +180,7 @@ describe('every batch script at the largest batch a worker sends', () => {
       eventsMaxLen: 1_000,
       claimer: '',
       nonce: '',
-      // A worker at the maximum starts its free slots at claim; the prefetched rest are reserved.
-      startNow: MAX_CONCURRENCY,
+      freeSlots: MAX_CONCURRENCY,
     })) as string[];
     const attemptsOf = (i: number) => flat[6 + i * 2 + 1]!.split('|')[2];
     expect([
@@ -189,14 +188,14 @@ describe('every batch script at the largest batch a worker sends', () => {
       attemptsOf(MAX_CONCURRENCY - 1),
       attemptsOf(MAX_CONCURRENCY),
       attemptsOf(n - 1),
-    ]).toEqual(['1', '1', '0', '0']);
+    ]).toEqual(['0', '0', '0', '0']); // a claim counts nothing: the start marks do
     const claimed: { id: string; token: string }[] = [];
     for (let i = 6; i < flat.length; i += 2)
       claimed.push({ id: flat[i]!, token: flat[i + 1]!.split('|')[1]! });
     expect(flat.filter((r) => typeof r === 'string' && r.includes('x'.repeat(600))).length).toBe(n / 2);
     expect(claimed.length).toBe(n);
     expect(await call(scripts.extend, keys, { now: T + 500, defaultLeaseMs: 1_000 }, claimed)).toEqual([]);
-    expect(await call(scripts.begin, keys, { now: T + 550, defaultLeaseMs: 1_000 }, claimed)).toEqual([]);
+    expect(await call(scripts.start, keys, { now: T + 550 }, claimed)).toEqual([]);
     expect((await q.getJob(claimed[n - 1]!.id))!.attempts).toBe(1);
 
     const [done, failed, stalled] = [
@@ -208,7 +207,7 @@ describe('every batch script at the largest batch a worker sends', () => {
     const refused = await call(
       scripts.complete,
       keys,
-      { now: T + 600, keepCount: 0, keepAgeMs: 0, limit: 1_000, ...channels },
+      { now: T + 600, keepCount: 0, keepAgeMs: 0, limit: 1_000, ...channels, starts: '' },
       done.map((c) => ({ ...c, result: '"ok"' })),
     );
     expect(refused).toEqual([]);
@@ -226,8 +225,7 @@ describe('every batch script at the largest batch a worker sends', () => {
       keepCount: n,
       keepAgeMs: 86_400_000,
       ...channels,
-      defaultLeaseMs: 1_000,
-      earlyRefunds: EARLY_LOSS_REFUNDS,
+      freeReturns: FREE_RETURNS,
     })) as [string[], string[]];
     expect([requeued.length, dead.length]).toEqual([stalled.length, 0]);
     const [cleaned] = (await call(

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { createDashboard } from '../src/dashboard/index.js';
-import { DEFAULT_LEASE_MS, MAX_BULK } from '../src/defaults.js';
+import { MAX_BULK } from '../src/defaults.js';
 import {
   type AddedBatch,
   type BatchCallbackData,
@@ -180,6 +180,7 @@ describe('batches', () => {
     const [fast, held] = b.jobs.map((j) => j.id);
     await waitUntil(() => messages.some((m) => m.completed === fast), 'fast member completed in the child');
     await waitUntil(() => messages.some((m) => m.started === held), 'held member started in the child');
+    await waitUntil(async () => (await q.getJob(held!))?.startedAt !== undefined, 'its start recorded');
     expect(await q.batch(b.id)).toMatchObject({ total: 2, pending: 1, completed: 1 });
     child.kill('SIGKILL');
 
@@ -231,8 +232,7 @@ describe('batches', () => {
         wakeChannel: keys.wakeChannel,
         doneChannel: keys.doneChannel,
         eventsMaxLen: 0,
-        defaultLeaseMs: DEFAULT_LEASE_MS,
-        earlyRefunds: 0,
+        freeReturns: 0,
       });
     expect(await recover()).toEqual([[], [b.jobs[0]!.id]]);
     expect(await recover()).toEqual([[], []]);

@@ -26,6 +26,8 @@ describe('crashes', () => {
     await waitUntil(() => messages.some((m) => m.ready), 'child ready');
     const job = await queue.add({}, { leaseMs: 600 });
     await waitUntil(() => messages.some((m) => m.started === job.id), 'job started in the child');
+    // Its start mark is sent without being awaited: once Redis has it, the lost lease costs the attempt.
+    await waitUntil(async () => (await queue.getJob(job.id))?.startedAt !== undefined, 'start recorded');
     child.kill('SIGKILL');
 
     const rescuer = new Worker(name, (j) => `rescued attempt ${j.attempt}`, {
@@ -46,6 +48,8 @@ describe('crashes', () => {
     await waitUntil(() => messages.some((m) => m.ready), 'child ready');
     const job = await queue.add({}, { leaseMs: 500 });
     await waitUntil(() => messages.some((m) => m.started === job.id), 'job started in the child');
+    // Its start mark is sent without being awaited: once Redis has it, the lost lease costs the attempt.
+    await waitUntil(async () => (await queue.getJob(job.id))?.startedAt !== undefined, 'start recorded');
     child.kill('SIGSTOP');
 
     const other = new Worker(name, (j) => `other attempt ${j.attempt}`, {

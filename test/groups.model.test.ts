@@ -10,7 +10,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { EARLY_LOSS_REFUNDS } from '../src/defaults.js';
+import { FREE_RETURNS } from '../src/defaults.js';
 import { Queue } from '../src/index.js';
 import { decodeClaimed } from '../src/job-record.js';
 import { type ArgValue, runScript, type ScriptSpec, scripts } from '../src/scripts.js';
@@ -100,7 +100,8 @@ class Harness {
     const values: Record<string, ArgValue> = {
       now: this.now,
       defaultLeaseMs: LEASE,
-      earlyRefunds: EARLY_LOSS_REFUNDS,
+      freeReturns: FREE_RETURNS,
+      starts: '',
       defaultMaxAttempts: 3,
       limit: 1000,
       keepCount: 1000,
@@ -112,7 +113,7 @@ class Harness {
       eventsMaxLen: 0,
       claimer: '',
       nonce: '',
-      startNow: '',
+      freeSlots: '',
       ...extra,
     };
     const args = {} as Record<A, ArgValue>;

@@ -259,6 +259,8 @@ describe('groups', () => {
     );
     const doomed = startChild(fx.url, q.name, 600);
     await waitUntil(() => doomed.messages.some((m) => m.started === 'j0'), 'j0 started');
+    // Once its start mark is recorded, the lost lease is charged (an unmarked one would come back free).
+    await waitUntil(async () => (await q.getJob('j0'))?.startedAt !== undefined, 'j0 start recorded');
     doomed.child.kill('SIGKILL');
     const w = new Worker(q.name, () => 'ok', { connection: fx.url, recoverIntervalMs: 100 });
     open.push(w);

@@ -30,7 +30,7 @@ async function claim(
   nonce: number,
   o: {
     count?: number;
-    startNow?: number;
+    freeSlots?: number;
     withdraw?: number;
     registerMs?: number;
     units?: number;
@@ -49,7 +49,7 @@ async function claim(
       eventsMaxLen: 100,
       claimer: `${fetcher}.0`,
       nonce: String(nonce),
-      startNow: o.startNow ?? '',
+      freeSlots: o.freeSlots ?? '',
       fetcher,
       withdraw: o.withdraw === undefined ? '' : String(o.withdraw),
       registerMs: o.registerMs ?? 10_000,
@@ -96,10 +96,11 @@ describe('handoff, script level', () => {
       const handed = parseHandoff(sub.received[0]!)!;
       expect(handed.nonce).toBe(1);
       expect(handed.job.id).toBe('a');
-      // The record sent is the one stored: leased (token), attempt 1 counted, payload in place.
+      // The record sent is the one stored: leased (token), nothing counted (its start mark counts the
+      // attempt), payload in place.
       const record = (await fx.redis.hget(keys.jobs, 'a'))!;
       expect(handed.job.record).toBe(record);
-      expect(record).toMatch(/^a\|\d+\.\d+\|1\|/);
+      expect(record).toMatch(/^a\|\d+\.\d+\|0\|/);
       expect(record.endsWith('{"n":1}')).toBe(true);
       const deadline = Number(await fx.redis.zscore(keys.active, 'a'));
       expect(deadline).toBeGreaterThan(Date.now() + DEFAULT_LEASE_MS - 5_000);
@@ -199,7 +200,7 @@ describe('handoff, a registration for several jobs', () => {
   it('covers up to registerUnits jobs, capped by the free slots; each plain add takes one', async () => {
     const { queue, keys } = setUp();
     // 5 wanted, 2 can start now, up to 5 units: registered for the 2 free slots.
-    const first = await claim(keys, 'f', 1, { count: 5, startNow: 2, units: 5 });
+    const first = await claim(keys, 'f', 1, { count: 5, freeSlots: 2, units: 5 });
     expect(first.registered).toBe(2);
     expect(await fx.redis.zrange(keys.idle, 0, -1)).toEqual(['f|1|1', 'f|1|2']);
     const sub = await listen(keys, 'f');
@@ -310,6 +311,7 @@ describe('handoff, after a failover that lost the last writes', () => {
           doneChannel: keys.doneChannel,
           wakeChannel: keys.wakeChannel,
           eventsMaxLen: 0,
+          starts: '',
         },
         [{ id: lost.id, token: lostToken, result: '' }],
       );

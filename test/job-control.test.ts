@@ -18,7 +18,7 @@ function queue<D = unknown>(name = uniqueName()) {
 }
 
 describe('SnoozeError', () => {
-  it('puts the job back delayed, spends no attempt, writes no error, and counts the snooze', async () => {
+  it('puts the job back delayed, spends none of its budget, writes no error, and counts the snooze and the start', async () => {
     const q = queue<{ n: number }>();
     const seen: { attempt: number; snoozes: number; at: number }[] = [];
     const snoozed: number[] = [];
@@ -36,11 +36,12 @@ describe('SnoozeError', () => {
     const { id } = await q.add({ n: 1 }, { maxAttempts: 1 });
     expect(await q.waitFor(id, { timeoutMs: 10_000 })).toBe('done');
     const info = (await q.getJob(id))!;
-    expect(info).toMatchObject({ state: 'completed', attempts: 1, snoozes: 2, errors: [] });
+    // Three starts, one charged (maxAttempts 1): each snooze gave its budget back, not its start.
+    expect(info).toMatchObject({ state: 'completed', attempts: 3, attemptsLeft: 0, snoozes: 2, errors: [] });
     expect(seen.map((s) => [s.attempt, s.snoozes])).toEqual([
       [1, 0],
-      [1, 1],
-      [1, 2],
+      [2, 1],
+      [3, 2],
     ]);
     expect(snoozed).toEqual([200, 200]);
     // Each run came after its snooze (Redis clock and ours agree within a few ms on one machine).
@@ -67,7 +68,8 @@ describe('SnoozeError', () => {
     await waitUntil(async () => (await q.getJob(id))?.state === 'delayed', 'snoozed job delayed');
     const info = (await q.getJob(id))!;
     expect(info.runAt - Date.now()).toBeGreaterThan(50_000);
-    expect(info).toMatchObject({ attempts: 0, snoozes: 1, errors: [] });
+    // It started (attempts counts starts), but spent none of its budget.
+    expect(info).toMatchObject({ attempts: 1, attemptsLeft: 3, snoozes: 1, errors: [] });
     await q.promote(id);
     release();
     expect(await q.waitFor(id, { timeoutMs: 10_000 })).toBe('late');
@@ -86,8 +88,8 @@ describe('SnoozeError', () => {
     const { id } = await q.add({}, { maxAttempts: 1 });
     await waitUntil(async () => (await q.getJob(id))?.state === 'dead', 'dead after the snooze limit');
     const info = (await q.getJob(id))!;
-    expect(info).toMatchObject({ attempts: 1, snoozes: 2 });
-    expect(info.errors.map((e) => [e.attempt, e.code])).toEqual([[1, 'ERR_SNOOZE_LIMIT']]);
+    expect(info).toMatchObject({ attempts: 3, attemptsLeft: 0, snoozes: 2 });
+    expect(info.errors.map((e) => [e.attempt, e.code])).toEqual([[3, 'ERR_SNOOZE_LIMIT']]);
   });
 
   it('refuses a bad delay with a ValidationError', () => {
@@ -98,7 +100,7 @@ describe('SnoozeError', () => {
 });
 
 describe('RateLimitError', () => {
-  it('puts the job back first in line with no attempt spent, and no worker claims until the pause ends', async () => {
+  it('puts the job back first in line with none of its budget spent, and no worker claims until the pause ends', async () => {
     const q = queue<{ n: number }>();
     const runs: { n: number; at: number }[] = [];
     let limitedAt = 0;
@@ -127,11 +129,11 @@ describe('RateLimitError', () => {
     await waitUntil(() => limited.length === 1, 'the rate limit hit');
     const waiting = await q.getJobs('waiting');
     expect(waiting[0]?.id).toBe(jobs[0]!.id);
-    expect(waiting[0]).toMatchObject({ attempts: 0, errors: [] });
+    expect(waiting[0]).toMatchObject({ attempts: 1, attemptsLeft: 1, errors: [] });
     await Promise.all(jobs.map((j) => q.waitFor(j.id, { timeoutMs: 10_000 })));
     expect(limited).toEqual([2_000]);
     const first = (await q.getJob(jobs[0]!.id))!;
-    expect(first).toMatchObject({ state: 'completed', attempts: 1, errors: [] });
+    expect(first).toMatchObject({ state: 'completed', attempts: 2, attemptsLeft: 0, errors: [] });
     // Nothing started during the pause (a start already under way at that moment may slip in).
     const during = runs.filter((r) => r.at > limitedAt + 50 && r.at < limitedAt + 1_900);
     expect(during).toEqual([]);

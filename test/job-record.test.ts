@@ -71,7 +71,8 @@ describe('job record layout', () => {
     expect(set).toMatchObject({ base: 1, runAt: 2000, priority: 7, maxAttempts: 9, leaseMs: 30000 });
     expect(set).toMatchObject({ backoff: 'f,5,,0', timeoutMs: 250, startedAt: undefined });
     expect(decodeClaimed('a|t|0||1000|||||||\n{"x":1}')).toMatchObject({
-      reserved: true,
+      attempts: 0,
+      startedAt: undefined,
       dataJson: '{"x":1}',
     });
   });
@@ -83,10 +84,13 @@ describe('script replies and refusals', () => {
       { id: '1', isNew: true, state: 'waiting' },
       { id: 'x', isNew: false, state: 'delayed' },
     ]);
-    expect(decodeComplete(['7', 'STALE:w:3', '8', 'NOT_FOUND'])).toEqual([
-      { id: '7', refusal: { code: 'STALE', state: 'w', attempts: 3 } },
-      { id: '8', refusal: { code: 'NOT_FOUND' } },
-    ]);
+    expect(decodeComplete(['7', 'STALE:w:3', '8', 'NOT_FOUND', '9', 'START_LOST'])).toEqual({
+      refused: [
+        { id: '7', refusal: { code: 'STALE', state: 'w', attempts: 3 } },
+        { id: '8', refusal: { code: 'NOT_FOUND' } },
+      ],
+      lostStarts: ['9'],
+    });
     expect(decodeFail(['1', 'delayed', '2', 'STALE:a:2'])).toEqual([
       { id: '1', outcome: 'delayed' },
       { id: '2', refusal: { code: 'STALE', state: 'a', attempts: 2 } },

@@ -6,7 +6,6 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SCRIPT_FILES } from '../src/dashboard/page.js';
-import { filesUnder } from './helpers/files.js';
 
 const root = new URL('..', import.meta.url).pathname;
 

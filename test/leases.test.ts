@@ -3,7 +3,7 @@
  * and instant. Behaviour through real processes is in crash.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, EARLY_LOSS_REFUNDS } from '../src/defaults.js';
+import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, FREE_RETURNS } from '../src/defaults.js';
 import { Queue } from '../src/index.js';
 import { queueKeys } from '../src/keys.js';
 import { runScript, scripts } from '../src/scripts.js';
@@ -18,18 +18,25 @@ function harness() {
   const keys = queueKeys('surety', name);
   const queue = new Queue(name, { connection: fx.url });
   const tokens = new Map<string, string[]>();
-  /** startNow: jobs the claim starts (the rest are reserved); '' = all. */
+  /**
+   * A claim, then the start marks of the first `startNow` jobs at the same `now` (a worker whose
+   * processors start at once; '' = all), as start.lua; the rest stay unstarted (prefetched).
+   */
   const claim = async (now: number, count = 1, startNow: number | '' = '') => {
-    const r = (await runScript(fx.redis, scripts.claim, keys, claimArgs({ now, count, startNow }))) as (
+    const r = (await runScript(fx.redis, scripts.claim, keys, claimArgs({ now, count }))) as (
       | string
       | number
     )[];
     const ids: string[] = [];
+    const marks: { id: string; token: string }[] = [];
     for (let i = 6; i < r.length; i += 2) {
       const id = r[i] as string;
+      const token = (r[i + 1] as string).split('|')[1]!;
       ids.push(id);
-      tokens.set(id, [...(tokens.get(id) ?? []), (r[i + 1] as string).split('|')[1]!]);
+      tokens.set(id, [...(tokens.get(id) ?? []), token]);
+      if (startNow === '' || marks.length < startNow) marks.push({ id, token });
     }
+    if (marks.length > 0) await runScript(fx.redis, scripts.start, keys, { now }, marks);
     return ids;
   };
   /** The fencing token that claim number `n` (from 1) of job `id` returned. */
@@ -47,6 +54,7 @@ function harness() {
         doneChannel: keys.doneChannel,
         eventsMaxLen: 0,
         wakeChannel: keys.wakeChannel,
+        starts: '',
       },
       [{ id, token, result }],
     ) as Promise<string[]>;
@@ -78,10 +86,8 @@ function harness() {
     runScript(fx.redis, scripts.extend, keys, { now, defaultLeaseMs: DEFAULT_LEASE_MS }, [
       { id, token },
     ]) as Promise<string[]>;
-  const begin = (now: number, id: string, token: string) =>
-    runScript(fx.redis, scripts.begin, keys, { now, defaultLeaseMs: DEFAULT_LEASE_MS, eventsMaxLen: 0 }, [
-      { id, token },
-    ]) as Promise<string[]>;
+  const start = (now: number, id: string, token: string) =>
+    runScript(fx.redis, scripts.start, keys, { now }, [{ id, token }]) as Promise<string[]>;
   const release = (id: string, token: string) =>
     runScript(fx.redis, scripts.release, keys, { wakeChannel: keys.wakeChannel, eventsMaxLen: 0 }, [
       { id, token },
@@ -96,10 +102,9 @@ function harness() {
       wakeChannel: keys.wakeChannel,
       doneChannel: keys.doneChannel,
       eventsMaxLen: 0,
-      defaultLeaseMs: DEFAULT_LEASE_MS,
-      earlyRefunds: EARLY_LOSS_REFUNDS,
+      freeReturns: FREE_RETURNS,
     })) as [string[], string[]];
-  return { keys, queue, claim, complete, fail, extend, begin, release, recover, tok };
+  return { keys, queue, claim, complete, fail, extend, start, release, recover, tok };
 }
 
 describe('leases and fencing tokens', () => {
@@ -196,70 +201,67 @@ describe('leases and fencing tokens', () => {
     for (const kind of ['S', 'R'])
       expect(await h.fail(T + 1_013, job.id, h.tok(job.id, 1), 5_000, kind)).toEqual([job.id, 'STALE:a:2']);
     expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'active', attempts: 2, snoozes: 0 });
-    // The holder of the lease may snooze: attempt given back, delayed, no error line added.
+    // The holder of the lease may snooze: the budget is given back (the start stays counted), delayed,
+    // no error line added.
     expect(await h.fail(T + 1_014, job.id, h.tok(job.id, 2), 5_000, 'S')).toEqual([job.id, 'snoozed']);
     expect(await h.fail(T + 1_015, job.id, h.tok(job.id, 2), 5_000, 'S')).toEqual([job.id, 'snoozed']); // re-sent
     const info = await h.queue.getJob(job.id);
-    expect(info).toMatchObject({ state: 'delayed', attempts: 1, snoozes: 1, runAt: T + 6_014 });
+    expect(info).toMatchObject({
+      state: 'delayed',
+      attempts: 2,
+      attemptsLeft: DEFAULT_MAX_ATTEMPTS - 1,
+      snoozes: 1,
+      runAt: T + 6_014,
+    });
     expect(info!.errors).toHaveLength(1); // the lease loss of attempt 1 only
     await h.queue.close();
   });
 
-  describe('early lease losses (expired before the first renewal)', () => {
-    // The worker never confirmed it held the job: a claim reply lost to a network fault that outlasted
-    // the lease looks exactly like this, and must not kill a job that never ran (chaos found one).
-    it(`are refunded: a maxAttempts 1 job goes back to waiting with its error recorded, ${EARLY_LOSS_REFUNDS} times, then the next one is charged`, async () => {
+  describe('lost leases: a marked start is charged, an unmarked one goes back free (bounded)', () => {
+    it('a maxAttempts 1 job whose start was marked and whose worker died ends dead with its LeaseExpiredError', async () => {
+      const h = harness();
+      const job = await h.queue.add({}, { leaseMs: 800, maxAttempts: 1 });
+      expect(await h.claim(T)).toEqual([job.id]); // claimed and marked at once
+      expect(await h.recover(T + 801)).toEqual([[], [job.id]]);
+      const info = await h.queue.getJob(job.id);
+      expect(info).toMatchObject({ state: 'dead', attempts: 1, attemptsLeft: 0 });
+      expect(info!.errors.map((e) => [e.attempt, e.code])).toEqual([[1, 'ERR_LEASE_EXPIRED']]);
+      expect(info!.errors[0]!.message).toMatch(/stopped renewing it/);
+      await h.queue.close();
+    });
+
+    it(`an unmarked loss goes back free ${FREE_RETURNS} times, then the next one is charged as a start`, async () => {
       const h = harness();
       const job = await h.queue.add({}, { leaseMs: 1_000, maxAttempts: 1 });
       let now = T;
-      for (let n = 1; n <= EARLY_LOSS_REFUNDS; n++) {
-        expect(await h.claim(now)).toEqual([job.id]);
+      for (let n = 1; n <= FREE_RETURNS; n++) {
+        expect(await h.claim(now, 1, 0)).toEqual([job.id]);
         expect(await h.recover(now + 1_001)).toEqual([[job.id], []]);
         expect(await h.queue.getJob(job.id)).toMatchObject({
           state: 'waiting',
-          attempts: n,
+          attempts: 0,
           attemptsLeft: 1,
+          errors: [],
         });
         now += 1_002;
       }
-      expect(await h.claim(now)).toEqual([job.id]);
+      expect(await h.claim(now, 1, 0)).toEqual([job.id]);
       expect(await h.recover(now + 1_001)).toEqual([[], [job.id]]);
       const info = await h.queue.getJob(job.id);
-      expect(info).toMatchObject({ state: 'dead', attempts: EARLY_LOSS_REFUNDS + 1, attemptsLeft: 0 });
-      // Every attempt keeps its error; the refunded ones say so.
-      expect(info!.errors.map((e) => [e.attempt, e.code])).toEqual(
-        Array.from({ length: EARLY_LOSS_REFUNDS + 1 }, (_, i) => [i + 1, 'ERR_LEASE_EXPIRED']),
-      );
-      expect(info!.errors[0]!.message).toMatch(/never renewed it .*not counted against maxAttempts/);
-      expect(info!.errors[EARLY_LOSS_REFUNDS]!.message).toMatch(/stopped renewing it/);
+      expect(info).toMatchObject({ state: 'dead', attempts: 1, attemptsLeft: 0 });
+      expect(info!.errors.map((e) => [e.attempt, e.code])).toEqual([[1, 'ERR_LEASE_EXPIRED']]);
+      expect(info!.errors[0]!.message).toMatch(/never marked its start, after 3 free returns/);
       await h.queue.close();
     });
 
-    it('a stale worker cannot complete a refunded attempt, and a refund does not outlive the budget of a retried job', async () => {
+    it('a stale worker cannot complete a job recovered free, and its late start mark is refused', async () => {
       const h = harness();
       const job = await h.queue.add({}, { leaseMs: 1_000, maxAttempts: 2 });
-      await h.claim(T);
+      await h.claim(T, 1, 0);
       await h.recover(T + 1_001);
-      expect(await h.complete(T + 1_002, job.id, h.tok(job.id, 1))).toEqual([job.id, 'STALE:w:1']);
-      // Attempt 2 is renewed, then lost: charged (1 of 2). Attempt 3 fails for good: dead, budget spent.
-      await h.claim(T + 1_003);
-      expect(await h.extend(T + 1_010, job.id, h.tok(job.id, 2))).toEqual([]);
-      await h.recover(T + 2_011);
-      expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'waiting', attempts: 2, attemptsLeft: 1 });
-      await h.claim(T + 2_012);
-      expect(await h.extend(T + 2_020, job.id, h.tok(job.id, 3))).toEqual([]);
-      expect(await h.recover(T + 3_021)).toEqual([[], [job.id]]);
-      expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'dead', attempts: 3, attemptsLeft: 0 });
-      await h.queue.close();
-    });
-
-    it('a begun (prefetched) job lost before its first renewal is refunded too', async () => {
-      const h = harness();
-      const job = await h.queue.add({}, { leaseMs: 1_000, maxAttempts: 1 });
-      await h.claim(T, 1, 0); // reserved
-      expect(await h.begin(T + 5, job.id, h.tok(job.id, 1))).toEqual([]);
-      expect(await h.recover(T + 1_006)).toEqual([[job.id], []]);
-      expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'waiting', attempts: 1, attemptsLeft: 1 });
+      expect(await h.complete(T + 1_002, job.id, h.tok(job.id, 1))).toEqual([job.id, 'STALE:w:0']);
+      expect(await h.start(T + 1_002, job.id, h.tok(job.id, 1))).toEqual([job.id]);
+      expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'waiting', attempts: 0 });
       await h.queue.close();
     });
   });
@@ -321,8 +323,8 @@ describe('leases and fencing tokens', () => {
     await h.queue.close();
   });
 
-  describe('reserved (prefetched) jobs', () => {
-    it('a claim starts only startNow jobs; the rest are leased with no attempt counted and no startedAt', async () => {
+  describe("start marks (start.lua and complete.lua's starts)", () => {
+    it('a claim counts nothing: leased jobs have no attempt counted and no startedAt until their mark', async () => {
       const h = harness();
       const [a, b, c] = await h.queue.addBulk([{ data: 1 }, { data: 2 }, { data: 3 }]);
       expect(await h.claim(T, 3, 1)).toEqual([a!.id, b!.id, c!.id]);
@@ -336,66 +338,96 @@ describe('leases and fencing tokens', () => {
       await h.queue.close();
     });
 
-    it('begin counts the attempt and renews the lease once; sent again it changes nothing; a lost lease is refused', async () => {
+    it('a mark counts the attempt once; sent again it changes nothing; a lost lease is refused', async () => {
       const h = harness();
       const job = await h.queue.add({}, { leaseMs: 1_000 });
       await h.claim(T, 1, 0);
-      expect(await h.begin(T + 500, job.id, h.tok(job.id, 1))).toEqual([]);
+      expect(await h.start(T + 500, job.id, h.tok(job.id, 1))).toEqual([]);
       expect(await h.queue.getJob(job.id)).toMatchObject({
         state: 'active',
         attempts: 1,
         startedAt: T + 500,
       });
-      expect(Number(await fx.redis.zscore(h.keys.active, job.id))).toBe(T + 1_500);
-      // A re-sent begin (its reply lost): same attempt, same start.
-      expect(await h.begin(T + 700, job.id, h.tok(job.id, 1))).toEqual([]);
+      // The mark does not touch the lease: renewals do.
+      expect(Number(await fx.redis.zscore(h.keys.active, job.id))).toBe(T + 1_000);
+      // A re-sent mark (its reply lost): same attempt, same start.
+      expect(await h.start(T + 700, job.id, h.tok(job.id, 1))).toEqual([]);
       expect(await h.queue.getJob(job.id)).toMatchObject({ attempts: 1, startedAt: T + 500 });
-      expect(await h.begin(T + 700, job.id, 'not-the-token')).toEqual([job.id]);
+      expect(await h.start(T + 700, job.id, 'not-the-token')).toEqual([job.id]);
       expect(await h.complete(T + 800, job.id, h.tok(job.id, 1))).toEqual([]);
-      expect(await h.begin(T + 900, job.id, h.tok(job.id, 1))).toEqual([job.id]);
+      expect(await h.start(T + 900, job.id, h.tok(job.id, 1))).toEqual([job.id]);
       expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'completed', attempts: 1 });
       await h.queue.close();
     });
 
-    it('an expired reserved lease goes back to the front of waiting with no attempt spent and no error, even with maxAttempts 1', async () => {
+    it('a completion or failure whose mark has not arrived counts the start itself', async () => {
       const h = harness();
-      const a = await h.queue.add({}, { leaseMs: 1_000, maxAttempts: 1 });
-      const b = await h.queue.add({}, { leaseMs: 1_000, maxAttempts: 1 });
-      await h.claim(T, 2, 1); // a started, b reserved
-      expect(await h.extend(T + 1, a.id, h.tok(a.id, 1))).toEqual([]); // a renewed: its loss is charged
-      expect(await h.recover(T + 1_002)).toEqual([[b.id], [a.id]]);
-      const info = await h.queue.getJob(b.id);
-      expect(info).toMatchObject({ state: 'waiting', attempts: 0, errors: [] });
-      expect((await h.queue.getJob(a.id))!.errors.map((e) => e.code)).toEqual(['ERR_LEASE_EXPIRED']);
-      // Its old lease can never begin; claimed again, it runs its one attempt.
-      expect(await h.begin(T + 1_002, b.id, h.tok(b.id, 1))).toEqual([b.id]);
-      await h.queue.add({}, { id: 'later' });
-      expect(await h.claim(T + 1_003, 1, 0)).toEqual([b.id]);
-      expect(await h.begin(T + 1_004, b.id, h.tok(b.id, 2))).toEqual([]);
-      expect(await h.complete(T + 1_005, b.id, h.tok(b.id, 2))).toEqual([]);
-      expect(await h.queue.getJob(b.id)).toMatchObject({ state: 'completed', attempts: 1, errors: [] });
+      const [a, b] = await h.queue.addBulk([
+        { data: 1, opts: { maxAttempts: 1 } },
+        { data: 2, opts: { maxAttempts: 1 } },
+      ]);
+      await h.claim(T, 2, 0);
+      expect(await h.complete(T + 5, a!.id, h.tok(a!.id, 1))).toEqual([]);
+      expect(await h.queue.getJob(a!.id)).toMatchObject({
+        state: 'completed',
+        attempts: 1,
+        startedAt: T + 5,
+      });
+      // maxAttempts 1: the failure is the job's one attempt, so it ends dead.
+      expect(await h.fail(T + 6, b!.id, h.tok(b!.id, 1))).toEqual([b!.id, 'dead']);
+      const info = await h.queue.getJob(b!.id);
+      expect(info).toMatchObject({ state: 'dead', attempts: 1 });
+      expect(info!.errors.map((e) => e.attempt)).toEqual([1]);
       await h.queue.close();
     });
 
-    it('release gives back only an attempt that was counted: none for a reserved job, one for a begun one', async () => {
+    it('marks riding on a completion are applied first; a mark whose lease is gone comes back as START_LOST', async () => {
+      const h = harness();
+      const [a, b, c] = await h.queue.addBulk([{ data: 1 }, { data: 2 }, { data: 3 }]);
+      await h.claim(T, 3, 0);
+      await h.queue.cancel(c!.id);
+      const starts = [b!.id, h.tok(b!.id, 1), c!.id, h.tok(c!.id, 1)].join('\n');
+      const reply = await runScript(
+        fx.redis,
+        scripts.complete,
+        h.keys,
+        {
+          now: T + 10,
+          keepCount: 100,
+          keepAgeMs: 86_400_000,
+          limit: 100,
+          doneChannel: h.keys.doneChannel,
+          eventsMaxLen: 0,
+          wakeChannel: h.keys.wakeChannel,
+          starts,
+        },
+        [{ id: a!.id, token: h.tok(a!.id, 1), result: '1' }],
+      );
+      expect(reply).toEqual([c!.id, 'START_LOST']);
+      expect(await h.queue.getJob(b!.id)).toMatchObject({ state: 'active', attempts: 1, startedAt: T + 10 });
+      expect(await h.queue.getJob(a!.id)).toMatchObject({ state: 'completed', attempts: 1 });
+      await h.queue.close();
+    });
+
+    it('release hands back only a job whose start was not marked, attempts as they are', async () => {
       const h = harness();
       const [a, b] = await h.queue.addBulk([{ data: 1 }, { data: 2 }]);
       await h.claim(T, 2, 0);
-      await h.begin(T + 1, a!.id, h.tok(a!.id, 1));
+      await h.start(T + 1, a!.id, h.tok(a!.id, 1));
       expect(await h.release(b!.id, h.tok(b!.id, 1))).toEqual([b!.id]);
-      expect(await h.release(a!.id, h.tok(a!.id, 1))).toEqual([a!.id]);
-      expect(await h.queue.getJob(a!.id)).toMatchObject({ state: 'waiting', attempts: 0 });
+      expect(await h.release(a!.id, h.tok(a!.id, 1))).toEqual([]);
+      expect(await h.queue.getJob(a!.id)).toMatchObject({ state: 'active', attempts: 1 });
       expect(await h.queue.getJob(b!.id)).toMatchObject({ state: 'waiting', attempts: 0 });
       await h.queue.close();
     });
 
-    it('a reserved job can be cancelled: it ends dead, never begun', async () => {
+    it('a leased job that never started can be cancelled: it ends dead, and its late mark is refused', async () => {
       const h = harness();
       const job = await h.queue.add({});
       await h.claim(T, 1, 0);
       await h.queue.cancel(job.id);
       expect(await h.queue.getJob(job.id)).toMatchObject({ state: 'dead', attempts: 0 });
-      expect(await h.begin(T + 1, job.id, h.tok(job.id, 1))).toEqual([job.id]);
+      expect(await h.start(T + 1, job.id, h.tok(job.id, 1))).toEqual([job.id]);
       await h.queue.close();
     });
   });

@@ -6,7 +6,7 @@
  * generated-id counter (`ids`) likewise. Order, fencing and ids must hold at every one of them.
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_MAX_ATTEMPTS, EARLY_LOSS_REFUNDS } from '../src/defaults.js';
+import { DEFAULT_MAX_ATTEMPTS, FREE_RETURNS } from '../src/defaults.js';
 import { Queue, Worker } from '../src/index.js';
 import { type QueueKeys, queueKeys } from '../src/keys.js';
 import { type ArgValue, runScript, scripts } from '../src/scripts.js';
@@ -81,8 +81,7 @@ function recover(keys: QueueKeys, now: number) {
     wakeChannel: keys.wakeChannel,
     doneChannel: keys.doneChannel,
     eventsMaxLen: 0,
-    defaultLeaseMs: 1_000,
-    earlyRefunds: EARLY_LOSS_REFUNDS,
+    freeReturns: FREE_RETURNS,
   });
 }
 function complete(keys: QueueKeys, now: number, id: string, token: string) {
@@ -97,6 +96,7 @@ function complete(keys: QueueKeys, now: number, id: string, token: string) {
       doneChannel: keys.doneChannel,
       wakeChannel: keys.wakeChannel,
       eventsMaxLen: 0,
+      starts: '',
     },
     [{ id, token, result: '"ok"' }],
   ) as Promise<string[]>;
@@ -203,7 +203,7 @@ describe('fencing tokens over the life of a queue', () => {
     expect(leaseId(first!.token)).toBe(BigInt(P53 - 9));
     expect(leaseId(second!.token)).toBe(leaseId(first!.token) + 1n);
     expect(leaseId(second!.token)).toBeLessThanOrEqual(BigInt(P53));
-    expect(await complete(keys, T + 1_003, id, first!.token)).toEqual([id, 'STALE:a:2']);
+    expect(await complete(keys, T + 1_003, id, first!.token)).toEqual([id, 'STALE:a:0']);
     expect(await complete(keys, T + 1_004, id, second!.token)).toEqual([]);
     expect((await q.getJob(id))?.state).toBe('completed');
   });

@@ -15,7 +15,7 @@ import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { describe, it } from 'vitest';
-import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, EARLY_LOSS_REFUNDS } from '../src/defaults.js';
+import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, FREE_RETURNS } from '../src/defaults.js';
 import { InvalidStateError, JobNotFoundError } from '../src/errors.js';
 import { Queue } from '../src/index.js';
 import { decodeClaimed, encodeOptionTail } from '../src/job-record.js';
@@ -75,13 +75,13 @@ type Op =
       op: 'claim';
       w: number;
       count: number;
-      startNow?: number | undefined;
+      freeSlots?: number | undefined;
       register?: boolean | undefined;
       units?: number | undefined;
     }
   | { op: 'gone'; w: number }
-  | { op: 'begin'; w: number }
-  | { op: 'complete'; w: number; pick: number | 'all' }
+  | { op: 'start'; w: number }
+  | { op: 'complete'; w: number; pick: number | 'all'; marks?: boolean | undefined }
   | { op: 'fail'; w: number; pick: number | 'all'; retryDelayMs: number; as?: FailKind }
   | { op: 'resend'; w: number }
   | { op: 'extend'; w: number }
@@ -158,8 +158,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
         op: fc.constant('claim' as const),
         w: workerArb,
         count: fc.integer({ min: 1, max: 3 }),
-        // Jobs started at claim (a worker's free slots); the rest are reserved. Absent: all start.
-        startNow: fc.nat({ max: 3 }),
+        // The worker's free slots (they size a handoff registration). Absent: count.
+        freeSlots: fc.nat({ max: 3 }),
         // Left with free slots, the fetcher registers for a handoff (add-one.lua).
         register: fc.boolean(),
         // The most jobs a registration may be handed (the worker's free slots).
@@ -170,8 +170,15 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   },
   // A worker whose subscriber is gone: a handoff to it finds no receiver.
   { weight: 1, arbitrary: fc.record({ op: fc.constant('gone' as const), w: workerArb }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('begin' as const), w: workerArb }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('complete' as const), w: workerArb, pick: pickArb }) },
+  // Start marks: alone (start.lua), or riding on a completion (complete.lua's `starts`).
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('start' as const), w: workerArb }) },
+  {
+    weight: 2,
+    arbitrary: fc.record(
+      { op: fc.constant('complete' as const), w: workerArb, pick: pickArb, marks: fc.boolean() },
+      { requiredKeys: ['op', 'w', 'pick'] },
+    ),
+  },
   {
     weight: 2,
     arbitrary: fc.record({
@@ -219,12 +226,12 @@ const reuseOpArb: fc.Arbitrary<Op> = fc.oneof(
         op: fc.constant('claim' as const),
         w: workerArb,
         count: fc.constant(1),
-        startNow: fc.nat({ max: 1 }),
+        freeSlots: fc.nat({ max: 1 }),
       },
       { requiredKeys: ['op', 'w', 'count'] },
     ),
   },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('begin' as const), w: workerArb }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('start' as const), w: workerArb }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('complete' as const), w: workerArb, pick: pickArb }) },
   {
     weight: 1,
@@ -304,7 +311,7 @@ class Harness {
       now: T0,
       defaultLeaseMs: LEASE,
       defaultMaxAttempts: 3,
-      earlyRefunds: EARLY_LOSS_REFUNDS,
+      freeReturns: FREE_RETURNS,
       ...keep,
       idStart: ids ?? 0,
     };
@@ -366,7 +373,7 @@ class Harness {
     const values: Record<string, ArgValue> = {
       now: this.now,
       defaultLeaseMs: LEASE,
-      earlyRefunds: this.cfg.earlyRefunds,
+      freeReturns: this.cfg.freeReturns,
       defaultMaxAttempts: this.cfg.defaultMaxAttempts,
       limit: LIMIT,
       keepCount: this.setup.keepCount,
@@ -388,7 +395,8 @@ class Harness {
       cbData: '',
       claimer: '', // claims keep no record here (test/network-blip.test.ts covers claim retries)
       nonce: '',
-      startNow: '',
+      freeSlots: '',
+      starts: '', // no start marks ride on a completion unless a complete op says so (below)
       // No fetcher registers for a handoff unless a claim op says so (below).
       ...NO_HANDOFF,
       leaseMs: DEFAULT_LEASE_MS,
@@ -524,7 +532,7 @@ class Harness {
         };
         const r = (await this.run(scripts.claim, {
           count: op.count,
-          startNow: op.startNow ?? '',
+          freeSlots: op.freeSlots ?? '',
           ...handoff,
           withdraw: handoff.withdraw ?? '',
         })) as (string | number)[];
@@ -539,9 +547,9 @@ class Harness {
         const units = Number(r[4]);
         const replayedGot = pairs.splice(pairs.length - Number(r[5]));
         const got = pairs;
-        const want = this.model.claim(op.count, op.startNow, handoff);
+        const want = this.model.claim(op.count, op.freeSlots, handoff);
         const nextDue = r[1] === '' ? null : Number(r[1]);
-        const starts = op.startNow === undefined ? '' : `, startNow=${op.startNow}`;
+        const starts = op.freeSlots === undefined ? '' : `, freeSlots=${op.freeSlots}`;
         const flag = `${r[2] === 1 ? ' paused' : ''}${units > 0 ? ` registered for ${units}` : ''}${replayedGot.length > 0 ? ` replayed [${replayedGot.map(fmtHeld).join(', ')}]` : ''}`;
         const withdrew = handoff.withdraw
           ? ` withdraw=${handoff.withdraw}(${handoff.withdrawUnits}, received ${handoff.received})`
@@ -618,9 +626,12 @@ class Harness {
         }
         const verb = `w${wi}.${op.op === 'resend' ? 'resend ' : ''}${kind}`;
         if (kind === 'complete') {
-          const got = pairs(await this.completeScript(rows));
-          const want = this.model.complete(rows);
-          this.log(`${verb}([${rows.map(fmtHeld).join(', ')}]) -> refused ${JSON.stringify(got)}`);
+          // Marks of the jobs the worker still holds ride on the call (a resend carries none).
+          const marks = op.op === 'complete' && op.marks ? [...w.held] : [];
+          const got = pairs(await this.completeScript(rows, marks));
+          const want = this.model.complete(rows, marks);
+          const with_ = marks.length > 0 ? `, starts [${marks.map(fmtHeld).join(', ')}]` : '';
+          this.log(`${verb}([${rows.map(fmtHeld).join(', ')}]${with_}) -> refused ${JSON.stringify(got)}`);
           this.agree(`${kind} reply (refused rows)`, got, want);
         } else {
           const got = pairs(await this.failScript(rows, retryDelayMs, as));
@@ -646,18 +657,18 @@ class Harness {
         this.agree('extend reply (lost ids)', got, want);
         break;
       }
-      case 'begin': {
+      case 'start': {
         const wi = this.workerFor(op.w, (w) => w.held.length > 0);
-        if (wi === null) return this.log('begin: no worker holds a job');
+        if (wi === null) return this.log('start: no worker holds a job');
         const rows = this.workers[wi]!.held;
         const got = (await this.run(
-          scripts.begin,
+          scripts.start,
           {},
           rows.map((h) => ({ id: h.id, token: h.token })),
         )) as string[];
-        const want = this.model.begin(rows);
-        this.log(`w${wi}.begin([${rows.map(fmtHeld).join(', ')}]) -> lost ${JSON.stringify(got)}`);
-        this.agree('begin reply (lost ids)', got, want);
+        const want = this.model.start(rows);
+        this.log(`w${wi}.start([${rows.map(fmtHeld).join(', ')}]) -> lost ${JSON.stringify(got)}`);
+        this.agree('start reply (lost ids)', got, want);
         break;
       }
       case 'tick':
@@ -706,10 +717,10 @@ class Harness {
     await this.compareState();
   }
 
-  private completeScript(rows: Claimed[]): Promise<unknown> {
+  private completeScript(rows: Claimed[], marks: Claimed[] = []): Promise<unknown> {
     return this.run(
       scripts.complete,
-      {},
+      { starts: marks.map((h) => `${h.id}\n${h.token}`).join('\n') },
       rows.map((h) => ({ id: h.id, token: h.token, result: JSON.stringify(RESULT) })),
     );
   }
@@ -978,17 +989,34 @@ describe('counterexamples found by the model', () => {
       recover, // waiting: 1, 2, 3
     ]));
 
-  it('a reserved (prefetched) job whose lease expires goes back with no attempt spent, even with maxAttempts 1', () =>
+  it('a job whose start was never marked goes back free, even with maxAttempts 1; a marked one is charged', () =>
     runSequence(KEEP_ALL, [
       { ...job, maxAttempts: 1 },
-      { op: 'claim', w: 0, count: 1, startNow: 0 }, // reserved: attempts 0, no startedAt
+      claim(0), // leased: attempts 0, no startedAt
       tick(1_250),
-      recover, // back to waiting, no error
-      { op: 'claim', w: 1, count: 1, startNow: 0 },
-      { op: 'begin', w: 0 }, // the old lease: lost
-      { op: 'begin', w: 1 }, // attempt 1 counted now
-      { op: 'begin', w: 1 }, // sent again: nothing changes
-      { op: 'complete', w: 1, pick: 0 },
+      recover, // back to waiting, no error, one free return
+      claim(1),
+      { op: 'start', w: 0 }, // the old lease: lost
+      { op: 'start', w: 1 }, // attempt 1 counted now
+      { op: 'start', w: 1 }, // sent again: nothing changes
+      tick(1_250),
+      recover, // marked: charged, dead (maxAttempts 1) with its LeaseExpiredError
+    ]));
+
+  it(`after ${FREE_RETURNS} free returns the next unmarked loss is charged`, () =>
+    runSequence(KEEP_ALL, [
+      { ...job, maxAttempts: 1 },
+      ...Array.from({ length: FREE_RETURNS + 1 }, () => [claim(0), tick(1_250), recover]).flat(),
+    ]));
+
+  it('a start mark riding on a completion counts before the completions; a completion implies its start', () =>
+    runSequence(KEEP_ALL, [
+      job,
+      job,
+      claim(0, 2),
+      { op: 'complete', w: 0, pick: 0, marks: true }, // 1 completes (implied start), 2's mark counts
+      tick(1_250),
+      recover, // 2 was marked: charged
     ]));
 
   it('retention keeps a finished job exactly keepAgeMs old (it deletes jobs older than that)', () =>

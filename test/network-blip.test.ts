@@ -161,9 +161,10 @@ describe('a worker behind a network that fails', () => {
     await expectAllRanOnce(queue, ['first', ...ids], runs);
   });
 
-  it('a claim whose reply is lost for longer than the lease: the job is recovered with its attempt refunded, and runs', async () => {
+  it('a claim whose reply is lost for longer than the lease: the job goes back free, and runs', async () => {
     // Chaos found this one (a single-attempt job dead unrun after a 2.4 s netReset with a 1 s lease):
-    // the retried claim comes too late to replay, so recovery must not charge the lost lease.
+    // the retried claim comes too late to replay, so recovery must not charge the lost lease (the
+    // job's start was never marked).
     const { p, queue, runs, releaseFirst } = await busyWorker();
     await queue.add({}, { ...JOB, id: 'lost-reply' }); // waits: the only slot is busy
     p.blackhole('toClient'); // requests reach Redis, replies do not come back
@@ -189,9 +190,7 @@ describe('a worker behind a network that fails', () => {
     expect((await queue.getJob('first'))?.state).toBe('completed');
     const job = (await queue.getJob('lost-reply'))!;
     expect(runs.get('lost-reply')).toBe(1);
-    expect(job).toMatchObject({ attempts: 2, maxAttempts: 1, result: 'lost-reply' });
-    expect(job.errors.map((e) => [e.attempt, e.code])).toEqual([[1, 'ERR_LEASE_EXPIRED']]);
-    expect(job.errors[0]!.message).toMatch(/not counted against maxAttempts/);
+    expect(job).toMatchObject({ attempts: 1, maxAttempts: 1, result: 'lost-reply', errors: [] });
   });
 });
 

@@ -2,11 +2,12 @@
  * The last "killed unrun" case: a worker killed with kill -9 while it holds PREFETCHED jobs (claimed
  * beyond its free slots). Claims used to count an attempt for every job they leased, so those jobs came
  * back from recovery with an attempt spent that never ran; with `maxAttempts: 1` they ended dead with
- * LeaseExpiredError without ever running. Prefetched jobs are now reserved (no attempt counted) until
- * begin.lua starts them. Real child processes and real signals, like test/crash.test.ts.
+ * LeaseExpiredError without ever running. A claim now counts nothing: a job's attempt is counted by its
+ * start mark when its processor runs (src/worker/starter.ts). Real child processes and real signals,
+ * like test/crash.test.ts.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { DEFAULT_PREFIX, EARLY_LOSS_REFUNDS } from '../src/defaults.js';
+import { DEFAULT_PREFIX, FREE_RETURNS } from '../src/defaults.js';
 import { Queue, Worker } from '../src/index.js';
 import { queueKeys } from '../src/keys.js';
 import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
@@ -91,17 +92,40 @@ describe('kill -9 of a worker holding prefetched jobs', () => {
   }
 });
 
-describe('kill -9 of a worker before it renewed the lease of a job it started', () => {
-  it(`a processor that kills its worker at once is refunded ${EARLY_LOSS_REFUNDS} times, then its attempts run out: no endless loop`, async () => {
+describe('kill -9 of a worker running a job', () => {
+  it("a maxAttempts 1 job whose start was recorded ends dead with the lost attempt's error: it runs once", async () => {
+    const name = uniqueName();
+    const queue = new Queue<{ n: number }, string>(name, { connection: fx.url });
+    open.push(queue);
+    const leaseMs = 800;
+    const job = await queue.add({ n: 1 }, { leaseMs, maxAttempts: 1 });
+    const first = startChild(fx.url, name, leaseMs, { concurrency: 1, prefetch: 0 });
+    await waitUntil(() => first.messages.some((m) => m.started === job.id), 'started in the first worker');
+    // The start mark leaves without being awaited; once Redis has it, the attempt is spent.
+    await waitUntil(async () => (await queue.getJob(job.id))?.startedAt !== undefined, 'start recorded');
+    first.child.kill('SIGKILL');
+    const second = startChild(fx.url, name, leaseMs, { concurrency: 1, prefetch: 0 });
+    await waitUntil(async () => (await queue.getJob(job.id))?.state === 'dead', 'dead', 20_000);
+    const info = (await queue.getJob(job.id))!;
+    expect(info).toMatchObject({ state: 'dead', attempts: 1, attemptsLeft: 0 });
+    expect(info.errors.map((e) => [e.attempt, e.code])).toEqual([[1, 'ERR_LEASE_EXPIRED']]);
+    expect(
+      second.messages.some((m) => m.started === job.id),
+      'the second worker never ran it',
+    ).toBe(false);
+  }, 30_000);
+
+  it(`a processor that kills its worker before its start mark leaves comes back free ${FREE_RETURNS} times, then its attempt is charged: no endless loop`, async () => {
     const name = uniqueName();
     const queue = new Queue<{ die: boolean }, string>(name, { connection: fx.url });
     open.push(queue);
     const leaseMs = 300;
     const job = await queue.add({ die: true }, { leaseMs, maxAttempts: 1 });
-    // Each child claims the job (recovering it first once its lease expired) and dies as it starts it.
+    // Each child claims the job (recovering it first once its lease expired) and dies as it starts it,
+    // in the same turn of its event loop, so its start mark never leaves.
     let children = 0;
     while ((await queue.getJob(job.id))?.state !== 'dead') {
-      expect(children, 'children started').toBeLessThan(EARLY_LOSS_REFUNDS + 3);
+      expect(children, 'children started').toBeLessThan(FREE_RETURNS + 3);
       const { child } = startChild(fx.url, name, leaseMs, { concurrency: 1, prefetch: 0 });
       children++;
       const exited = new Promise<void>((r) => child.once('exit', () => r()));
@@ -112,8 +136,8 @@ describe('kill -9 of a worker before it renewed the lease of a job it started', 
       child.kill('SIGKILL');
     }
     const info = (await queue.getJob(job.id))!;
-    expect(info).toMatchObject({ state: 'dead', attempts: EARLY_LOSS_REFUNDS + 1, attemptsLeft: 0 });
-    expect(info.errors.map((e) => e.code)).toEqual(Array(EARLY_LOSS_REFUNDS + 1).fill('ERR_LEASE_EXPIRED'));
-    expect(info.errors.filter((e) => /not counted/.test(e.message))).toHaveLength(EARLY_LOSS_REFUNDS);
+    expect(info).toMatchObject({ state: 'dead', attempts: 1, attemptsLeft: 0 });
+    expect(info.errors.map((e) => e.code)).toEqual(['ERR_LEASE_EXPIRED']);
+    expect(info.errors[0]!.message).toMatch(/never marked its start/);
   }, 60_000);
 });

@@ -34,7 +34,14 @@ async function setup() {
       fx.redis,
       scripts.complete,
       keys,
-      { now, ...keep, doneChannel: keys.doneChannel, wakeChannel: keys.wakeChannel, eventsMaxLen: 0 },
+      {
+        now,
+        ...keep,
+        doneChannel: keys.doneChannel,
+        wakeChannel: keys.wakeChannel,
+        eventsMaxLen: 0,
+        starts: '',
+      },
       [{ id, token, result: '1' }],
     );
     expect(refused).toEqual([]);

@@ -160,7 +160,7 @@ describe('job.step', () => {
 });
 
 describe('job.sleep', () => {
-  it('delays the job without spending an attempt; the next attempt passes the sleep and replays steps', async () => {
+  it('delays the job without spending its budget; the next attempt passes the sleep and replays steps', async () => {
     const q = queue();
     const log: string[] = [];
     const w = new Worker(
@@ -181,8 +181,15 @@ describe('job.sleep', () => {
     const { id } = await q.add({}, { maxAttempts: 1 });
     await waitUntil(async () => (await q.getJob(id))?.state === 'delayed', 'asleep (delayed)');
     expect(await q.waitFor(id, { timeoutMs: 10_000 })).toBe(2);
-    expect(log).toEqual(['run 1', 'step a', 'run 1', 'woke']);
-    expect(await q.getJob(id)).toMatchObject({ state: 'completed', attempts: 1, snoozes: 1, errors: [] });
+    // Two starts, one charged: maxAttempts 1 still completes.
+    expect(log).toEqual(['run 1', 'step a', 'run 2', 'woke']);
+    expect(await q.getJob(id)).toMatchObject({
+      state: 'completed',
+      attempts: 2,
+      attemptsLeft: 0,
+      snoozes: 1,
+      errors: [],
+    });
   });
 });
 

@@ -47,6 +47,7 @@
 -- @include body_marker
 -- @include take_idle
 -- @include next_tokens
+-- @include int_text
 -- @include lease_record
 -- @include active_sentinel
 -- @include record_handoff
@@ -91,7 +92,7 @@ if taker then
   local claims, field = tag_key(jobs, 'claims'), fetcher .. '.h'
   local now_s = int_text(now)
   local token = string.format('%d', next_tokens(tag_key(jobs, 'tokens'), tag_key(jobs, 'seq'), 1)) .. '.' .. now_s
-  local leased, lease = lease_record(record, token, now_s, true)
+  local leased, lease = lease_record(record, token)
   -- The message: `<nonce>|<now>|<length of id>|<id><record>` (ids and records may hold any byte).
   local message = nonce .. '|' .. now_s .. '|' .. #id .. '|' .. id .. leased
   if redis.call('SPUBLISH', tag_key(jobs, 'hand:' .. fetcher), message) > 0 then

@@ -4,9 +4,9 @@
 -- priorities. Each claimed job gets a fencing token unique in the queue's history (`<lease id>.<now>`:
 -- a lease id drawn from the tokens counter, plus the claim time, because a failover that loses the last
 -- writes rolls the counter back and would hand out a lease id again). Its lease deadline (now + leaseMs)
--- is its score in `active`. The first `startNow` jobs claimed are STARTED (attempts + 1, startedAt =
--- now); the others are RESERVED (prefetched: attempts kept, startedAt empty) until begin.lua starts
--- them, so a reserved job whose worker dies goes back without spending an attempt (recover.lua).
+-- is its score in `active`. Nothing is counted here: a claimed job is leased with its attempts as they
+-- are and an empty startedAt, and its worker marks the start when the processor runs (start.lua, or a
+-- mark riding on complete.lua), so a job whose worker dies before that goes back free (recover.lua).
 -- Any count works: multi-value commands go in slices of at most 1000 values.
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] waiting         LIST
@@ -36,13 +36,14 @@
 -- ARGV[7] eventsMaxLen    event stream cap (0 = no events)
 -- ARGV[8] claimer         '' or the claiming worker's fetcher and claim slot: its field in `claims`
 -- ARGV[9] nonce           this claim's number for `claimer`; `r<nonce>`: a retry of that claim
--- ARGV[10] startNow       jobs started at claim (the worker's free slots); the rest are reserved; '' = all
+-- ARGV[10] freeSlots      the worker's free slots (jobs it can start at once), for the handoff
+--                         registration below; '' = count
 -- ARGV[11] fetcher        '' or the claiming fetcher's id, for handoffs (below)
 -- ARGV[12] withdraw       '' or the nonce of this fetcher's registration for a handoff that may stand
 -- ARGV[13] registerMs     > 0: when this claim leaves the worker free slots, register the fetcher for a
 --                         handoff for that long (0 = do not)
 -- ARGV[14] registerUnits  the most jobs the registration may be handed (the fetcher's share of the
---                         worker's free slots); the claim registers min(this, 1000, startNow - jobs started)
+--                         worker's free slots); the claim registers min(this, 1000, freeSlots - jobs claimed)
 -- ARGV[15] withdrawUnits  the units of the registration withdrawn (what its claim answered)
 -- ARGV[16] received       how many jobs of that registration reached the fetcher by message
 -- Returns: { now, nextDue, paused, limitedMs, registered, replayed, id1, record1, id2, record2, ... }
@@ -58,7 +59,7 @@
 --     claimed by this call
 -- Expiry: a job taken whose expireAt has passed and that never started is not leased: it ends dead
 -- with an ExpiredError (includes/expire_jobs.lua), and when that leaves the claim short, nextDue is
--- `now` so the worker claims again at once. A job started here leaves `expiring`. (The `wake` and `done`
+-- `now` so the worker claims again at once. A leased job stays in `expiring` until its start mark. (The `wake` and `done`
 -- channels are named from the hash tag, as keys.ts names them; dead retention is left to the next
 -- transition that trims, so the claim's arguments stay as they were.)
 -- The global concurrency limit (meta `concurrency`) caps active jobs across all workers; a claim cut
@@ -93,6 +94,7 @@
 -- @include expire_jobs
 -- @include tag_key
 -- @include next_tokens
+-- @include int_text
 -- @include lease_record
 
 local jobs, waiting, prio, seq, delayed, active, meta, limiter =
@@ -216,7 +218,7 @@ end
 -- Expiry (see the header): only a queue with expiring jobs (one EXISTS per claim) pays a lookup per
 -- job. Every unstarted job with an expiry is in `expiring` (add.lua; a manual retry clears the expiry).
 local recs = {}
-local expired_ids, expired_recs, expiring_ids = {}, {}, {}
+local expired_ids, expired_recs = {}, {}
 local expiring_key = tag_key(jobs, 'expiring')
 if #ids > 0 and redis.call('EXISTS', expiring_key) == 0 then
   recs = chunked_hmget(jobs, ids)
@@ -234,7 +236,6 @@ elseif #ids > 0 then
     else
       kept[#kept + 1] = ids[i]
       recs[#kept] = rec
-      if e then expiring_ids[ids[i]] = true end
     end
   end
   ids = kept
@@ -279,28 +280,20 @@ if (tonumber(ARGV[13]) or 0) > 0 and units > 0 and #expired_ids == 0 then
 end
 if #ids == 0 then return reply(out) end
 
-local updated, leases, started_expiring = {}, {}, {}
+local updated, leases = {}, {}
 local default_lease = tonumber(ARGV[3])
 local token = next_tokens(KEYS[12], seq, #ids) - #ids
 -- Formatting a number in Lua is a sprintf (~0.3 us): do it once per call, not per job.
 local now_s = tostring(now)
-local start_now = tonumber(ARGV[10]) or #ids
-local started = 0
 -- The latest lease deadline, for record_claim.
 local expiry = now
 for i = 1, #ids do
   local rec = recs[i]
   if rec then
     token = token + 1
-    -- Reserved (not started): begin.lua counts the attempt and sets startedAt when the worker starts it.
-    local start = started < start_now
-    if start then
-      started = started + 1
-      if expiring_ids[ids[i]] then started_expiring[#started_expiring + 1] = ids[i] end
-    end
     -- %d: exact for every integer up to 2^53 (plain concatenation turns 1e14 and above into 1e+14).
     local lease
-    rec, lease = lease_record(rec, string.format('%d', token) .. '.' .. now_s, now_s, start)
+    rec, lease = lease_record(rec, string.format('%d', token) .. '.' .. now_s)
     local deadline = now + (lease or default_lease)
     updated[#updated + 1] = ids[i]
     updated[#updated + 1] = rec
@@ -334,6 +327,5 @@ if #updated > 0 then
   chunked_call('ZADD', active, leases)
   emit_event(KEYS[9], tonumber(ARGV[7]), 'active', ids)
 end
-chunked_call('ZREM', expiring_key, started_expiring)
 record_claim(KEYS[11], ARGV[8], ARGV[9], now, out, expiry)
 return reply(out)

@@ -24,9 +24,14 @@
 -- ARGV[5] doneChannel     shard channel for waitFor
 -- ARGV[6] wakeChannel     shard channel for idle workers
 -- ARGV[7] eventsMaxLen    event stream cap (0 = no events)
--- ARGV[8..] repeated: id, token, result
+-- ARGV[8] starts          start marks that ride on this call: `id \n token \n id \n token ...` ('' = none),
+--                         applied first (includes/mark_starts.lua), so a worker at concurrency 1 sends a
+--                         job's completion and the next job's start in one call
+-- ARGV[9..] repeated: id, token, result
 --   token (fencing token from claim), result (JSON, '' = undefined)
--- Returns: { id, reason, ... } for each refused outcome; reason is `STALE:<state>:<attempts>` or `NOT_FOUND`
+-- A completion implies its start: a job completed before its start mark arrived counts the attempt here.
+-- Returns: { id, reason, ... } for each refused outcome; reason is `STALE:<state>:<attempts>` or
+--   `NOT_FOUND`; then { id, 'START_LOST' } for each start mark whose lease the worker no longer holds
 -- @include current_time
 -- @include chunked_call
 -- @include chunked_hmget
@@ -44,15 +49,24 @@
 -- @include drop_unkept
 -- @include wake_starved
 -- @include emit_event
+-- @include int_text
+-- @include mark_starts
 
--- (state)|(token)|(attempts)(|base|createdAt|runAt|startedAt|)finishedAt(|()priority|...)
-local COMPLETE_PATTERN = '^(.)|([^|]*)|([^|]*)(|[^|]*|[^|]*|[^|]*|[^|]*|)[^|]*(|().*)$'
+-- (state)|(token)|(attempts)(|base|createdAt|runAt|)(startedAt)|finishedAt(|()priority|...)
+local COMPLETE_PATTERN = '^(.)|([^|]*)|([^|]*)(|[^|]*|[^|]*|[^|]*|)([^|]*)|[^|]*(|().*)$'
 
 local jobs, errors, active, completed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = current_time(ARGV[1])
 local keep_count = tonumber(ARGV[2])
-local FIXED = 7
+local FIXED = 8
 local n = (#ARGV - FIXED) / 3
+-- Formatting a number in Lua is a sprintf (~0.3 us): do it once per call, not per job.
+local now_s = int_text(now)
+local lost_starts = {}
+if ARGV[8] ~= '' then
+  local mark_ids, mark_tokens = parse_marks(ARGV[8])
+  lost_starts = mark_starts(jobs, mark_ids, mark_tokens, now_s)
+end
 
 local ids = {}
 for i = 1, n do ids[i] = ARGV[FIXED + 1 + (i - 1) * 3] end
@@ -60,8 +74,6 @@ local recs = chunked_hmget(jobs, ids)
 
 local refused, done, updated, scores = {}, {}, {}, {}
 local left_groups, finished_recs = {}, {}
--- Formatting a number in Lua is a sprintf (~0.3 us): do it once per call, not per job.
-local now_s = tostring(now)
 for i = 1, n do
   local base = FIXED + 1 + (i - 1) * 3
   local rec = recs[i]
@@ -71,8 +83,13 @@ for i = 1, n do
   else
     -- Only state, token, attempts and finishedAt matter here: one pattern match reads them and cuts
     -- the record around finishedAt (the hot path: no header split).
-    local state, token, attempts, mid, rest, late = string.match(rec, COMPLETE_PATTERN)
+    local state, token, attempts, mid, started, rest, late = string.match(rec, COMPLETE_PATTERN)
     if state == 'a' and token == ARGV[base + 1] then
+      if started == '' then
+        -- Completed before its start mark arrived: the completion counts the start.
+        attempts = int_text((tonumber(attempts) or 0) + 1)
+        started = now_s
+      end
       -- Where field 8 starts: a short header (no group, dedupe, batch, keep) is known cheaply.
       note_header_end(rec, late, 8)
       done[#done + 1] = ids[i]
@@ -80,7 +97,7 @@ for i = 1, n do
       local group = record_group(rec)
       if group then left_groups[group] = (left_groups[group] or 0) + 1 end
       updated[#updated + 1] = ids[i]
-      updated[#updated + 1] = 'c|' .. token .. '|' .. attempts .. mid .. now_s .. rest .. '\n' .. ARGV[base + 2]
+      updated[#updated + 1] = 'c|' .. token .. '|' .. attempts .. mid .. started .. '|' .. now_s .. rest .. '\n' .. ARGV[base + 2]
       scores[#scores + 1] = now_s
       scores[#scores + 1] = ids[i]
     elseif not (state == 'c' and token == ARGV[base + 1]) then
@@ -111,5 +128,9 @@ if #done > 0 then
   count_stats(KEYS[14], now, 'c', #done)
   for j = 1, #done do batch_settle(jobs, done[j], finished_recs[j], true, now) end
   emit_event(KEYS[6], tonumber(ARGV[7]), 'dead', settle_dependents(k, now, done, {}))
+end
+for j = 1, #lost_starts do
+  refused[#refused + 1] = lost_starts[j]
+  refused[#refused + 1] = 'START_LOST'
 end
 return refused

@@ -1,10 +1,10 @@
 #!lua flags=allow-oom
 -- expire.lua: the expiry sweep (part of the recovery pass, src/recovery.ts). Jobs in `expiring` whose
--- expireAt has come and that have not started (waiting, delayed, blocked, or reserved by a worker that
--- has not begun them) end dead with an ExpiredError (includes/expire_jobs.lua), taken out of their
--- structure (a grouped job out of its group's list; a reserved one out of `active`, freeing its group
--- slot: its worker's begin finds it gone and does not run it). Entries whose job started, finished or
--- was removed meanwhile are dropped. Claims end expired jobs they meet themselves (claim.lua); this
+-- expireAt has come and that have not started (waiting, delayed, blocked) end dead with an ExpiredError
+-- (includes/expire_jobs.lua), taken out of their structure (a grouped job out of its group's list).
+-- A job leased to a worker (active) is the worker's to start or hand back: it stays in the index, and
+-- ends here or at a claim if it comes back unstarted. Entries whose job started, finished or was removed
+-- meanwhile are dropped. Claims end expired jobs they meet themselves (claim.lua); this
 -- sweep ends the ones no worker reaches: a stopped queue, a job delayed past its expiry, a blocked one.
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] annex           HASH annex: error lines
@@ -49,8 +49,9 @@ for i = 1, #due do
   local id, rec = due[i], recs[i]
   local state = rec and string.sub(rec, 1, 1)
   local pending = state == 'w' or state == 'd' or state == 'b'
-  if state == 'a' then pending = parse_record(rec)[F_STARTED] == '' end
-  if pending and is_expired(rec, now) then
+  if state == 'a' and parse_record(rec)[F_STARTED] == '' then
+    -- Leased, not started: kept in the index (see above).
+  elseif pending and is_expired(rec, now) then
     unlink(k, id, state, rec, now)
     if state == 'b' then unlink_parents(k, id) end
     ids[#ids + 1] = id

@@ -25,11 +25,13 @@
 -- ARGV[8] eventsMaxLen    event stream cap (0 = no events)
 -- ARGV[9..] repeated: id, token, retryDelayMs, error
 --   token (fencing token from claim), retryDelayMs (>= 0, or -1 for no retry), error (JSON: name, message, stack, code)
---   error `S` instead of JSON: the processor SNOOZED the job (SnoozeError): the attempt is given back
---     (attempts - 1, no error line, not counted as failed), snoozes + 1, delayed by retryDelayMs
---   error `R`: the processor hit a RATE LIMIT (RateLimitError): the attempt is given back, the job goes
+--   error `S` instead of JSON: the processor SNOOZED the job (SnoozeError, job.sleep): the attempt's
+--     budget is given back (base + 1: not charged against maxAttempts; attempts, the starts, are never
+--     given back), no error line, not counted as failed, snoozes + 1, delayed by retryDelayMs
+--   error `R`: the processor hit a RATE LIMIT (RateLimitError): the budget is given back, the job goes
 --     to the front of waiting, and claims stop for retryDelayMs: the job's group is parked that long
 --     when it has one, else the queue (meta `limited` = until, read by claim.lua)
+-- A failure implies its start: a job failed before its start mark arrived counts the attempt here.
 -- Returns: { id, outcome, ... } per job; outcome is `waiting`, `delayed`, `dead`, `snoozed`,
 --   `limited`, `STALE:<state>:<attempts>` or `NOT_FOUND`
 -- @include current_time
@@ -93,10 +95,16 @@ for i = 1, n do
   else
     local f, nl = parse_record(rec)
     local kind = ARGV[base + 3]
-    if f[F_STATE] == 'a' and f[F_TOKEN] == ARGV[base + 1] and (kind == 'S' or kind == 'R') then
-      -- Snoozed or rate-limited: the attempt did not fail; it is given back, like release.lua does.
+    local held = f[F_STATE] == 'a' and f[F_TOKEN] == ARGV[base + 1]
+    if held and f[F_STARTED] == '' then
+      -- Failed before its start mark arrived: the failure counts the start.
+      f[F_ATTEMPTS] = (tonumber(f[F_ATTEMPTS]) or 0) + 1
+      f[F_STARTED] = int_text(now)
+    end
+    if held and (kind == 'S' or kind == 'R') then
+      -- Snoozed or rate-limited: the attempt did not fail; its budget is given back (it still started).
       given_back[#given_back + 1] = id
-      f[F_ATTEMPTS] = math.max(0, (tonumber(f[F_ATTEMPTS]) or 1) - 1)
+      f[F_BASE] = (tonumber(f[F_BASE]) or 0) + 1
       local group = record_group(rec)
       local delay = math.max(0, tonumber(ARGV[base + 2]) or 0)
       if kind == 'S' then
@@ -123,7 +131,7 @@ for i = 1, n do
       end
       updated[#updated + 1] = id
       updated[#updated + 1] = with_header(f, rec, nl)
-    elseif f[F_STATE] == 'a' and f[F_TOKEN] == ARGV[base + 1] then
+    elseif held then
       accepted[#accepted + 1] = id
       local group = record_group(rec)
       lines[#lines + 1] = int_text(now) .. '|' .. f[F_ATTEMPTS] .. '|' .. ARGV[base + 3]

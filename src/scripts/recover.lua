@@ -1,16 +1,15 @@
 #!lua flags=allow-oom
 -- recover.lua: the nanny. Jobs whose lease deadline has passed (their worker crashed, stalled or lost its
--- connection) go back to the front of waiting, or to dead when their attempts are spent. The lost
--- attempt is recorded as a LeaseExpiredError. A RESERVED job (claimed as prefetch, never begun: empty
--- startedAt, see claim.lua and begin.lua) spent no attempt and never ran: it goes back to the front of
--- waiting with its attempts as they are and no error (a `released` event, like release.lua), whatever
--- attempts it has left. A STARTED job whose lease was never renewed (its deadline in `active` is still
--- startedAt + leaseMs) is an EARLY loss: the worker never confirmed it held the job, so it may never
--- have seen it (the claim's reply lost to a network fault that outlasted the lease) or died just after
--- the claim. Its error is recorded, but the attempt is refunded (base + 1: not counted against
--- maxAttempts), at most `earlyRefunds` times in a job's life (field F_REFUNDS), so that a processor
--- that kills its worker at once still runs out of attempts. Any worker may run this; no PID
--- bookkeeping is needed.
+-- connection) go back to the front of waiting, or to dead when their attempts are spent. Any worker
+-- may run this; no PID bookkeeping is needed. It is the one place that decides whether a lost lease
+-- costs an attempt:
+-- - STARTED (the worker's start mark arrived: startedAt set): the attempt is charged (it was counted by
+--   the mark) and recorded as a LeaseExpiredError; dead when the budget is spent.
+-- - NOT STARTED (no start mark: prefetched and never run, or a claim reply lost): back free, with no
+--   error (a `released` event, like release.lua), counted in F_REFUNDS. A worker that dies within about
+--   one round trip of starting a processor leaves no mark either, so a poison job that kills its process
+--   at once could come back free for ever: after `freeReturns` free returns in a job's life, the next
+--   unmarked loss is charged as a started attempt (attempts + 1, LeaseExpiredError), dead when spent.
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] annex           HASH annex: error lines, progress, logs
 -- KEYS[3] active          ZSET
@@ -32,9 +31,8 @@
 -- ARGV[6] wakeChannel     shard channel for idle workers
 -- ARGV[7] doneChannel     shard channel for waitFor
 -- ARGV[8] eventsMaxLen    event stream cap (0 = no events)
--- ARGV[9] defaultLeaseMs  the lease of jobs whose record leaves it empty (to tell an unrenewed lease)
--- ARGV[10] earlyRefunds   early losses refunded per job at most (see above)
--- Returns: { requeued ids (table, reserved ones included), dead ids (table) }
+-- ARGV[9] freeReturns     unmarked losses returned free per job at most (see above)
+-- Returns: { requeued ids (table, free returns included), dead ids (table) }
 -- @include current_time
 -- @include chunked_call
 -- @include chunked_hmget
@@ -60,13 +58,10 @@ local jobs, errors, active, waiting, prio, seq, dead = KEYS[1], KEYS[2], KEYS[3]
 local now = current_time(ARGV[1])
 local scored = redis.call('ZRANGEBYSCORE', active, '-inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
 if #scored == 0 then return { {}, {} } end
-local expired, deadlines = {}, {}
-for i = 1, #scored, 2 do
-  expired[#expired + 1] = scored[i]
-  deadlines[#deadlines + 1] = tonumber(scored[i + 1])
-end
+local expired = {}
+for i = 1, #scored, 2 do expired[#expired + 1] = scored[i] end
 chunked_call('ZREM', active, expired)
-local default_lease, early_refunds = tonumber(ARGV[9]), tonumber(ARGV[10])
+local free_returns = tonumber(ARGV[9])
 
 local recs = chunked_hmget(jobs, expired)
 local requeued, dead_ids, dead_scores, updated, err_ids, lines = {}, {}, {}, {}, {}, {}
@@ -78,29 +73,32 @@ for i = #expired, 1, -1 do
   local id, rec = expired[i], recs[i]
   if rec then
     local f, nl = parse_record(rec)
-    local reserved = f[F_STARTED] == ''
+    local free = f[F_STARTED] == ''
     local group = record_group(rec)
     if group then group_leave(group_keys(jobs), group, 1, now) end
-    if not reserved then
-      -- Never renewed: the deadline is still the one the claim (or begin) set.
+    local why = ' stopped renewing it (crashed, stalled or disconnected)'
+    if free then
       local refunds = tonumber(f[F_REFUNDS]) or 0
-      local early = deadlines[i] == tonumber(f[F_STARTED]) + (tonumber(f[F_LEASE]) or default_lease)
-      local why = ' stopped renewing it (crashed, stalled or disconnected)'
-      if early and refunds < early_refunds then
-        why = ' never renewed it (its claim reply was lost, or it stopped at once); not counted against maxAttempts'
-        f[F_BASE] = (tonumber(f[F_BASE]) or 0) + 1
+      if refunds < free_returns then
         set_field(f, F_REFUNDS, refunds + 1)
+      else
+        -- Unmarked again and again: charged as a start (a processor that kills its worker at once).
+        free = false
+        f[F_ATTEMPTS] = (tonumber(f[F_ATTEMPTS]) or 0) + 1
+        why = ' never marked its start, after ' .. free_returns .. ' free returns; counted as an attempt'
       end
+    end
+    if not free then
       err_ids[#err_ids + 1] = id
       lines[#lines + 1] = now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"LeaseExpiredError","code":"ERR_LEASE_EXPIRED","message":"lease expired: the worker running attempt ' .. f[F_ATTEMPTS] .. why .. '"}'
     end
     -- Revoke the lease: the old holder's token must never match again.
     f[F_TOKEN] = ''
-    if reserved or attempts_left(f, tonumber(ARGV[3])) then
+    if free or attempts_left(f, tonumber(ARGV[3])) then
       f[F_STATE] = 'w'
       if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, true, group, now) then woken = true end
       requeued[#requeued + 1] = id
-      if reserved then unbegun[#unbegun + 1] = id else lost_ids[#lost_ids + 1] = id end
+      if free then unbegun[#unbegun + 1] = id else lost_ids[#lost_ids + 1] = id end
     else
       f[F_STATE] = 'x'
       f[F_FINISHED] = now

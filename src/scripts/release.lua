@@ -1,11 +1,11 @@
 #!lua flags=allow-oom
--- release.lua: a closing worker hands back jobs it claimed but never started (prefetched, or claimed
--- while it was closing): active -> waiting, at the FRONT of their priority (they were next in line),
--- with the attempt the claim counted given back (attempts - 1; a RESERVED job, never begun, has no
--- attempt counted: empty startedAt, attempts kept) and the lease revoked (token cleared).
--- Only while the job is active under the caller's token: a lease already lost (recovered, cancelled)
--- is left alone. No attempt error is recorded: the processor never ran. (The claim's count in the rate
--- limiter window is not given back.)
+-- release.lua: a worker hands back jobs it holds but never started (prefetched jobs at close or pause,
+-- a job past its expiry before its slot freed): active -> waiting, at the FRONT of their priority
+-- (they were next in line), attempts as they are, lease revoked (token cleared). Only while the job is
+-- active under the caller's token and has no start mark: a lease already lost (recovered, cancelled)
+-- or a job whose start was marked is left alone (its lease decides). No attempt error is recorded:
+-- the processor never ran. The job stays in `expiring` if it has an expiry. (The claim's count in the
+-- rate limiter window is not given back.)
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] active          ZSET
 -- KEYS[3] waiting         LIST
@@ -46,10 +46,9 @@ for first = math.floor((n - 1) / CHUNK) * CHUNK + 1, 1, -CHUNK do
     if rec then
       local f, nl = parse_record(rec)
       local token = ARGV[4 + (first + j - 2) * 2]
-      if f[F_STATE] == 'a' and f[F_TOKEN] == token then
+      if f[F_STATE] == 'a' and f[F_TOKEN] == token and f[F_STARTED] == '' then
         f[F_STATE] = 'w'
         f[F_TOKEN] = ''
-        if f[F_STARTED] ~= '' then f[F_ATTEMPTS] = math.max((tonumber(f[F_ATTEMPTS]) or 1) - 1, 0) end
         updated[#updated + 1] = ids[j]
         updated[#updated + 1] = with_header(f, rec, nl)
         gone[#gone + 1] = ids[j]

@@ -26,12 +26,13 @@ export class WorkerCalls {
   /**
    * Claims up to `count` jobs. `ticket` names the claim (the fetcher's claim slot and a nonce): sent
    * again after a failure, the same ticket returns the jobs that claim leased if it ran, instead of
-   * claiming again (claim.lua, includes/replay_claim.lua). The first `startNow` jobs are started at
-   * claim (attempt counted); the others are reserved until begin() starts them.
+   * claiming again (claim.lua, includes/replay_claim.lua). Nothing is counted at claim: each job's
+   * attempt is counted by its start mark (start()). `freeSlots`: jobs the worker could start at once,
+   * for the handoff registration.
    */
   async claim(
     count: number,
-    startNow: number,
+    freeSlots: number,
     ticket: ClaimTicket,
     handoff: HandoffArgs,
   ): Promise<ClaimReply> {
@@ -45,7 +46,7 @@ export class WorkerCalls {
       eventsMaxLen: this.options.eventsMaxLen,
       claimer: ticket.claimer,
       nonce: ticket.nonce,
-      startNow,
+      freeSlots,
       fetcher: handoff.fetcher,
       withdraw: handoff.withdraw,
       registerMs: handoff.registerMs,
@@ -55,10 +56,17 @@ export class WorkerCalls {
     });
   }
 
-  /** One entry per row: undefined when accepted, else the script's refusal (see refusalError). */
-  async complete(rows: CompleteRow[]): Promise<(Refusal | undefined)[]> {
+  /**
+   * Completes `rows`, with start marks (`starts`: starter.ts encodeMarks) riding on the same call.
+   * `refusals`: one entry per row, undefined when accepted, else the script's refusal (see
+   * refusalError); `lostStarts`: marks refused because the lease is gone.
+   */
+  async complete(
+    rows: CompleteRow[],
+    starts = '',
+  ): Promise<{ refusals: (Refusal | undefined)[]; lostStarts: string[] }> {
     const { completed } = this.options.retention;
-    const refused = await callScript(
+    const { refused, lostStarts } = await callScript(
       this.client,
       scripts.complete,
       this.keys,
@@ -70,18 +78,20 @@ export class WorkerCalls {
         doneChannel: this.keys.doneChannel,
         wakeChannel: this.keys.wakeChannel,
         eventsMaxLen: this.options.eventsMaxLen,
+        starts,
       },
       rows,
     );
     // Refusals come in row order, so match them in order: a batch may hold two attempts of one job
     // (a lease lost and the job claimed back), of which only the older is refused.
     let k = 0;
-    return rows.map((row) => {
+    const refusals = rows.map((row) => {
       const r = refused[k];
       if (r?.id !== row.id) return undefined;
       k++;
       return r.refusal;
     });
+    return { refusals, lostStarts };
   }
 
   /** One entry per row: where the job went, or the script's refusal (see refusalError). */
@@ -134,17 +144,11 @@ export class WorkerCalls {
   }
 
   /**
-   * Starts reserved jobs (begin.lua: attempt counted, lease renewed) just before their processor runs;
-   * returns the ids whose lease is no longer held (they must not run). Idempotent: safe to send again.
+   * Start marks (start.lua: attempt counted) of jobs whose processor has started; returns the ids whose
+   * lease is no longer held (their attempts must stop). Idempotent: safe to send again.
    */
-  async begin(rows: { id: string; token: string }[]): Promise<string[]> {
-    return callScript(
-      this.client,
-      scripts.begin,
-      this.keys,
-      { now: '', defaultLeaseMs: DEFAULT_LEASE_MS, eventsMaxLen: this.options.eventsMaxLen },
-      rows,
-    );
+  async start(rows: { id: string; token: string }[]): Promise<string[]> {
+    return callScript(this.client, scripts.start, this.keys, { now: '' }, rows);
   }
 
   /** Renews leases; returns the ids whose lease is no longer held. */

@@ -25,11 +25,14 @@ const MAX_STEPS = 1_000;
 const MAX_DATA_BYTES = 512 * 1024;
 
 export class Job<Data = unknown> {
-  /** Attempt number, from 1. Keeps counting after a manual retry. */
+  /** Attempt number (the job's starts, this one included), from 1. Keeps counting after a snooze or a manual retry. */
   readonly attempt: number;
   /** Fencing token of this attempt's lease (unique in the queue's history). */
   readonly token: string;
-  /** Attempts made before the last manual retry (0 if never retried); `attempt - base` is this budget's count. */
+  /**
+   * Starts not charged to the budget: those before the last manual retry, and those that snoozed, slept
+   * or hit a rate limit (their budget was given back); `attempt - base` is this budget's count.
+   */
   readonly base: number;
   readonly maxAttempts: number;
   readonly priority: number;
@@ -45,8 +48,8 @@ export class Job<Data = unknown> {
   readonly batch: string;
   /** Times the job was snoozed so far. */
   readonly snoozes: number;
-  /** @internal Claimed as prefetch: begin.lua counts its attempt before the processor runs. */
-  readonly reserved: boolean;
+  /** Epoch ms after which the job must not start (its expireAt or ttlMs); 0 = never. */
+  readonly expireAt: number;
   /** @internal The producer's trace context, as stored ('' = none): src/telemetry/trace-field.ts. */
   readonly trace: string;
   /** @internal The attempt's recording `process` span, until its outcome is written (telemetry). */
@@ -78,9 +81,9 @@ export class Job<Data = unknown> {
     /** The partition the job lives in (0 in a queue that is not partitioned). */
     readonly partition = 0,
   ) {
-    // A reserved job's attempt is counted when it begins: the processor sees the number it runs as.
-    this.reserved = record.reserved;
-    this.attempt = record.reserved ? record.attempts + 1 : record.attempts;
+    // A claimed job has not started: its start mark counts this attempt when the processor runs.
+    this.attempt = record.attempts + 1;
+    this.expireAt = record.expireAt;
     this.token = record.token;
     this.base = record.base;
     this.maxAttempts = record.maxAttempts;

@@ -1,6 +1,6 @@
 /**
  * One partition as a worker sees it: its keys and calls, the jobs the worker holds there, and the loops
- * that work per partition (fetch, begin, write outcomes, renew leases). One lane per partition (one
+ * that work per partition (fetch, mark starts, write outcomes, renew leases). One lane per partition (one
  * for an unpartitioned queue), sharing the worker's runner (slots), subscriber, heartbeat, recovery.
  *
  * Data flows one way: the fetcher's claimed jobs become Jobs held here and go to the runner; the
@@ -17,12 +17,12 @@ import type { ClaimedJob } from '../script-replies.js';
 import type { RedisClient } from '../scripts.js';
 import type { AttemptOutcome } from '../telemetry/tracing.js';
 import { Acker, type CompleteRow, type FailRow } from './acker.js';
-import { Beginner, type BeginOutcome } from './beginner.js';
 import { WorkerCalls } from './calls.js';
 import { Fetcher } from './fetcher.js';
 import { Job } from './job.js';
 import { type HeldJob, LeaseRenewer } from './lease-renewer.js';
 import type { ResolvedWorkerOptions } from './options.js';
+import { encodeMarks, Starter } from './starter.js';
 
 /** A written outcome (or a refused one: the lease was lost and the fence said no), reported upward. */
 export type LaneOutcome =
@@ -44,16 +44,14 @@ function spanOutcome(r: { outcome: string } | { refusal: unknown }): AttemptOutc
 export interface LaneRunner {
   /** Slots `lane` may claim now (free slots less every lane's claims in flight; see worker/slot-share.ts). */
   claimable(lane: Lane): number;
-  /** Of `count` jobs claimed now, how many to start at claim (free slots); the rest are reserved. */
+  /** Of `count` jobs claimed now, how many free slots could start at once (claim.lua's freeSlots). */
   startable(count: number): number;
   isClosing(): boolean;
   /** Jobs just claimed (and held by their lane): to run when a slot frees, or to hand back if closing. */
   accept(jobs: Job<unknown>[]): void;
-  /** The answer of begin.lua for a reserved job that reached a free slot. */
-  begun(lane: Lane, job: Job<unknown>, outcome: BeginOutcome): void;
   /** queue.cancel moved this running job to dead (its lease is already forgotten). */
   cancelled(lane: Lane, job: Job<unknown>): void;
-  /** The renewer found these leases lost (already forgotten): abort whatever of them runs. */
+  /** The renewer or a refused start mark found these leases lost (already forgotten): abort whatever of them runs. */
   leaseLost(lane: Lane, ids: string[]): void;
   /** A claim of this lane came back short: slots it had reserved are free for the other lanes. */
   claimReleased(): void;
@@ -104,10 +102,10 @@ export class Lane {
   private readonly fetcher: Fetcher;
   private readonly acker: Acker;
   private readonly renewer: LeaseRenewer;
-  private readonly beginner: Beginner;
+  private readonly starter: Starter;
   /** Node's timers, or the test clock's (clock.ts) when the worker has one. */
   readonly timers: Clock;
-  /** Jobs to be started at claim by this lane's claims in flight (see LaneRunner.startable). */
+  /** Free slots counted by this lane's claims in flight (see LaneRunner.startable). */
   private starts = 0;
   /** Claims sent and not answered yet (close waits for them, so their jobs can be handed back). */
   private readonly claims = new Set<Promise<unknown>>();
@@ -148,11 +146,10 @@ export class Lane {
       writeFailures: (rows) => this.writeFailures(rows),
       onError,
     });
-    this.beginner = new Beginner({
-      begin: (rows) => this.calls.begin(rows),
+    this.starter = new Starter({
+      start: (rows) => this.calls.start(rows),
       isHeld: (job) => this.holds(job),
-      isClosing: () => runner.isClosing(),
-      onOutcome: (job, outcome) => runner.begun(this, job, outcome),
+      onLost: (jobs) => this.startsLost(jobs),
       onError,
     });
     this.renewer = new LeaseRenewer({
@@ -228,14 +225,31 @@ export class Lane {
 
   // ---- running jobs --------------------------------------------------------------------------
 
-  /** A reserved job reached a slot: begin.lua counts its attempt (batched per event-loop turn). */
-  begin(job: Job<unknown>): void {
-    this.beginner.push(job);
-  }
-
-  /** The job's processor is about to run; `timer` (its timeout, if any) is cleared when it stops. */
+  /**
+   * The job's processor is about to run; `timer` (its timeout, if any) is cleared when it stops. Its
+   * start is marked with the lane's next call (starter.ts), never awaited.
+   */
   startRunning(job: Job<unknown>, timer: unknown): void {
     this.running.set(job.id, { job, startedAt: performance.now(), timer });
+    this.starter.push(job);
+  }
+
+  /** Sends the start marks no completion took this turn (one start.lua call). */
+  flushStarts(): void {
+    this.starter.flush();
+  }
+
+  /** Start marks refused: those leases are gone, so their attempts stop (as when a renewal finds them lost). */
+  private startsLost(jobs: Job<unknown>[]): void {
+    const ids: string[] = [];
+    for (const job of jobs) {
+      if (!this.holds(job)) continue;
+      this.held.delete(job.id);
+      ids.push(job.id);
+    }
+    if (ids.length === 0) return;
+    this.host.runner.leaseLost(this, ids);
+    this.host.onLeaseLost(ids);
   }
 
   /** The job stopped running (settled, timed out, cancelled): how long it ran (ms), or undefined if it was not. */
@@ -276,7 +290,16 @@ export class Lane {
   }
 
   private async writeCompletions(rows: CompleteRow[]): Promise<void> {
-    const refusals = await this.calls.complete(rows);
+    const marks = this.starter.take();
+    let reply: Awaited<ReturnType<WorkerCalls['complete']>>;
+    try {
+      reply = await this.calls.complete(rows, encodeMarks(marks));
+    } catch (err) {
+      this.starter.putBack(marks);
+      throw err;
+    }
+    this.starter.refused(marks, reply.lostStarts);
+    const { refusals } = reply;
     const tracing = this.host.options.tracing;
     rows.forEach((row, i) => {
       this.forget(row.id, row.token);
@@ -401,9 +424,9 @@ export class Lane {
     while (this.claims.size > 0) await Promise.all(this.claims);
   }
 
-  /** Resolves once every begin call has been answered (or given up on while closing). */
-  beginsSettled(): Promise<void> {
-    return this.beginner.settled();
+  /** Resolves once every start call has been answered (or failed). */
+  startsSettled(): Promise<void> {
+    return this.starter.settled();
   }
 
   /** Resolves when every buffered outcome has been written (true) or `timeoutMs` passed (false). */
@@ -414,6 +437,7 @@ export class Lane {
   /** Stops writing outcomes and renewing leases (the last steps of close before unregistering). */
   stop(): void {
     this.acker.stop();
+    this.starter.stop();
     this.renewer.stop();
   }
 }

@@ -7,8 +7,9 @@
  * its retry delay) for the job's lane to write. Cancels and lost leases abort attempts; at close,
  * buffered jobs are handed back and attempts still running past the timeout are failed.
  *
- * It never touches a lane's maps: it asks the lane to begin, start or stop running, forget, hand back
- * or acknowledge jobs, and the lane reports written outcomes to the worker.
+ * It never touches a lane's maps: it asks the lane to start or stop running, forget, hand back or
+ * acknowledge jobs, and the lane reports written outcomes to the worker. A job's processor runs as soon
+ * as it has a slot: its start is marked with the lane's next call (starter.ts), never awaited.
  */
 import {
   CancelledError,
@@ -22,7 +23,6 @@ import {
 import { safeTimeout } from '../timers.js';
 import { toJson } from '../validate.js';
 import { retryDelayMs } from './backoff.js';
-import type { BeginOutcome } from './beginner.js';
 import {
   type AttemptError,
   isA,
@@ -61,7 +61,7 @@ export interface RunnerDeps<Data, Result> {
 }
 
 export class Runner<Data, Result> implements LaneRunner {
-  /** Jobs whose processor is running, over all lanes (with reserved jobs waiting for begin.lua). */
+  /** Jobs whose processor is running, over all lanes. */
   private runningCount = 0;
   /** Claimed (leased) jobs waiting for a free slot: prefetched so the next batch is ready when slots free. */
   private readonly buffer: Job<Data>[] = [];
@@ -70,6 +70,7 @@ export class Runner<Data, Result> implements LaneRunner {
   /** Lane the next tick pumps first, so partitions take turns at freed slots. */
   private nextLane = 0;
   private tickScheduled = false;
+  private startsScheduled = false;
   private idleWaiters: (() => void)[] = [];
   /** Release calls in flight: jobs claimed but never started, handed back by a closing worker. */
   private readonly handingBack = new Set<Promise<void>>();
@@ -135,7 +136,7 @@ export class Runner<Data, Result> implements LaneRunner {
     );
   }
 
-  /** Of `count` jobs claimed now, how many claim.lua starts at once (free slots); the rest are reserved. */
+  /** Of `count` jobs claimed now, how many the free slots could start at once (claim.lua's freeSlots). */
   startable(count: number): number {
     let starting = 0;
     for (const l of this.deps.lanes()) starting += l.startsRequested;
@@ -180,9 +181,12 @@ export class Runner<Data, Result> implements LaneRunner {
 
   /** Hands every buffered (claimed, never started) job back to waiting; close() awaits these calls. */
   handBackBuffered(): void {
-    const jobs = this.buffer.splice(0) as Job<unknown>[];
+    this.handBack(this.buffer.splice(0));
+  }
+
+  private handBack(jobs: Job<Data>[]): void {
     if (jobs.length === 0) return;
-    const call = handBack(this.deps.lanes(), jobs);
+    const call = handBack(this.deps.lanes(), jobs as Job<unknown>[]);
     this.handingBack.add(call);
     void call.then(() => this.handingBack.delete(call));
   }
@@ -204,28 +208,15 @@ export class Runner<Data, Result> implements LaneRunner {
       const job = this.buffer.shift()!;
       const lane = this.laneOf(job);
       if (!lane.holds(job)) continue;
+      if (job.expireAt > 0 && job.expireAt <= Date.now()) {
+        // Past its expiry before a slot freed: it must not start. Handed back unstarted, the next claim
+        // (or the expiry sweep) ends it dead with its ExpiredError on Redis's clock.
+        this.handBack([job]);
+        continue;
+      }
       this.runningCount++;
-      // A reserved job takes its slot now and runs once begin.lua has counted its attempt (begun).
-      if (job.reserved) lane.begin(job);
-      else this.run(lane, job);
+      this.run(lane, job);
     }
-  }
-
-  /** begin.lua answered for a reserved job holding a slot: run it, drop it (lease gone), or hand it back. */
-  begun(lane: Lane, job: Job<unknown>, outcome: BeginOutcome): void {
-    if (outcome === 'begun' && this.deps.isRunning()) {
-      this.run(lane, job as Job<Data>);
-      return;
-    }
-    this.runningCount--;
-    if (outcome === 'lost') {
-      lane.forget(job.id, job.token);
-    } else {
-      // Closing: no job starts once close() was called. release.lua gives back the attempt if begun.
-      this.buffer.push(job as Job<Data>);
-      this.handBackBuffered();
-    }
-    this.afterSlotFreed();
   }
 
   private laneOf(job: Job<unknown>): Lane {
@@ -245,6 +236,7 @@ export class Runner<Data, Result> implements LaneRunner {
       }, job.timeoutMs);
     }
     lane.startRunning(job as Job<unknown>, timer);
+    this.scheduleStarts();
     job.startedAt = Date.now();
     this.deps.onStart(lane, job);
     let promise: Promise<Result>;
@@ -349,7 +341,10 @@ export class Runner<Data, Result> implements LaneRunner {
     if (this.runningCount === 0 && this.buffer.length === 0) for (const w of this.idleWaiters.splice(0)) w();
   }
 
-  /** Once per event-loop turn: write buffered outcomes and claim for the freed slots, back to back. */
+  /**
+   * Once per event-loop turn: write buffered outcomes (start marks riding on the completions), send the
+   * marks left, and claim for the freed slots, back to back.
+   */
   private scheduleTick(): void {
     if (this.tickScheduled) return;
     this.tickScheduled = true;
@@ -358,10 +353,25 @@ export class Runner<Data, Result> implements LaneRunner {
       const lanes = this.deps.lanes();
       const n = lanes.length;
       for (const lane of lanes) lane.flushOutcomes();
+      for (const lane of lanes) lane.flushStarts();
       // Lanes take turns at going first, so freed slots are shared among busy partitions.
       const first = this.nextLane;
       this.nextLane = (first + 1) % n;
       for (let i = 0; i < n; i++) lanes[(first + i) % n]!.pumpClaims();
+    });
+  }
+
+  /**
+   * Start marks of processors started outside a tick (a claim's jobs, a handoff) go at the end of this
+   * turn; when a tick is due this turn, it sends them (after the completions they may ride on).
+   */
+  private scheduleStarts(): void {
+    if (this.startsScheduled) return;
+    this.startsScheduled = true;
+    setImmediate(() => {
+      this.startsScheduled = false;
+      if (this.tickScheduled) return;
+      for (const lane of this.deps.lanes()) lane.flushStarts();
     });
   }
 

@@ -12,12 +12,12 @@
  * throws or returns, the attempt ends with a recorded outcome (error-normaliser.ts), and user
  * listeners that throw are reported as `error` events (ListenerError), never into the engine.
  *
- * A claim starts at once only as many jobs as there are free slots; prefetched ones are reserved (no
- * attempt counted) and begun (begin.lua, beginner.ts) when they reach a slot, so a worker killed while
- * holding them spends none of their attempts.
+ * A claim counts nothing: a job's attempt is counted by its start mark, sent with the lane's next call
+ * when its processor starts (starter.ts), never awaited; so a worker killed while holding prefetched
+ * jobs spends none of their attempts.
  *
  * Shutdown order (close): stop fetching -> hand back jobs claimed but not started (release.lua: front
- * of waiting, attempt not spent; also those of claim or begin replies arriving during close) -> wait for running
+ * of waiting, attempt not spent; also those of claim replies arriving during close) -> wait for running
  * jobs (up to closeTimeoutMs) -> fail those still running with ClosedError (recorded, retried like any
  * failure) -> write the outcomes -> stop renewing, recovering and beating -> unregister -> close
  * connections. No job starts once close() was called.
@@ -398,7 +398,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     const grace = Math.max(deadline - Date.now(), OUTCOME_GRACE_MS);
     const handedBack = (async () => {
       await Promise.all(this.lanes.map((l) => l.claimsSettled()));
-      await Promise.all(this.lanes.map((l) => l.beginsSettled()));
+      await Promise.all(this.lanes.map((l) => l.startsSettled()));
       await this.runner.handedBack();
     })();
     await Promise.all([...this.lanes.map((l) => l.drainOutcomes(grace)), settledWithin(handedBack, grace)]);

@@ -30,7 +30,7 @@ export function claimArgs(o: Partial<ClaimArgs> = {}): ClaimArgs {
     eventsMaxLen: 0,
     claimer: '',
     nonce: '',
-    startNow: '',
+    freeSlots: '',
     ...NO_HANDOFF,
     ...o,
   };

@@ -23,8 +23,8 @@ export interface ModelConfig {
   defaultLeaseMs: number;
   /** `defaultMaxAttempts` argument of fail/recover. */
   defaultMaxAttempts: number;
-  /** `earlyRefunds` argument of recover: early lease losses refunded per job at most. */
-  earlyRefunds: number;
+  /** `freeReturns` argument of recover: unmarked lease losses returned free per job at most. */
+  freeReturns: number;
   /** Retention of completed and dead jobs (the same rule for both). */
   keepCount: number;
   keepAgeMs: number;
@@ -47,7 +47,7 @@ export interface ModelJobOptions {
 export interface Held {
   id: string;
   incarnation: number;
-  /** The job's attempts as claimed (a reserved job's attempt is counted later, by begin). */
+  /** The job's attempts as claimed (this attempt is counted later, by its start mark). */
   attempt: number;
   /** Which claim of this incarnation (1, 2, ...): what the opaque token identifies. */
   lease: number;
@@ -67,9 +67,9 @@ export interface ModelJob {
   incarnation: number;
   state: Letter;
   attempts: number;
-  /** Attempts not charged: those before the last retry() (the budget restarts there), plus refunds. */
+  /** Starts not charged: those before the last retry() (the budget restarts there), plus snoozes and rate limits. */
   base: number;
-  /** Early lease losses (expired before any renewal) recover refunded. */
+  /** Unmarked lease losses (no start mark) recover returned free. */
   refunds: number;
   /** Snoozes (fail rows of kind S). */
   snoozes: number;
@@ -270,14 +270,13 @@ export class QueueModel {
     };
     this.jobs.set(jobId, j);
     if (taker && !this.gone.has(taker.fetcher)) {
-      // Handed off: leased in the add, as a claim would lease it (started, lease 1 of this incarnation).
+      // Handed off: leased in the add, as a claim would lease it (not started, lease 1 of this incarnation).
       j.state = 'a';
-      j.attempts = 1;
-      j.startedAt = this.now;
+      j.startedAt = undefined;
       j.leases = 1;
       j.tokenOf = 1;
       j.leaseUntil = this.now + (j.leaseMs ?? handoffLeaseMs!);
-      const held = { id: jobId, incarnation: j.incarnation, attempt: 1, lease: 1 };
+      const held = { id: jobId, incarnation: j.incarnation, attempt: 0, lease: 1 };
       const nonce = taker.member.split('|')[1]!;
       const record = this.handoffs.get(taker.fetcher);
       if (record?.nonce === nonce) {
@@ -313,10 +312,13 @@ export class QueueModel {
     for (const [id] of due) this.enqueue(this.jobs.get(id)!);
   }
 
-  /** The first `startNow` jobs claimed start (attempt counted); the rest are reserved until begin. */
+  /**
+   * Claims lease jobs with nothing counted (their start marks count them); `freeSlots` sizes the
+   * handoff registration.
+   */
   claim(
     count: number,
-    startNow = count,
+    freeSlots = count,
     reg?: HandoffClaim,
   ): { held: Held[]; nextDue: number | null; paused: boolean; registered: number; replayed: Held[] } {
     // The registration this fetcher may hold is withdrawn (its units left). If more jobs were handed
@@ -350,10 +352,7 @@ export class QueueModel {
       const j = this.jobs.get(id)!;
       this.unqueue(j);
       j.state = 'a';
-      if (held.length < startNow) {
-        j.attempts += 1;
-        j.startedAt = this.now;
-      } else j.startedAt = undefined;
+      j.startedAt = undefined;
       j.leases += 1;
       j.tokenOf = j.leases;
       j.leaseUntil = this.now + this.leaseOf(j);
@@ -364,7 +363,7 @@ export class QueueModel {
     // Left with free slots: registered for that many handoffs (at most registerUnits) until
     // now + registerMs.
     const units =
-      reg && reg.registerMs > 0 ? Math.min(reg.registerUnits, startNow - held.length - unseen) : 0;
+      reg && reg.registerMs > 0 ? Math.min(reg.registerUnits, freeSlots - held.length - unseen) : 0;
     for (let u = 1; u <= units; u++) {
       const member = `${reg!.fetcher}|${reg!.nonce}|${u}`;
       this.registrations = this.registrations.filter((r) => r.member !== member);
@@ -411,8 +410,13 @@ export class QueueModel {
     return `STALE:${j.state}:${j.attempts}`;
   }
 
-  /** complete: all rows are judged against the records as they were when the call started. */
-  complete(rows: Held[]): [string, string][] {
+  /**
+   * complete: the start marks riding on the call are applied first (their lost ids come after the
+   * refusals, as START_LOST); then all rows are judged against the records as they were. A completion
+   * counts its start if the mark has not arrived.
+   */
+  complete(rows: Held[], marks: Held[] = []): [string, string][] {
+    const lostStarts = this.start(marks);
     const refused: [string, string][] = [];
     const done: ModelJob[] = [];
     for (const h of rows) {
@@ -423,10 +427,12 @@ export class QueueModel {
       else if (!(j.state === 'c' && this.sameToken(j, h))) refused.push([h.id, this.stale(j)]);
     }
     for (const j of done) {
+      this.impliedStart(j);
       j.state = 'c';
       j.finishedAt = this.now;
     }
     if (done.length > 0) this.trim('c');
+    for (const id of lostStarts) refused.push([id, 'START_LOST']);
     return refused;
   }
 
@@ -443,11 +449,14 @@ export class QueueModel {
       const j = this.jobs.get(h.id);
       if (!j) out.push([h.id, 'NOT_FOUND']);
       else if (as !== 'E' && this.holds(j, h)) {
+        this.impliedStart(j);
         givenBack.push(j);
         out.push([h.id, as === 'S' ? 'snoozed' : 'limited']);
       } else if (as !== 'E' && j.state !== 'a' && this.sameToken(j, h)) {
         out.push([h.id, as === 'S' ? 'snoozed' : 'limited']);
       } else if (this.holds(j, h)) {
+        // A failure counts its start if the mark has not arrived, before it is judged.
+        this.impliedStart(j);
         accepted.push(j);
         const dead = retryDelayMs < 0 || !this.attemptsLeft(j);
         out.push([h.id, dead ? 'dead' : retryDelayMs === 0 ? 'waiting' : 'delayed']);
@@ -459,7 +468,8 @@ export class QueueModel {
     const delay = Math.max(0, retryDelayMs);
     const limited: ModelJob[] = [];
     for (const j of givenBack) {
-      j.attempts = Math.max(0, j.attempts - 1);
+      // The budget is given back; the start stays counted.
+      j.base += 1;
       if (as === 'S') {
         j.snoozes += 1;
         j.state = 'd';
@@ -500,28 +510,32 @@ export class QueueModel {
     return lost;
   }
 
+  /** An outcome whose start mark has not arrived counts the start itself (complete.lua, fail.lua). */
+  private impliedStart(j: ModelJob): void {
+    if (j.startedAt !== undefined) return;
+    j.attempts += 1;
+    j.startedAt = this.now;
+  }
+
   /**
-   * begin: reserved jobs still held start (attempt counted, startedAt now); every held lease is renewed;
-   * a job already begun under the token is left as it is. Returns the ids whose lease is lost.
+   * start (start marks): jobs still held and not yet marked under this lease count the start (attempts
+   * + 1, startedAt now); a job already marked is left as it is. Returns the ids whose lease is lost.
    */
-  begin(rows: Held[]): string[] {
+  start(rows: Held[]): string[] {
     const lost: string[] = [];
     for (const h of rows) {
       const j = this.jobs.get(h.id);
-      if (j === undefined || !this.holds(j, h)) {
-        lost.push(h.id);
-        continue;
-      }
-      if (j.startedAt === undefined) {
-        j.attempts += 1;
-        j.startedAt = this.now;
-      }
-      j.leaseUntil = this.now + this.leaseOf(j);
+      if (j === undefined || !this.holds(j, h)) lost.push(h.id);
+      else this.impliedStart(j);
     }
     return lost;
   }
 
-  /** recover: leases that ended before now -> front of waiting, or dead with no attempts left. */
+  /**
+   * recover: leases that ended before now. A marked start is charged (LeaseExpiredError), dead with no
+   * attempts left; an unmarked one goes back free (no error), at most freeReturns times in a job's
+   * life, after which the next is charged as a start.
+   */
   recover(): { requeued: string[]; dead: string[] } {
     const expired = this.scored('a')
       .filter(([, until]) => until < this.now)
@@ -529,17 +543,15 @@ export class QueueModel {
     const requeued: ModelJob[] = [];
     const dead: string[] = [];
     for (const j of expired) {
-      // A reserved job (never begun) spent no attempt: back to waiting as it was, no error.
-      const reserved = j.startedAt === undefined;
-      if (!reserved) j.errors.push({ at: this.now, attempt: j.attempts, code: LEASE_EXPIRED });
-      // An early loss (the lease never renewed since the claim or begin set it) is refunded, within the bound.
-      const early = !reserved && j.leaseUntil === j.startedAt! + this.leaseOf(j);
-      if (early && j.refunds < this.cfg.earlyRefunds) {
-        j.refunds += 1;
-        j.base += 1;
+      let free = j.startedAt === undefined;
+      if (free && j.refunds < this.cfg.freeReturns) j.refunds += 1;
+      else if (free) {
+        free = false;
+        j.attempts += 1;
       }
+      if (!free) j.errors.push({ at: this.now, attempt: j.attempts, code: LEASE_EXPIRED });
       j.tokenOf = null;
-      if (reserved || this.attemptsLeft(j)) requeued.push(j);
+      if (free || this.attemptsLeft(j)) requeued.push(j);
       else {
         j.state = 'x';
         j.finishedAt = this.now;

@@ -1,0 +1,103 @@
+/**
+ * Start marks: the one place an attempt is counted. When a processor starts, its job's mark is queued
+ * here and the processor runs at once; the worker never waits for Redis between holding a job and
+ * starting it. Marks ride on the lane's next completion call (complete.lua's `starts`: at concurrency 1
+ * a job's completion and the next job's start are one call), and whatever no completion took goes in
+ * one start.lua call per event-loop turn.
+ *
+ * A mark is only bookkeeping for recovery (recover.lua charges a lost lease whose start was marked and
+ * returns an unmarked one free): an outcome implies its start (complete.lua and fail.lua count it if
+ * the mark has not arrived), so a mark whose job has already settled is dropped. A mark refused because
+ * the lease is gone stops the attempt. Marks are idempotent, so a call that failed is sent again.
+ */
+import { reconnectDelayMs, safeTimeout } from '../timers.js';
+import type { Job } from './job.js';
+
+export interface StarterDeps {
+  /** start.lua: marks these starts; resolves with the ids whose lease is no longer held. */
+  start(rows: { id: string; token: string }[]): Promise<string[]>;
+  /** This worker still holds the job's lease (as far as it knows). */
+  isHeld(job: Job<unknown>): boolean;
+  /** Marks refused: the lease of these jobs is gone. */
+  onLost(jobs: Job<unknown>[]): void;
+  onError(err: unknown): void;
+}
+
+/** Marks encoded as complete.lua's `starts` argument: `id \n token \n id \n token ...`. */
+export function encodeMarks(jobs: readonly Job<unknown>[]): string {
+  let out = '';
+  for (const job of jobs) out += out === '' ? `${job.id}\n${job.token}` : `\n${job.id}\n${job.token}`;
+  return out;
+}
+
+export class Starter {
+  private pending: Job<unknown>[] = [];
+  private readonly inFlight = new Set<Promise<void>>();
+  private failures = 0;
+  private retryTimer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(private readonly deps: StarterDeps) {}
+
+  /** The processor of `job` has just been called: mark its start with the next call. */
+  push(job: Job<unknown>): void {
+    this.pending.push(job);
+  }
+
+  get pendingCount(): number {
+    return this.pending.length;
+  }
+
+  /** Takes the pending marks to ride on another call; marks of settled attempts are dropped. */
+  take(): Job<unknown>[] {
+    if (this.pending.length === 0) return this.pending;
+    const out = this.pending.filter((job) => !job.decided && this.deps.isHeld(job));
+    this.pending = [];
+    return out;
+  }
+
+  /** The call that carried `jobs`' marks failed: they go again with the next call. */
+  putBack(jobs: readonly Job<unknown>[]): void {
+    if (jobs.length > 0) this.pending.unshift(...jobs);
+  }
+
+  /** Reads the reply of a call that carried marks: the ids refused (lease gone) stop their attempts. */
+  refused(jobs: readonly Job<unknown>[], lostIds: readonly string[]): void {
+    if (lostIds.length === 0) return;
+    const lost = new Set(lostIds);
+    this.deps.onLost(jobs.filter((job) => lost.has(job.id)));
+  }
+
+  /** Sends the pending marks in one start.lua call (none: nothing sent). */
+  flush(): void {
+    if (this.retryTimer) return; // backing off after a failure: the retry timer flushes
+    const jobs = this.take();
+    if (jobs.length === 0) return;
+    const call = this.deps.start(jobs.map((j) => ({ id: j.id, token: j.token }))).then(
+      (lost) => {
+        this.failures = 0;
+        this.refused(jobs, lost);
+      },
+      (err: unknown) => {
+        this.deps.onError(err);
+        this.putBack(jobs);
+        this.failures++;
+        this.retryTimer = safeTimeout(() => {
+          this.retryTimer = undefined;
+          this.flush();
+        }, reconnectDelayMs(this.failures));
+      },
+    );
+    this.inFlight.add(call);
+    void call.then(() => this.inFlight.delete(call));
+  }
+
+  /** Resolves once every start call sent so far has been answered (or failed). */
+  async settled(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.all(this.inFlight);
+  }
+
+  stop(): void {
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+  }
+}
