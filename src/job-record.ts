@@ -15,9 +15,11 @@
  * dedupe key the job frees when it finishes (throttle without ttl, debounce; '' = none).
  * `token` is the fencing token of the latest claim: a lease id unique in the queue's history (so a job
  * removed and added again under the same id can never accept a stale worker's outcome), cleared when
- * the lease is revoked. `base` counts the attempts not charged to the budget of maxAttempts: those
- * before the last manual retry (so a retried job gets a fresh budget), plus the early lease losses
- * recover.lua refunded; `refunds` (written only by recover.lua) counts those refunds, which are bounded.
+ * the lease is revoked. `attempts` counts starts (the start marks; never given back); `startedAt` is the
+ * start of the current lease ('' until its mark). `base` counts the starts not charged to the budget of
+ * maxAttempts: those before the last manual retry (so a retried job gets a fresh budget), plus the
+ * snoozes, sleeps and rate limits (fail.lua gives their budget back); `refunds` (written only by
+ * recover.lua) counts the leases lost unmarked that it returned free, which are bounded.
  * `name` is the job's name ('' = none); `expireAt` the epoch ms after which it must not start ('' = never);
  * `snoozes` how many times a processor snoozed it (written by scripts only); `batch` its batch id
  * ('' = none); `keep` its own retention: 'c' delete when completed, 'x' delete when dead, 'cx' both;
@@ -67,7 +69,7 @@ export interface RecordHeader {
   base: number;
   createdAt: number;
   runAt: number;
-  /** undefined while the job has not started (a reserved prefetched job, or one never claimed). */
+  /** The start of the current lease; undefined until its start mark (a prefetched job, or one never claimed). */
   startedAt: number | undefined;
   finishedAt: number | undefined;
   priority: number;
@@ -79,7 +81,7 @@ export interface RecordHeader {
   timeoutMs: number;
   /** '' = no group. */
   group: string;
-  /** Early lease losses refunded so far (recover.lua). */
+  /** Leases lost before their start mark that recover.lua returned free so far. */
   refunds: number;
   /** '' = no name. */
   name: string;

@@ -102,7 +102,7 @@ export interface QueueKeys {
   readonly queueLimiter: string;
   /**
    * ZSET of jobs with an expiry (add option `expireAt` / `ttlMs`) that have not started; score =
-   * expireAt (epoch ms). Swept by expire.lua; claim and begin drop a job when it starts, and the sweep
+   * expireAt (epoch ms). Swept by expire.lua; a job's start mark drops it, and the sweep
    * drops entries whose job started, finished or was removed meanwhile.
    */
   readonly expiring: string;

@@ -126,7 +126,7 @@ export function decodeFail(reply: unknown): FailedRow[] {
   return out;
 }
 
-/** extend.lua, begin.lua (ids whose lease is gone), release.lua (ids handed back). */
+/** extend.lua, start.lua (ids whose lease is gone), release.lua (ids handed back). */
 export function decodeIds(reply: unknown): string[] {
   return flat(reply).map(String);
 }

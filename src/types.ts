@@ -107,13 +107,13 @@ export interface JobInfo<Data = unknown, Result = unknown> {
   id: string;
   state: JobState;
   data: Data;
-  /** Attempts started so far (including ones before a manual retry, and refunded ones). */
+  /** Attempts started so far (every start: before a manual retry, snoozed, slept, rate-limited). */
   attempts: number;
   maxAttempts: number;
   /**
    * Attempts the job may still start before it ends dead: maxAttempts minus the attempts charged since
-   * the last manual retry. An attempt whose lease expired before its first renewal is not charged
-   * (at most EARLY_LOSS_REFUNDS times per job): see docs/guarantees.md.
+   * the last manual retry. Snoozes, sleeps and rate limits give their budget back; a lease lost before
+   * the start was recorded is not charged (at most FREE_RETURNS times per job): see docs/guarantees.md.
    */
   attemptsLeft: number;
   priority: number;

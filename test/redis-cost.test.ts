@@ -42,8 +42,8 @@ async function countDuring(admin: Redis, jobs: number, work: () => Promise<void>
   return { scripts: scripts / jobs, commands: commands / jobs };
 }
 
-/** A no-op worker at concurrency 50 with `prefetch`, not started; `all` resolves at `n` completions. */
-function worker(name: string, n: number, prefetch: number | 'auto', partitions = 1) {
+/** A no-op worker with `prefetch`, not started; `all` resolves at `n` completions. */
+function worker(name: string, n: number, prefetch: number | 'auto', partitions = 1, concurrency = 50) {
   let done = 0;
   let finish!: () => void;
   const all = new Promise<void>((r) => {
@@ -51,7 +51,7 @@ function worker(name: string, n: number, prefetch: number | 'auto', partitions =
   });
   const w = new Worker(name, () => undefined, {
     connection: fx.url,
-    concurrency: 50,
+    concurrency,
     prefetch,
     partitions,
     autostart: false,
@@ -69,12 +69,12 @@ async function bulkAdd(queue: Queue, n: number): Promise<void> {
   }
 }
 
-/** Counts per job while a no-op worker at concurrency 50 drains N bulk-added jobs. */
-async function drainCounts(prefetch: number | 'auto', partitions: number): Promise<Counts> {
+/** Counts per job while a no-op worker drains N bulk-added jobs. */
+async function drainCounts(prefetch: number | 'auto', partitions: number, concurrency = 50): Promise<Counts> {
   const name = uniqueName('cost');
   const queue = new Queue(name, { connection: fx.url, events: false, partitions });
   await bulkAdd(queue, N);
-  const { w, all } = worker(name, N, prefetch, partitions);
+  const { w, all } = worker(name, N, prefetch, partitions, concurrency);
   const c = await countDuring(fx.redis, N, async () => {
     await w.start();
     await all;
@@ -100,14 +100,15 @@ describe('Redis calls per job (counts, not time)', () => {
   it.each([
     // prefetch 0: a claim of 50 started jobs and their complete, per 50 jobs
     [1, 0, 0.06, 0.9], // 0.042 script calls and 0.57 commands per job (under valgrind 0.042, 0.62)
-    // prefetch 50: begin.lua starts the reserved jobs, one call per batch of freed slots
-    [1, 50, 0.08, 0.9], // 0.045, 0.51 (0.042-0.052, 0.53-0.64)
-    [1, 'auto', 0.1, 1.2], // 0.061, 0.67 (0.064-0.085, 0.72-0.99)
+    // prefetch 50: prefetched jobs start as slots free, their start marks riding on the completions
+    // (begin.lua's awaited call per batch of freed slots took 0.045 and 0.061 at auto)
+    [1, 50, 0.045, 0.6], // 0.0215, 0.29
+    [1, 'auto', 0.04, 0.5], // 0.015, 0.20
     // 3 partitions, short jobs: the lanes take turns at whole batches (worker/slot-share.ts), so about
     // as many calls as one. A share of the slots per claim took 0.13-0.15 and 1.7-1.9 at prefetch 0.
     [3, 0, 0.09, 1.2], // 0.044-0.060, 0.57-0.77 (under valgrind 0.052, 0.73)
-    // auto: capacity is slots + prefetch, so shares were already whole batches: 0.070-0.076 before
-    [3, 'auto', 0.15, 1.6], // 0.066-0.104, 0.70-1.09
+    // auto: capacity is slots + prefetch, so shares were already whole batches (0.066-0.104 with begin)
+    [3, 'auto', 0.05, 0.6], // 0.0175, 0.23
   ] as const)(
     'a worker draining a backlog of %s partition(s) at concurrency 50, prefetch %s, calls Redis per batch, not per job',
     async (partitions, prefetch, maxScripts, maxCommands) => {
@@ -116,6 +117,13 @@ describe('Redis calls per job (counts, not time)', () => {
       expect(c.commands).toBeLessThanOrEqual(maxCommands);
     },
   );
+
+  it("a worker at concurrency 1 sends each job's start with a completion, never a call per job", async () => {
+    // Prefetched jobs start as the one before completes; their marks ride on the complete call.
+    const c = await drainCounts('auto', 1, 1);
+    expect(c.scripts).toBeLessThanOrEqual(0.07); // 0.034
+    expect(c.commands).toBeLessThanOrEqual(0.9); // 0.46
+  });
 
   it('an idle worker runs serial adds with one complete each at most (the interactive path)', async () => {
     const name = uniqueName('cost');

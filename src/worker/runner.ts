@@ -208,9 +208,9 @@ export class Runner<Data, Result> implements LaneRunner {
       const job = this.buffer.shift()!;
       const lane = this.laneOf(job);
       if (!lane.holds(job)) continue;
-      if (job.expireAt > 0 && job.expireAt <= Date.now()) {
-        // Past its expiry before a slot freed: it must not start. Handed back unstarted, the next claim
-        // (or the expiry sweep) ends it dead with its ExpiredError on Redis's clock.
+      if (job.attempt === 1 && job.expireAt > 0 && job.expireAt <= Date.now()) {
+        // Never started, and past its expiry before a slot freed: it must not start. Handed back, the
+        // next claim (or the expiry sweep) ends it dead with its ExpiredError on Redis's clock.
         this.handBack([job]);
         continue;
       }

@@ -8,8 +8,9 @@ local F_NAME, F_EXPIRE, F_SNOOZES, F_BATCH, F_KEEP = 17, 18, 19, 20, 21
 -- script reads it, every rewrite of the header keeps it (set_field, with_header).
 local F_TRACE = 22
 -- state: w d a c x; token: the fencing token (lease id) of the latest claim, '' once the lease is
--- revoked (recovered, cancelled, retried); attempts: attempts started; base: attempts at the last
--- manual retry, plus the early lease losses refunded (recover.lua); refunds: how many of those.
+-- revoked (recovered, cancelled, retried); attempts: starts (start marks, never given back); startedAt:
+-- the start of the current lease ('' until its mark); base: starts not charged (those before the last
+-- manual retry, plus snoozes and rate limits); refunds: leases lost unmarked that recover returned free.
 
 -- Splits a record into its header fields and the position of the newline that ends the header.
 local function parse_record(rec)
