@@ -151,6 +151,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     this.conn = connect(opts.connection, 'worker', this.options.clock, this);
     this.subscriber = duplicate(this.conn.client);
     const onError = (err: unknown) => this.reportError(err);
+    // A tracer that throws is reported here (ERR_TELEMETRY, once per kind of call), never to a job.
+    this.options.tracing.reportTo(onError);
     this.runner = new Runner<Data, Result>({
       name: this.name,
       options: this.options,
