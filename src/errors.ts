@@ -309,6 +309,26 @@ export class ListenerError extends SuretyError {
   }
 }
 
+/**
+ * A call into OpenTelemetry (the tracer provider, a span, the context manager) threw. Surety went on
+ * without that piece of the trace; what became of the job is unchanged. Reported once per kind of call
+ * (`call`, e.g. 'startSpan' or 'span.end') per Queue or Worker: a Worker's `error` event, else the
+ * logger. `cause` holds what the call threw.
+ */
+export class TelemetryError extends SuretyError {
+  constructor(
+    readonly call: string,
+    message: string,
+    cause: unknown,
+  ) {
+    super(
+      'ERR_TELEMETRY',
+      `OpenTelemetry's ${call} threw: ${message} (tracing goes on without it; reported once)`,
+      { cause },
+    );
+  }
+}
+
 /** The repartition cannot start or go on (jobs active or blocked, or another count in progress). */
 export class RepartitionError extends SuretyError {
   constructor(message: string) {

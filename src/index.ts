@@ -28,6 +28,7 @@ export {
   SnoozeLimitError,
   StaleJobError,
   SuretyError,
+  TelemetryError,
   TimeoutError,
   UnrecoverableError,
   ValidationError,

@@ -186,14 +186,15 @@ export function resolveCommon(
   tracing: Tracing;
   clock: Clock | undefined;
 } {
+  const logger = o.logger === undefined ? console : checkLogger(`${name}.logger`, o.logger);
   return {
     clock: checkClock(`${name}.clock`, o.clock),
     partitions: checkPartitions(o.partitions),
     eventsMaxLen: resolveEvents(o.events),
     prefix: o.prefix === undefined ? DEFAULT_PREFIX : checkPrefix(o.prefix),
     strict: o.strict === undefined ? false : checkBool(`${name}.strict`, o.strict),
-    logger: o.logger === undefined ? console : checkLogger(`${name}.logger`, o.logger),
-    tracing: resolveTelemetry(name, o.telemetry),
+    logger,
+    tracing: resolveTelemetry(name, o.telemetry, logger),
   };
 }
 

@@ -13,18 +13,28 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, beforeEach, describe, expect, expectTypeOf, it } from 'vitest';
 import {
+  CONTEXT_FAULTS,
+  type ContextFault,
+  ThrowingContextManager,
+  ThrowingTracerProvider,
+  type TracerFault,
+} from '../chaos/throwing-tracer.js';
+import {
   type Job,
   Queue,
   type QueueOptions,
   RateLimitError,
   SnoozeError,
+  type SuretyError,
+  type TelemetryError,
   UnrecoverableError,
   ValidationError,
   Worker,
   type WorkerOptions,
 } from '../src/index.js';
-import type { TracerProviderLike } from '../src/telemetry/api.js';
+import type { OtelApi, TracerProviderLike } from '../src/telemetry/api.js';
 import { otelApi } from '../src/telemetry/api.js';
+import { OtelBoundary } from '../src/telemetry/boundary.js';
 import { decodeTraceField, encodeTraceField } from '../src/telemetry/trace-field.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
@@ -366,6 +376,217 @@ describe('OpenTelemetry spans', () => {
       () => new Worker('q', () => null, { connection: fx.url, telemetry: { tracerProvider: {} } as never }),
     ).toThrow(ValidationError);
     expectTypeOf<TracerProvider>().toExtend<TracerProviderLike>();
+  });
+});
+
+/** What a Worker reported: its `error` events, and how many `completed`, `failed`, `leaseLost` events. */
+function watch(w: Worker) {
+  const seen = { errors: [] as SuretyError[], completed: 0, failed: 0, leaseLost: 0 };
+  w.on('error', (err) => seen.errors.push(err as SuretyError));
+  w.on('completed', () => seen.completed++);
+  w.on('failed', () => seen.failed++);
+  w.on('leaseLost', () => seen.leaseLost++);
+  return seen;
+}
+function telemetryCalls(errors: readonly SuretyError[]): string[] {
+  expect(errors.map((e) => e.code)).toEqual(errors.map(() => 'ERR_TELEMETRY'));
+  return errors.map((e) => (e as TelemetryError).call);
+}
+
+/** Adds 4 jobs that complete and 2 that end dead, each with one attempt; runs them and checks every event. */
+async function runSixJobs(name: string, q: Queue, workerOpts: WorkerOptions) {
+  const runs = new Map<string, number>();
+  const w = worker(
+    name,
+    (job) => {
+      runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
+      if (job.data === 'dead') throw new UnrecoverableError('bad input');
+      return job.data;
+    },
+    workerOpts,
+  );
+  const seen = watch(w);
+  const data = ['a', 'b', 'dead', 'c', 'dead', 'd'];
+  const ids: string[] = [];
+  for (const d of data) ids.push((await q.add(d, { maxAttempts: 1 })).id);
+  await waitUntil(() => seen.completed + seen.failed === 6, 'an event per job');
+  for (const [i, id] of ids.entries()) {
+    const info = await q.getJob(id);
+    expect(info?.state).toBe(data[i] === 'dead' ? 'dead' : 'completed');
+    if (data[i] !== 'dead') expect(info?.result).toBe(data[i]);
+    expect(runs.get(id)).toBe(1);
+  }
+  expect(seen).toMatchObject({ completed: 4, failed: 2, leaseLost: 0 });
+  return seen;
+}
+
+describe('a tracer that throws never changes an outcome', () => {
+  const workerFaults: TracerFault[] = [
+    'getTracer',
+    'startSpan',
+    'span.isRecording',
+    'span.setAttribute',
+    'span.setStatus',
+    'span.recordException',
+    'span.end',
+  ];
+  it.each(workerFaults)(
+    "a worker's tracer whose %s throws: every job runs once, every event comes, one ERR_TELEMETRY",
+    async (fault) => {
+      const name = uniqueName();
+      const tracer = new ThrowingTracerProvider(provider, { faults: [fault] });
+      const seen = await runSixJobs(name, queue(name), { telemetry: { tracerProvider: tracer } });
+      expect(tracer.thrown[fault]).toBeGreaterThan(0);
+      // Reported once, however many calls threw; nothing else (no refused outcome, no connection error).
+      expect(telemetryCalls(seen.errors)).toEqual([fault]);
+    },
+  );
+
+  const producerFaults: TracerFault[] = [
+    'getTracer',
+    'startSpan',
+    'span.spanContext',
+    'span.isRecording',
+    'span.setAttribute',
+    'span.setStatus',
+    'span.recordException',
+    'span.end',
+  ];
+  it.each(producerFaults)(
+    "a queue's tracer whose %s throws: add, addBulk and schedule resolve, each job written once",
+    async (fault) => {
+      const name = uniqueName();
+      const tracer = new ThrowingTracerProvider(provider, { faults: [fault] });
+      const warnings: string[] = [];
+      const q = queue(name, {
+        telemetry: { tracerProvider: tracer },
+        logger: { warn: (m) => warnings.push(m) },
+      });
+      const one = await q.add({ n: 1 });
+      const bulk = await q.addBulk([{ data: { n: 2 } }, { data: { n: 3 } }]);
+      expect((await q.schedule('tick', { everyMs: 60_000 }, { data: {} })).changed).toBe(true);
+      // A failed add still fails as it would have, its span (if any) marked.
+      await expect(q.add({ n: 4 }, { id: one.id, maxAttempts: 0 })).rejects.toBeInstanceOf(ValidationError);
+      for (const id of [one.id, ...bulk.map((b) => b.id)])
+        expect((await q.getJob(id))?.state).toBe('waiting');
+      expect(await q.counts()).toMatchObject({ waiting: 3, delayed: 1 });
+      expect(tracer.thrown[fault]).toBeGreaterThan(0);
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatch(new RegExp(`^surety: ERR_TELEMETRY OpenTelemetry's ${fault} threw`));
+    },
+  );
+
+  it.each(CONTEXT_FAULTS)(
+    'a context manager whose %s throws: the add resolves, the processor runs once and its result stands',
+    async (fault: ContextFault) => {
+      const throwing = new ThrowingContextManager(new AsyncLocalStorageContextManager(), {
+        faults: [fault],
+      });
+      context.disable();
+      context.setGlobalContextManager(throwing.enable());
+      try {
+        const name = uniqueName();
+        const warnings: string[] = [];
+        const q = queue(name, { logger: { warn: (m) => warnings.push(m) } });
+        const seen = await runSixJobs(name, q, {});
+        expect(throwing.thrown[fault]).toBeGreaterThan(0);
+        // The SDK's own span processor calls the context manager too (on span.end): contained as well.
+        // Each of the Queue (logger) and the Worker (error event) reports a kind of call once.
+        const byWorker = telemetryCalls(seen.errors);
+        const byQueue = warnings.map((m) => /OpenTelemetry's (\S+)/.exec(m)?.[1]);
+        expect([...byWorker, ...byQueue]).toContain(
+          fault === 'context.active' ? 'context.active' : 'context.with',
+        );
+        expect(new Set(byWorker).size).toBe(byWorker.length);
+        expect(new Set(byQueue).size).toBe(byQueue.length);
+      } finally {
+        context.disable();
+        context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+      }
+    },
+  );
+
+  it('a tracer and a context manager throwing at random (seeded) on both sides change nothing', async () => {
+    const name = uniqueName();
+    const all: TracerFault[] = ['startSpan', 'span.isRecording', 'span.spanContext', 'span.setAttribute'];
+    all.push('span.setStatus', 'span.recordException', 'span.end');
+    const producer = new ThrowingTracerProvider(provider, { faults: all, rate: 0.3, seed: 33 });
+    const consumer = new ThrowingTracerProvider(provider, { faults: all, rate: 0.3, seed: 34 });
+    const q = queue(name, { telemetry: { tracerProvider: producer }, logger: { warn: () => {} } });
+    const runs = new Map<string, number>();
+    const w = worker(
+      name,
+      (job) => {
+        runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
+        if ((job.data as number) % 5 === 0) throw new UnrecoverableError('every fifth');
+        return job.data;
+      },
+      { telemetry: { tracerProvider: consumer }, concurrency: 4 },
+    );
+    const seen = watch(w);
+    const ids: string[] = [];
+    for (let n = 1; n <= 20; n++) ids.push((await q.add(n, { maxAttempts: 1 })).id);
+    ids.push(
+      ...(await q.addBulk([21, 22, 23, 24, 25].map((n) => ({ data: n, opts: { maxAttempts: 1 } })))).map(
+        (a) => a.id,
+      ),
+    );
+    await waitUntil(() => seen.completed + seen.failed === 25, 'an event per job');
+    expect(seen).toMatchObject({ completed: 20, failed: 5, leaseLost: 0 });
+    expect(await q.counts()).toMatchObject({ waiting: 0, active: 0, completed: 20, dead: 5 });
+    for (const id of ids) expect(runs.get(id)).toBe(1);
+    expect(producer.totalThrown).toBeGreaterThan(0);
+    expect(consumer.totalThrown).toBeGreaterThan(0);
+    const calls = telemetryCalls(seen.errors);
+    expect(new Set(calls).size).toBe(calls.length);
+  });
+});
+
+describe('the OpenTelemetry boundary', () => {
+  /** A boundary over the real API, whose context manager `with` is replaced by `withImpl`. */
+  function boundaryWith(withImpl: (fn: (arg: number) => unknown, arg: number) => unknown) {
+    const api = otelApi()!;
+    const fake = {
+      ...api,
+      context: {
+        ...api.context,
+        with: (_c: unknown, fn: never, _t: unknown, arg: never) => withImpl(fn, arg),
+      },
+    };
+    const reported: TelemetryError[] = [];
+    const otel = new OtelBoundary(fake as unknown as OtelApi, undefined, (e) => reported.push(e));
+    return { otel, reported, ctx: api.ROOT_CONTEXT };
+  }
+
+  it('runs the work exactly once whatever the context manager does, and answers what the work did', () => {
+    let calls = 0;
+    const work = (n: number) => {
+      calls++;
+      if (n < 0) throw new Error('work threw');
+      return n * 2;
+    };
+    const never = boundaryWith(() => undefined);
+    expect(never.otel.run(never.ctx, work, 1)).toBe(2);
+    expect(never.reported.map((e) => e.call)).toEqual(['context.with']);
+    const twice = boundaryWith((fn, arg) => {
+      fn(arg);
+      return fn(arg);
+    });
+    expect(twice.otel.run(twice.ctx, work, 2)).toBe(4);
+    const lies = boundaryWith((fn, arg) => {
+      fn(arg);
+      return 'not the answer';
+    });
+    expect(lies.otel.run(lies.ctx, work, 3)).toBe(6);
+    const swallows = boundaryWith((fn, arg) => {
+      try {
+        fn(arg);
+      } catch {}
+      return 'swallowed';
+    });
+    expect(() => swallows.otel.run(swallows.ctx, work, -1)).toThrow('work threw');
+    expect(swallows.reported).toEqual([]);
+    expect(calls).toBe(4);
   });
 });
 

@@ -4,6 +4,7 @@
  * Redis holds afterwards, not against the kit's own view.
  */
 import { existsSync } from 'node:fs';
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { pingRedis } from '../src/embedded-redis.js';
 import { Queue, RateLimitError, ValidationError, Worker } from '../src/index.js';
@@ -148,6 +149,58 @@ describe('surety/testing', () => {
     expect(ranAt).toEqual(['2026-03-02T09:00:00.000Z', '2026-03-03T09:00:00.000Z']);
     const [info] = await queue.schedules();
     expect(info?.nextRunAt).toBe(Date.parse('2026-03-04T09:00:00Z'));
+  });
+
+  it('advance waits for the call that creates the next occurrence: no schedule tick is skipped', async () => {
+    env = await createTestEnv({ startAt: '2026-03-02T08:00:00Z' });
+    const t0 = env.now();
+    const queue = env.queue('ticks');
+    // The worker creates the next occurrence as the current one starts, in a call nobody awaits, which
+    // reads the (virtual) time. Its first read is held here until the env shows it knows of the call
+    // (the worker's diagnostics count it), or else until the env moves its clock: an env that does
+    // not wait for the call moves the clock first, every time, and the next tick is computed from
+    // the moved clock, one period too late.
+    const client = new Redis(env.connection as string);
+    const held: (() => void)[] = [];
+    const release = () => {
+      for (const go of held.splice(0)) go();
+    };
+    const hget = client.hget.bind(client);
+    client.hget = ((key: string, field: string) =>
+      key === queue.keys.schedules
+        ? new Promise<void>((go) => held.push(go)).then(() => hget(key, field))
+        : hget(key, field)) as typeof client.hget;
+    const moveTo = env.clock.moveTo.bind(env.clock);
+    env.clock.moveTo = (t: number) => {
+      moveTo(t);
+      release();
+    };
+    const ranAt: number[] = [];
+    const worker = new Worker('ticks', () => void ranAt.push(env!.now() - t0), {
+      connection: client,
+      clock: env.clock,
+      prefix: env.prefix,
+      // Its own recovery loop (which repairs a schedule left behind, on this client) never comes due:
+      // the env's recovery pass runs on the env's client.
+      recoverIntervalMs: 2_147_483_647,
+    });
+    const diagnostics = worker.diagnostics.bind(worker);
+    worker.diagnostics = () => {
+      const d = diagnostics();
+      if ((d as { scheduleAdvances?: number }).scheduleAdvances) release();
+      return d;
+    };
+    try {
+      await queue.schedule('minutely', { everyMs: 60_000 }, { data: {} });
+      for (let i = 0; i < 4; i++) await env.advance('1m');
+      expect(ranAt).toEqual([60_000, 120_000, 180_000, 240_000]);
+      const [info] = await queue.schedules();
+      expect(info?.nextRunAt).toBe(t0 + 300_000);
+    } finally {
+      await worker.close();
+      release();
+      await client.quit();
+    }
   });
 
   it('drain runs every runnable job and leaves delayed ones that are not due', async () => {

@@ -16,10 +16,9 @@ import {
   otelApi,
   type SpanLike,
   type SpanOptionsLike,
-  type TracerLike,
   type TracerProviderLike,
 } from './api.js';
-import { decodeTraceField, encodeTraceField } from './trace-field.js';
+import { OtelBoundary, type TelemetrySink } from './boundary.js';
 
 /** How an attempt ended, as the `surety.job.outcome` attribute of its `process` span. */
 export type AttemptOutcome =
@@ -47,19 +46,34 @@ export type TelemetryOption = boolean | { tracerProvider?: TracerProviderLike };
 
 const SYSTEM = 'surety';
 
+/** Where a Queue's contained telemetry failures go (options.ts's Logger). */
+interface Logger {
+  warn(message: string): void;
+}
+
 export class Tracing {
-  private tracerCache: TracerLike | undefined;
+  /** Every call into OpenTelemetry goes through it (null: tracing off). */
+  private readonly otel: OtelBoundary | null;
   /** The API's no-op provider: the global provider's delegate while no SDK is registered. */
   private readonly noop: unknown;
   private idle = false;
   private checkedAt = Number.NEGATIVE_INFINITY;
 
-  constructor(
-    private readonly api: OtelApi | null,
-    private readonly provider?: TracerProviderLike,
-  ) {
+  constructor(api: OtelApi | null, provider?: TracerProviderLike, logger?: Logger) {
+    const warn: TelemetrySink = (err) => logger?.warn(`surety: ${err.code} ${err.message}`);
+    this.otel = api === null ? null : new OtelBoundary(api, provider, warn);
     this.noop =
-      provider === undefined && api?.ProxyTracerProvider ? new api.ProxyTracerProvider().getDelegate() : {};
+      provider === undefined && api?.ProxyTracerProvider
+        ? this.otel!.call('ProxyTracerProvider', () => new api.ProxyTracerProvider!().getDelegate(), {})
+        : {};
+  }
+
+  /**
+   * Where a call into OpenTelemetry that threw is reported (once per kind of call): a Worker sends it
+   * to its `error` event; by default (a Queue) it goes to the `logger`.
+   */
+  reportTo(sink: TelemetrySink): void {
+    this.otel?.reportTo(sink);
   }
 
   /**
@@ -69,34 +83,25 @@ export class Tracing {
    * about 4 µs of worker CPU per job before it was taken (bench cost scenario). A global provider from
    * another copy of the API never compares equal, and takes the full path, which is always right.
    */
-  private noSdk(api: OtelApi): boolean {
+  private noSdk(otel: OtelBoundary): boolean {
     // Asked at most once a second: reading the global provider costs more than the rest of this
     // path, and an SDK registered after start still gets spans a second later.
     const now = Date.now();
     if (now - this.checkedAt > 1_000) {
-      const global = api.trace.getTracerProvider() as { getDelegate?: () => unknown };
-      this.idle = global.getDelegate?.() === this.noop;
+      this.idle = otel.globalDelegate() === this.noop;
       this.checkedAt = now;
     }
     return this.idle;
   }
 
   get enabled(): boolean {
-    return this.api !== null;
-  }
-
-  /**
-   * The tracer, fetched once: without a provider of its own it is the API's proxy tracer, which follows
-   * the global provider, so an SDK registered after the Queue or Worker was built still gets spans.
-   */
-  private tracer(api: OtelApi): TracerLike {
-    this.tracerCache ??= (this.provider ?? api.trace.getTracerProvider()).getTracer(SYSTEM) as TracerLike;
-    return this.tracerCache;
+    return this.otel !== null;
   }
 
   /**
    * Runs an add call (`operation` add or schedule, of `count` jobs) inside its PRODUCER span; `run`
    * gets the trace field to store in the jobs. `idOf` names the job of a single add once it is known.
+   * Whatever the tracer does, `run` is called once and its answer is the answer.
    */
   async produce<T>(
     queue: string,
@@ -105,15 +110,15 @@ export class Tracing {
     run: (trace: string) => Promise<T>,
     idOf?: (out: T) => string,
   ): Promise<T> {
-    const api = this.api;
-    if (api === null) return run('');
-    const active = api.context.active();
+    const otel = this.otel;
+    if (otel === null) return run('');
+    const active = otel.activeContext();
     // No SDK, and no caller's span whose context the jobs could carry: nothing to trace.
-    if (this.noSdk(api) && api.trace.getSpan?.(active) === undefined) return run('');
-    const span = this.tracer(api).startSpan(
+    if (this.noSdk(otel) && !otel.hasSpan(active)) return run('');
+    const span = otel.startSpan(
       `${operation} ${queue}`,
       {
-        kind: api.SpanKind.PRODUCER,
+        kind: otel.api.SpanKind.PRODUCER,
         attributes: {
           'messaging.system': SYSTEM,
           'messaging.destination.name': queue,
@@ -124,40 +129,40 @@ export class Tracing {
       },
       active,
     );
-    const field = encodeTraceField(api, span.spanContext());
+    if (span === undefined) return run('');
+    const field = otel.traceField(span);
+    const recording = otel.isRecording(span);
     // No SDK and no caller's trace (a non-recording span with no valid context): nothing to carry.
-    if (field === '' && !span.isRecording()) return run('');
+    if (field === '' && !recording) return run('');
+    const inside = otel.withSpan(active, span);
+    let out: T;
     try {
-      const out = await api.context.with(
-        api.trace.setSpan(active, span),
-        run,
-        undefined,
-        encodeTraceField(api, span.spanContext()),
-      );
-      if (idOf && span.isRecording()) span.setAttribute('messaging.message.id', idOf(out));
-      return out;
+      out = await (inside === undefined ? run(field) : otel.run(inside, run, field));
     } catch (err) {
-      failed(api, span, err);
+      otel.setError(span, err);
+      otel.end(span);
       throw err;
-    } finally {
-      span.end();
     }
+    if (idOf && recording) otel.setAttributes(span, { 'messaging.message.id': idOf(out) });
+    otel.end(span);
+    return out;
   }
 
   /**
    * Wraps a processor: each call runs inside the attempt's CONSUMER span (user spans nest under it).
    * The span is the child of the producer's context the job carries; a schedule occurrence's span
-   * starts a trace of its own, linked to the schedule call's context (see docs/telemetry.md).
+   * starts a trace of its own, linked to the schedule call's context (see docs/telemetry.md). A tracer
+   * that throws costs the attempt its span, never its run.
    */
   wrap<J extends TracedAttempt, R>(queue: string, processor: (job: J) => R): (job: J) => R {
-    const api = this.api;
-    if (api === null) return processor;
+    const otel = this.otel;
+    if (otel === null) return processor;
     return (job: J) => {
-      if (job.trace === '' && this.noSdk(api)) return processor(job);
-      const remote = job.trace === '' ? undefined : decodeTraceField(api, job.trace);
-      let parent = api.ROOT_CONTEXT;
+      if (job.trace === '' && this.noSdk(otel)) return processor(job);
+      const remote = job.trace === '' ? undefined : otel.decode(job.trace);
+      let parent = otel.api.ROOT_CONTEXT;
       const options: SpanOptionsLike = {
-        kind: api.SpanKind.CONSUMER,
+        kind: otel.api.SpanKind.CONSUMER,
         attributes: {
           'messaging.system': SYSTEM,
           'messaging.destination.name': queue,
@@ -170,50 +175,46 @@ export class Tracing {
       if (job.name !== '') options.attributes!['surety.job.name'] = job.name;
       if (remote !== undefined) {
         if (job.id.startsWith(OCCURRENCE_PREFIX)) options.links = [{ context: remote }];
-        else parent = api.trace.setSpanContext(parent, remote);
+        else parent = otel.withRemoteParent(parent, remote);
       }
-      const span = this.tracer(api).startSpan(`process ${queue}`, options, parent);
+      const span = otel.startSpan(`process ${queue}`, options, parent);
+      if (span === undefined) return processor(job);
+      const recording = otel.isRecording(span);
       // No SDK and no producer context: there is nothing to record or to hand to user code.
-      if (!span.isRecording() && !api.isSpanContextValid(span.spanContext())) return processor(job);
-      if (span.isRecording()) job.span = span;
-      return api.context.with(api.trace.setSpan(parent, span), processor, undefined, job);
+      if (!recording && !otel.hasValidContext(span)) return processor(job);
+      if (recording) job.span = span;
+      const inside = otel.withSpan(parent, span);
+      return inside === undefined ? processor(job) : otel.run(inside, processor, job);
     };
   }
 
-  /** Ends an attempt's span with its outcome (the outcome written, or refused by the fence). */
+  /**
+   * Ends an attempt's span with its outcome (the outcome written, or refused by the fence). Never
+   * throws: the callers go on to emit the outcome's event.
+   */
   ended(job: TracedAttempt, outcome: AttemptOutcome, cause?: Error): void {
     const span = job.span;
-    if (span === undefined || this.api === null) return;
+    const otel = this.otel;
+    if (span === undefined || otel === null) return;
     job.span = undefined;
-    span.setAttribute('surety.job.outcome', outcome);
-    if (outcome === 'retry' || outcome === 'dead') failed(this.api, span, cause);
+    otel.setAttributes(span, { 'surety.job.outcome': outcome });
+    if (outcome === 'retry' || outcome === 'dead') otel.setError(span, cause);
     else if (outcome === 'lease-lost') {
-      span.setStatus({
-        code: this.api.SpanStatusCode.ERROR,
-        message: 'the lease was lost; the outcome was refused',
-      });
+      otel.setErrorStatus(span, 'the lease was lost; the outcome was refused');
     }
-    span.end();
+    otel.end(span);
   }
-}
-
-function failed(api: OtelApi, span: SpanLike, err: unknown): void {
-  if (err instanceof Error) span.recordException(err);
-  span.setStatus({
-    code: api.SpanStatusCode.ERROR,
-    message: err instanceof Error ? err.message : String(err),
-  });
 }
 
 /** Tracing turned off (`telemetry: false`, or no API package): every hook returns at once. */
 export const TRACING_OFF = new Tracing(null);
 
 /** Resolves the `telemetry` option (default on: spans go to the globally registered SDK, if any). */
-export function resolveTelemetry(name: string, value: unknown): Tracing {
+export function resolveTelemetry(name: string, value: unknown, logger?: Logger): Tracing {
   if (value === false) return TRACING_OFF;
   if (value === undefined || value === true) {
     const api = otelApi();
-    return api === null ? TRACING_OFF : new Tracing(api);
+    return api === null ? TRACING_OFF : new Tracing(api, undefined, logger);
   }
   const provider = (value as { tracerProvider?: unknown } | null)?.tracerProvider;
   if (
@@ -233,5 +234,5 @@ export function resolveTelemetry(name: string, value: unknown): Tracing {
       `${name}.telemetry.tracerProvider needs the @opentelemetry/api package, which could not be loaded`,
     );
   }
-  return new Tracing(api, provider as TracerProviderLike | undefined);
+  return new Tracing(api, provider as TracerProviderLike | undefined, logger);
 }

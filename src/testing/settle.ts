@@ -3,9 +3,10 @@
  * held, processors running, claims and outcomes in flight, claims sent) and from Redis (waiting jobs,
  * paused), never guessed from elapsed time.
  *
- * - quiet: no claim or outcome in flight, no claimed job waiting for a slot, and no waiting job a
- *   worker with room could claim. Processors may still be running (advance moves the clock then: a
- *   running job may be the one whose lease the test wants to expire).
+ * - quiet: no claim or outcome in flight, no schedule occurrence being created (the call that creates
+ *   the next one as an occurrence starts reads the time), no claimed job waiting for a slot, and no
+ *   waiting job a worker with room could claim. Processors may still be running (advance moves the
+ *   clock then: a running job may be the one whose lease the test wants to expire).
  * - idle: quiet, and no processor running (but those exempted: attempts running before an advance).
  *
  * Waiting jobs a worker cannot claim (a RateLimitError pause, a rate-limit window, group or
@@ -119,6 +120,9 @@ export class Settler {
         if (lane.outcomesPending > 0)
           pending.push(`worker ${w.name}: ${lane.outcomesPending} outcomes being written`);
       }
+      // The call creating a schedule's next occurrence reads the time: the clock must not move before.
+      if (d.scheduleAdvances > 0)
+        pending.push(`worker ${w.name}: ${d.scheduleAdvances} schedule occurrences being created`);
       // Held but not running: claimed ahead (prefetch) and about to start, or an outcome not yet written.
       if (held > d.running)
         pending.push(`worker ${w.name}: ${held - d.running} claimed jobs not started yet`);

@@ -104,6 +104,12 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   private startPromise: Promise<void> | null = null;
   /** The sandboxes of a processor given as a module (docs/sandbox.md); null for a function. */
   private readonly sandboxes: SandboxPool | null = null;
+  /**
+   * Schedule advances in flight: the call that creates a schedule's next occurrence as the current one
+   * starts. Nobody awaits it, so it is counted here for the test kit, which must not move its clock
+   * before it has read the time (a tick would be skipped: see advanceScheduleOf).
+   */
+  private scheduleAdvances = 0;
 
   /**
    * `processor`: a function, or `{ [jobName]: function }` to route jobs by their name (key '*' for the
@@ -151,6 +157,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     this.conn = connect(opts.connection, 'worker', this.options.clock, this);
     this.subscriber = duplicate(this.conn.client);
     const onError = (err: unknown) => this.reportError(err);
+    // A tracer that throws is reported here (ERR_TELEMETRY, once per kind of call), never to a job.
+    this.options.tracing.reportTo(onError);
     this.runner = new Runner<Data, Result>({
       name: this.name,
       options: this.options,
@@ -262,9 +270,17 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     this.runner.resume();
   }
 
-  /** @internal Per lane: leases held, jobs running, claims and outcomes in flight (for diagnosing a stuck worker). */
-  diagnostics(): { running: number; lanes: LaneDiagnostics[]; state: string } {
-    return { running: this.activeCount, lanes: this.lanes.map((l) => l.diagnostics()), state: this.state };
+  /**
+   * @internal Per lane: leases held, jobs running, claims and outcomes in flight; and the schedule
+   * advances in flight (for diagnosing a stuck worker, and for the test kit's settle).
+   */
+  diagnostics(): { running: number; lanes: LaneDiagnostics[]; state: string; scheduleAdvances: number } {
+    return {
+      running: this.activeCount,
+      lanes: this.lanes.map((l) => l.diagnostics()),
+      state: this.state,
+      scheduleAdvances: this.scheduleAdvances,
+    };
   }
 
   /** Starts the loops (called by the constructor unless `autostart: false`). Resolves once claiming has begun. */
@@ -306,9 +322,12 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   private advanceScheduleOf(lane: Lane, job: Job<Data>): void {
     const occurrence = parseOccurrenceId(job.id);
     if (!occurrence) return;
-    advanceSchedule(this.conn.client, lane.keys, occurrence.key, occurrence.tick).catch((err) =>
-      this.reportError(err),
-    );
+    // Not awaited (the job starts now), but counted: it reads the time, and the next occurrence is due
+    // one period after the time it reads.
+    this.scheduleAdvances++;
+    advanceSchedule(this.conn.client, lane.keys, occurrence.key, occurrence.tick)
+      .catch((err) => this.reportError(err))
+      .finally(() => this.scheduleAdvances--);
   }
 
   // ---- events --------------------------------------------------------------------------------
