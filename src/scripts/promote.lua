@@ -11,12 +11,15 @@
 -- ARGV[3] eventsMaxLen    event stream cap (0 = no events)
 -- ARGV[4] now             epoch ms, '' = Redis TIME
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>'
+-- A grouped job that has started before (a retry or a snoozed job) goes first in its group, as when it
+-- falls due; a group held behind it (concurrency 1) is woken (includes/group_hold.lua).
 -- @include parse_record
 -- @include with_header
 -- @include current_time
 -- @include enqueue
 -- @include record_group
 -- @include emit_event
+-- @include group_hold
 
 local jobs, waiting, prio, seq, delayed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id = ARGV[1]
@@ -27,6 +30,10 @@ if f[F_STATE] ~= 'd' then return 'INVALID_STATE:' .. f[F_STATE] end
 redis.call('ZREM', delayed, id)
 f[F_STATE] = 'w'
 redis.call('HSET', jobs, id, with_header(f, rec, nl))
-if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), current_time(ARGV[4])) then redis.call('SPUBLISH', ARGV[2], 'w') end
+local now, group = current_time(ARGV[4]), record_group(rec)
+local started = group ~= nil and (f[F_ATTEMPTS] ~= '0' or f[F_STARTED] ~= '')
+local woken = enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, started, group, now)
+if group and group_unhold(group_keys(jobs), group, id, now) then woken = true end
+if woken then redis.call('SPUBLISH', ARGV[2], 'w') end
 emit_event(KEYS[6], tonumber(ARGV[3]), 'promoted', { id })
 return 'OK'
