@@ -37,6 +37,7 @@
 -- @include unlink
 -- @include unlink_parents
 -- @include release_dedupe
+-- @include record_started
 -- @include batch_settle
 -- @include group_hold
 
@@ -55,7 +56,7 @@ if state == 'b' then unlink_parents(k, id) end
 if state == 'a' then wake_starved(KEYS[8], ARGV[3]) end
 local group = state == 'd' and record_group(rec)
 if group and group_unhold(group_keys(jobs), group, id, now) then redis.call('SPUBLISH', ARGV[3], 'w') end
-release_dedupe(jobs, id, rec)
+release_dedupe(jobs, id, rec, state ~= 'a' and not record_started(rec))
 batch_settle(jobs, id, rec, false, now)
 f[F_STATE] = 'x'
 f[F_TOKEN] = ''

@@ -37,6 +37,7 @@
 -- @include settle_dependents
 -- @include unlink_parents
 -- @include release_dedupe
+-- @include record_started
 -- @include annex_fields
 -- @include emit_event
 -- @include batch_settle
@@ -111,7 +112,7 @@ for i = 1, #taken do
   local state = was[id]
   if rec and string.sub(rec, 1, 1) == state then
     gone[#gone + 1] = id
-    release_dedupe(jobs, id, rec)
+    release_dedupe(jobs, id, rec, not record_started(rec))
     batch_settle(jobs, id, rec, false, now)
     local group = state == 'd' and record_group(rec)
     if group and group_unhold(gk, group, id, now) then woken = true end

@@ -32,6 +32,7 @@
 -- @include unlink
 -- @include unlink_parents
 -- @include release_dedupe
+-- @include record_started
 -- @include annex_fields
 -- @include emit_event
 -- @include batch_settle
@@ -50,7 +51,7 @@ unlink(k, id, state, rec, now)
 unlink_parents(k, id)
 local group = state == 'd' and record_group(rec)
 if group and group_unhold(group_keys(jobs), group, id, now) then redis.call('SPUBLISH', ARGV[3], 'w') end
-release_dedupe(jobs, id, rec)
+release_dedupe(jobs, id, rec, state ~= 'c' and state ~= 'x' and not record_started(rec))
 -- An unfinished batch member removed counts as dead in its batch.
 if state ~= 'c' and state ~= 'x' then batch_settle(jobs, id, rec, false, now) end
 redis.call('HDEL', jobs, id)
