@@ -1,9 +1,13 @@
 /**
- * Groups under random operations: after every step the group bookkeeping must agree with the jobs
- * (active and waiting counts per group, the grouped waiting total, the backlog index), and every group
- * with waiting jobs must be able to run again without anyone polling: in the rotation, parked until a
- * time, or full with a job of its own active (whose end wakes it). At the end, claiming and completing
- * with the clock moving must drain every job: no group is ever stranded.
+ * Groups under random operations (adds, claims, completions, failures with and without retry,
+ * snoozes, job.sleep, RateLimitError, recovery, promote, changeDelay, remove, cancel, drain, limit
+ * changes): after every step the group bookkeeping must agree with the jobs (active and waiting counts
+ * per group, the grouped waiting total, the backlog index), every group with waiting jobs must be able
+ * to run again without anyone polling (in the rotation, parked until a time, or full with a job of its
+ * own active, whose end wakes it), and a runnable group is never parked past its due time: a group
+ * with waiting jobs and a free slot is parked no later than its reason lasts (its full rate window, a
+ * delayed job of its own it keeps the place of under concurrency 1, a RateLimitError pause). At the
+ * end, claiming and completing with the clock moving must drain every job: no group is ever stranded.
  *
  * The scripts run with an injected clock that only moves forward from Redis's own (rate windows are
  * real-time TTLs, so the clock never runs behind them).
@@ -25,6 +29,11 @@ type Op =
   | { op: 'claim'; count: number }
   | { op: 'complete'; pick: number }
   | { op: 'fail'; pick: number; retryMs: number }
+  | { op: 'snooze'; pick: number; delayMs: number; sleep: boolean }
+  | { op: 'rateLimited'; pick: number; delayMs: number }
+  | { op: 'promote'; pick: number }
+  | { op: 'changeDelay'; pick: number; delayMs: number }
+  | { op: 'drainQueue' }
   | { op: 'recover'; advance: number }
   | { op: 'cancel'; pick: number }
   | { op: 'remove'; pick: number }
@@ -52,13 +61,40 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     arbitrary: fc.record({
       op: fc.constant('fail' as const),
       pick: fc.nat(),
-      retryMs: fc.constantFrom(-1, 0, 200),
+      retryMs: fc.constantFrom(-1, 0, 200, 5_000),
     }),
   },
   {
     weight: 1,
     arbitrary: fc.record({ op: fc.constant('recover' as const), advance: fc.constantFrom(0, LEASE + 1) }),
   },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant('snooze' as const),
+      pick: fc.nat(),
+      delayMs: fc.constantFrom(100, 5_000),
+      sleep: fc.boolean(),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant('rateLimited' as const),
+      pick: fc.nat(),
+      delayMs: fc.constantFrom(100, 5_000),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('promote' as const), pick: fc.nat() }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant('changeDelay' as const),
+      pick: fc.nat(),
+      delayMs: fc.constantFrom(0, 0, 100, 5_000),
+    }),
+  },
+  { weight: 1, arbitrary: fc.constant({ op: 'drainQueue' as const }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('cancel' as const), pick: fc.nat() }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('remove' as const), pick: fc.nat() }) },
   {
@@ -78,6 +114,8 @@ class Harness {
   now = 0;
   held: { id: string; token: string }[] = [];
   all: string[] = [];
+  /** Group -> until when a RateLimitError paused it (model clock). */
+  paused = new Map<string, number>();
 
   constructor(name: string) {
     this.q = new Queue(name, { connection: fx.url });
@@ -162,6 +200,43 @@ class Harness {
           await this.run(scripts.fail, {}, [{ id: h.id, token: h.token, retryDelayMs: op.retryMs, error }]);
         break;
       }
+      case 'snooze': {
+        const h = this.takeHeld(op.pick);
+        if (!h) break;
+        // job.sleep stores its wake time as a step, then snoozes (src/worker/durable-steps.ts).
+        if (op.sleep)
+          await this.run(scripts.step, {
+            id: h.id,
+            token: h.token,
+            name: '~sleep:0',
+            value: String(this.now + op.delayMs),
+            maxBytes: 1_000_000,
+          });
+        await this.run(scripts.fail, {}, [
+          { id: h.id, token: h.token, retryDelayMs: op.delayMs, error: 'S' },
+        ]);
+        break;
+      }
+      case 'rateLimited': {
+        const h = this.takeHeld(op.pick);
+        if (!h) break;
+        const group = await this.groupOf(h.id);
+        await this.run(scripts.fail, {}, [
+          { id: h.id, token: h.token, retryDelayMs: op.delayMs, error: 'R' },
+        ]);
+        if (group) this.paused.set(group, Math.max(this.paused.get(group) ?? 0, this.now + op.delayMs));
+        break;
+      }
+      case 'promote':
+      case 'changeDelay': {
+        if (this.all.length === 0) break;
+        const id = this.all[op.pick % this.all.length]!;
+        await (op.op === 'promote' ? this.q.promote(id) : this.q.changeDelay(id, op.delayMs)).catch(() => {});
+        break;
+      }
+      case 'drainQueue':
+        await this.q.drain();
+        break;
       case 'recover': {
         this.now += op.advance;
         await this.run(scripts.recover, {});
@@ -189,6 +264,11 @@ class Harness {
         this.now += op.ms;
         break;
     }
+  }
+
+  async groupOf(id: string): Promise<string> {
+    const rec = await fx.redis.hget(this.keys.jobs, id);
+    return rec?.slice(0, rec.indexOf('\n')).split('|')[13] ?? '';
   }
 
   /** The bookkeeping agrees with the jobs, and every group with waiting jobs can run again. */
@@ -220,6 +300,22 @@ class Harness {
         const limits = await this.q.getGroupLimits({ group: g });
         const full = limits.concurrency !== null && active >= limits.concurrency;
         expect(ready || parked || full, `${trace}: group ${g} with waiting jobs is stranded`).toBe(true);
+        const until = Number((await fx.redis.zscore(k.groupParked, g)) ?? 0);
+        if (!full && until > this.now) {
+          // Parked past now: only as long as a reason lasts.
+          let bound = this.paused.get(g) ?? 0;
+          const rate = limits.rateLimit;
+          const used = Number((await fx.redis.get(`${k.tag}:g:${g}:r`)) ?? 0);
+          if (rate && used >= rate.max) bound = Math.max(bound, this.now + rate.durationMs + 5);
+          if (limits.concurrency === 1) {
+            const delayed = await fx.redis.zrange(k.delayed, 0, -1, 'WITHSCORES');
+            for (let i = 0; i < delayed.length; i += 2) {
+              const r = records[delayed[i]!];
+              if (r && groupOf(r) === g) bound = Math.max(bound, Number(delayed[i + 1]));
+            }
+          }
+          expect(until, `${trace}: runnable group ${g} parked past its due time`).toBeLessThanOrEqual(bound);
+        }
       }
     }
     expect(Number((await fx.redis.get(k.groupWaiting)) ?? 0), `${trace}: grouped waiting total`).toBe(

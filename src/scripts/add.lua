@@ -277,6 +277,8 @@ for i = 1, n do
 end
 
 if #records > 0 then chunked('HSET', jobs, records, 2) end
+-- Jobs due by now go first (includes/enqueue.lua; a no-op when an enqueue above promoted them).
+if #to_list > 0 and promote_due(jobs, waiting, prio, seq, delayed, now, CHUNK) > 0 then woken = true end
 -- The list was empty before (idle workers must be woken) when the first RPUSH left only its own ids.
 if #to_list > 0 and chunked('RPUSH', waiting, to_list)[1] == math.min(#to_list, CHUNK) then woken = true end
 if #delayed_args > 0 then
