@@ -88,6 +88,12 @@ export interface QueueKeys {
    * a job that retries (concurrency 1); score = epoch ms at which the group is looked at again.
    */
   readonly groupParked: string;
+  /**
+   * HASH group -> `until|id`: why a parked group is held past its rate window, so a change that ends
+   * the hold early can wake it: behind job `id`, a retry or snooze under concurrency 1, until its due
+   * time; or (id '') a processor's RateLimitError until `until` (includes/group_leave.lua).
+   */
+  readonly groupHeld: string;
   /** HASH group -> its jobs in `active` (running or prefetched), across all workers. */
   readonly groupActive: string;
   /** ZSET group -> its waiting jobs; a group is a member while it has waiting or active jobs. */
@@ -190,6 +196,7 @@ export function queueKeys(prefix: string, queue: string, partition?: number): Qu
     doneChannel: `${tag}:done`,
     groupReady: `${tag}:gready`,
     groupParked: `${tag}:gparked`,
+    groupHeld: `${tag}:gheld`,
     groupActive: `${tag}:gactive`,
     groupBacklog: `${tag}:gbacklog`,
     groupLimits: `${tag}:glimits`,

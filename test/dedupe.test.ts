@@ -78,6 +78,28 @@ describe('dedupe: throttle', () => {
     expect((await q.add({ n: 4 }, { dedupe: { key: 'k' } })).isNew).toBe(true);
   });
 
+  it('with ttlMs, a job removed, drained or cancelled before it ran gives its window back: the next add is new', async () => {
+    const q = queue();
+    const opts = { dedupe: { key: 'k', ttlMs: 60_000 } };
+    const a = await q.add({ n: 1 }, opts);
+    await q.remove(a.id);
+    const b = await q.add({ n: 2 }, opts);
+    expect(b).toMatchObject({ isNew: true, state: 'waiting' });
+    expect(b.id).not.toBe(a.id);
+    await q.cancel(b.id);
+    const c = await q.add({ n: 3 }, { ...opts, delayMs: 60_000 });
+    expect(c).toMatchObject({ isNew: true, state: 'delayed' });
+    expect(await q.drain()).toBe(1);
+    const d = await q.add({ n: 4 }, opts);
+    expect(d.isNew).toBe(true);
+    // A job that ran keeps its window after it is removed: the add answers it, as it ran.
+    const w = new Worker(q.name, () => 'ok', { connection: fx.url });
+    open.push(w);
+    await waitUntil(async () => (await q.getJob(d.id))?.state === 'completed', 'd completed');
+    await q.remove(d.id);
+    expect(await q.add({ n: 5 }, opts)).toEqual({ id: d.id, isNew: false, state: 'completed' });
+  });
+
   it('an explicit id that exists wins over the key; a key held by another job wins over a new id', async () => {
     const q = queue();
     await q.add({ n: 1 }, { id: 'mine' });
@@ -124,6 +146,33 @@ describe('dedupe: debounce', () => {
     expect(third.isNew).toBe(true);
     await waitUntil(() => ran.length === 2, 'second run');
     expect(ran).toEqual([2, 3]);
+  });
+
+  it('a job that started is never rewritten: an add while it sleeps in job.sleep makes a new job', async () => {
+    const q = queue();
+    const charges: string[] = [];
+    const w = new Worker<{ n: number }>(
+      q.name,
+      async (job) => {
+        await job.step('charge', () => {
+          charges.push(`${job.id}:${job.data.n}`);
+        });
+        await job.sleep(1_500);
+        return job.data.n;
+      },
+      { connection: fx.url },
+    );
+    open.push(w);
+    const first = await q.add({ n: 1 }, { dedupe: { key: 'd', mode: 'debounce' } });
+    await waitUntil(async () => (await q.getJob(first.id))?.state === 'delayed', 'asleep');
+    const second = await q.add({ n: 2 }, { dedupe: { key: 'd', mode: 'debounce' } });
+    expect(second.isNew).toBe(true);
+    expect(second.id).not.toBe(first.id);
+    expect((await q.getJob(first.id))?.data).toEqual({ n: 1 });
+    expect(await q.waitFor(first.id, { timeoutMs: 20_000 })).toBe(1);
+    expect(await q.waitFor(second.id, { timeoutMs: 20_000 })).toBe(2);
+    // Each charge ran once, for its own job.
+    expect(charges.sort()).toEqual([`${first.id}:1`, `${second.id}:2`].sort());
   });
 
   it('debounce rewrites a large payload and a grouped job in place', async () => {

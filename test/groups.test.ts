@@ -32,6 +32,7 @@ describe('group keys', () => {
     expect(derived).toMatchObject({
       ready: k.groupReady,
       parked: k.groupParked,
+      held: k.groupHeld,
       active: k.groupActive,
       backlog: k.groupBacklog,
       limits: k.groupLimits,

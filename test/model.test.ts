@@ -435,6 +435,7 @@ class Harness {
           op.priority === 0 ? DEFAULT_LEASE_MS : undefined,
           Number.MAX_SAFE_INTEGER,
         );
+        if (want.isNew) await this.takeCreatedAt([want.id]);
         this.log(`add(${fmtOpts(op, id)}) -> ${got.id} ${got.isNew ? 'new' : 'exists'} ${got.state}`);
         this.agree('add reply', got, { ...want, state: STATE_NAMES[want.state] });
         if (handedTo) await this.handedOff(handedTo, data.n);
@@ -452,7 +453,11 @@ class Harness {
             opts: clean({ id: it.id ?? undefined, priority: it.opts.priority }),
           })),
         );
-        const want = this.model.addBulk(items).map((w) => ({ ...w, state: STATE_NAMES[w.state] }));
+        // queue.addBulk runs on Redis's clock, years past the model's: every delayed job is due to it.
+        const want = this.model
+          .addBulk(items, Number.MAX_SAFE_INTEGER)
+          .map((w) => ({ ...w, state: STATE_NAMES[w.state] }));
+        await this.takeCreatedAt(want.filter((w) => w.isNew).map((w) => w.id));
         this.log(
           `addBulk([${items.map((it) => fmtOpts(it.opts, it.id)).join('; ')}]) -> ${got.map((g) => `${g.id} ${g.isNew ? 'new' : 'exists'}`).join(', ')}`,
         );
@@ -690,8 +695,9 @@ class Harness {
       case 'retry':
       case 'remove':
       case 'promote': {
+        // The scripts are called directly, on the model's clock (what they promote first depends on it).
         const id = this.target(op.target);
-        const got = await adminReply(this.queue[op.op](id));
+        const got = await this.run(scripts[op.op], { id });
         const want: AdminReply = this.model[op.op](id);
         this.log(`${op.op}(${id}) -> ${got}`);
         this.agree(`${op.op} reply`, got, want);
@@ -715,6 +721,16 @@ class Harness {
         break;
     }
     await this.compareState();
+  }
+
+  /** Jobs added on Redis's clock: the model takes their createdAt from the records (ties follow it). */
+  private async takeCreatedAt(ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const recs = await fx.redis.hmget(this.keys.jobs, ...ids);
+    ids.forEach((id, i) => {
+      const j = this.model.jobs.get(id);
+      if (j && recs[i]) j.createdAt = decodeClaimed(recs[i]!).createdAt;
+    });
   }
 
   private completeScript(rows: Claimed[], marks: Claimed[] = []): Promise<unknown> {

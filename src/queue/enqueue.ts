@@ -141,10 +141,11 @@ function rowOf(o: ResolvedAdd, batch: string, trace: string, data: string): Rout
     priority: o.priority,
     delayMs: o.delayMs,
     runAt: o.runAt,
-    // The record keeps the dedupe key only when the job frees it at its end (no ttl, or debounce).
+    // The record names its dedupe key: the job frees it when it ends, or (a key with a ttl) when it is
+    // removed, drained or cancelled before it started (includes/release_dedupe.lua).
     optionTail: encodeOptionTail(o, {
       group: o.group,
-      dedupe: o.dedupeKey !== '' && (o.dedupeMode === 'd' || o.dedupeTtlMs === '') ? o.dedupeKey : '',
+      dedupe: o.dedupeKey,
       name: o.name,
       expireAt: o.expireAt,
       keep: o.keep,

@@ -157,7 +157,9 @@ export class Queue<Data = unknown, Result = unknown> {
   }
 
   /**
-   * Jobs in one state, oldest first (waiting: ungrouped ones in claim order, then each group's), paged;
+   * Jobs in one state, oldest first (waiting: ungrouped ones in claim order, then each group's in its own
+   * claim order, groups with the most waiting first: claims interleave groups, so not the order of
+   * claims across groups), paged;
    * `order: 'desc'`: newest first. With `group` (state waiting only): that group's waiting jobs.
    */
   getJobs(state: JobState, opts: ListOptions = {}): Promise<JobInfo<Data, Result>[]> {

@@ -65,7 +65,10 @@ export interface ListOptions {
   limit?: number;
   /** One group's waiting jobs (state waiting only). */
   group?: string;
-  /** 'asc' (default): oldest first, waiting in claim order; 'desc': newest first (the reverse). */
+  /**
+   * 'asc' (default): oldest first, waiting in claim order (with groups: ungrouped jobs in claim order,
+   * then each group's in its own, not the order of claims across groups); 'desc': the reverse.
+   */
   order?: 'asc' | 'desc';
 }
 

@@ -51,6 +51,7 @@
 -- @include lease_record
 -- @include active_sentinel
 -- @include record_handoff
+-- @include enqueue
 
 local jobs, waiting, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local refusal = layout_refusal(KEYS[7], ARGV[4])
@@ -116,9 +117,11 @@ if expire_at and expire_at ~= '' then redis.call('ZADD', KEYS[8], expire_at, id)
 if state == 'd' then
   redis.call('ZADD', delayed, due, id)
   announce_delayed(delayed, ARGV[2], due)
-elseif redis.call('RPUSH', waiting, id) == 1 then
-  -- The list was empty: idle workers must be woken.
-  redis.call('SPUBLISH', ARGV[2], 'w')
+else
+  -- Jobs due by now go first (includes/enqueue.lua); the list was empty: idle workers must be woken.
+  local promoted = redis.call('EXISTS', delayed) == 1
+    and promote_due(jobs, waiting, tag_key(jobs, 'prio'), tag_key(jobs, 'seq'), delayed, now, 1000) > 0
+  if redis.call('RPUSH', waiting, id) == 1 or promoted then redis.call('SPUBLISH', ARGV[2], 'w') end
 end
 emit_event(KEYS[5], tonumber(ARGV[3]), 'added', { id })
 return { id, 1, state }

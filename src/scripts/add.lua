@@ -44,8 +44,10 @@
 --   indexed in `expiring`. A debounced rewrite takes the new add's expiry (or none).
 -- Dedupe: the key `{tag}:dd:<dedupeKey>` holds the id of the job that took it. Throttle: while that
 --   job exists unfinished (or, with a ttl, until the key expires) an add returns it and writes nothing.
---   Debounce: while that job is waiting or delayed, an add rewrites it in place (same id, new data and
---   options, new due time); once it has started, the add creates a new job that takes the key.
+--   Debounce: while that job is waiting or delayed and has never started, an add rewrites it in place
+--   (same id, new data and options, new due time); once it has started (attempts > 0 or a startedAt:
+--   also a retry, a snoozed job or one in job.sleep, whose steps must survive), the add creates a new
+--   job that takes the key.
 --   Jobs with a dedupe key are written at once (not batched), so later items of the call see them.
 -- Returns: { id, isNew (1|0), state letter, ... } per job, in order ({} with checkOnly); a debounced
 --   add answers the rewritten job with isNew 0;
@@ -67,6 +69,7 @@
 -- @include batch_settle
 -- @include new_record
 -- @include layout_refusal
+-- @include record_started
 
 local jobs, waiting, prio, seq, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local annex, dead, deps, dependents = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
@@ -158,7 +161,7 @@ for i = 1, n do
     holder = redis.call('GET', gk.dedupe .. dedupe_key)
     holder_rec = holder and redis.call('HGET', jobs, holder)
     local hs = holder_rec and string.sub(holder_rec, 1, 1)
-    if dedupe_mode == 'd' and (hs == 'w' or hs == 'd') then
+    if dedupe_mode == 'd' and (hs == 'w' or hs == 'd') and not record_started(holder_rec) then
       -- Debounce: the pending job is rewritten in place under its own id.
       replace = true
       id = holder
@@ -274,6 +277,8 @@ for i = 1, n do
 end
 
 if #records > 0 then chunked('HSET', jobs, records, 2) end
+-- Jobs due by now go first (includes/enqueue.lua; a no-op when an enqueue above promoted them).
+if #to_list > 0 and promote_due(jobs, waiting, prio, seq, delayed, now, CHUNK) > 0 then woken = true end
 -- The list was empty before (idle workers must be woken) when the first RPUSH left only its own ids.
 if #to_list > 0 and chunked('RPUSH', waiting, to_list)[1] == math.min(#to_list, CHUNK) then woken = true end
 if #delayed_args > 0 then

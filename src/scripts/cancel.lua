@@ -24,6 +24,7 @@
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>' (completed or already dead)
 -- Jobs that depend on it fail with a DependencyFailedError (unless they ignore dependency failures).
 -- A cancelled blocked job is taken off its parents' lists of dependents: they no longer settle it.
+-- A group held behind a cancelled delayed job (concurrency 1, includes/group_hold.lua) is woken.
 -- @include current_time
 -- @include parse_record
 -- @include with_header
@@ -36,7 +37,9 @@
 -- @include unlink
 -- @include unlink_parents
 -- @include release_dedupe
+-- @include record_started
 -- @include batch_settle
+-- @include group_hold
 
 local jobs, errors, waiting, prio, delayed, active, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id = ARGV[2]
@@ -51,7 +54,9 @@ local now = current_time(ARGV[1])
 unlink(k, id, state, rec, now)
 if state == 'b' then unlink_parents(k, id) end
 if state == 'a' then wake_starved(KEYS[8], ARGV[3]) end
-release_dedupe(jobs, id, rec)
+local group = state == 'd' and record_group(rec)
+if group and group_unhold(group_keys(jobs), group, id, now) then redis.call('SPUBLISH', ARGV[3], 'w') end
+release_dedupe(jobs, id, rec, state ~= 'a' and not record_started(rec))
 batch_settle(jobs, id, rec, false, now)
 f[F_STATE] = 'x'
 f[F_TOKEN] = ''

@@ -14,6 +14,9 @@
 -- ARGV[3] delayMs         integer >= 0 (checked by the client)
 -- ARGV[4] wakeChannel
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>' (active, completed, dead)
+-- A group held behind the delayed job (concurrency 1, includes/group_hold.lua) is held until its new
+-- due time, or woken when it becomes waiting (going first in its group when it has started before,
+-- as when it falls due).
 -- @include parse_record
 -- @include with_header
 -- @include current_time
@@ -21,6 +24,7 @@
 -- @include record_group
 -- @include unlink
 -- @include announce_delayed
+-- @include group_hold
 
 local jobs, waiting, prio, seq, delayed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id, wake = ARGV[2], ARGV[4]
@@ -42,15 +46,19 @@ if delay == 0 then
   redis.call('ZREM', delayed, id)
   f[F_STATE] = 'w'
   redis.call('HSET', jobs, id, with_header(f, rec, nl))
-  if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), now) then
-    redis.call('SPUBLISH', wake, 'w')
-  end
+  local group = record_group(rec)
+  local started = group ~= nil and (f[F_ATTEMPTS] ~= '0' or f[F_STARTED] ~= '')
+  local woken = enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, started, group, now)
+  if group and group_unhold(group_keys(jobs), group, id, now) then woken = true end
+  if woken then redis.call('SPUBLISH', wake, 'w') end
   return 'OK'
 end
 if state == 'w' then unlink({ jobs = jobs, waiting = waiting, prio = prio }, id, 'w', rec, now) end
 f[F_STATE] = 'd'
 redis.call('HSET', jobs, id, with_header(f, rec, nl))
 redis.call('ZADD', delayed, due, id)
+local group = state == 'd' and record_group(rec)
+if group then group_unhold(group_keys(jobs), group, id, now, due) end
 -- An earlier first due time than idle workers' timers know: tell them.
 announce_delayed(delayed, wake, due)
 return 'OK'

@@ -140,33 +140,9 @@ end
 -- promoting the same due jobs can never duplicate one.
 -- (EXISTS first, here and below: an integer reply costs Redis far less than an empty table, and most
 -- claims find no delayed job, no meta hash and no parked group.)
-local due = redis.call('EXISTS', delayed) == 1
-  and redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, tonumber(ARGV[4])) or {}
-if #due > 0 then
-  chunked_call('ZREM', delayed, due)
-  local recs = chunked_hmget(jobs, due)
-  local updated, to_list = {}, {}
-  for i = 1, #due do
-    if recs[i] then
-      local f, nl = parse_record(recs[i])
-      f[F_STATE] = 'w'
-      updated[#updated + 1] = due[i]
-      updated[#updated + 1] = with_header(f, recs[i], nl)
-      local priority = tonumber(f[F_PRIORITY]) or 0
-      local group = record_group(recs[i])
-      if group then
-        -- A retry goes first in its group (per-group FIFO across retries).
-        enqueue(waiting, prio, seq, due[i], priority, f[F_ATTEMPTS] ~= '0', group, now)
-      elseif priority == 0 then
-        to_list[#to_list + 1] = due[i]
-      else
-        enqueue(waiting, prio, seq, due[i], priority, false)
-      end
-    end
-  end
-  chunked_call('HSET', jobs, updated)
-  chunked_call('RPUSH', waiting, to_list)
-end
+-- Due jobs go before any job that became ready after them, ties in the order of their adds
+-- (includes/enqueue.lua).
+promote_due(jobs, waiting, prio, seq, delayed, now, tonumber(ARGV[4]))
 
 local flags = redis.call('EXISTS', meta) == 1 and redis.call('HMGET', meta, 'paused', 'concurrency', 'rate', 'limited')
   or {}

@@ -8,7 +8,8 @@
 -- end dead with a DependencyFailedError (or run, if they ignore dependency failures), as after
 -- remove(id), so no child waits for a parent that is gone. Blocked jobs deleted here take their own
 -- blocked children with them in later calls (every child of a blocked job is blocked), so those are
--- not failed. Called repeatedly by the client until nothing is left.
+-- not failed. A group held behind a deleted delayed job (concurrency 1, includes/group_hold.lua) is
+-- woken. Called repeatedly by the client until nothing is left.
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] annex           HASH annex: error lines, progress, logs, parents, payloads, steps
 -- KEYS[3] waiting         LIST
@@ -36,11 +37,13 @@
 -- @include settle_dependents
 -- @include unlink_parents
 -- @include release_dedupe
+-- @include record_started
 -- @include annex_fields
 -- @include emit_event
 -- @include batch_settle
 -- @include chunked_call
 -- @include chunked_hmget
+-- @include group_hold
 
 local jobs, annex, waiting, prio, delayed, deps = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[8]
 local budget = tonumber(ARGV[2])
@@ -103,13 +106,16 @@ end
 -- entry is dropped, and a record elsewhere stays where it is.
 local recs = chunked_hmget(jobs, taken)
 local gone, settle = {}, {}
+local woken = false
 for i = 1, #taken do
   local id, rec = taken[i], recs[i]
   local state = was[id]
   if rec and string.sub(rec, 1, 1) == state then
     gone[#gone + 1] = id
-    release_dedupe(jobs, id, rec)
+    release_dedupe(jobs, id, rec, not record_started(rec))
     batch_settle(jobs, id, rec, false, now)
+    local group = state == 'd' and record_group(rec)
+    if group and group_unhold(gk, group, id, now) then woken = true end
     if state == 'b' then
       unlink_parents(k, id)
       -- Its children are blocked, so they are drained too: no failure to spread.
@@ -121,6 +127,7 @@ for i = 1, #taken do
 end
 chunked_call('HDEL', jobs, gone)
 if #gone > 0 and redis.call('EXISTS', annex) == 1 then chunked_call('HDEL', annex, annex_fields(gone)) end
+if woken then redis.call('SPUBLISH', ARGV[5], 'w') end
 emit_event(KEYS[10], max_len, 'removed', gone)
 emit_event(KEYS[10], max_len, 'dead', settle_dependents(k, now, {}, settle))
 

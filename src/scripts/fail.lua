@@ -80,7 +80,7 @@ local function delay_job(f, id, group, due)
   f[F_STATE] = 'd'
   f[F_RUN_AT] = due
   if group then
-    group_hold(group_keys(jobs), group, due)
+    group_hold(group_keys(jobs), group, due, id)
     group_leave(group_keys(jobs), group, 1, now)
   end
   redis.call('ZADD', delayed, due, id)
@@ -118,8 +118,7 @@ for i = 1, n do
         if group then
           -- Parked before its slot is freed, so group_leave does not put it back in the rotation.
           local gk = group_keys(jobs)
-          redis.call('ZREM', gk.ready, group)
-          redis.call('ZADD', gk.parked, 'GT', now + delay, group)
+          group_pause(gk, group, now + delay, '')
           group_leave(gk, group, 1, now)
         else
           local until_ms = tonumber(redis.call('HGET', KEYS[9], 'limited') or '0')

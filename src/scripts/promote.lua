@@ -11,12 +11,15 @@
 -- ARGV[3] eventsMaxLen    event stream cap (0 = no events)
 -- ARGV[4] now             epoch ms, '' = Redis TIME
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>'
+-- A grouped job that has started before (a retry or a snoozed job) goes first in its group, as when it
+-- falls due; a group held behind it (concurrency 1) is woken (includes/group_hold.lua).
 -- @include parse_record
 -- @include with_header
 -- @include current_time
 -- @include enqueue
 -- @include record_group
 -- @include emit_event
+-- @include group_hold
 
 local jobs, waiting, prio, seq, delayed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id = ARGV[1]
@@ -24,9 +27,18 @@ local rec = redis.call('HGET', jobs, id)
 if not rec then return 'NOT_FOUND' end
 local f, nl = parse_record(rec)
 if f[F_STATE] ~= 'd' then return 'INVALID_STATE:' .. f[F_STATE] end
-redis.call('ZREM', delayed, id)
-f[F_STATE] = 'w'
-redis.call('HSET', jobs, id, with_header(f, rec, nl))
-if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), current_time(ARGV[4])) then redis.call('SPUBLISH', ARGV[2], 'w') end
+local now, group = current_time(ARGV[4]), record_group(rec)
+-- Jobs already due go first, in due order: this one too when it is due (it keeps its place among
+-- them, as if it had been promoted at its due time).
+local woken = promote_due(jobs, waiting, prio, seq, delayed, now, 1000) > 0
+if string.sub(redis.call('HGET', jobs, id), 1, 1) == 'd' then
+  redis.call('ZREM', delayed, id)
+  f[F_STATE] = 'w'
+  redis.call('HSET', jobs, id, with_header(f, rec, nl))
+  local started = group ~= nil and (f[F_ATTEMPTS] ~= '0' or f[F_STARTED] ~= '')
+  if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, started, group, now) then woken = true end
+end
+if group and group_unhold(group_keys(jobs), group, id, now) then woken = true end
+if woken then redis.call('SPUBLISH', ARGV[2], 'w') end
 emit_event(KEYS[6], tonumber(ARGV[3]), 'promoted', { id })
 return 'OK'

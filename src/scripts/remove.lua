@@ -21,6 +21,7 @@
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:a'
 -- Jobs blocked on a removed job that had not completed fail with a DependencyFailedError. A removed job
 -- that had parents is taken off their lists of dependents (a job added later under its id is not theirs).
+-- A group held behind a removed delayed job (concurrency 1, includes/group_hold.lua) is woken.
 -- @include current_time
 -- @include parse_record
 -- @include with_header
@@ -31,9 +32,11 @@
 -- @include unlink
 -- @include unlink_parents
 -- @include release_dedupe
+-- @include record_started
 -- @include annex_fields
 -- @include emit_event
 -- @include batch_settle
+-- @include group_hold
 
 local jobs, errors, waiting, prio, delayed, completed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id = ARGV[1]
@@ -46,7 +49,9 @@ local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = 
 local now = current_time(ARGV[5])
 unlink(k, id, state, rec, now)
 unlink_parents(k, id)
-release_dedupe(jobs, id, rec)
+local group = state == 'd' and record_group(rec)
+if group and group_unhold(group_keys(jobs), group, id, now) then redis.call('SPUBLISH', ARGV[3], 'w') end
+release_dedupe(jobs, id, rec, state ~= 'c' and state ~= 'x' and not record_started(rec))
 -- An unfinished batch member removed counts as dead in its batch.
 if state ~= 'c' and state ~= 'x' then batch_settle(jobs, id, rec, false, now) end
 redis.call('HDEL', jobs, id)

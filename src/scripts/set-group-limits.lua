@@ -3,6 +3,8 @@
 -- group's override (`groupLimits`), then let groups that may now run back into the rotation. Limits
 -- are `concurrency|rateMax|rateWindowMs`; in an override '' inherits the default and '-' means none.
 -- Lowered limits need nothing more: claims drop groups that are over them (includes/group_claim.lua).
+-- A group parked only by its rate window is looked at again at once (a raised or removed rate limit
+-- lets it run now); one held behind a retry stays held while its concurrency is 1 (group_recheck).
 -- Plain `#!lua`: over maxmemory it is refused before it runs (test/oom.test.ts).
 -- KEYS[1] meta            HASH (field `glimits`)
 -- KEYS[2] groupLimits     HASH group -> override
@@ -16,7 +18,7 @@
 -- ARGV[5] now             epoch ms, '' = Redis TIME
 -- Returns: the next wakeFrom, or 0 when every group has been looked at
 -- @include current_time
--- @include group_wake
+-- @include group_hold
 local now = current_time(ARGV[5])
 local gk = group_keys(KEYS[1])
 local group = ARGV[1]
@@ -32,12 +34,12 @@ end
 local woken = false
 local next_from = 0
 if group ~= '' then
-  woken = group_wake(gk, group, now)
+  woken = group_recheck(gk, group, now)
 else
   local from = tonumber(ARGV[3]) or 0
   local batch = redis.call('ZRANGE', KEYS[3], from, from + 999)
   for _, g in ipairs(batch) do
-    if group_wake(gk, g, now) then woken = true end
+    if group_recheck(gk, g, now) then woken = true end
   end
   if #batch == 1000 then next_from = from + 1000 end
 end

@@ -78,6 +78,8 @@ export interface ModelJob {
   leaseMs: number | undefined;
   /** Delayed jobs: due time. */
   dueAt: number;
+  /** When it was added, on the add script's clock: due ties are promoted in add order. */
+  createdAt: number;
   /** Active jobs: lease deadline. */
   leaseUntil: number;
   startedAt: number | undefined;
@@ -188,6 +190,14 @@ export class QueueModel {
   // ---- waiting lines -----------------------------------------------------------------------------
 
   private enqueue(j: ModelJob): void {
+    const wasDelayed = j.state === 'd';
+    this.promoteDue();
+    // A delayed job that was due is placed by the promotion, in due order.
+    if (wasDelayed && j.state === 'w') return;
+    this.push(j);
+  }
+
+  private push(j: ModelJob): void {
     j.state = 'w';
     const line = this.lines.get(j.priority) ?? [];
     line.push(j.id);
@@ -199,6 +209,8 @@ export class QueueModel {
    * oldest expired job first in line"): ahead of every waiting job of their priority, oldest lease first.
    */
   private enqueueFront(batch: ModelJob[]): void {
+    if (batch.length === 0) return;
+    this.promoteDue();
     const byPrio = new Map<number, string[]>();
     for (const j of batch) {
       j.state = 'w';
@@ -235,6 +247,8 @@ export class QueueModel {
     handoffLeaseMs?: number,
     /** The add script's clock, when it is not the model's (queue.add reads Redis's TIME). */
     scriptNow = this.now,
+    /** A bulk add pushes its new waiting jobs at the end of the call, after promoting (addBulk). */
+    deferred?: ModelJob[],
   ): { id: string; isNew: boolean; state: Letter; handedTo?: { fetcher: string; held: Held } } {
     const taker =
       handoffLeaseMs !== undefined && (dueAt === null || dueAt <= this.now) ? this.takeIdle(scriptNow) : null;
@@ -260,6 +274,7 @@ export class QueueModel {
       maxAttempts: opts.maxAttempts,
       leaseMs: opts.leaseMs,
       dueAt: dueAt ?? this.now,
+      createdAt: scriptNow,
       leaseUntil: 0,
       startedAt: undefined,
       finishedAt: undefined,
@@ -294,22 +309,48 @@ export class QueueModel {
     }
     // (A registration whose fetcher is gone was taken and dropped: nobody received the job.)
     if (dueAt !== null && dueAt > this.now) j.state = 'd';
-    else this.enqueue(j);
+    else if (deferred) deferred.push(j);
+    else {
+      // Jobs due by the add script's clock are claimable first (includes/enqueue.lua promote_due).
+      this.promoteDue(scriptNow);
+      this.enqueue(j);
+    }
     return { id: jobId, isNew: true, state: j.state };
   }
 
   /** addBulk: the items in order, as one call (its explicit ids are reserved from generation). */
   addBulk(
     items: { id: string | null; opts: ModelJobOptions; data: unknown }[],
+    scriptNow = this.now,
   ): { id: string; isNew: boolean; state: Letter }[] {
     const reserved = new Set(items.flatMap((it) => (it.id === null ? [] : [it.id])));
-    return items.map((it) => this.add(it.id, it.opts, null, it.data, reserved));
+    const deferred: ModelJob[] = [];
+    const out = items.map((it) =>
+      this.add(it.id, it.opts, null, it.data, reserved, undefined, scriptNow, deferred),
+    );
+    if (deferred.length > 0) this.promoteDue(scriptNow);
+    for (const j of deferred) this.push(j);
+    return out;
   }
 
-  /** Due delayed jobs become waiting, appended to their line in due-time order. */
-  private promoteDue(): void {
-    const due = this.scored('d').filter(([, at]) => at <= this.now);
-    for (const [id] of due) this.enqueue(this.jobs.get(id)!);
+  /**
+   * Jobs due by `at` become waiting, appended to their line in due-time order, ties in add order
+   * (createdAt, then the shorter id, then id text). Every transition that makes a job claimable does
+   * this first (includes/enqueue.lua promote_due), so a job that fell due goes before jobs made ready
+   * after it.
+   */
+  private promoteDue(at = this.now): void {
+    const due = this.scored('d')
+      .filter(([, t]) => t <= at)
+      .map(([id]) => this.jobs.get(id)!)
+      .sort(
+        (a, b) =>
+          a.dueAt - b.dueAt ||
+          a.createdAt - b.createdAt ||
+          a.id.length - b.id.length ||
+          byMember(a.id, b.id),
+      );
+    for (const j of due) this.push(j);
   }
 
   /**

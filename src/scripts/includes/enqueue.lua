@@ -1,4 +1,9 @@
 -- @include group_wake
+-- @include parse_record
+-- @include with_header
+-- @include record_group
+-- @include chunked_call
+-- @include chunked_hmget
 -- Makes job `id` claimable. Priority 0 goes to the waiting list (at the back, or the front when
 -- `front`). Other priorities go to the prio zset, scored priority * 2^32 + 2^31 + n at the back or
 -- - n at the front, n drawn from the order counter `seq`: inside a priority, back inserts stay FIFO
@@ -60,15 +65,100 @@ local function enqueue_in(waiting_key, prio_key, seq_key, id, priority, front)
   return empty
 end
 
--- Job `id` of `group` (nil: none) becomes claimable: a grouped job goes to its group's own list or
--- prio zset (ordered like the queue's), and the group joins the rotation if it can run (group_wake).
--- Returns true when idle workers must be woken.
-local function enqueue(waiting_key, prio_key, seq_key, id, priority, front, group, now)
-  if not group then return enqueue_in(waiting_key, prio_key, seq_key, id, priority, front) end
+-- Job `id` of `group` becomes claimable in its group's own list or prio zset (ordered like the
+-- queue's), and the group joins the rotation if it can run (group_wake). True: wake idle workers.
+local function enqueue_grouped(waiting_key, prio_key, seq_key, id, priority, front, group, now)
   local gk = group_keys(waiting_key)
   local base = gk.group .. group
   enqueue_in(base .. ':w', base .. ':p', base .. ':s', id, priority, front)
   redis.call('ZINCRBY', gk.backlog, 1, group)
   redis.call('INCR', gk.waiting)
   return group_wake(gk, group, now)
+end
+
+-- Promotion (delayed -> waiting) of the jobs due by `now`, at most `limit`, at most once per script
+-- run, before any other job of the run is made claimable. A due job belongs before every job that
+-- became ready after its due time, and promotion is lazy (no dispatcher runs at the due time), so
+-- every transition that makes a job claimable promotes first: claim.lua, and every caller of enqueue
+-- or of a plain RPUSH (add.lua, add-one.lua). Then each list or zset holds its jobs in the order they
+-- became ready: due time, then insertion. Jobs due at the same moment go in the order they were added
+-- (createdAt, then id: shorter first, then by text, so generated ids go in number order), not in the
+-- text order of their ids that the delayed zset gives ties. A retry of a grouped job goes first in
+-- its group (per-group FIFO across retries). A queue without delayed jobs pays one EXISTS per run;
+-- one with delayed jobs none of which is due, an O(log n) ZRANGEBYSCORE.
+-- Returns how many jobs were promoted (the caller wakes idle workers when that is > 0).
+local PROMOTED_DUE = false -- @per-call
+local function promote_due(jobs, waiting, prio, seq, delayed, now, limit)
+  if PROMOTED_DUE then return 0 end
+  PROMOTED_DUE = true
+  if redis.call('EXISTS', delayed) == 0 then return 0 end
+  local flat = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+  if #flat == 0 then return 0 end
+  local due, scores = {}, {}
+  for i = 1, #flat, 2 do
+    due[#due + 1] = flat[i]
+    scores[#due] = flat[i + 1]
+  end
+  chunked_call('ZREM', delayed, due)
+  local recs = chunked_hmget(jobs, due)
+  -- Ties (the same due time) in the order of their adds.
+  local order, tied = {}, false
+  for i = 1, #due do
+    order[i] = i
+    if i > 1 and scores[i] == scores[i - 1] then tied = true end
+  end
+  if tied then
+    local created = {}
+    for i = 1, #due do
+      created[i] = recs[i] and tonumber(string.match(recs[i], '^[^|]*|[^|]*|[^|]*|[^|]*|([^|]*)')) or 0
+    end
+    table.sort(order, function(x, y)
+      local sx, sy = tonumber(scores[x]), tonumber(scores[y])
+      if sx ~= sy then return sx < sy end
+      if created[x] ~= created[y] then return created[x] < created[y] end
+      if #due[x] ~= #due[y] then return #due[x] < #due[y] end
+      return due[x] < due[y]
+    end)
+  end
+  local updated, to_list = {}, {}
+  for _, i in ipairs(order) do
+    local id, rec = due[i], recs[i]
+    if rec then
+      local f, nl = parse_record(rec)
+      f[F_STATE] = 'w'
+      updated[#updated + 1] = id
+      updated[#updated + 1] = with_header(f, rec, nl)
+      local priority = tonumber(f[F_PRIORITY]) or 0
+      local group = record_group(rec)
+      if group then
+        -- A retry goes first in its group (per-group FIFO across retries).
+        enqueue_grouped(waiting, prio, seq, id, priority, f[F_ATTEMPTS] ~= '0', group, now)
+      elseif priority == 0 then
+        to_list[#to_list + 1] = id
+      else
+        enqueue_in(waiting, prio, seq, id, priority, false)
+      end
+    end
+  end
+  chunked_call('HSET', jobs, updated)
+  chunked_call('RPUSH', waiting, to_list)
+  return #updated / 2
+end
+
+-- Job `id` of `group` (nil: none) becomes claimable: in the queue's list or prio zset, or its group's
+-- (enqueue_grouped). Jobs due by `now` are promoted first (promote_due; callers that pass no `now`
+-- have promoted already). Returns true when idle workers must be woken.
+local function enqueue(waiting_key, prio_key, seq_key, id, priority, front, group, now)
+  local promoted = 0
+  if now and not PROMOTED_DUE then
+    local tag = string.match(waiting_key, '^({[^}]*}:)')
+    promoted = promote_due(tag .. 'jobs', waiting_key, prio_key, seq_key, tag .. 'delayed', now, 1000)
+  end
+  local woken
+  if not group then
+    woken = enqueue_in(waiting_key, prio_key, seq_key, id, priority, front)
+  else
+    woken = enqueue_grouped(waiting_key, prio_key, seq_key, id, priority, front, group, now)
+  end
+  return woken or promoted > 0
 end

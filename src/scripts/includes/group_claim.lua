@@ -24,9 +24,12 @@ local function take_from_pool(waiting_key, prio_key, n)
   return ids
 end
 
--- Parked groups whose time has come rejoin the rotation (or are parked again).
+-- Parked groups whose time has come rejoin the rotation (or are parked again). Their holds have
+-- ended too (a parked score is never before its hold's end: includes/group_hold.lua).
 local function group_unpark(gk, now)
   local due = redis.call('ZRANGEBYSCORE', gk.parked, '-inf', now, 'LIMIT', 0, 1000)
+  if #due == 0 then return end
+  chunked_call('HDEL', gk.held, due)
   for _, g in ipairs(due) do
     redis.call('ZREM', gk.parked, g)
     group_wake(gk, g, now)

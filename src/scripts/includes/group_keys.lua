@@ -7,7 +7,7 @@ local function group_keys(queue_key)
   if not GROUP_KEYS then
     local base = string.match(queue_key, '^({[^}]*}:)')
     GROUP_KEYS = {
-      ready = base .. 'gready', parked = base .. 'gparked', active = base .. 'gactive',
+      ready = base .. 'gready', parked = base .. 'gparked', held = base .. 'gheld', active = base .. 'gactive',
       backlog = base .. 'gbacklog', limits = base .. 'glimits', turn = base .. 'gturn',
       waiting = base .. 'gwaiting', meta = base .. 'meta', group = base .. 'g:', dedupe = base .. 'dd:',
     }

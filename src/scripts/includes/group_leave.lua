@@ -1,4 +1,5 @@
 -- @include group_wake
+-- @include group_hold
 -- Needs group_keys, group_limits and group_wake. `n` jobs of `group` left `active` (finished, failed,
 -- recovered, released, cancelled): free their slots and let the group back into the rotation.
 -- When that puts the group back in the rotation, idle workers must look: the `starved` flag is set
@@ -26,13 +27,4 @@ local function group_leave(gk, group, n, now)
   end
   -- Joined the rotation, or still full (limits lowered meanwhile): the next end of a job must wake.
   if not wait then redis.call('HSET', gk.meta, 'starved', '1') end
-end
-
--- A job of `group` fails and retries at `due`: under concurrency 1 the group keeps the job's place
--- (strict FIFO across retries), so it is parked until then and the retry goes first in its list.
-local function group_hold(gk, group, due)
-  local conc = group_limits(gk, group)
-  if conc ~= 1 then return end
-  redis.call('ZREM', gk.ready, group)
-  redis.call('ZADD', gk.parked, 'GT', due, group)
 end
