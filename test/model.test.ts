@@ -16,7 +16,6 @@ import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { describe, it } from 'vitest';
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, FREE_RETURNS } from '../src/defaults.js';
-import { InvalidStateError, JobNotFoundError } from '../src/errors.js';
 import { Queue } from '../src/index.js';
 import { decodeClaimed, encodeOptionTail } from '../src/job-record.js';
 import { handoffChannel, queueKeys } from '../src/keys.js';
@@ -33,14 +32,6 @@ import {
   STATE_NAMES,
 } from './helpers/model.js';
 import { uniqueName, useRedis } from './helpers/setup.js';
-
-const STATE_LETTER: Record<string, string> = {
-  waiting: 'w',
-  delayed: 'd',
-  active: 'a',
-  completed: 'c',
-  dead: 'x',
-};
 
 const fx = useRedis();
 
@@ -873,18 +864,6 @@ function zpairs(flat: string[]): [string, number][] {
   const out: [string, number][] = [];
   for (let i = 0; i < flat.length; i += 2) out.push([flat[i]!, Number(flat[i + 1])]);
   return out;
-}
-
-async function adminReply(call: Promise<void>): Promise<string> {
-  try {
-    await call;
-    return 'OK';
-  } catch (err) {
-    if (err instanceof JobNotFoundError) return 'NOT_FOUND';
-    // The error names the state; the model speaks in the record's state letters.
-    if (err instanceof InvalidStateError) return `INVALID_STATE:${STATE_LETTER[err.state] ?? err.state}`;
-    throw err;
-  }
 }
 
 /** `id#attempt~token` */

@@ -345,10 +345,7 @@ export class QueueModel {
       .map(([id]) => this.jobs.get(id)!)
       .sort(
         (a, b) =>
-          a.dueAt - b.dueAt ||
-          a.createdAt - b.createdAt ||
-          a.id.length - b.id.length ||
-          byMember(a.id, b.id),
+          a.dueAt - b.dueAt || a.createdAt - b.createdAt || a.id.length - b.id.length || byMember(a.id, b.id),
       );
     for (const j of due) this.push(j);
   }
