@@ -27,9 +27,10 @@
 --   token (fencing token from claim), retryDelayMs (>= 0, or -1 for no retry), error (JSON: name, message, stack, code)
 --   error `S` instead of JSON: the processor SNOOZED the job (SnoozeError): the attempt is given back
 --     (attempts - 1, no error line, not counted as failed), snoozes + 1, delayed by retryDelayMs
---   error `R`: the processor hit a RATE LIMIT (RateLimitError): the attempt is given back, the job goes
---     to the front of waiting, and claims stop for retryDelayMs: the job's group is parked that long
---     when it has one, else the queue (meta `limited` = until, read by claim.lua)
+--   error `R`: the processor hit a RATE LIMIT (RateLimitError): the attempt is given back, snoozes + 1
+--     (the Worker's maxSnoozes bounds both kinds), the job goes to the front of waiting, and claims
+--     stop for retryDelayMs: the job's group is parked that long when it has one, else the queue
+--     (meta `limited` = until, read by claim.lua)
 -- Returns: { id, outcome, ... } per job; outcome is `waiting`, `delayed`, `dead`, `snoozed`,
 --   `limited`, `STALE:<state>:<attempts>` or `NOT_FOUND`
 -- @include current_time
@@ -106,6 +107,7 @@ for i = 1, n do
         out[#out + 1] = 'snoozed'
       else
         limited[#limited + 1] = id
+        set_field(f, F_SNOOZES, (tonumber(f[F_SNOOZES]) or 0) + 1)
         f[F_STATE] = 'w'
         if group then
           -- Parked before its slot is freed, so group_leave does not put it back in the rotation.
