@@ -11,8 +11,9 @@
  */
 import { isAbsolute } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ClosedError } from '../../errors.js';
+import { ClosedError, ValidationError } from '../../errors.js';
 import type { Job } from '../job.js';
+import { canLoadTypeScript, isTypeScript, noTypeScriptMessage } from './load-processor.js';
 import { NotStartedError, Sandbox, type SandboxConfig } from './sandbox.js';
 import { SandboxError } from './sandbox-error.js';
 
@@ -30,7 +31,14 @@ export class SandboxPool {
   private readonly waiters: (() => void)[] = [];
   private closed = false;
 
-  constructor(private readonly config: PoolConfig) {}
+  /**
+   * Refuses (ValidationError, at the Worker's construction) a TypeScript module that no sandbox could
+   * load, rather than fail every attempt with the same load error.
+   */
+  constructor(private readonly config: PoolConfig) {
+    if (isTypeScript(config.module) && !canLoadTypeScript())
+      throw new ValidationError(noTypeScriptMessage(config.module));
+  }
 
   /** Sandboxes alive now (idle or running a job). */
   get size(): number {
