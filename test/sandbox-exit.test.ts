@@ -32,6 +32,7 @@ describe('a sandbox that exits just after its job returned', () => {
       // Each ran once: the attempt a dying sandbox was given back is not counted.
       for (const j of jobs) expect((await q.getJob(j.id))!.attempts).toBe(1);
     },
-    120_000,
+    // Each of the 30 jobs starts a sandbox: up to ~1 s each from source on a loaded machine.
+    180_000,
   );
 });

@@ -134,7 +134,9 @@ export class Sandbox {
         this.lastError = `${err.name}: ${err.message}`;
       });
       this.exited = new Promise((resolve) =>
-        child.once('exit', (code, signal) => {
+        // 'close', not 'exit': it comes after the IPC channel is drained, so a message the sandbox
+        // sent just before it died (its `started`) is read before its death is.
+        child.once('close', (code, signal) => {
           this.onExit(
             signal
               ? `the sandbox process ${child.pid} was killed by ${signal}${signal === 'SIGABRT' ? ' (out of memory?)' : ''}`
@@ -207,7 +209,14 @@ export class Sandbox {
   private onMessage(raw: unknown): void {
     const m: FromSandbox | null = checkFromSandbox(raw);
     if (m === null) {
-      // Not the protocol (a module that posts its own messages to the parent): ignored.
+      // An outcome of the run in progress that is not well formed fails the attempt; anything else
+      // that is not the protocol (a module posting its own messages to the parent) is ignored.
+      const r = raw as { t?: unknown; run?: unknown } | null;
+      const cur = this.current;
+      if (cur && typeof r === 'object' && r?.t === 'done' && r.run === cur.run) {
+        this.current = null;
+        cur.reject(new SandboxError('the sandbox sent an outcome that is not well formed'));
+      }
       return;
     }
     if (m.t === 'ready') this.readyCallbacks.resolve();
