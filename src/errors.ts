@@ -45,8 +45,13 @@ export class UnrecoverableError extends SuretyError {
 /** The most a processor may snooze a job or pause its queue for: 10 years, like delayMs. */
 const MAX_PAUSE_MS = 10 * 365 * 24 * 3_600_000;
 
+/** A delay SnoozeError and RateLimitError accept: an integer from 0 to 10 years. */
+export function isPauseMs(delayMs: unknown): delayMs is number {
+  return typeof delayMs === 'number' && Number.isInteger(delayMs) && delayMs >= 0 && delayMs <= MAX_PAUSE_MS;
+}
+
 function checkPauseMs(what: string, delayMs: unknown): number {
-  if (typeof delayMs !== 'number' || !Number.isInteger(delayMs) || delayMs < 0 || delayMs > MAX_PAUSE_MS) {
+  if (!isPauseMs(delayMs)) {
     throw new ValidationError(
       `${what} delayMs must be an integer from 0 to ${MAX_PAUSE_MS}, got ${String(delayMs)}`,
     );
@@ -67,7 +72,10 @@ export class SnoozeError extends SuretyError {
   }
 }
 
-/** The attempt snoozed once more than the Worker's `maxSnoozes` allows: it fails like any error. */
+/**
+ * The attempt snoozed (SnoozeError, job.sleep) or hit a rate limit (RateLimitError) once more than
+ * the Worker's `maxSnoozes` allows (the two are counted together): it fails like any error.
+ */
 export class SnoozeLimitError extends SuretyError {
   constructor(
     readonly jobId: string,
@@ -75,7 +83,7 @@ export class SnoozeLimitError extends SuretyError {
   ) {
     super(
       'ERR_SNOOZE_LIMIT',
-      `job ${JSON.stringify(jobId)} snoozed ${maxSnoozes} times already (Worker maxSnoozes)`,
+      `job ${JSON.stringify(jobId)} was snoozed or rate limited ${maxSnoozes} times already (Worker maxSnoozes)`,
     );
   }
 }
@@ -83,7 +91,8 @@ export class SnoozeLimitError extends SuretyError {
 /**
  * Thrown by a processor when the service it calls says "too many requests" (HTTP 429): the job goes
  * back to waiting without spending an attempt, and the queue's workers claim nothing for `delayMs`
- * (only the job's group's jobs, when the job has a group). See docs/job-control.md.
+ * (only the job's group's jobs, when the job has a group). It counts as a snooze toward the Worker's
+ * `maxSnoozes`. See docs/job-control.md.
  */
 export class RateLimitError extends SuretyError {
   readonly delayMs: number;

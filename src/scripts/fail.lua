@@ -28,9 +28,10 @@
 --   error `S` instead of JSON: the processor SNOOZED the job (SnoozeError, job.sleep): the attempt's
 --     budget is given back (base + 1: not charged against maxAttempts; attempts, the starts, are never
 --     given back), no error line, not counted as failed, snoozes + 1, delayed by retryDelayMs
---   error `R`: the processor hit a RATE LIMIT (RateLimitError): the budget is given back, the job goes
---     to the front of waiting, and claims stop for retryDelayMs: the job's group is parked that long
---     when it has one, else the queue (meta `limited` = until, read by claim.lua)
+--   error `R`: the processor hit a RATE LIMIT (RateLimitError): the budget is given back, snoozes + 1
+--     (the Worker's maxSnoozes bounds both kinds), the job goes to the front of waiting, and claims
+--     stop for retryDelayMs: the job's group is parked that long when it has one, else the queue
+--     (meta `limited` = until, read by claim.lua)
 -- A failure implies its start: a job failed before its start mark arrived counts the attempt here.
 -- Returns: { id, outcome, ... } per job; outcome is `waiting`, `delayed`, `dead`, `snoozed`,
 --   `limited`, `STALE:<state>:<attempts>` or `NOT_FOUND`
@@ -114,6 +115,7 @@ for i = 1, n do
         out[#out + 1] = 'snoozed'
       else
         limited[#limited + 1] = id
+        set_field(f, F_SNOOZES, (tonumber(f[F_SNOOZES]) or 0) + 1)
         f[F_STATE] = 'w'
         if group then
           -- Parked before its slot is freed, so group_leave does not put it back in the rotation.

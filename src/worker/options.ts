@@ -55,8 +55,9 @@ export interface WorkerOptions extends CommonOptions {
   /** Start claiming at construction. Default true; with false, call start(). */
   autostart?: boolean;
   /**
-   * How many times one job may be snoozed (SnoozeError); the snooze after that fails the attempt with
-   * SnoozeLimitError instead. Default 100, 0..1 000 000.
+   * How many times one job may be snoozed (SnoozeError, job.sleep) or rate limited (RateLimitError),
+   * the two counted together in its `snoozes`; the next one fails the attempt with SnoozeLimitError
+   * instead. Default 100, 0..1 000 000.
    */
   maxSnoozes?: number;
   /**

@@ -14,6 +14,7 @@
 import {
   CancelledError,
   ClosedError,
+  isPauseMs,
   LeaseExpiredError,
   RateLimitError,
   SnoozeError,
@@ -322,17 +323,27 @@ export class Runner<Data, Result> implements LaneRunner {
 
   /**
    * A SnoozeError or RateLimitError is no failure: its row's `error` is `S` or `R`, and fail.lua gives
-   * the attempt back. 'limit': a snooze past the Worker's maxSnoozes, which fails the attempt instead.
-   * undefined: any other error.
+   * the attempt back (and counts it in the job's snoozes). 'limit': a snooze or rate limit past the
+   * Worker's maxSnoozes (both count, so a RateLimitError(0) thrown on every run cannot loop for ever),
+   * which fails the attempt instead. undefined: any other error, and one of these classes whose
+   * delayMs is not one its constructor accepts (changed after construction, or a sandbox's error
+   * rebuilt with a bad one): an ordinary failure.
    */
   private pauseOf(
     job: Job<Data>,
     e: Error,
   ): { kind: 'S' | 'R'; delayMs: number; cause: Error } | 'limit' | undefined {
-    if (isA(e, RateLimitError)) return { kind: 'R', delayMs: (e as RateLimitError).delayMs, cause: e };
-    if (!isA(e, SnoozeError)) return undefined;
+    const kind = isA(e, RateLimitError) ? 'R' : isA(e, SnoozeError) ? 'S' : undefined;
+    if (kind === undefined) return undefined;
+    let delayMs: unknown;
+    try {
+      delayMs = (e as SnoozeError).delayMs;
+    } catch {
+      return undefined; // a getter that throws: not a pause the library made
+    }
+    if (!isPauseMs(delayMs)) return undefined;
     if (job.snoozes >= this.deps.options.maxSnoozes) return 'limit';
-    return { kind: 'S', delayMs: (e as SnoozeError).delayMs, cause: e };
+    return { kind, delayMs, cause: e };
   }
 
   private afterSlotFreed(): void {

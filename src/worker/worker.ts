@@ -147,6 +147,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         module,
         mode: this.options.sandbox ?? 'process',
         memoryMb: this.options.sandboxMemoryMb,
+        maxPayloadBytes: this.options.maxPayloadBytes,
         size: () => this.runner.concurrency,
       });
       this.sandboxes = pool;

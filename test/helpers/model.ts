@@ -477,7 +477,8 @@ export class QueueModel {
   /**
    * fail: retryDelayMs 0 -> waiting, > 0 -> delayed, -1 or no attempts left -> dead. Kind S (snooze):
    * the attempt is given back, no error, snoozes + 1, delayed by max(0, retryDelayMs). Kind R (rate
-   * limit): the attempt is given back, no error, front of waiting, claims stop until now + delay.
+   * limit): the attempt is given back, no error, snoozes + 1, front of waiting, claims stop until
+   * now + delay.
    */
   fail(rows: Held[], retryDelayMs: number, as: FailKind = 'E'): [string, string][] {
     const out: [string, string][] = [];
@@ -506,10 +507,10 @@ export class QueueModel {
     const delay = Math.max(0, retryDelayMs);
     const limited: ModelJob[] = [];
     for (const j of givenBack) {
-      // The budget is given back; the start stays counted.
+      // The budget is given back; the start stays counted. Both kinds count toward maxSnoozes.
       j.base += 1;
+      j.snoozes += 1;
       if (as === 'S') {
-        j.snoozes += 1;
         j.state = 'd';
         j.dueAt = this.now + delay;
       } else {

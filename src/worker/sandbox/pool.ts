@@ -1,15 +1,21 @@
 /**
  * The sandbox pool of a Worker given a processor module: up to `concurrency` sandboxes (sandbox.ts),
- * started on first need and reused, one job at a time each. A sandbox that dies fails its job
- * (SandboxError) and is dropped; the next job starts a new one. An attempt aborted by the worker
+ * started on first need and reused, one job at a time each. A sandbox that dies while running a job
+ * fails that job (SandboxError) and is dropped; the next job starts a new one. A job given to a
+ * sandbox that dies before taking it (NotStartedError: the sandbox was already ending, e.g. its last
+ * job's code called process.exit after returning) did not run: it is given to another sandbox, and
+ * charged only when a sandbox that never ran a job dies before taking it (then the job itself, or the
+ * module, is the likely cause, and the attempt fails rather than loop). An attempt aborted by the worker
  * (timeout, cancel, lost lease, close) whose processor ignores job.signal is given ABORT_GRACE_MS to
  * return, then its sandbox is ended, so it cannot hold a slot of the pool for ever.
  */
 import { isAbsolute } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ClosedError } from '../../errors.js';
+import { ClosedError, ValidationError } from '../../errors.js';
 import type { Job } from '../job.js';
-import { Sandbox, type SandboxConfig } from './sandbox.js';
+import { canLoadTypeScript, isTypeScript, noTypeScriptMessage } from './load-processor.js';
+import { NotStartedError, Sandbox, type SandboxConfig } from './sandbox.js';
+import { SandboxError } from './sandbox-error.js';
 
 /** How long a sandbox may keep running an attempt the worker has aborted before it is ended. */
 export const ABORT_GRACE_MS = 5_000;
@@ -25,7 +31,14 @@ export class SandboxPool {
   private readonly waiters: (() => void)[] = [];
   private closed = false;
 
-  constructor(private readonly config: PoolConfig) {}
+  /**
+   * Refuses (ValidationError, at the Worker's construction) a TypeScript module that no sandbox could
+   * load, rather than fail every attempt with the same load error.
+   */
+  constructor(private readonly config: PoolConfig) {
+    if (isTypeScript(config.module) && !canLoadTypeScript())
+      throw new ValidationError(noTypeScriptMessage(config.module));
+  }
 
   /** Sandboxes alive now (idle or running a job). */
   get size(): number {
@@ -39,7 +52,20 @@ export class SandboxPool {
 
   /** Runs `job` in a free sandbox (waiting for one when all are busy). */
   async run(job: Job<unknown>): Promise<unknown> {
-    const sandbox = await this.acquire();
+    for (;;) {
+      const sandbox = await this.acquire();
+      try {
+        return await this.runIn(sandbox, job);
+      } catch (err) {
+        // Only from a sandbox that had run a job before (runIn), which is now dropped: bounded by the
+        // pool's size, since new sandboxes are charged instead.
+        if (!(err instanceof NotStartedError) || job.signal.aborted) throw err;
+      }
+    }
+  }
+
+  private async runIn(sandbox: Sandbox, job: Job<unknown>): Promise<unknown> {
+    const usedBefore = sandbox.used;
     let timer: NodeJS.Timeout | undefined;
     const onAbort = () => {
       timer = setTimeout(
@@ -51,6 +77,10 @@ export class SandboxPool {
     job.signal.addEventListener('abort', onAbort, { once: true });
     try {
       return await sandbox.run(job);
+    } catch (err) {
+      // A sandbox that never ran a job before this one: its death is charged to this attempt.
+      if (err instanceof NotStartedError && !usedBefore) throw new SandboxError(err.message);
+      throw err;
     } finally {
       clearTimeout(timer);
       job.signal.removeEventListener('abort', onAbort);

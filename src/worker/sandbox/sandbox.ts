@@ -1,10 +1,12 @@
 /**
  * One sandbox: a worker thread or a forked child process that has loaded the processor module and
  * runs one job at a time (entry.ts on the other side). Calls from the sandboxed job to its Job
- * methods (RPC_METHODS) are answered here with the real Job; thrown values come back as data and are
- * rebuilt as the library's error classes by name (rebuildError). A sandbox that exits, is killed,
- * runs out of memory or fails to load its module fails the job it was running with SandboxError and
- * is not used again (the pool starts another).
+ * methods (RPC_METHODS) are answered here with the real Job, only while the run they name is in
+ * progress (a late call is refused as a lost lease's is); thrown values come back as data and are
+ * rebuilt as the library's error classes by the marker errorToData set (rebuildError). A sandbox that
+ * exits, is killed, runs out of memory or fails to load its module is not used again (the pool starts
+ * another). It fails the job it was running with SandboxError; a job it had not acknowledged yet
+ * (`started`) fails with NotStartedError instead, which the pool gives to another sandbox.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -14,6 +16,7 @@ import { Worker as Thread } from 'node:worker_threads';
 import * as errors from '../../errors.js';
 import type { Job } from '../job.js';
 import {
+  checkFromSandbox,
   errorToData,
   type FromSandbox,
   JOB_FIELDS,
@@ -23,6 +26,9 @@ import {
 } from './protocol.js';
 import { SandboxError } from './sandbox-error.js';
 
+/** The library's error classes, by name: what rebuildError rebuilds. */
+const CLASSES: Record<string, unknown> = { ...errors, SandboxError };
+
 export type SandboxMode = 'thread' | 'process';
 
 export interface SandboxConfig {
@@ -31,6 +37,23 @@ export interface SandboxConfig {
   mode: SandboxMode;
   /** Heap limit of each sandbox (MiB): resourceLimits.maxOldGenerationSizeMb, or --max-old-space-size. */
   memoryMb: number | undefined;
+  /** Largest result accepted (the Worker's maxPayloadBytes), checked inside the sandbox. */
+  maxPayloadBytes: number;
+}
+
+/**
+ * The sandbox ended before it acknowledged the job given to it: the job did not run there (the
+ * sandbox was already on its way out, e.g. its previous job's code called process.exit just after
+ * returning). Not an outcome of the attempt: the pool runs the job in another sandbox.
+ */
+export class NotStartedError extends SandboxError {}
+
+/** What a refused late call answers: as the Job's own fenced methods do once the lease is gone. */
+function refusedCall(method: string, jobId: string): { value: boolean } | Error {
+  if (method === 'progress' || method === 'log') return { value: false };
+  return new errors.LeaseExpiredError(
+    `job ${jobId}: ${method} was called after its attempt ended (its processor had returned); refused`,
+  );
 }
 
 /** The compiled entry (dist) or, from a source checkout, the TypeScript one run through tsx. */
@@ -58,19 +81,29 @@ export class Sandbox {
   /** Resolves when the module is loaded; rejects with SandboxError if it fails to load or the sandbox dies first. */
   readonly ready: Promise<void>;
   private readyCallbacks!: { resolve: () => void; reject: (e: Error) => void };
-  private current: { job: Job<unknown>; resolve: (v: unknown) => void; reject: (e: Error) => void } | null =
-    null;
+  private current: {
+    run: number;
+    job: Job<unknown>;
+    /** The sandbox acknowledged the run: from here on its death is this attempt's. */
+    started: boolean;
+    resolve: (v: unknown) => void;
+    reject: (e: Error) => void;
+  } | null = null;
+  /** Runs given to this sandbox so far (the run number of the next is runs + 1). */
+  private runs = 0;
   private dead: SandboxError | null = null;
   private readonly exited: Promise<void>;
   /** An error event came before exit (a thread's out-of-memory or uncaught exception). */
   private lastError: string | null = null;
+  private readonly maxPayloadBytes: number;
 
   constructor(config: SandboxConfig) {
     this.ready = new Promise((resolve, reject) => {
       this.readyCallbacks = { resolve, reject };
     });
     this.ready.catch(() => {}); // observed by run(); a sandbox may die before anyone waits
-    const onMessage = (m: FromSandbox) => this.onMessage(m);
+    this.maxPayloadBytes = config.maxPayloadBytes;
+    const onMessage = (m: unknown) => this.onMessage(m);
     if (config.mode === 'thread') {
       const thread = new Thread(ENTRY_IS_TS ? threadBootstrap() : ENTRY, {
         eval: ENTRY_IS_TS,
@@ -101,7 +134,9 @@ export class Sandbox {
         this.lastError = `${err.name}: ${err.message}`;
       });
       this.exited = new Promise((resolve) =>
-        child.once('exit', (code, signal) => {
+        // 'close', not 'exit': it comes after the IPC channel is drained, so a message the sandbox
+        // sent just before it died (its `started`) is read before its death is.
+        child.once('close', (code, signal) => {
           this.onExit(
             signal
               ? `the sandbox process ${child.pid} was killed by ${signal}${signal === 'SIGABRT' ? ' (out of memory?)' : ''}`
@@ -123,18 +158,27 @@ export class Sandbox {
     return this.dead === null;
   }
 
-  /** Runs one job in the sandbox; rejects with the processor's error (rebuilt) or a SandboxError. */
+  /** The sandbox has been given a job before (so a death now may be that job's doing). */
+  get used(): boolean {
+    return this.runs > 0;
+  }
+
+  /**
+   * Runs one job in the sandbox; rejects with the processor's error (rebuilt), a SandboxError, or
+   * NotStartedError when the sandbox ended before it took the job.
+   */
   async run(job: Job<unknown>): Promise<unknown> {
     await this.ready;
-    if (this.dead) throw this.dead;
+    const run = ++this.runs;
+    if (this.dead) throw new NotStartedError(this.dead.message);
     const fields: Record<string, unknown> = {};
     for (const f of JOB_FIELDS) fields[f] = (job as unknown as Record<string, unknown>)[f];
-    const onAbort = () => this.send({ t: 'abort', reason: errorToData(job.signal.reason) });
+    const onAbort = () => this.send({ t: 'abort', run, reason: errorToData(job.signal.reason, CLASSES) });
     job.signal.addEventListener('abort', onAbort, { once: true });
     try {
       return await new Promise((resolve, reject) => {
-        this.current = { job, resolve, reject };
-        this.send({ t: 'run', job: fields });
+        this.current = { run, job, started: false, resolve, reject };
+        this.send({ t: 'run', run, job: fields, maxPayloadBytes: this.maxPayloadBytes });
         if (job.signal.aborted) onAbort();
       });
     } finally {
@@ -162,32 +206,64 @@ export class Sandbox {
     }
   }
 
-  private onMessage(m: FromSandbox): void {
+  private onMessage(raw: unknown): void {
+    const m: FromSandbox | null = checkFromSandbox(raw);
+    if (m === null) {
+      // An outcome of the run in progress that is not well formed fails the attempt; anything else
+      // that is not the protocol (a module posting its own messages to the parent) is ignored.
+      const r = raw as { t?: unknown; run?: unknown } | null;
+      const cur = this.current;
+      if (cur && typeof r === 'object' && r?.t === 'done' && r.run === cur.run) {
+        this.current = null;
+        cur.reject(new SandboxError('the sandbox sent an outcome that is not well formed'));
+      }
+      return;
+    }
     if (m.t === 'ready') this.readyCallbacks.resolve();
     else if (m.t === 'loadFailed') {
       const err = new SandboxError(`the processor module failed to load: ${m.error.message}`);
       this.dead = err;
       this.readyCallbacks.reject(err);
       void this.terminate(err.message);
+    } else if (m.t === 'started') {
+      if (this.current?.run === m.run) this.current.started = true;
     } else if (m.t === 'done') {
       const cur = this.current;
-      if (!cur) return;
-      if (m.ok) cur.resolve(m.value);
-      else cur.reject(rebuildError(m.error ?? { name: 'Error', message: 'failed' }, errors));
-    } else if (m.t === 'call') void this.answer(m.callId, m.method, m.args);
+      if (cur?.run !== m.run) return; // a run that already ended (failed by a timeout, say)
+      this.current = null; // later calls of this run are refused at once
+      if (!m.ok) cur.reject(rebuildError(m.error!, CLASSES));
+      else {
+        try {
+          cur.resolve(m.json === '' ? undefined : JSON.parse(m.json!));
+        } catch {
+          cur.reject(new SandboxError('the sandbox sent a result that is not JSON'));
+        }
+      }
+    } else if (m.t === 'call') void this.answer(m);
   }
 
-  /** Calls method `method` of the running job's Job with the sandbox's arguments and sends back the result. */
-  private async answer(callId: number, method: string, args: unknown[]): Promise<void> {
-    const job = this.current?.job as unknown as Record<string, (...a: unknown[]) => unknown> | undefined;
+  /**
+   * Calls the method of the running job's Job that the sandbox asked for, and sends back the result.
+   * Only for the run in progress, its job and its attempt's token: a call from a job that already
+   * returned is refused (progress and log answer false, the rest LeaseExpiredError), as the Job's own
+   * fenced writes refuse a lost lease.
+   */
+  private async answer(m: Extract<FromSandbox, { t: 'call' }>): Promise<void> {
+    const cur = this.current;
+    const live = cur !== null && cur.run === m.run && cur.job.id === m.jobId && cur.job.token === m.token;
     try {
-      if (!job) throw new Error(`${method}: no job is running in this sandbox`);
-      if (!RPC.has(method) || typeof job[method] !== 'function')
-        throw new Error(`${method} is not a Job method a sandbox may call`);
-      const value = await job[method]?.(...(Array.isArray(args) ? args : []));
-      this.send({ t: 'reply', callId, ok: true, value });
+      if (!RPC.has(m.method)) throw new Error(`${m.method} is not a Job method a sandbox may call`);
+      if (!live) {
+        const refused = refusedCall(m.method, m.jobId);
+        if (refused instanceof Error) throw refused;
+        this.send({ t: 'reply', callId: m.callId, ok: true, value: refused.value });
+        return;
+      }
+      const job = cur.job as unknown as Record<string, (...a: unknown[]) => unknown>;
+      const value = await job[m.method]?.(...m.args);
+      this.send({ t: 'reply', callId: m.callId, ok: true, value });
     } catch (err) {
-      this.send({ t: 'reply', callId, ok: false, error: errorToData(err) });
+      this.send({ t: 'reply', callId: m.callId, ok: false, error: errorToData(err, CLASSES) });
     }
   }
 
@@ -195,6 +271,7 @@ export class Sandbox {
     const err = this.dead ?? new SandboxError(reason);
     this.dead = err;
     this.readyCallbacks.reject(err);
-    this.current?.reject(err);
+    const cur = this.current;
+    if (cur) cur.reject(cur.started ? err : new NotStartedError(err.message));
   }
 }
