@@ -376,8 +376,9 @@ export function judge(v: VerdictInput): Judgement {
   const excused = (pid: number, from: number, to: number) =>
     v.faults.some((f) => (f.pid === undefined || f.pid === pid) && f.at <= to && f.until >= from - 1_000);
   for (const x of expiryViolations(jobList, v.logs.begins, EXPIRY_SLACK_MS, excused, v.t0)) expiry.add(x);
-  for (const x of dedupeViolations(jobList, v.accepted, v.logs.begins, v.completedDeleted, v.t0))
-    dedupe.add(x);
+  // The unknown adds too: one that wrote (a rejected add may have) holds a key with its own window.
+  const allAdds = [...v.accepted, ...v.unknown];
+  for (const x of dedupeViolations(jobList, allAdds, v.logs.begins, v.completedDeleted, v.t0)) dedupe.add(x);
   for (const x of lateCallViolations(jobList)) lateCalls.add(x);
 
   const all = [
