@@ -18,14 +18,20 @@ import { hash01 } from './rng.js';
  * 1 single attempt: maxAttempts 1, never fails by plan (a lost lease kills it: it must have run first),
  * z snooze and step: stores a durable step (job.step) first, snoozes once (SnoozeError, no attempt
  *   spent), then behaves like n; its result carries the step's value, which must be the stored one.
- * Every kind but f and u succeeds on its last attempt.
+ * e expiring: added with ttlMs or expireAt; half of them snooze once on their first run (data.zs ms,
+ *   often past their expiry: a job that started in time must still run to its end), then like n. One
+ *   that no worker started by its expiry ends dead with ExpiredError, never having run.
+ * t throttle: added with a dedupe key (data.dk, a small pool per run), some with a ttlMs window; like n.
+ * w debounce: added with a debounce key and a delay; stores a durable step ('charge'), sleeps once with
+ *   job.sleep (a started job, delayed: a debounce add must not rewrite it), then like n.
+ * Every kind but f and u succeeds on its last attempt (e may also end dead by expiry, unrun).
  *
  * Why slow jobs, when the workload is 0-50 ms jobs: an attempt shorter than its lease never needs a
  * renewal, and its stale outcome always arrives after the newer attempt has finished, when any fence
  * refuses it. Without attempts that outlive the lease, a complete.lua that ignored the fencing token
  * while the job is active passed every check (mutation-tested); with them it fails "wrong outcome".
  */
-export type Kind = 'n' | 'f' | 'u' | 'd' | 'r' | 'i' | 's' | 'o' | 'h' | 'b' | '1' | 'z';
+export type Kind = 'n' | 'f' | 'u' | 'd' | 'r' | 'i' | 's' | 'o' | 'h' | 'b' | '1' | 'z' | 'e' | 't' | 'w';
 
 export const KIND_NAMES: Record<Kind, string> = {
   n: 'normal',
@@ -40,11 +46,14 @@ export const KIND_NAMES: Record<Kind, string> = {
   b: 'huge result',
   1: 'single attempt',
   z: 'snooze and step',
+  e: 'expiring',
+  t: 'dedupe throttle',
+  w: 'dedupe debounce',
 };
 
 /** Share of each kind among the adds (percent). */
 export const KIND_WEIGHTS: Record<Kind, number> = {
-  n: 54.8,
+  n: 43.8,
   f: 4,
   u: 2,
   d: 8,
@@ -56,6 +65,9 @@ export const KIND_WEIGHTS: Record<Kind, number> = {
   b: 0.2,
   1: 2,
   z: 3,
+  e: 4,
+  t: 4,
+  w: 3,
 };
 
 /** The kinds a processor misbehaves in (left out by `--workload plain`). */
@@ -68,11 +80,19 @@ export function workloadWeights(workload: 'all' | 'plain'): Record<Kind, number>
   return w;
 }
 
-/** The job payload: the producer's sequence number of the add, the kind, and for hangs how long (ms). */
+/**
+ * The job payload: the producer's sequence number of the add, the kind, for hangs how long (ms), for
+ * kinds e and w how long their one snooze or sleep is (ms), and for t and w their dedupe key.
+ * `late` is set only by a sandboxed job's late updateData call (the id of the job that made it): a job
+ * whose data carries another job's id was written by a call that should have been refused.
+ */
 export interface JobData {
   s: number;
   k: Kind;
   h?: number;
+  zs?: number;
+  dk?: string;
+  late?: string;
 }
 
 /** What a completed attempt returns; the verdict checks it against the job's final attempt count. */
@@ -113,6 +133,33 @@ export type PlannedOutcome = 'ok' | 'fail' | 'unrec' | 'odd' | 'hang' | 'big';
  */
 export type ExecutionOutcome = PlannedOutcome | 'snooze' | 'stepfail';
 
+/** The kinds that store durable steps (their step runs are logged and judged: chaos/features-verdict.ts). */
+export const STEP_KINDS: readonly Kind[] = ['z', 'w'];
+/** Kinds that snooze or sleep for long (their group would be held that long): kept out of groups. */
+export const UNGROUPED_KINDS: readonly Kind[] = ['e', 'w', 't'];
+
+/**
+ * What a sandboxed attempt does besides its plan (chaos workers with a `sandbox` option): `exit` ends
+ * its sandbox (process.exit) right after returning its result; `late` calls job.updateData, job.log
+ * and job.step from a timer after returning (the attempt has ended: the calls must be refused, and
+ * never land on the next job the sandbox runs). Drawn per attempt, so the verdict can tell a
+ * SandboxError the attempt brought on itself from one it suffered for another's exit.
+ */
+export type SandboxAct = 'exit' | 'late' | 'none';
+export const SANDBOX_EXIT_RATE = 0.006;
+export const SANDBOX_LATE_RATE = 0.05;
+
+export function sandboxAct(seed: number, s: number, attempt: number): SandboxAct {
+  const r = hash01(seed, s, attempt, 9);
+  if (r < SANDBOX_EXIT_RATE) return 'exit';
+  return r < SANDBOX_EXIT_RATE + SANDBOX_LATE_RATE ? 'late' : 'none';
+}
+
+/** Kind e: whether its first run snoozes (for data.zs ms). */
+export function expiringSnoozes(seed: number, s: number): boolean {
+  return hash01(seed, s, 0, 5) < 0.5;
+}
+
 export const PLANNED_FAILURE_MESSAGE = 'planned failure';
 
 /** The error each planned failure must be recorded with (null: any name; odd values have no name). */
@@ -121,7 +168,7 @@ export function expectedErrorName(outcome: ExecutionOutcome): string | null | un
   if (outcome === 'unrec') return 'UnrecoverableError';
   if (outcome === 'hang') return 'TimeoutError';
   if (outcome === 'big') return 'PayloadTooLargeError';
-  if (outcome === 'odd' || outcome === 'stepfail') return null;
+  if (outcome === 'odd' || outcome === 'stepfail' || outcome === 'snooze') return null;
   return undefined; // ok: no error may be recorded
 }
 

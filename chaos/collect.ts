@@ -5,6 +5,7 @@
 import type { JobInfo, JobState, Queue } from '../src/index.js';
 import type { ChaosResult, JobData } from './behaviour.js';
 import { type Execution, type LogLine, readExecLog } from './exec-log.js';
+import type { Begin, StepLine } from './features-verdict.js';
 
 export type Info = JobInfo<JobData, ChaosResult>;
 
@@ -82,6 +83,11 @@ export async function lookupUnlisted(
 
 export interface LogEvidence {
   executions: Execution[];
+  /** Every begun attempt ('b' lines). */
+  begins: Begin[];
+  /** Durable step bodies run ('p') and stores confirmed ('q'). */
+  stepRuns: StepLine[];
+  stepStores: StepLine[];
   /** `${id}#${seq}` of jobs with an attempt begun on a processor ('b' lines), `${id}#${seq}#${attempt}` begun. */
   begunJobs: Set<string>;
   begunAttempts: Set<string>;
@@ -104,6 +110,9 @@ export interface LogEvidence {
 export function readLogs(paths: readonly string[]): LogEvidence {
   const ev: LogEvidence = {
     executions: [],
+    begins: [],
+    stepRuns: [],
+    stepStores: [],
     begunJobs: new Set(),
     begunAttempts: new Set(),
     ackedComplete: new Map(),
@@ -130,6 +139,20 @@ function absorb(ev: LogEvidence, line: LogLine): void {
     case 'b':
       ev.begunJobs.add(`${line.id}#${line.s}`);
       ev.begunAttempts.add(`${line.id}#${line.s}#${line.a}`);
+      ev.begins.push({
+        id: line.id,
+        s: line.s,
+        a: line.a,
+        pid: line.pid,
+        at: line.at,
+        ...(line.z === undefined ? {} : { z: line.z }),
+      });
+      break;
+    case 'p':
+      ev.stepRuns.push(line);
+      break;
+    case 'q':
+      ev.stepStores.push(line);
       break;
     case 'x':
       ev.executions.push(line);

@@ -17,7 +17,8 @@ import { parseArgs } from 'node:util';
 // public API, that the maximum is accepted and one more refused).
 import { MAX_CONCURRENCY, MAX_PREFETCH } from '../src/worker/options.js';
 import { FAULT_KINDS, type FaultKind } from './faults.js';
-import { freshSeed, Rng } from './rng.js';
+import { freshSeed, hash32, Rng } from './rng.js';
+import type { ChildConfig } from './worker-child.js';
 
 export { MAX_CONCURRENCY };
 
@@ -186,4 +187,30 @@ export function parseConfig(argv: readonly string[]): ChaosConfig {
     deadlineMs: 45_000 + durationMs + drainMs + Math.ceil(jobs / 1_000) * 1_000,
     keepLogs: values['keep-logs'] === true,
   };
+}
+
+/** The most sandboxes a sandboxed chaos worker runs at once (each is a thread or a process running tsx). */
+export const SANDBOX_CONCURRENCY = 3;
+
+/**
+ * What sets a worker slot apart, for spawn number `n` of the run: with 3 workers or more, the last slot
+ * runs its processor in process sandboxes and the one before it in thread sandboxes (at most
+ * SANDBOX_CONCURRENCY at once: each sandbox is a tsx-loaded thread or process on 2 shared cores), and
+ * the first slot and the thread-sandbox slot carry a tracer that throws at random (seeded per spawn).
+ */
+export function roleOf(
+  c: Pick<ChaosConfig, 'seed' | 'workers' | 'concurrency' | 'prefetch'>,
+  slot: number,
+  n: number,
+): Partial<ChildConfig> {
+  if (c.workers < 3) return {};
+  const role: Partial<ChildConfig> = {};
+  if (slot === c.workers - 1) role.sandbox = 'process';
+  if (slot === c.workers - 2) role.sandbox = 'thread';
+  if (role.sandbox) {
+    role.concurrency = Math.min(c.concurrency, SANDBOX_CONCURRENCY);
+    if (typeof c.prefetch === 'number') role.prefetch = Math.min(c.prefetch, role.concurrency);
+  }
+  if (slot === 0 || slot === c.workers - 2) role.tracerSeed = hash32(c.seed, 77, n);
+  return role;
 }

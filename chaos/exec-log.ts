@@ -4,7 +4,7 @@
  * appending, so a line that was written survives a kill -9 of its process.
  */
 import { existsSync, openSync, readFileSync, writeSync } from 'node:fs';
-import type { ExecutionOutcome } from './behaviour.js';
+import type { ExecutionOutcome, SandboxAct } from './behaviour.js';
 
 export type LogLine =
   /**
@@ -12,7 +12,16 @@ export type LogLine =
    * `s` is the job's data sequence number: with retention 0 an id can be created again (a new job,
    * attempts from 1), and (id, s) names the job.
    */
-  | { t: 'b'; id: string; s: number; a: number; pid: number; at: number }
+  | {
+      t: 'b';
+      id: string;
+      s: number;
+      a: number;
+      pid: number;
+      at: number;
+      z?: number;
+      sb?: 'thread' | 'process';
+    }
   /** An execution: the processor ran attempt `a` of job `id`; `o` is the outcome it then returned/threw. */
   | {
       t: 'x';
@@ -26,7 +35,14 @@ export type LogLine =
       o: ExecutionOutcome;
       /** The job's snoozes when it ran (kind z runs an attempt again after its snooze). */
       z?: number;
+      /** Ran in a sandbox of this mode; `m`: what it did besides its plan (behaviour.ts sandboxAct). */
+      sb?: 'thread' | 'process';
+      m?: SandboxAct;
     }
+  /** The body of durable step `name` ran in attempt `a` (snoozes `z`) of job `id` (data `s`), at `at`. */
+  | { t: 'p'; id: string; s: number; a: number; z: number; name: string; pid: number; at: number }
+  /** job.step(`name`) returned in that attempt after running its body: Redis stored the result. */
+  | { t: 'q'; id: string; s: number; a: number; z: number; name: string; pid: number; at: number }
   /** Redis accepted this completion (the worker's `completed` event), at `at`. */
   | { t: 'c'; id: string; a: number; at: number }
   /** Redis accepted this failure and the job is now dead (`failed` event with outcome dead), at `at`. */

@@ -12,6 +12,8 @@ export interface WorkerProc {
   /** Spawn counter (names the log files). */
   n: number;
   slot: number;
+  /** Its sandbox mode and whether it has a throwing tracer (reported). */
+  role: Partial<ChildConfig>;
   pid: number;
   logPath: string;
   errPath: string;
@@ -39,6 +41,8 @@ export class WorkerPool {
     private readonly base: Omit<ChildConfig, 'logPath' | 'port'>,
     /** The port a slot's worker reaches Redis on (its proxy's). */
     private readonly portOf: (slot: number) => number,
+    /** What sets a slot's worker apart (sandbox mode, throwing tracer), per spawn `n` (config.ts roleOf). */
+    private readonly roleOf: (slot: number, n: number) => Partial<ChildConfig> = () => ({}),
   ) {
     this.slots = new Array<WorkerProc | null>(size).fill(null);
   }
@@ -64,10 +68,18 @@ export class WorkerPool {
     const n = ++this.spawned;
     const logPath = join(this.runDir, `w${n}.log`);
     const errPath = join(this.runDir, `w${n}.stderr`);
+    const role = this.roleOf(slot, n);
     const fd = openSync(errPath, 'a');
     const proc = fork(
       CHILD_FILE,
-      [JSON.stringify({ ...this.base, port: this.portOf(slot), logPath } satisfies ChildConfig)],
+      [
+        JSON.stringify({
+          ...this.base,
+          ...role,
+          port: this.portOf(slot),
+          logPath,
+        } satisfies ChildConfig),
+      ],
       {
         execArgv: ['--import', 'tsx'],
         stdio: ['ignore', fd, fd, 'ipc'],
@@ -77,6 +89,7 @@ export class WorkerPool {
     const w: WorkerProc = {
       n,
       slot,
+      role,
       pid: proc.pid ?? -1,
       logPath,
       errPath,

@@ -4,7 +4,7 @@
  * that rejected, or had not settled when production ended, is "unknown" (it may or may not exist).
  */
 import type { AddedJob, JobOptions, Queue } from '../src/index.js';
-import { type JobData, type Kind, maxAttemptsOf } from './behaviour.js';
+import { type JobData, type Kind, maxAttemptsOf, UNGROUPED_KINDS } from './behaviour.js';
 import type { Rng } from './rng.js';
 
 export interface AddRecord {
@@ -21,7 +21,26 @@ export interface AddRecord {
   /** Unknown adds: why, and the error's code if it had one. */
   reason?: string;
   code?: string;
+  /** When the add was sent (epoch ms): it was applied in Redis after this. */
+  sentAt?: number;
+  /** Accepted adds: the state the add answered (for a dedupe add that found the key held: the holder's). */
+  state?: string;
+  /** The job's initial delay (kind d) or runAt (kind r), to place it in its group's order by due time. */
+  delayMs?: number;
+  runAt?: number;
+  group?: string;
+  /** Kinds t and w: the dedupe key, mode and window. */
+  dedupe?: { key: string; mode: 'throttle' | 'debounce'; ttlMs?: number };
+  /** Kind e: the job's expiry (epoch ms; for ttlMs: sentAt + ttlMs, which Redis's is a little after). */
+  expireAt?: number;
+  ttlMs?: number;
+  /** Added through the producer Queue whose tracer throws at random. */
+  traced?: boolean;
 }
+
+/** Dedupe keys per run: few enough that adds meet a held key often. */
+const THROTTLE_KEYS = 40;
+const DEBOUNCE_KEYS = 25;
 
 interface Item {
   data: JobData;
@@ -52,6 +71,8 @@ export class Producer {
     private readonly leaseMs: number,
     /** Share of each job kind (behaviour.ts workloadWeights). */
     private readonly weights: Readonly<Record<Kind, number>>,
+    /** The same queue through a Queue whose tracer throws at random (chaos/tracer.ts): a share of the adds go through it. */
+    private readonly traced: Queue<JobData> | null = null,
   ) {}
 
   get added(): number {
@@ -127,19 +148,58 @@ export class Producer {
       if (!reuse) this.dupIds.push(id);
       opts.id = id;
       rec.id = id;
+    } else if (kind === 'e') {
+      // Expiring: a snooze of its first run (behaviour.ts), often past the expiry.
+      const ttl = this.rng.int(100, 4_000);
+      if (this.rng.chance(0.5)) {
+        opts.ttlMs = ttl;
+        rec.ttlMs = ttl;
+      } else {
+        opts.expireAt = now + ttl;
+        rec.expireAt = now + ttl;
+      }
+      data.zs = this.rng.int(20, 2 * ttl);
+    } else if (kind === 't') {
+      const key = `t${this.rng.int(1, THROTTLE_KEYS)}`;
+      const ttlMs = this.rng.chance(0.3) ? this.rng.int(200, 3_000) : undefined;
+      opts.dedupe = ttlMs === undefined ? { key } : { key, ttlMs };
+      rec.dedupe = { key, mode: 'throttle', ...(ttlMs === undefined ? {} : { ttlMs }) };
+      data.dk = key;
+    } else if (kind === 'w') {
+      const key = `w${this.rng.int(1, DEBOUNCE_KEYS)}`;
+      opts.dedupe = { key, mode: 'debounce' };
+      opts.delayMs = this.rng.int(50, 1_500);
+      rec.delayMs = opts.delayMs;
+      rec.notBefore = now + opts.delayMs;
+      rec.dedupe = { key, mode: 'debounce' };
+      data.dk = key;
+      data.zs = this.rng.int(100, 1_500);
     }
+    if (kind === 'd') rec.delayMs = opts.delayMs as number;
+    if (kind === 'r') rec.runAt = opts.runAt as number;
     // A third of the jobs belong to one of 20 groups (run.ts sets their limits), so group slots,
-    // rotation and holds go through every fault too.
-    if (this.rng.chance(0.3)) opts.group = `g${this.rng.int(1, 20)}`;
+    // rotation and holds go through every fault too. Kinds that snooze or sleep for long, and dedupe
+    // (a debounce rewrite moves its job), stay out: they would make g1's order a matter of definition.
+    if (!UNGROUPED_KINDS.includes(kind) && this.rng.chance(0.3)) {
+      opts.group = `g${this.rng.int(1, 20)}`;
+      rec.group = opts.group;
+    }
     return { data, opts, rec, state: 'pending' };
   }
 
   private send(items: Item[], bulk: boolean): void {
     const burst = { since: Date.now(), items };
     this.bursts.add(burst);
+    // A fifth of the calls go through the Queue whose tracer throws (an add that wrote must resolve).
+    const traced = this.traced !== null && this.rng.chance(0.2);
+    const queue = traced && this.traced ? this.traced : this.queue;
+    for (const it of items) {
+      it.rec.sentAt = burst.since;
+      if (traced) it.rec.traced = true;
+    }
     const groups: [Item[], Promise<AddedJob[]>][] = bulk
-      ? [[items, this.queue.addBulk(items.map(({ data, opts }) => ({ data, opts })))]]
-      : items.map((it) => [[it], this.queue.add(it.data, it.opts).then((r) => [r])]);
+      ? [[items, queue.addBulk(items.map(({ data, opts }) => ({ data, opts })))]]
+      : items.map((it) => [[it], queue.add(it.data, it.opts).then((r) => [r])]);
     for (const [group, call] of groups) {
       call.then(
         (added) => this.accept(group, added),
@@ -173,6 +233,7 @@ export class Producer {
       const a = added[i]!;
       it.rec.id = a.id;
       it.rec.isNew = a.isNew;
+      it.rec.state = a.state;
       if (a.isNew && a.state === 'active') it.rec.handedOff = true;
       this.accepted.push(it.rec);
       it.state = 'settled';

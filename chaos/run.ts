@@ -18,16 +18,18 @@ import { Queue, ValidationError, Worker } from '../src/index.js';
 import { type RedisServer, startRedis } from '../test/helpers/redis-server.js';
 import { type ChaosResult, type JobData, workloadWeights } from './behaviour.js';
 import { completedFromEvents, lookupUnlisted, readLogs, snapshotRedis, unfinished } from './collect.js';
-import { type ChaosConfig, MAX_CONCURRENCY, parseConfig } from './config.js';
+import { type ChaosConfig, MAX_CONCURRENCY, parseConfig, roleOf } from './config.js';
 import { analyseDuplicates } from './duplicates.js';
 import { readExecLog } from './exec-log.js';
 import { type FaultRecord, FaultRunner, planFaults } from './faults.js';
+import { GroupWatch } from './group-watch.js';
 import { Network } from './network.js';
 import { WorkerPool } from './pool.js';
 import { Producer } from './producer.js';
 import { buildReport, faultCounts, printReport, srcFingerprint, writeReport } from './report.js';
 import { Rng } from './rng.js';
 import { within } from './time.js';
+import { throwingTracerProvider } from './tracer.js';
 import { judge } from './verdict.js';
 
 const RESULTS = new URL('./results/', import.meta.url).pathname;
@@ -141,6 +143,13 @@ async function main(c: ChaosConfig): Promise<number> {
     ...(c.keepCompleted === 0 ? { events: { maxLen: 10_000_000 } } : {}),
   });
   queue.client.on('error', () => {}); // connection drops are part of the test; adds report them
+  // The same queue through a Queue whose tracer throws at random: a share of the adds go through it.
+  const traced = new Queue<JobData, ChaosResult>(queueName, {
+    connection: redis.url,
+    defaults: { leaseMs: c.leaseMs, backoff: { type: 'fixed', delayMs: c.backoffMs } },
+    telemetry: { tracerProvider: throwingTracerProvider(new Rng(c.seed).fork(5)) },
+  });
+  traced.client.on('error', () => {});
   const net = network;
   pool = new WorkerPool(
     c.workers,
@@ -157,18 +166,16 @@ async function main(c: ChaosConfig): Promise<number> {
       pollIntervalMs: c.pollIntervalMs,
     },
     (slot) => net.port(slot),
+    (slot, n) => roleOf(c, slot, n),
   );
-  // Group limits (producer.ts puts a third of the jobs in groups g1..g20): every group at most 4
-  // active; g1 strictly FIFO (concurrency 1, its retries hold its place), g2 rate-limited.
-  await within(queue.setGroupLimits({ concurrency: 4 }), 10_000, 'setGroupLimits()');
-  await within(queue.setGroupLimits({ concurrency: 1 }, { group: 'g1' }), 10_000, 'setGroupLimits(g1)');
-  await within(
-    queue.setGroupLimits({ rateLimit: { max: 100, durationMs: 1_000 } }, { group: 'g2' }),
-    10_000,
-    'setGroupLimits(g2)',
-  );
+  // Group limits (producer.ts puts a third of the non-dedupe jobs in groups g1..g20): every group at
+  // most 4 active; g1 strictly FIFO (concurrency 1, its retries hold its place), g2 rate-limited; g3,
+  // g4 and the defaults change while the run goes on (group-watch.ts).
   const rng = new Rng(c.seed);
-  const producer = new Producer(queue, rng.fork(2), c.leaseMs, workloadWeights(c.workload));
+  const producer = new Producer(queue, rng.fork(2), c.leaseMs, workloadWeights(c.workload), traced);
+  // Group limits changed while the run goes on, and queue.groups() sampled (group-watch.ts).
+  const watch = new GroupWatch(queue, rng.fork(4));
+  await watch.setUp();
   await pool.start();
   if (c.initialBurst > 0) {
     // Added while the queue is paused and every worker is up (not while five of them still compile on
@@ -198,6 +205,7 @@ async function main(c: ChaosConfig): Promise<number> {
     );
   faults = new FaultRunner(pool, redis, admin, network, say, backlog);
   const t0 = Date.now();
+  watch.start();
   let maxBacklog = 0;
   let sampling = false;
   const sampler = setInterval(() => {
@@ -237,6 +245,7 @@ async function main(c: ChaosConfig): Promise<number> {
   // read as waiting looked like an acknowledged outcome lost.)
   if (!drained) pool.killAll();
 
+  await watch.stop();
   phase = 'verdict';
   say(drained ? `drained in ${drainMs} ms; checking` : `NOT drained after ${drainMs} ms; checking`);
   const snapshot = await within(snapshotRedis(queue, drained), 60_000, 'reading the final state');
@@ -289,6 +298,10 @@ async function main(c: ChaosConfig): Promise<number> {
     minRedisKills: c.redisKills,
     faults: causes,
     completedDeleted,
+    fifoGroups: GroupWatch.FIFO_GROUPS,
+    groupSamples: watch.samples,
+    backoffMs: c.backoffMs,
+    pollIntervalMs: c.pollIntervalMs,
   });
   const report = buildReport({
     c,
@@ -315,7 +328,7 @@ async function main(c: ChaosConfig): Promise<number> {
   printReport(report);
   // --ci (npm test) writes an untracked file, so the tests never modify the tree.
   writeReport(join(RESULTS, c.ci ? 'ci/latest.json' : 'latest.json'), report);
-  await Promise.allSettled([queue.close(), admin.quit()]);
+  await Promise.allSettled([queue.close(), traced.close(), admin.quit()]);
   await redis.stop();
   redis = null;
   if (passed && !c.keepLogs) rmSync(runDir, { recursive: true, force: true });

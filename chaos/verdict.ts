@@ -4,11 +4,26 @@
  * what the workers logged (executions, acknowledged outcomes), never with Redis alone.
  */
 import type { JobAttemptError } from '../src/index.js';
-import { expectedErrorName, KIND_NAMES, PLANNED_FAILURE_MESSAGE, planAttempt } from './behaviour.js';
+import {
+  expectedErrorName,
+  KIND_NAMES,
+  PLANNED_FAILURE_MESSAGE,
+  planAttempt,
+  STEP_KINDS,
+} from './behaviour.js';
 import { FINISHED, type Info, type LogEvidence, type RedisSnapshot } from './collect.js';
 import type { DuplicateReport } from './duplicates.js';
 import type { Execution } from './exec-log.js';
 import type { FaultRecord } from './faults.js';
+import {
+  dedupeViolations,
+  expiryViolations,
+  fifoViolations,
+  type GroupSample,
+  lateCallViolations,
+  parkedViolations,
+  stepViolations,
+} from './features-verdict.js';
 import type { AddRecord } from './producer.js';
 
 export interface Check {
@@ -46,6 +61,12 @@ export interface VerdictInput {
    * completed, whose records retention deleted. null when completed jobs are kept.
    */
   completedDeleted: ReadonlySet<string> | null;
+  /** Groups held at concurrency 1 for the whole run (their order is judged). */
+  fifoGroups: readonly string[];
+  /** queue.groups() read every second or so through the chaos and drain phases. */
+  groupSamples: readonly GroupSample[];
+  backoffMs: number;
+  pollIntervalMs: number;
 }
 
 /**
@@ -144,6 +165,30 @@ export function judge(v: VerdictInput): Judgement {
     'worker calls refused at maxmemory',
     'at maxmemory a worker still claims, completes, fails, renews and recovers (no OOM error event): 0',
   );
+  const fifo = new Tally(
+    'group FIFO',
+    `at group concurrency 1 (${v.fifoGroups.join(', ')}) jobs start by due time, and a retry or snooze keeps its place: 0`,
+  );
+  const parked = new Tally(
+    'group parked',
+    'no group parked beyond what its limits allow, nor left parked past its time with jobs waiting: 0',
+  );
+  const stepTwice = new Tally(
+    'step run twice',
+    "a durable step's body runs again only when the run that ran it never stored its result: 0",
+  );
+  const expiry = new Tally(
+    'expiry',
+    'no expiring job starts after its expiry; only a job that never started expires: 0',
+  );
+  const dedupe = new Tally(
+    'dedupe',
+    'throttle: one job per key and window; debounce: a started job is never rewritten: 0',
+  );
+  const lateCalls = new Tally(
+    'late sandbox calls',
+    "a sandboxed job's calls after it returned never land on another job: 0",
+  );
   const refusedWrote = new Tally(
     'refused adds wrote',
     `an add refused with a typed error (other than ${MAYBE_APPLIED_CODES.join(', ')}) wrote nothing: 0`,
@@ -209,7 +254,7 @@ export function judge(v: VerdictInput): Judgement {
         refusedWrote.add(
           `${job.id}: written by add #${origin.seq}, which was refused with ${origin.code}: ${origin.reason}`,
         );
-    } else if (origin.id !== job.id || !origin.isNew)
+    } else if (origin.id !== job.id || (!origin.isNew && origin.dedupe?.mode !== 'debounce'))
       idents.add(
         `${job.id}: written by add #${origin.seq}, which reported id ${origin.id} isNew ${origin.isNew}`,
       );
@@ -223,9 +268,17 @@ export function judge(v: VerdictInput): Judgement {
   // outcome, result and error history of every finished job.
   let deadByLeaseLoss = 0;
   const deadByLeaseLossExamples: string[] = [];
+  // Attempts whose sandbox exited on purpose just after they returned (SandboxError is theirs to have).
+  const selfExits = new Set(
+    v.logs.executions.filter((e) => e.m === 'exit').map((e) => `${e.id}#${e.s}#${e.a}`),
+  );
   for (const job of jobs.values()) {
     if (job.state !== 'completed' && job.state !== 'dead') continue;
-    const problem = outcomeProblem(v.seed, job);
+    const problem = outcomeProblem(v.seed, job, selfExits);
+    if (job.state === 'dead' && job.errors[job.errors.length - 1]?.name === EXPIRED) {
+      if (job.data.k !== 'e') wrong.add(`${job.id} (${KIND_NAMES[job.data.k]}): expired, but had no expiry`);
+      continue; // expiring jobs: judged by the expiry check
+    }
     if (job.state === 'dead' && !v.logs.begunJobs.has(`${job.id}#${job.data.s}`)) {
       unrun.add(`${history(job, v.logs.executions, v.t0)}${nearFaults(v.faults, job, v.t0)}`);
       continue;
@@ -308,6 +361,26 @@ export function judge(v: VerdictInput): Judgement {
       `redisKill: ${v.faultsApplied.redisKill ?? 0} applied, at least ${v.minRedisKills} required`,
     );
 
+  // The features' verdicts (chaos/features-verdict.ts).
+  const jobList = [...jobs.values()];
+  const snoozeEnds = v.logs.executions
+    .filter((e) => e.o === 'snooze' && (jobs.get(e.id)?.snoozes ?? 0) > (e.z ?? 0))
+    .map((e) => ({ id: e.id, s: e.s, at: e.end }));
+  for (const g of v.fifoGroups)
+    for (const x of fifoViolations(g, jobList, bySeq, v.logs.begins, snoozeEnds, v.t0)) fifo.add(x);
+  const pastDueMs = v.pollIntervalMs + 2_000;
+  for (const x of parkedViolations(v.groupSamples, Math.max(v.backoffMs, 20), pastDueMs, cutOff, v.t0))
+    parked.add(x);
+  for (const x of stepViolations(v.logs.stepRuns, v.logs.stepStores, v.t0)) stepTwice.add(x);
+  // A start given in time may reach the processor late when a fault or a stall hits that process.
+  const excused = (pid: number, from: number, to: number) =>
+    v.faults.some((f) => (f.pid === undefined || f.pid === pid) && f.at <= to && f.until >= from - 1_000);
+  for (const x of expiryViolations(jobList, v.logs.begins, EXPIRY_SLACK_MS, excused, v.t0)) expiry.add(x);
+  // The unknown adds too: one that wrote (a rejected add may have) holds a key with its own window.
+  const allAdds = [...v.accepted, ...v.unknown];
+  for (const x of dedupeViolations(jobList, allAdds, v.logs.begins, v.completedDeleted, v.t0)) dedupe.add(x);
+  for (const x of lateCallViolations(jobList)) lateCalls.add(x);
+
   const all = [
     lost,
     stuck,
@@ -326,6 +399,12 @@ export function judge(v: VerdictInput): Judgement {
     integrity,
     crashed,
     coverage,
+    fifo,
+    parked,
+    stepTwice,
+    expiry,
+    dedupe,
+    lateCalls,
   ];
   const checks = all.map((t) => t.check());
   return { checks, deadByLeaseLoss, deadByLeaseLossExamples, fromUnknownAdds };
@@ -354,9 +433,12 @@ function history(job: Info, executions: readonly Execution[], t0: number): strin
 }
 
 const LEASE_EXPIRED = 'LeaseExpiredError';
+const EXPIRED = 'ExpiredError';
+/** How late after its expiry an expiring job's first attempt may reach its processor, with no fault near. */
+export const EXPIRY_SLACK_MS = 250;
 
 /** What is wrong with a finished job, '' if nothing, or 'dead-by-lease-loss' when lost leases spent its attempts. */
-function outcomeProblem(seed: number, job: Info): string {
+function outcomeProblem(seed: number, job: Info, selfExits: ReadonlySet<string>): string {
   const { attempts, maxAttempts, errors } = job;
   const attemptsSeen = errors.map((e) => e.attempt);
   if (new Set(attemptsSeen).size !== attemptsSeen.length)
@@ -369,7 +451,7 @@ function outcomeProblem(seed: number, job: Info): string {
   if (seen !== expected)
     return `${job.state} at attempt ${attempts} with errors for attempts [${seen}], expected [${expected}]`;
   for (const e of errors) {
-    const bad = errorProblem(seed, job, e);
+    const bad = errorProblem(seed, job, e, selfExits);
     if (bad) return bad;
   }
   const last = errors[errors.length - 1];
@@ -378,7 +460,7 @@ function outcomeProblem(seed: number, job: Info): string {
     if (kind === 'f' || kind === 'u') return 'completed, but every attempt of this kind fails';
     if (!job.result || job.result.a !== attempts)
       return `stale: completed at attempt ${attempts} with the result of attempt ${job.result?.a}`;
-    if (kind === 'z') return stepProblem(job);
+    if (kind === 'z' || kind === 'w') return stepProblem(job, kind === 'z' ? 'first' : 'charge');
     return '';
   }
   // attemptsLeft, not attempts: early lease losses are refunded (recover.lua), so a job may start more
@@ -393,12 +475,14 @@ function outcomeProblem(seed: number, job: Info): string {
 }
 
 /**
- * Kind z: it snoozed once, and its result carries the value of its durable step, which must be the one
- * stored with the job (a stale attempt can never overwrite step state, and a later attempt replays it).
+ * Kinds z and w: z snoozed once, and the result carries the value of the durable step, which must be
+ * the one stored with the job (a stale attempt can never overwrite step state, and a later attempt
+ * replays it). (A w job may complete without a recorded sleep: a run that stored its wake time and died
+ * before snoozing leaves the next run a sleep already over.)
  */
-function stepProblem(job: Info): string {
-  if (job.snoozes < 1) return 'completed without its snooze';
-  const stored = job.steps?.first;
+function stepProblem(job: Info, name: string): string {
+  if (job.data.k === 'z' && job.snoozes < 1) return 'completed without its snooze';
+  const stored = job.steps?.[name];
   if (stored === undefined) return 'completed with no stored step';
   if (JSON.stringify(stored) !== JSON.stringify(job.result?.step))
     return `stale: its result carries step ${JSON.stringify(job.result?.step)}, the job stored ${JSON.stringify(stored)}`;
@@ -413,9 +497,11 @@ const STEP_FAULT_CODES: readonly (string | undefined)[] = [
 ];
 
 /** An error line must be a lost lease, or the failure the plan prescribes for that attempt. */
-function errorProblem(seed: number, job: Info, e: JobAttemptError): string {
+function errorProblem(seed: number, job: Info, e: JobAttemptError, selfExits: ReadonlySet<string>): string {
   if (e.name === LEASE_EXPIRED) return '';
-  if (job.data.k === 'z' && STEP_FAULT_CODES.includes(e.code)) return '';
+  if (STEP_KINDS.includes(job.data.k) && STEP_FAULT_CODES.includes(e.code)) return '';
+  // A sandbox that exits just after its job returned may lose the result on its way: that attempt fails.
+  if (e.name === 'SandboxError' && selfExits.has(`${job.id}#${job.data.s}#${e.attempt}`)) return '';
   const planned = planAttempt(seed, job.data, e.attempt, job.maxAttempts).outcome;
   const want = expectedErrorName(planned);
   // An odd throw may be recorded under any name: what matters is that the attempt failed and says so.

@@ -7,18 +7,13 @@
  *   parent -> child  { type: 'close' } graceful close then exit 0; { type: 'diag' }
  * It exits at once when the parent goes away (IPC disconnect), so a dead harness leaves no workers.
  */
-import { SnoozeError, StaleJobError, UnrecoverableError, Worker } from '../src/index.js';
+import { StaleJobError, Worker } from '../src/index.js';
 import type { LaneDiagnostics } from '../src/worker/lane.js';
-import {
-  type ChaosResult,
-  type ExecutionOutcome,
-  type JobData,
-  MAX_RESULT_BYTES,
-  oddThrow,
-  PLANNED_FAILURE_MESSAGE,
-  planAttempt,
-} from './behaviour.js';
+import { type ActEnv, actOut, type ChaosJob } from './act.js';
+import type { ChaosResult, JobData } from './behaviour.js';
 import { ExecLogWriter } from './exec-log.js';
+import { Rng } from './rng.js';
+import { throwingTracerProvider } from './tracer.js';
 
 export interface ChildConfig {
   /** Where Redis is reached: the port of this slot's loopback proxy (chaos/network.ts). */
@@ -35,6 +30,10 @@ export interface ChildConfig {
   recoverIntervalMs: number;
   heartbeatMs: number;
   pollIntervalMs: number;
+  /** Run the processor as a module in sandboxes of this mode (chaos/sandbox-processor.ts), not as a function. */
+  sandbox?: 'thread' | 'process';
+  /** Give the worker a tracer provider that throws at random, seeded with this (chaos/tracer.ts). */
+  tracerSeed?: number;
 }
 
 /** Internal state of a Worker, read only to explain a stuck run in the report (never to drive the test). */
@@ -56,55 +55,25 @@ const log = new ExecLogWriter(cfg.logPath);
 let lastExecutionAt = 0;
 let errorLines = 0;
 
+const env: ActEnv = {
+  seed: cfg.seed,
+  pid: process.pid,
+  log,
+  sandbox: null,
+  onExecuted: () => {
+    lastExecutionAt = Date.now();
+  },
+};
+// The sandboxed module finds these in its environment (a thread and a forked process inherit it).
+process.env.CHAOS_SEED = String(cfg.seed);
+process.env.CHAOS_WORKER_PID = String(process.pid);
+process.env.CHAOS_LOG = cfg.logPath;
+if (cfg.sandbox) process.env.CHAOS_SANDBOX = cfg.sandbox;
+const SANDBOX_MODULE = new URL('./sandbox-processor.ts', import.meta.url);
+
 const worker = new Worker<JobData, ChaosResult>(
   cfg.queue,
-  async (job) => {
-    const start = Date.now();
-    // Logged before anything else: a job that ends dead with no 'b' line for any attempt never ran.
-    log.write({ t: 'b', id: job.id, s: job.data.s, a: job.attempt, pid: process.pid, at: start });
-    const plan = planAttempt(cfg.seed, job.data, job.attempt, job.maxAttempts);
-    const z = job.snoozes;
-    const executed = (o: ExecutionOutcome) => {
-      lastExecutionAt = Date.now();
-      log.write({
-        t: 'x',
-        id: job.id,
-        s: job.data.s,
-        a: job.attempt,
-        pid: process.pid,
-        start,
-        end: lastExecutionAt,
-        runAt: job.runAt,
-        o,
-        z,
-      });
-    };
-    let step: ChaosResult['step'];
-    if (job.data.k === 'z') {
-      // A durable step first (stored once, fenced), then one snooze (no attempt spent).
-      try {
-        step = await job.step('first', () => ({ a: job.attempt, p: process.pid }));
-      } catch (err) {
-        executed('stepfail');
-        throw err;
-      }
-      if (z === 0) {
-        executed('snooze');
-        throw new SnoozeError(20);
-      }
-    }
-    // Every attempt ignores job.signal on purpose: a hang runs on past its timeout and its lease.
-    await new Promise((r) => setTimeout(r, plan.durationMs));
-    executed(plan.outcome);
-    if (plan.outcome === 'unrec') throw new UnrecoverableError(`${PLANNED_FAILURE_MESSAGE} (unrecoverable)`);
-    if (plan.outcome === 'fail') throw new Error(PLANNED_FAILURE_MESSAGE);
-    if (plan.outcome === 'odd') throw oddThrow(plan.variant);
-    if (plan.outcome === 'big')
-      return { a: job.attempt, p: process.pid, z, pad: 'x'.repeat(MAX_RESULT_BYTES) };
-    // A hang's late return is ignored by the worker (the attempt already failed with TimeoutError).
-    if (plan.variant > 0) return { a: job.attempt, p: process.pid, z, pad: 'x'.repeat(plan.variant) };
-    return step ? { a: job.attempt, p: process.pid, z, step } : { a: job.attempt, p: process.pid, z };
-  },
+  cfg.sandbox ? SANDBOX_MODULE : (job) => actOut(job as unknown as ChaosJob, env),
   {
     // An options object (not a client), so Surety applies its own connection settings under test.
     connection: { host: '127.0.0.1', port: cfg.port, connectionName: `chaos-w-${process.pid}` },
@@ -114,6 +83,10 @@ const worker = new Worker<JobData, ChaosResult>(
     heartbeatMs: cfg.heartbeatMs,
     pollIntervalMs: cfg.pollIntervalMs,
     closeTimeoutMs: 2_000,
+    ...(cfg.sandbox ? { sandbox: cfg.sandbox } : {}),
+    ...(cfg.tracerSeed === undefined
+      ? {}
+      : { telemetry: { tracerProvider: throwingTracerProvider(new Rng(cfg.tracerSeed)) } }),
     retention: { completed: cfg.keepCompleted === 0 ? { maxCount: 0 } : KEEP_ALL, dead: KEEP_ALL },
     ...(cfg.keepCompleted === 0 ? { events: EVENTS_KEEP_ALL } : {}),
   },

@@ -1,0 +1,359 @@
+/**
+ * The verdicts on the features the chaos workload added after the core (verdict.ts): per-group FIFO
+ * at concurrency 1, parked groups, durable steps, expiring jobs, dedupe, and late sandbox calls. Each
+ * is a pure function of small inputs (jobs as Redis left them, the adds, the workers' log lines, group
+ * samples), so test/chaos-verdict.test.ts shows each one failing on a violating log.
+ *
+ * Times: the workers' logs, the producer and the samples read Date.now(), Redis's records its own
+ * TIME; all run on one machine and read the same clock (verdict.ts EARLY_TOLERANCE_MS).
+ */
+import type { JobAttemptError } from '../src/index.js';
+
+/** A begun attempt ('b' line). */
+export interface Begin {
+  id: string;
+  s: number;
+  a: number;
+  z?: number;
+  pid: number;
+  at: number;
+}
+
+/** What these verdicts read of a job in Redis. */
+export interface JobView {
+  id: string;
+  state: string;
+  data: { s: number; k: string; dk?: string; late?: string };
+  group?: string;
+  createdAt: number;
+  finishedAt?: number;
+  expireAt?: number;
+  snoozes: number;
+  errors: readonly Pick<JobAttemptError, 'attempt' | 'name' | 'at'>[];
+  steps?: Record<string, unknown>;
+}
+
+/** What these verdicts read of an add. */
+export interface AddView {
+  seq: number;
+  id?: string;
+  isNew?: boolean;
+  state?: string;
+  sentAt?: number;
+  delayMs?: number;
+  runAt?: number;
+  dedupe?: { key: string; mode: 'throttle' | 'debounce'; ttlMs?: number };
+}
+
+const LEASE_EXPIRED = 'LeaseExpiredError';
+const EXPIRED = 'ExpiredError';
+const t = (ms: number, t0: number) => `+${((ms - t0) / 1_000).toFixed(3)}s`;
+const jobKey = (id: string, s: number) => `${id}#${s}`;
+
+/** Earliest begin per job (id#s). */
+function firstBegins(begins: readonly Begin[]): Map<string, number> {
+  const first = new Map<string, number>();
+  for (const b of begins) {
+    const k = jobKey(b.id, b.s);
+    const prev = first.get(k);
+    if (prev === undefined || b.at < prev) first.set(k, b.at);
+  }
+  return first;
+}
+
+/**
+ * Per-group FIFO at group concurrency 1 (docs/groups.md "Limits"): jobs of `group` start in the order
+ * they became due (due time, then insertion order: ties in due time are not judged), and a job that
+ * fails and retries, or snoozes, keeps its place: no other job of the group begins between that
+ * outcome being recorded and the job's next begin.
+ *
+ * `snoozes`: when each recorded snooze of a job ended its run (the 'x' line of an execution whose
+ * snooze Redis counted).
+ */
+export function fifoViolations(
+  group: string,
+  jobs: readonly JobView[],
+  adds: ReadonlyMap<number, AddView>,
+  begins: readonly Begin[],
+  snoozes: readonly { id: string; s: number; at: number }[],
+  t0: number,
+): string[] {
+  const out: string[] = [];
+  const members = jobs.filter((j) => j.group === group);
+  const inGroup = new Set(members.map((j) => jobKey(j.id, j.data.s)));
+  const first = firstBegins(begins.filter((b) => inGroup.has(jobKey(b.id, b.s))));
+  const due = (j: JobView) => {
+    const add = adds.get(j.data.s);
+    if (add?.delayMs !== undefined) return j.createdAt + add.delayMs;
+    if (add?.runAt !== undefined) return Math.max(j.createdAt, add.runAt);
+    return j.createdAt;
+  };
+  const order = members
+    .filter((j) => first.has(jobKey(j.id, j.data.s)))
+    .map((j) => ({ j, due: due(j), begun: first.get(jobKey(j.id, j.data.s))! }))
+    .sort((x, y) => x.begun - y.begun || x.due - y.due);
+  let latest: (typeof order)[number] | null = null;
+  for (const o of order) {
+    if (latest && o.due < latest.due && o.begun > latest.begun)
+      out.push(
+        `${group}: ${o.j.id} (due ${t(o.due, t0)}) began at ${t(o.begun, t0)}, after ${latest.j.id} (due later, ${t(latest.due, t0)}) began at ${t(latest.begun, t0)}`,
+      );
+    if (!latest || o.due > latest.due) latest = o;
+  }
+  // Retries and snoozes keep the job's place.
+  const groupBegins = begins.filter((b) => inGroup.has(jobKey(b.id, b.s))).sort((x, y) => x.at - y.at);
+  for (const j of members) {
+    const own = groupBegins.filter((b) => b.id === j.id && b.s === j.data.s);
+    const last = j.errors[j.errors.length - 1];
+    const held = [
+      ...j.errors
+        .filter((e) => e.name !== LEASE_EXPIRED && !(j.state === 'dead' && e === last))
+        .map((e) => ({ at: e.at, what: `attempt ${e.attempt} failed` })),
+      ...snoozes
+        .filter((z) => z.id === j.id && z.s === j.data.s)
+        .map((z) => ({ at: z.at, what: 'a run snoozed' })),
+    ];
+    for (const h of held) {
+      const next = own.find((b) => b.at > h.at);
+      if (!next) continue;
+      const cut = groupBegins.find(
+        (b) => (b.id !== j.id || b.s !== j.data.s) && b.at > h.at && b.at < next.at,
+      );
+      if (cut)
+        out.push(
+          `${group}: ${j.id} ${h.what} at ${t(h.at, t0)} and ran again at ${t(next.at, t0)}, but ${cut.id} began in between (${t(cut.at, t0)})`,
+        );
+    }
+  }
+  return out;
+}
+
+/** One read of queue.groups() during the run. */
+export interface GroupSample {
+  /** Date.now() just before and after the read. */
+  at: number;
+  done: number;
+  groups: {
+    group: string;
+    waiting: number;
+    limits: { concurrency: number | null; rateLimit: { max: number; durationMs: number } | null };
+    parkedUntil?: number;
+  }[];
+}
+
+/** A rate limit whose window the chaos workload can never fill (a group starts a few jobs a second). */
+export const UNFILLABLE_RATE = 1_000;
+/** Slack on top of what a park can last: a hold behind a retry (backoff) or a rate window. */
+export const PARK_SLACK_MS = 1_000;
+
+/**
+ * No group is parked for longer than a reason in force allows, and none stays parked past its time:
+ * - parked until later than its rate window (or, with no rate limit it could fill, later than a hold
+ *   behind a retry could last: `holdMs`, the backoff) allows, from the moment of the sample: every
+ *   change that frees a group must wake it (a limit removed or raised);
+ * - parked with its time `pastDueMs` or more in the past while it has waiting jobs, with workers able
+ *   to reach Redis all along (`cutOff`: faults that cut every worker off).
+ */
+export function parkedViolations(
+  samples: readonly GroupSample[],
+  holdMs: number,
+  pastDueMs: number,
+  cutOff: readonly { at: number; until: number }[],
+  t0: number,
+): string[] {
+  const out: string[] = [];
+  for (const sample of samples) {
+    for (const g of sample.groups) {
+      if (g.parkedUntil === undefined) continue;
+      const rate = g.limits.rateLimit;
+      const fillable = rate !== null && rate.max < UNFILLABLE_RATE;
+      const allowed = fillable ? rate.durationMs : holdMs;
+      if (g.parkedUntil > sample.done + allowed + PARK_SLACK_MS)
+        out.push(
+          `${g.group} at ${t(sample.at, t0)}: parked until ${t(g.parkedUntil, t0)}, ${g.parkedUntil - sample.done} ms ahead, with limits ${JSON.stringify(g.limits)} (at most ${allowed} ms)`,
+        );
+      const late = sample.at - g.parkedUntil;
+      const blocked = cutOff.some((f) => f.at <= sample.at && f.until >= g.parkedUntil!);
+      if (g.waiting > 0 && late >= pastDueMs && !blocked)
+        out.push(
+          `${g.group} at ${t(sample.at, t0)}: parked until ${t(g.parkedUntil, t0)}, ${late} ms past due, with ${g.waiting} waiting`,
+        );
+    }
+  }
+  return out;
+}
+
+/** A step body's run ('p') or a confirmed store ('q'). */
+export interface StepLine {
+  id: string;
+  s: number;
+  a: number;
+  z: number;
+  name: string;
+  pid: number;
+  at: number;
+}
+
+/**
+ * A durable step's body runs at most once per job, unless the run that ran it never stored it (its
+ * attempt lost its lease, its process died, or its write failed): once job.step has returned after
+ * storing a result, no later run of that step may begin. Keyed by job id (the step kinds have ids
+ * Redis generates), so a job rewritten under its id (a debounce add) still counts as the same job.
+ */
+export function stepViolations(runs: readonly StepLine[], stores: readonly StepLine[], t0: number): string[] {
+  const out: string[] = [];
+  const firstStore = new Map<string, StepLine>();
+  for (const q of stores) {
+    const k = `${q.id}\t${q.name}`;
+    const prev = firstStore.get(k);
+    if (!prev || q.at < prev.at) firstStore.set(k, q);
+  }
+  for (const p of runs) {
+    const q = firstStore.get(`${p.id}\t${p.name}`);
+    if (!q || p.at <= q.at || (p.a === q.a && p.z === q.z && p.pid === q.pid)) continue;
+    out.push(
+      `${p.id} step ${p.name}: stored by attempt ${q.a} (snoozes ${q.z}) at ${t(q.at, t0)}, ran again in attempt ${p.a} (snoozes ${p.z}, data #${p.s}) at ${t(p.at, t0)}`,
+    );
+  }
+  return out;
+}
+
+/**
+ * Expiring jobs (docs/job-control.md "Expiry"): none begins its first attempt after its expiry (beyond
+ * `slackMs`, unless `excused` says a fault or stall of that process delayed the start it was given in
+ * time), and only a job that never started ends dead by ExpiredError: one with a snooze or a failed
+ * attempt recorded had started, and runs to its end.
+ */
+export function expiryViolations(
+  jobs: readonly JobView[],
+  begins: readonly Begin[],
+  slackMs: number,
+  excused: (pid: number, from: number, to: number) => boolean,
+  t0: number,
+): string[] {
+  const out: string[] = [];
+  const first = new Map<string, Begin>();
+  for (const b of begins) {
+    const k = jobKey(b.id, b.s);
+    const prev = first.get(k);
+    if (!prev || b.at < prev.at) first.set(k, b);
+  }
+  for (const j of jobs) {
+    if (j.expireAt === undefined) continue;
+    const b = first.get(jobKey(j.id, j.data.s));
+    if (b && b.at > j.expireAt + slackMs && !excused(b.pid, j.expireAt, b.at))
+      out.push(
+        `${j.id}: expires at ${t(j.expireAt, t0)}, its first attempt began at ${t(b.at, t0)} (pid ${b.pid}), ${b.at - j.expireAt} ms after`,
+      );
+    const last = j.errors[j.errors.length - 1];
+    if (j.state !== 'dead' || last?.name !== EXPIRED) continue;
+    const started = j.errors.filter((e) => e.name !== EXPIRED && e.name !== LEASE_EXPIRED);
+    if (j.snoozes > 0 || started.length > 0)
+      out.push(
+        `${j.id}: ended dead by ExpiredError after it had started (${j.snoozes} snoozes, errors ${started.map((e) => `${e.attempt} ${e.name}`).join(', ') || 'none'})`,
+      );
+  }
+  return out;
+}
+
+/**
+ * Dedupe (docs/groups.md "Dedupe"). Throttle: a key's next job is created only once its holder has
+ * finished, or, with a ttlMs, once the holder's window (ttlMs from its add) is over; an add that
+ * enqueued nothing names a job of its key that still held it when the add was sent; and an answer
+ * `completed` names a job that completed. Debounce: a job that began is never rewritten (every begin
+ * runs the same data), and no add answers with a job that had begun before the add was sent.
+ * `deleted`: ids retention deleted as completed (their records are gone).
+ */
+export function dedupeViolations(
+  jobs: readonly JobView[],
+  adds: readonly AddView[],
+  begins: readonly Begin[],
+  deleted: ReadonlySet<string> | null,
+  t0: number,
+): string[] {
+  const out: string[] = [];
+  const bySeq = new Map(adds.map((a) => [a.seq, a]));
+  const byId = new Map(jobs.map((j) => [j.id, j]));
+  const window = (holder: JobView): number | undefined => {
+    const ttl = bySeq.get(holder.data.s)?.dedupe?.ttlMs;
+    return ttl === undefined ? holder.finishedAt : holder.createdAt + ttl;
+  };
+  // Throttle: jobs of one key, in creation order.
+  const perKey = new Map<string, JobView[]>();
+  for (const j of jobs) {
+    if (j.data.k !== 't' || j.data.dk === undefined) continue;
+    perKey.set(j.data.dk, [...(perKey.get(j.data.dk) ?? []), j]);
+  }
+  for (const [key, list] of perKey) {
+    list.sort((x, y) => x.createdAt - y.createdAt);
+    for (let i = 1; i < list.length; i++) {
+      const prev = list[i - 1]!;
+      const next = list[i]!;
+      const free = window(prev);
+      if (free === undefined || next.createdAt < free - 1)
+        out.push(
+          `throttle ${key}: ${next.id} created at ${t(next.createdAt, t0)} while ${prev.id} held the key (${free === undefined ? `${prev.state}, never finished` : `until ${t(free, t0)}`})`,
+        );
+    }
+  }
+  // By id alone: a rewrite changes the job's data (and its sequence number), not its id.
+  const first = new Map<string, number>();
+  for (const b of begins) if (!(first.get(b.id)! <= b.at)) first.set(b.id, b.at);
+  const beganAt = (j: JobView) => first.get(j.id);
+  for (const a of adds) {
+    if (!a.dedupe || a.isNew !== false || a.id === undefined) continue;
+    const holder = byId.get(a.id);
+    if (!holder) {
+      if (a.state === 'completed' || deleted?.has(a.id)) continue;
+      out.push(`${a.dedupe.mode} add #${a.seq} (key ${a.dedupe.key}) answered ${a.id}, which does not exist`);
+      continue;
+    }
+    if (holder.data.dk !== a.dedupe.key)
+      out.push(
+        `${a.dedupe.mode} add #${a.seq} (key ${a.dedupe.key}) answered ${a.id}, a job of key ${holder.data.dk}`,
+      );
+    if (a.state === 'completed' && holder.state !== 'completed')
+      out.push(`add #${a.seq} (key ${a.dedupe.key}) answered ${a.id} as completed; it ended ${holder.state}`);
+    const sent = a.sentAt ?? 0;
+    if (a.dedupe.mode === 'throttle') {
+      const free = window(holder);
+      if (free !== undefined && free < sent - 1)
+        out.push(
+          `throttle add #${a.seq} (key ${a.dedupe.key}) sent at ${t(sent, t0)} enqueued nothing: its holder ${a.id} had let the key go at ${t(free, t0)}`,
+        );
+    } else {
+      const began = beganAt(holder);
+      if (began !== undefined && sent > began)
+        out.push(
+          `debounce add #${a.seq} (key ${a.dedupe.key}) sent at ${t(sent, t0)} answered ${a.id}, which had begun at ${t(began, t0)}: a started job takes no add`,
+        );
+    }
+  }
+  // Debounce: every begin of a job runs one data.
+  const seqs = new Map<string, Set<number>>();
+  for (const b of begins) {
+    const j = byId.get(b.id);
+    if (j?.data.k !== 'w') continue;
+    seqs.set(b.id, (seqs.get(b.id) ?? new Set()).add(b.s));
+  }
+  for (const [id, set] of seqs)
+    if (set.size > 1)
+      out.push(`debounce ${id}: rewritten after it began (it ran data #${[...set].join(', #')})`);
+  return out;
+}
+
+/**
+ * Calls a sandboxed job makes after returning (updateData, step) must never land on another job: a
+ * job whose data carries another job's `late` mark, or that stored a `late:<id>` step of another id.
+ */
+export function lateCallViolations(jobs: readonly JobView[]): string[] {
+  const out: string[] = [];
+  for (const j of jobs) {
+    if (j.data.late !== undefined && j.data.late !== j.id)
+      out.push(`${j.id}: its data was replaced by a late updateData of job ${j.data.late}`);
+    for (const name of Object.keys(j.steps ?? {}))
+      if (name.startsWith('late:') && name !== `late:${j.id}`)
+        out.push(`${j.id}: holds step ${name}, stored by a late job.step of another job`);
+  }
+  return out;
+}
