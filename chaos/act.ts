@@ -24,6 +24,8 @@ export interface ChaosJob {
   id: string;
   data: JobData;
   attempt: number;
+  /** The attempt's fencing token (unique per claim): what makes an execution one attempt's. */
+  token: string;
   maxAttempts: number;
   snoozes: number;
   runAt: number;
@@ -58,6 +60,7 @@ export async function actOut(job: ChaosJob, env: ActEnv): Promise<ChaosResult> {
     env.log.write({
       t: 'x',
       id,
+      k: job.token,
       s: data.s,
       a,
       pid: env.pid,

@@ -26,6 +26,8 @@ export type LogLine =
   | {
       t: 'x';
       id: string;
+      /** The attempt's fencing token (absent in logs written before it was logged). */
+      k?: string;
       s: number;
       a: number;
       pid: number;

@@ -16,6 +16,7 @@ import type { DuplicateReport } from './duplicates.js';
 import type { Execution } from './exec-log.js';
 import type { FaultRecord } from './faults.js';
 import {
+  accountingViolations,
   dedupeViolations,
   expiryViolations,
   fifoViolations,
@@ -122,7 +123,7 @@ export function judge(v: VerdictInput): Judgement {
   );
   const fencing = new Tally(
     'double execution of one attempt',
-    'an (id, attempt) fencing token runs at most once: 0',
+    'an attempt (its fencing token, one per lease) runs at most once: 0',
   );
   const early = new Tally(
     'early',
@@ -184,6 +185,10 @@ export function judge(v: VerdictInput): Judgement {
   const dedupe = new Tally(
     'dedupe',
     'throttle: one job per key and window; debounce: a started job is never rewritten: 0',
+  );
+  const accounting = new Tally(
+    'attempt accounting',
+    'every counted start began a processor; budget = starts less snoozes; one error per charged attempt: 0',
   );
   const lateCalls = new Tally(
     'late sandbox calls',
@@ -295,16 +300,18 @@ export function judge(v: VerdictInput): Judgement {
   const okExecs = new Set<string>();
   const perToken = new Map<string, Execution>();
   for (const e of v.logs.executions) {
-    // (id, seq, attempt, snoozes): with retention 0 a reused id is a new job whose attempts start at 1
-    // again; a snooze gives its attempt back, so the same attempt runs again with one more snooze.
-    const key = `${e.id}#${e.s}#${e.a}#${e.z ?? 0}`;
+    // One attempt is one lease: its fencing token, unique in the queue's history. (The attempt number
+    // alone may run twice: a lease lost before its start mark reached Redis returns the job free, and
+    // the next run has the same number.) Logs without tokens: (id, seq, attempt, snoozes).
+    const key = e.k ? `${e.id}#${e.k}` : `${e.id}#${e.s}#${e.a}#${e.z ?? 0}`;
     const prev = perToken.get(key);
     if (prev)
       fencing.add(
         `${e.id} attempt ${e.a}: ran in pid ${prev.pid} at ${prev.start} and pid ${e.pid} at ${e.start}`,
       );
     perToken.set(key, e);
-    if (e.o === 'ok') okExecs.add(`${key}@${e.pid}`);
+    // A result names its attempt, snoozes and pid (not its token): the completed jobs' check below.
+    if (e.o === 'ok') okExecs.add(`${e.id}#${e.s}#${e.a}#${e.z ?? 0}@${e.pid}`);
     if (e.start < e.runAt - EARLY_TOLERANCE_MS)
       early.add(`${e.id} attempt ${e.a}: started ${e.runAt - e.start} ms before its runAt ${e.runAt}`);
     const origin = bySeq.get(e.s);
@@ -371,7 +378,8 @@ export function judge(v: VerdictInput): Judgement {
   const pastDueMs = v.pollIntervalMs + 2_000;
   for (const x of parkedViolations(v.groupSamples, Math.max(v.backoffMs, 20), pastDueMs, cutOff, v.t0))
     parked.add(x);
-  for (const x of stepViolations(v.logs.stepRuns, v.logs.stepStores, v.t0)) stepTwice.add(x);
+  const debounceAdd = (s: number) => bySeq.get(s)?.kind === 'w';
+  for (const x of stepViolations(v.logs.stepRuns, v.logs.stepStores, v.t0, debounceAdd)) stepTwice.add(x);
   // A start given in time may reach the processor late when a fault or a stall hits that process.
   const excused = (pid: number, from: number, to: number) =>
     v.faults.some((f) => (f.pid === undefined || f.pid === pid) && f.at <= to && f.until >= from - 1_000);
@@ -380,6 +388,7 @@ export function judge(v: VerdictInput): Judgement {
   const allAdds = [...v.accepted, ...v.unknown];
   for (const x of dedupeViolations(jobList, allAdds, v.logs.begins, v.completedDeleted, v.t0)) dedupe.add(x);
   for (const x of lateCallViolations(jobList)) lateCalls.add(x);
+  for (const x of accountingViolations(jobList, v.logs.begins)) accounting.add(x);
 
   const all = [
     lost,
@@ -405,6 +414,7 @@ export function judge(v: VerdictInput): Judgement {
     expiry,
     dedupe,
     lateCalls,
+    accounting,
   ];
   const checks = all.map((t) => t.check());
   return { checks, deadByLeaseLoss, deadByLeaseLossExamples, fromUnknownAdds };
@@ -443,13 +453,12 @@ function outcomeProblem(seed: number, job: Info, selfExits: ReadonlySet<string>)
   const attemptsSeen = errors.map((e) => e.attempt);
   if (new Set(attemptsSeen).size !== attemptsSeen.length)
     return `stale: two outcomes recorded for one attempt: ${errors.map((e) => `${e.attempt} ${e.name}`).join(', ')}`;
-  const seen = attemptsSeen.join(',');
-  const expected = Array.from(
-    { length: job.state === 'dead' ? attempts : attempts - 1 },
-    (_, i) => i + 1,
-  ).join(',');
-  if (seen !== expected)
-    return `${job.state} at attempt ${attempts} with errors for attempts [${seen}], expected [${expected}]`;
+  // attempts counts starts; a snooze or rate limit gave its start's budget back and left no error line,
+  // so every other start but a completing one left one (docs/design.md "Counting attempts").
+  const charged = attempts - job.snoozes;
+  const want = job.state === 'dead' ? charged : charged - 1;
+  if (attemptsSeen.length !== want || attemptsSeen.some((a) => a < 1 || a > attempts))
+    return `${job.state} at attempt ${attempts} (${job.snoozes} snoozed) with errors for attempts [${attemptsSeen.join(',')}], expected ${want} of 1..${attempts}`;
   for (const e of errors) {
     const bad = errorProblem(seed, job, e, selfExits);
     if (bad) return bad;

@@ -4,7 +4,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  type AccountView,
   type AddView,
+  accountingViolations,
   type Begin,
   dedupeViolations,
   expiryViolations,
@@ -255,5 +257,51 @@ describe('chaos verdict: late sandbox calls', () => {
     ).toEqual([]);
     expect(lateCallViolations([job({ id: 'j2', data: { s: 1, k: 'n', late: 'j1' } })])).toHaveLength(1);
     expect(lateCallViolations([job({ id: 'j2', steps: { 'late:j1': 1 } })])).toHaveLength(1);
+  });
+});
+
+describe('chaos verdict: attempt accounting', () => {
+  const acct = (over: Partial<AccountView>): AccountView => ({
+    id: 'j1',
+    state: 'dead',
+    data: { s: 1 },
+    attempts: 2,
+    attemptsLeft: 0,
+    maxAttempts: 2,
+    snoozes: 0,
+    errors: [
+      { attempt: 1, name: 'Error', message: 'planned' },
+      { attempt: 2, name: 'LeaseExpiredError', message: 'lease expired: stopped renewing it' },
+    ],
+    ...over,
+  });
+  const b = (a: number): Begin => ({ id: 'j1', s: 1, a, pid: 1, at: T0 + a });
+
+  it('passes a job whose every counted start ran, whose budget is its starts less its snoozes', () => {
+    expect(accountingViolations([acct({})], [b(1), b(2)])).toEqual([]);
+    // A snooze: three starts, two charged; a lease lost unmarked ran attempt 2 twice (free return).
+    const snoozed = acct({ attempts: 3, snoozes: 1, maxAttempts: 3, attemptsLeft: 1, state: 'waiting' });
+    expect(accountingViolations([snoozed], [b(1), b(2), b(2), b(3)])).toEqual([]);
+  });
+
+  it('fails a start counted for no processor, a budget off by a refund, an error line too few', () => {
+    expect(accountingViolations([acct({})], [b(1)])).toEqual([
+      'j1: attempt(s) 2 counted as started, but no processor began them',
+    ]);
+    expect(accountingViolations([acct({ attemptsLeft: 1 })], [b(1), b(2)])).toHaveLength(1);
+    expect(accountingViolations([acct({ errors: [] })], [b(1), b(2)])).toEqual([
+      'j1 (dead): 0 error lines for 2 charged attempts that did not complete',
+    ]);
+  });
+
+  it("lets a poison job's charged unmarked loss stand without a begin", () => {
+    const poison = acct({
+      attempts: 1,
+      maxAttempts: 1,
+      errors: [
+        { attempt: 1, name: 'LeaseExpiredError', message: 'never marked its start, after 3 free returns' },
+      ],
+    });
+    expect(accountingViolations([poison], [])).toEqual([]);
   });
 });

@@ -106,7 +106,12 @@ async function main(): Promise<void> {
     } else if (m.t === 'abort') {
       if (current?.run === m.run) current.controller.abort(rebuildError(m.reason, CLASSES));
     } else if (m.t === 'run') {
-      runJob(processor, m);
+      // Started at the end of this turn of the event loop: whatever the last job's code scheduled for
+      // the turn it returned in (process.exit from a setImmediate, nextTick or microtask) runs first,
+      // so a sandbox ending that way dies before it acknowledges this job, which then goes elsewhere.
+      // (The job can arrive in the same turn: its result sent from a timer, the next job read in the
+      // poll phase that follows.)
+      setImmediate(() => runJob(processor, m));
     }
   });
   send({ t: 'ready' });
