@@ -197,13 +197,18 @@ export interface StepLine {
 /**
  * A durable step's body runs at most once per job, unless the run that ran it never stored it (its
  * attempt lost its lease, its process died, or its write failed): once job.step has returned after
- * storing a result, no later run of that step may begin. Keyed by job id (the step kinds have ids
- * Redis generates), so a job rewritten under its id (a debounce add) still counts as the same job.
+ * storing a result, no run that began after it may run the body again (an attempt reads the stored
+ * steps once, after it begins: one that began before the store, such as a stale attempt whose lease
+ * was lost and whose write the fence then refuses, may still run the body). Keyed by job id (the step
+ * kinds have ids Redis generates), so a job rewritten under its id (a debounce add) still counts as
+ * the same job.
  */
 export function stepViolations(
   runs: readonly StepLine[],
   stores: readonly StepLine[],
   t0: number,
+  /** When each run began ('b' lines): a run's body counts only if the run began after the store. */
+  begins: readonly Begin[],
   /**
    * Whether the add numbered `s` may have rewritten a job made by another add (a debounce add): then
    * runs of that id's steps are one job's. Otherwise two adds under one id are two jobs (a generated id
@@ -212,6 +217,14 @@ export function stepViolations(
   rewrites: (s: number) => boolean = () => true,
 ): string[] {
   const out: string[] = [];
+  const began = new Map<string, number[]>();
+  for (const b of begins) {
+    const k = `${b.id}\t${b.s}\t${b.a}\t${b.pid}`;
+    began.set(k, [...(began.get(k) ?? []), b.at]);
+  }
+  /** When the run that ran `p` began: the latest begin of its attempt in its process before `p`. */
+  const beganAt = (p: StepLine) =>
+    Math.max(...(began.get(`${p.id}\t${p.s}\t${p.a}\t${p.pid}`) ?? [p.at]).filter((at) => at <= p.at), 0);
   const firstStore = new Map<string, StepLine>();
   for (const q of stores) {
     const k = `${q.id}\t${q.name}`;
@@ -222,6 +235,7 @@ export function stepViolations(
     const q = firstStore.get(`${p.id}\t${p.name}`);
     if (!q || p.at <= q.at || (p.a === q.a && p.z === q.z && p.pid === q.pid)) continue;
     if (p.s !== q.s && !rewrites(p.s) && !rewrites(q.s)) continue; // another job under a reused id
+    if (beganAt(p) < q.at) continue; // it read the steps before the store
     out.push(
       `${p.id} step ${p.name}: stored by attempt ${q.a} (snoozes ${q.z}) at ${t(q.at, t0)}, ran again in attempt ${p.a} (snoozes ${p.z}, data #${p.s}) at ${t(p.at, t0)}`,
     );

@@ -34,6 +34,9 @@ export class GroupWatch {
   private timers: NodeJS.Timeout[] = [];
   private inFlight = new Set<Promise<unknown>>();
   private step = 0;
+  /** The next limit change (none once lift() was called). */
+  private changeTimer: NodeJS.Timeout | undefined;
+  private lifted = false;
 
   constructor(
     private readonly queue: Queue<JobData, ChaosResult>,
@@ -71,9 +74,9 @@ export class GroupWatch {
           'setGroupLimits',
         ).then(() => this.changes.push({ at: Date.now(), group, limits })),
       );
-      this.timers.push(setTimeout(change, this.rng.int(2_000, 4_000)));
+      if (!this.lifted) this.changeTimer = setTimeout(change, this.rng.int(2_000, 4_000));
     };
-    this.timers.push(setTimeout(change, this.rng.int(1_000, 3_000)));
+    this.changeTimer = setTimeout(change, this.rng.int(1_000, 3_000));
     let sampling = false;
     this.timers.push(
       setInterval(() => {
@@ -93,7 +96,34 @@ export class GroupWatch {
     );
   }
 
+  /**
+   * The chaos is over: no more changes, and g3, g4 and the defaults lose their rate limits, so the
+   * drain is bounded by concurrency only (g4 at 2 jobs per 2 s could not drain a backlog in time).
+   * Sampling goes on until stop(). Lifting a limit must wake its group: the parked verdict judges it.
+   */
+  async lift(): Promise<void> {
+    clearTimeout(this.changeTimer);
+    this.lifted = true;
+    const lifts: [string | null, GroupLimits][] = [
+      ['g3', { concurrency: null }],
+      ['g4', { rateLimit: null }],
+      [null, DEFAULTS[0]!],
+    ];
+    for (const [group, limits] of lifts) {
+      await within(
+        group === null ? this.queue.setGroupLimits(limits) : this.queue.setGroupLimits(limits, { group }),
+        10_000,
+        'setGroupLimits (lift)',
+      ).then(
+        () => this.changes.push({ at: Date.now(), group, limits }),
+        () => {}, // the drain then waits on the limit in force, as a run with it would
+      );
+    }
+  }
+
   async stop(): Promise<void> {
+    clearTimeout(this.changeTimer);
+    this.lifted = true;
     for (const t of this.timers) clearTimeout(t);
     this.timers = [];
     await Promise.allSettled([...this.inFlight]);

@@ -239,6 +239,7 @@ async function main(c: ChaosConfig): Promise<number> {
 
   phase = 'drain';
   say(`chaos over: ${producer.accepted.length} adds accepted, ${producer.unknown.length} unknown; draining`);
+  await watch.lift();
   const { drained, last: drainCounts } = await waitDrained(queue, c.drainMs);
   const drainMs = Date.now() - chaosEnd;
   const diagnosis = drained ? undefined : await pool.diagnose();
@@ -250,40 +251,6 @@ async function main(c: ChaosConfig): Promise<number> {
   await watch.stop();
   phase = 'verdict';
   say(drained ? `drained in ${drainMs} ms; checking` : `NOT drained after ${drainMs} ms; checking`);
-  if (!drained && process.env.CHAOS_DEBUG) {
-    const k = queue.keys;
-    const r = queue.client;
-    console.log('DEBUG meta', await r.hgetall(k.meta));
-    console.log(
-      'DEBUG waiting',
-      await r.llen(k.waiting),
-      'prio',
-      await r.zcard(k.prio),
-      'delayed',
-      await r.zcard(k.delayed),
-      'active',
-      await r.zrange(k.active, 0, -1, 'WITHSCORES'),
-    );
-    console.log('DEBUG first waiting', await r.lrange(k.waiting, 0, 5));
-    const tag = k.jobs.replace(/jobs$/, '');
-    for (const suffix of ['gready', 'gparked', 'gactive', 'gheld', 'gbacklog', 'glimits', 'gwaiting']) {
-      const key = tag + suffix;
-      const t = await r.type(key);
-      console.log(
-        'DEBUG',
-        suffix,
-        t,
-        t === 'zset'
-          ? await r.zrange(key, 0, -1, 'WITHSCORES')
-          : t === 'hash'
-            ? await r.hgetall(key)
-            : t === 'string'
-              ? await r.get(key)
-              : '',
-      );
-    }
-    console.log('DEBUG keys', (await r.keys(tag + '*')).slice(0, 60));
-  }
   const snapshot = await within(snapshotRedis(queue, drained), 60_000, 'reading the final state');
   // Retention 0: a completed job's record is gone; the events stream and the workers' acks say it completed.
   const completedEvents =

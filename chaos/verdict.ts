@@ -379,7 +379,8 @@ export function judge(v: VerdictInput): Judgement {
   for (const x of parkedViolations(v.groupSamples, Math.max(v.backoffMs, 20), pastDueMs, cutOff, v.t0))
     parked.add(x);
   const debounceAdd = (s: number) => bySeq.get(s)?.kind === 'w';
-  for (const x of stepViolations(v.logs.stepRuns, v.logs.stepStores, v.t0, debounceAdd)) stepTwice.add(x);
+  for (const x of stepViolations(v.logs.stepRuns, v.logs.stepStores, v.t0, v.logs.begins, debounceAdd))
+    stepTwice.add(x);
   // A start given in time may reach the processor late when a fault or a stall hits that process.
   const excused = (pid: number, from: number, to: number) =>
     v.faults.some((f) => (f.pid === undefined || f.pid === pid) && f.at <= to && f.until >= from - 1_000);

@@ -145,14 +145,26 @@ describe('chaos verdict: durable steps', () => {
 
   it('passes a step run again only when the earlier run never stored it', () => {
     // Attempt 1 ran the body and lost its lease before storing; attempt 2 ran it and stored it.
-    expect(stepViolations([line(1, 0, T0), line(2, 0, T0 + 500, 2)], [line(2, 0, T0 + 510, 2)], T0)).toEqual(
-      [],
-    );
+    const b = (a: number, at: number, pid = 1) => begin('j1', 1, a, at, pid);
+    expect(
+      stepViolations([line(1, 0, T0), line(2, 0, T0 + 500, 2)], [line(2, 0, T0 + 510, 2)], T0, [
+        b(1, T0 - 5),
+        b(2, T0 + 490, 2),
+      ]),
+    ).toEqual([]);
+    // A stale attempt that began before the store runs its body late (its write is then refused).
+    expect(
+      stepViolations([line(2, 0, T0 + 500, 2), line(1, 0, T0 + 900)], [line(2, 0, T0 + 510, 2)], T0, [
+        b(1, T0 - 5),
+        b(2, T0 + 490, 2),
+      ]),
+    ).toEqual([]);
   });
 
   it('fails a step whose body runs again after a run stored it (a rewrite wiped it, or no replay)', () => {
     const runs = [line(1, 0, T0), { ...line(1, 1, T0 + 900), s: 7 }];
-    expect(stepViolations(runs, [line(1, 0, T0 + 5)], T0)).toHaveLength(1);
+    const begins = [begin('j1', 1, 1, T0 - 5), begin('j1', 7, 1, T0 + 850)];
+    expect(stepViolations(runs, [line(1, 0, T0 + 5)], T0, begins)).toHaveLength(1);
   });
 });
 

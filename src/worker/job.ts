@@ -69,6 +69,12 @@ export class Job<Data = unknown> {
   private sleeps = 0;
   /** @internal Set by the worker when it runs on a test clock (clock.ts): that clock's now. */
   clockNow: (() => number) | undefined;
+  /**
+   * @internal Set by the worker for each attempt: marks the attempt's start (counts it in Redis). Called
+   * when the processor starts: at once for a function, when its sandbox acknowledges the job for a
+   * module (a job given to a sandbox that dies first did not start).
+   */
+  onStart: (() => void) | undefined;
   /** @internal Set by the worker. */
   parentReader: ((job: Job<unknown>) => Promise<Record<string, unknown>>) | undefined;
   private abortReason: Error | undefined;

@@ -225,13 +225,14 @@ export class Lane {
 
   // ---- running jobs --------------------------------------------------------------------------
 
-  /**
-   * The job's processor is about to run; `timer` (its timeout, if any) is cleared when it stops. Its
-   * start is marked with the lane's next call (starter.ts), never awaited.
-   */
+  /** The job's processor is about to run; `timer` (its timeout, if any) is cleared when it stops. */
   startRunning(job: Job<unknown>, timer: unknown): void {
     this.running.set(job.id, { job, startedAt: performance.now(), timer });
-    this.starter.push(job);
+  }
+
+  /** The attempt's processor started: its start is marked with the lane's next call (starter.ts), never awaited. */
+  markStart(job: Job<unknown>): void {
+    if (!job.decided && this.holds(job)) this.starter.push(job);
   }
 
   /** Sends the start marks no completion took this turn (one start.lua call). */

@@ -58,6 +58,11 @@ export interface RunnerDeps<Data, Result> {
   isRunning(): boolean;
   /** A job's processor is about to be called (the worker advances its schedule, if it has one). */
   onStart(lane: Lane, job: Job<Data>): void;
+  /**
+   * The processor marks its attempt's start itself, by calling job.onStart (a sandbox pool, when a
+   * sandbox acknowledges the job); false: the runner marks it as it calls the processor.
+   */
+  processorMarksStart: boolean;
   onError(err: unknown): void;
 }
 
@@ -237,7 +242,11 @@ export class Runner<Data, Result> implements LaneRunner {
       }, job.timeoutMs);
     }
     lane.startRunning(job as Job<unknown>, timer);
-    this.scheduleStarts();
+    job.onStart = () => {
+      lane.markStart(job as Job<unknown>);
+      this.scheduleStarts();
+    };
+    if (!this.deps.processorMarksStart) job.onStart();
     job.startedAt = Date.now();
     this.deps.onStart(lane, job);
     let promise: Promise<Result>;

@@ -168,6 +168,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       lanes: () => this.lanes,
       isRunning: () => this.state === 'running',
       onStart: (lane, job) => this.advanceScheduleOf(lane, job),
+      // A sandboxed module starts when its sandbox acknowledges the job (sandbox.ts): that marks it.
+      processorMarksStart: this.sandboxes !== null,
       onError,
     });
     this.laneHost = {

@@ -226,7 +226,10 @@ export class Sandbox {
       this.readyCallbacks.reject(err);
       void this.terminate(err.message);
     } else if (m.t === 'started') {
-      if (this.current?.run === m.run) this.current.started = true;
+      if (this.current?.run === m.run && !this.current.started) {
+        this.current.started = true;
+        this.current.job.onStart?.(); // the attempt starts now: its start mark goes to Redis
+      }
     } else if (m.t === 'done') {
       const cur = this.current;
       if (cur?.run !== m.run) return; // a run that already ended (failed by a timeout, say)
