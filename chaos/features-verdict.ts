@@ -426,7 +426,9 @@ export function accountingViolations(jobs: readonly AccountView[], begins: reado
     const unrun: number[] = [];
     for (let a = 1; a <= j.attempts; a++) if (!ran.has(a)) unrun.push(a);
     if (unrun.length > forced)
-      out.push(`${j.id}: attempt(s) ${unrun.join(', ')} counted as started, but no processor began them`);
+      out.push(
+        `${j.id}: attempt(s) ${unrun.join(', ')} counted as started, but no processor began them (${j.state}, ${j.snoozes} snoozes, errors: ${j.errors.map((e) => `${e.attempt} ${e.name}`).join('; ') || 'none'})`,
+      );
     if (j.state !== 'completed' && j.state !== 'dead') continue;
     const lines = j.errors.filter((e) => e.name !== EXPIRED).length;
     const want = charged - (j.state === 'completed' ? 1 : 0);

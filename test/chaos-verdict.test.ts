@@ -298,7 +298,7 @@ describe('chaos verdict: attempt accounting', () => {
 
   it('fails a start counted for no processor, a budget off by a refund, an error line too few', () => {
     expect(accountingViolations([acct({})], [b(1)])).toEqual([
-      'j1: attempt(s) 2 counted as started, but no processor began them',
+      'j1: attempt(s) 2 counted as started, but no processor began them (dead, 0 snoozes, errors: 1 Error; 2 LeaseExpiredError)',
     ]);
     expect(accountingViolations([acct({ attemptsLeft: 1 })], [b(1), b(2)])).toHaveLength(1);
     expect(accountingViolations([acct({ errors: [] })], [b(1), b(2)])).toEqual([

@@ -1,7 +1,8 @@
 /**
  * A sandboxed attempt counts where its module starts (issue 32 with issue 33's sandboxes): the start
  * mark goes to Redis when the sandbox acknowledges the job, not when the worker hands it to the pool,
- * so a job whose sandbox never took it (loading, dying, its worker killed) was never counted.
+ * so a job whose sandbox never took it (loading, dying, its worker killed) was never counted; and its
+ * timeout runs from there, so a slow sandbox start-up does not time the job out before it ran.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,21 +15,54 @@ import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup
 const fx = useRedis();
 const open = closeAfterEach();
 
-describe('the start mark of a sandboxed attempt', () => {
-  it.each(['thread', 'process'] as const)(
-    'in %s mode is written when the module starts the job, not when the worker dispatches it',
-    async (mode) => {
-      // A module whose load waits for a file the test writes: the job is dispatched meanwhile.
-      const dir = mkdtempSync(join(tmpdir(), 'surety-start-'));
-      const go = join(dir, 'go');
-      const file = join(dir, 'slow-load.mjs');
-      writeFileSync(
-        file,
-        `import { existsSync } from 'node:fs';
+/** A module whose load waits until the file `go` exists: a job is dispatched to it meanwhile. */
+function slowLoadingModule(): { file: string; go: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'surety-start-'));
+  const go = join(dir, 'go');
+  const file = join(dir, 'slow-load.mjs');
+  writeFileSync(
+    file,
+    `import { existsSync } from 'node:fs';
 while (!existsSync(${JSON.stringify(go)})) await new Promise((r) => setTimeout(r, 10));
 export default () => 'ran';
 `,
+  );
+  return { file, go };
+}
+
+async function redisNow(): Promise<number> {
+  const [secs, micros] = await fx.redis.time();
+  return Number(secs) * 1_000 + Math.floor(Number(micros) / 1_000);
+}
+
+describe('the start of a sandboxed attempt', () => {
+  it.each(['thread', 'process'] as const)(
+    "in %s mode times out from when the module starts the job: a slow start-up is not the job's",
+    async (mode) => {
+      const { file, go } = slowLoadingModule();
+      const name = uniqueName();
+      const q = new Queue(name, { connection: fx.url });
+      const w = new Worker(name, pathToFileURL(file), { connection: fx.url, sandbox: mode });
+      open.push(w, q);
+      const { id } = await q.add({}, { timeoutMs: 300, maxAttempts: 1 });
+      await waitUntil(
+        () => w.diagnostics().lanes.some((l) => l.runningJobs.some((j) => j.id === id)),
+        'dispatched to the pool',
       );
+      // Past the timeout since the dispatch, on Redis's clock, before the module may start.
+      const dispatched = await redisNow();
+      await waitUntil(async () => (await redisNow()) > dispatched + 500, 'the timeout passed');
+      writeFileSync(go, '');
+      expect(await q.waitFor(id, { timeoutMs: 20_000 })).toBe('ran');
+      expect(await q.getJob(id)).toMatchObject({ state: 'completed', attempts: 1, errors: [] });
+    },
+    60_000,
+  );
+
+  it.each(['thread', 'process'] as const)(
+    'in %s mode is marked when the module starts the job, not when the worker dispatches it',
+    async (mode) => {
+      const { file, go } = slowLoadingModule();
       const name = uniqueName();
       const q = new Queue(name, { connection: fx.url });
       const w = new Worker(name, pathToFileURL(file), { connection: fx.url, sandbox: mode });
@@ -38,8 +72,7 @@ export default () => 'ran';
         () => w.diagnostics().lanes.some((l) => l.runningJobs.some((j) => j.id === id)),
         'dispatched to the pool',
       );
-      const [secs, micros] = await fx.redis.time();
-      const releasedAt = Number(secs) * 1_000 + Math.floor(Number(micros) / 1_000);
+      const releasedAt = await redisNow();
       writeFileSync(go, '');
       expect(await q.waitFor(id, { timeoutMs: 20_000 })).toBe('ran');
       const info = (await q.getJob(id))!;

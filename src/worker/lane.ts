@@ -225,9 +225,16 @@ export class Lane {
 
   // ---- running jobs --------------------------------------------------------------------------
 
-  /** The job's processor is about to run; `timer` (its timeout, if any) is cleared when it stops. */
-  startRunning(job: Job<unknown>, timer: unknown): void {
-    this.running.set(job.id, { job, startedAt: performance.now(), timer });
+  /** The job's processor is about to run. */
+  startRunning(job: Job<unknown>): void {
+    this.running.set(job.id, { job, startedAt: performance.now(), timer: undefined });
+  }
+
+  /** The attempt's timeout, cleared when it stops running (at once if it already has). */
+  armTimeout(job: Job<unknown>, timer: unknown): void {
+    const run = this.running.get(job.id);
+    if (run?.job === job) run.timer = timer;
+    else this.timers.clearTimeout(timer);
   }
 
   /** The attempt's processor started: its start is marked with the lane's next call (starter.ts), never awaited. */

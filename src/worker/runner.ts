@@ -232,19 +232,21 @@ export class Runner<Data, Result> implements LaneRunner {
   // ---- running -------------------------------------------------------------------------------
 
   private run(lane: Lane, job: Job<Data>): void {
-    let timer: unknown;
-    if (job.timeoutMs > 0) {
-      timer = lane.timers.setTimeout(() => {
+    lane.startRunning(job as Job<unknown>);
+    // The attempt starts when its processor does: its start is marked and its timeout runs from then
+    // (for a sandboxed module, once its sandbox took the job: a sandbox's start-up is not the job's).
+    job.onStart = () => {
+      job.onStart = undefined;
+      lane.markStart(job as Job<unknown>);
+      this.scheduleStarts();
+      if (job.timeoutMs <= 0) return;
+      const timer = lane.timers.setTimeout(() => {
         if (job.decided) return;
         const err = new TimeoutError(job.id, job.timeoutMs);
         job.abort(err);
         this.settle(job, undefined, normaliseThrown(err));
       }, job.timeoutMs);
-    }
-    lane.startRunning(job as Job<unknown>, timer);
-    job.onStart = () => {
-      lane.markStart(job as Job<unknown>);
-      this.scheduleStarts();
+      lane.armTimeout(job as Job<unknown>, timer);
     };
     if (!this.deps.processorMarksStart) job.onStart();
     job.startedAt = Date.now();
