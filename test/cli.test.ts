@@ -651,7 +651,12 @@ describe('surety worker and reaper', () => {
     const q = queue(name);
     await q.add({ hang: true }, { id: 'stuck', leaseMs: 300 });
     const w = start(['worker', join(FIXTURES, 'cli-processor.mjs'), '-q', name]);
-    await waitUntil(async () => (await q.getJob('stuck'))?.state === 'active', 'stuck job to start', 20_000);
+    // Started and its start recorded (marked without being awaited): its lost lease is then charged.
+    await waitUntil(
+      async () => (await q.getJob('stuck'))?.startedAt !== undefined,
+      'stuck job to start',
+      20_000,
+    );
     w.proc.kill('SIGKILL');
     await w.exited;
     const reaper = start(['reaper', '--queue', name, '--interval', '100ms', '--json']);
@@ -681,16 +686,24 @@ describe('surety worker and reaper', () => {
     const ids = Array.from({ length: 12 }, (_, i) => `job-${i}`);
     expect(new Set(ids.map((id) => partitionOf(id, 4))).size).toBeGreaterThan(2);
     await q.addBulk(ids.map((id) => ({ data: {}, opts: { id } })));
-    // A worker that crashed: it claimed every job of every partition with a lease that ended ten
-    // minutes ago (seeded through the claim script; the reaper under test goes through the CLI).
+    // A worker that crashed: it claimed and started every job of every partition with a lease that
+    // ended ten minutes ago (seeded through the claim and start scripts; the reaper under test goes
+    // through the CLI). Started, so each lost lease is charged and recorded.
     const crash = async () => {
-      for (let p = 0; p < 4; p++)
-        await runScript(
+      for (let p = 0; p < 4; p++) {
+        const keys = queueKeys('surety', name, p);
+        const now = Date.now() - 600_000;
+        const reply = (await runScript(
           fx.redis,
           scripts.claim,
-          queueKeys('surety', name, p),
-          claimArgs({ now: Date.now() - 600_000, count: 100, defaultLeaseMs: 1_000, limit: 100 }),
-        );
+          keys,
+          claimArgs({ now, count: 100, defaultLeaseMs: 1_000, limit: 100 }),
+        )) as string[];
+        const rows: { id: string; token: string }[] = [];
+        for (let i = 6; i < reply.length; i += 2)
+          rows.push({ id: reply[i]!, token: reply[i + 1]!.split('|')[1]! });
+        if (rows.length > 0) await runScript(fx.redis, scripts.start, keys, { now }, rows);
+      }
       expect((await q.counts()).active).toBe(ids.length);
     };
     await crash();

@@ -264,7 +264,7 @@ export class Fetcher {
     // (the worker paused, or its slots taken by other lanes' claims), it only withdraws.
     const r = this.handoffs.registered;
     if (this.slots.some((c) => c !== undefined)) return;
-    if (r !== null && this.deps.handoffUnits?.() === 0) this.withdraw();
+    if (r !== null && this.deps.handoffUnits?.() === 0) void this.withdraw();
     else if (r === null || this.handoffs.unitsLeft * 2 < r.units) this.wake();
   }
 
@@ -273,12 +273,12 @@ export class Fetcher {
    * the claim slots: it leases nothing). Jobs handed off with it whose message has not come return in
    * its reply (to a worker that is closing or paused, which hands them back).
    */
-  private withdraw(): void {
+  withdraw(): Promise<void> {
     const withdraw = this.handoffs.registered;
-    if (withdraw === null) return;
+    if (withdraw === null) return Promise.resolve();
     this.handoffs.registered = null;
     const ticket = { claimer: '', nonce: '' };
-    this.deps.claim(0, ticket, this.handoffArgs(withdraw, false)).then(
+    return this.deps.claim(0, ticket, this.handoffArgs(withdraw, false)).then(
       (reply) => {
         // Never registers: no nonce is read.
         const handed = this.handoffReply(reply, { withdraw, nonce: 0 });
@@ -380,7 +380,7 @@ export class Fetcher {
     // that swallows the reply must not hold close(). Then withdraw the registration that may stand; a
     // job a handoff took with it comes back in the reply unless its message came first.
     if (this.handoffChannel) this.deps.subscriber.sunsubscribe(this.handoffChannel).catch(() => {});
-    this.withdraw();
+    void this.withdraw();
     this.deps.subscriber.off('ready', this.onReady);
     if (this.handoffChannel) return; // still listening for handed-off jobs (above)
     this.deps.subscriber.off('smessage', this.onMessage);

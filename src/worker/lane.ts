@@ -427,6 +427,15 @@ export class Lane {
     return this.fetcher.stop();
   }
 
+  /**
+   * The worker paused: once the claims in flight are answered (one may have registered), withdraw the
+   * handoff registration that stands, so no add hands this lane a job it would only hand back.
+   */
+  async withdrawHandoffs(): Promise<void> {
+    await this.claimsSettled();
+    await this.fetcher.withdraw();
+  }
+
   /** Resolves once every claim in flight has been answered (or failed). */
   async claimsSettled(): Promise<void> {
     while (this.claims.size > 0) await Promise.all(this.claims);

@@ -421,6 +421,7 @@ export class Runner<Data, Result> implements LaneRunner {
 
   /** Resolves when nothing runs and nothing is buffered, or after `timeoutMs`. */
   whenIdle(timeoutMs: number): Promise<void> {
+    if (this.runningCount === 0 && this.buffer.length === 0) return Promise.resolve();
     return new Promise<void>((resolve) => {
       const timer = safeTimeout(resolve, timeoutMs);
       this.idleWaiters.push(() => {

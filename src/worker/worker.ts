@@ -262,6 +262,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     const o = checkObject('pause options', opts);
     checkKnownKeys('pause options', o, ['waitForRunning']);
     this.runner.pause();
+    await Promise.all(this.lanes.map((l) => l.withdrawHandoffs()));
     await this.runner.handedBack();
     if (o.waitForRunning !== true) return;
     await this.runner.whenIdle(MAX_TIMER_MS);
