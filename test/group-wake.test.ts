@@ -8,10 +8,10 @@
  * test), so "the old due time has not come" is exact, not a race.
  */
 import { describe, expect, it } from 'vitest';
-import { FREE_RETURNS } from '../src/defaults.js';
 import { Queue } from '../src/index.js';
 import { decodeClaimed } from '../src/job-record.js';
-import { type ArgValue, runScript, type ScriptSpec, scripts } from '../src/scripts.js';
+import { type ArgValue, type ScriptSpec, scripts } from '../src/scripts.js';
+import { runScriptAt } from './helpers/run-script-at.js';
 import { closeAfterEach, uniqueName, useRedis } from './helpers/setup.js';
 
 const fx = useRedis();
@@ -35,28 +35,7 @@ class Clocked {
     extra: Record<string, ArgValue>,
     rows: Record<R, ArgValue>[] = [],
   ) {
-    const values: Record<string, ArgValue> = {
-      now: this.now,
-      defaultLeaseMs: 30_000,
-      freeReturns: FREE_RETURNS,
-      starts: '',
-      defaultMaxAttempts: 3,
-      limit: 1000,
-      keepCount: 1000,
-      keepAgeMs: 3_600_000,
-      wakeChannel: this.q.keys.wakeChannel,
-      doneChannel: this.q.keys.doneChannel,
-      rateMax: 0,
-      rateWindowMs: 0,
-      eventsMaxLen: 0,
-      claimer: '',
-      nonce: '',
-      freeSlots: '',
-      ...extra,
-    };
-    const args = {} as Record<A, ArgValue>;
-    for (const a of spec.args) args[a] = values[a]!;
-    return runScript(fx.redis, spec as ScriptSpec<A, R, unknown>, this.q.keys, args, rows);
+    return runScriptAt(fx.redis, this.q.keys, spec, this.now, extra, rows);
   }
 
   /** Claims up to `count` jobs at the test clock: their ids and tokens. */

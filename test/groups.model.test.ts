@@ -14,10 +14,10 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { FREE_RETURNS } from '../src/defaults.js';
 import { Queue } from '../src/index.js';
 import { decodeClaimed } from '../src/job-record.js';
-import { type ArgValue, runScript, type ScriptSpec, scripts } from '../src/scripts.js';
+import { type ArgValue, type ScriptSpec, scripts } from '../src/scripts.js';
+import { runScriptAt } from './helpers/run-script-at.js';
 import { uniqueName, useRedis } from './helpers/setup.js';
 
 const fx = useRedis();
@@ -135,28 +135,7 @@ class Harness {
     extra: Record<string, ArgValue>,
     rows: Record<R, ArgValue>[] = [],
   ) {
-    const values: Record<string, ArgValue> = {
-      now: this.now,
-      defaultLeaseMs: LEASE,
-      freeReturns: FREE_RETURNS,
-      starts: '',
-      defaultMaxAttempts: 3,
-      limit: 1000,
-      keepCount: 1000,
-      keepAgeMs: 3_600_000,
-      wakeChannel: this.keys.wakeChannel,
-      doneChannel: this.keys.doneChannel,
-      rateMax: 0,
-      rateWindowMs: 0,
-      eventsMaxLen: 0,
-      claimer: '',
-      nonce: '',
-      freeSlots: '',
-      ...extra,
-    };
-    const args = {} as Record<A, ArgValue>;
-    for (const a of spec.args) args[a] = values[a]!;
-    return runScript(fx.redis, spec as ScriptSpec<A, R, unknown>, this.keys, args, rows);
+    return runScriptAt(fx.redis, this.keys, spec, this.now, { defaultLeaseMs: LEASE, ...extra }, rows);
   }
 
   takeHeld(pick: number) {

@@ -7,10 +7,10 @@
  * Claims and failures run the scripts on an injected clock, so due times are exact, not raced.
  */
 import { describe, expect, it } from 'vitest';
-import { FREE_RETURNS } from '../src/defaults.js';
 import { Queue } from '../src/index.js';
 import { decodeClaimed } from '../src/job-record.js';
-import { type ArgValue, runScript, type ScriptSpec, scripts } from '../src/scripts.js';
+import { type ArgValue, type ScriptSpec, scripts } from '../src/scripts.js';
+import { runScriptAt } from './helpers/run-script-at.js';
 import { closeAfterEach, uniqueName, useRedis } from './helpers/setup.js';
 
 const fx = useRedis();
@@ -34,28 +34,7 @@ function run<A extends string, R extends string, T>(
   extra: Record<string, ArgValue>,
   rows: Record<R, ArgValue>[] = [],
 ) {
-  const values: Record<string, ArgValue> = {
-    now,
-    defaultLeaseMs: 30_000,
-    freeReturns: FREE_RETURNS,
-    starts: '',
-    defaultMaxAttempts: 3,
-    limit: 1000,
-    keepCount: 1000,
-    keepAgeMs: 3_600_000,
-    wakeChannel: q.keys.wakeChannel,
-    doneChannel: q.keys.doneChannel,
-    rateMax: 0,
-    rateWindowMs: 0,
-    eventsMaxLen: 0,
-    claimer: '',
-    nonce: '',
-    freeSlots: '',
-    ...extra,
-  };
-  const args = {} as Record<A, ArgValue>;
-  for (const a of spec.args) args[a] = values[a]!;
-  return runScript(fx.redis, spec as ScriptSpec<A, R, unknown>, q.keys, args, rows);
+  return runScriptAt(fx.redis, q.keys, spec, now, extra, rows);
 }
 
 async function claim(q: Queue, now: number, count: number): Promise<{ id: string; token: string }[]> {
