@@ -147,7 +147,7 @@ async function main(c: ChaosConfig): Promise<number> {
   const traced = new Queue<JobData, ChaosResult>(queueName, {
     connection: redis.url,
     defaults: { leaseMs: c.leaseMs, backoff: { type: 'fixed', delayMs: c.backoffMs } },
-    telemetry: { tracerProvider: throwingTracerProvider(new Rng(c.seed).fork(5)) },
+    telemetry: { tracerProvider: throwingTracerProvider(c.seed * 31 + 5) },
     // Every writer keeps the whole stream (see above): an add's XADD trims to its own cap.
     ...(c.keepCompleted === 0 ? { events: { maxLen: 10_000_000 } } : {}),
   });

@@ -12,7 +12,6 @@ import type { LaneDiagnostics } from '../src/worker/lane.js';
 import { type ActEnv, actOut, type ChaosJob } from './act.js';
 import type { ChaosResult, JobData } from './behaviour.js';
 import { ExecLogWriter } from './exec-log.js';
-import { Rng } from './rng.js';
 import { throwingTracerProvider } from './tracer.js';
 
 export interface ChildConfig {
@@ -86,7 +85,7 @@ const worker = new Worker<JobData, ChaosResult>(
     ...(cfg.sandbox ? { sandbox: cfg.sandbox } : {}),
     ...(cfg.tracerSeed === undefined
       ? {}
-      : { telemetry: { tracerProvider: throwingTracerProvider(new Rng(cfg.tracerSeed)) } }),
+      : { telemetry: { tracerProvider: throwingTracerProvider(cfg.tracerSeed) } }),
     retention: { completed: cfg.keepCompleted === 0 ? { maxCount: 0 } : KEEP_ALL, dead: KEEP_ALL },
     ...(cfg.keepCompleted === 0 ? { events: EVENTS_KEEP_ALL } : {}),
   },
