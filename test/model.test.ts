@@ -4,6 +4,10 @@
  * After every step, every job (state, attempts, errors, timestamps, data, result, options), the counts,
  * the waiting order and the scores of every sorted set must agree, and so must every call's reply.
  *
+ * Expiring jobs (ttlMs, expireAt), the expiry sweep and dedupe keys (throttle, debounce) are among the
+ * operations; besides the comparison, invariants are checked on Redis's state alone (a job that expired
+ * never started, a held dedupe key makes no second job, a started job is never rewritten).
+ *
  * Three simulated workers claim jobs and keep the claims they hold until they send an outcome for them,
  * so after a recovery they send stale tokens, as a stalled worker would; they also re-send outcomes, as
  * a worker does after a lost reply. A failing run throws with the trace of resolved calls and replies.
@@ -107,6 +111,7 @@ type Op =
   | { op: 'fail'; w: number; pick: number | 'all'; retryDelayMs: number; as?: FailKind }
   | { op: 'resend'; w: number }
   | { op: 'extend'; w: number }
+  | { op: 'release'; w: number }
   | { op: 'tick'; ms: number }
   | { op: 'recover' }
   | { op: 'retry' | 'remove' | 'promote' | 'cancel'; target: Target }
@@ -259,6 +264,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('resend' as const), w: workerArb }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('extend' as const), w: workerArb }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('release' as const), w: workerArb }) },
   {
     weight: 3,
     arbitrary: fc.record({
@@ -342,6 +348,8 @@ const featureOpArb: fc.Arbitrary<Op> = fc.oneof(
     }),
   },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('start' as const), w: workerArb }) },
+  // A prefetched job handed back unstarted (release.lua): it keeps its expiry, for the next claim.
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('release' as const), w: workerArb }) },
   {
     weight: 2,
     arbitrary: fc.record(
@@ -760,6 +768,25 @@ class Harness {
         const want = this.model.extend(rows);
         this.log(`w${wi}.extend([${rows.map(fmtHeld).join(', ')}]) -> lost ${JSON.stringify(got)}`);
         this.agree('extend reply (lost ids)', got, want);
+        break;
+      }
+      case 'release': {
+        // The worker sends every job it holds; the script hands back those it never started (as the
+        // worker's own bookkeeping would pick them) and the worker keeps the others.
+        const wi = this.workerFor(op.w, (w) => w.held.length > 0);
+        if (wi === null) return this.log('release: no worker holds a job');
+        const w = this.workers[wi]!;
+        const rows = [...w.held];
+        const got = (await this.run(
+          scripts.release,
+          {},
+          rows.map((h) => ({ id: h.id, token: h.token })),
+        )) as string[];
+        // release.lua reads Redis's clock, years past the model's: every delayed job is due to it.
+        const want = this.model.release(rows, Number.MAX_SAFE_INTEGER);
+        this.log(`w${wi}.release([${rows.map(fmtHeld).join(', ')}]) -> ${JSON.stringify(got)}`);
+        this.agree('release reply (jobs handed back)', [...got].sort(), want.map((h) => h.id).sort());
+        w.held = w.held.filter((h) => !want.includes(h));
         break;
       }
       case 'start': {
@@ -1360,6 +1387,8 @@ describe('counterexamples found by the model', () => {
       { op: 'complete', w: 0, pick: 'all' }, // 1 is too old, and of 2 and 3 only the newest (3) is kept
     ]));
 
+  // Expiry and dedupe: the rules of docs/job-control.md and docs/groups.md as fixed sequences, so each
+  // runs on every seed (the properties found no divergence to keep).
   const expiring = (expiry: Expiry, delayMs = 0) =>
     ({ op: 'addLater', id: null, priority: 0, delayMs, expiry }) as const;
   const dedupe = (key: number, mode: 't' | 'd', more: Partial<Extract<Op, { op: 'dedupe' }>> = {}): Op => ({

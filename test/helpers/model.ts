@@ -770,6 +770,26 @@ export class QueueModel {
     return { requeued: requeued.map((j) => j.id), dead };
   }
 
+  /**
+   * release: a worker hands back jobs it holds and never started (a prefetched job at close or pause,
+   * one past its expiry): those still held under the caller's lease and unmarked go to the front of
+   * their line in the order given, lease revoked, nothing counted; they keep their index entry. The
+   * script's clock is Redis's (`scriptNow`): what it promotes first follows it. Returns the rows
+   * handed back.
+   */
+  release<H extends Held>(rows: H[], scriptNow: number): H[] {
+    const back = rows.filter((h) => {
+      const j = this.jobs.get(h.id);
+      return j !== undefined && this.holds(j, h) && j.startedAt === undefined;
+    });
+    if (back.length === 0) return [];
+    const jobs = back.map((h) => this.jobs.get(h.id)!);
+    this.promoteDue(scriptNow);
+    for (const j of jobs) j.tokenOf = null;
+    this.enqueueFront(jobs);
+    return back;
+  }
+
   /** retry: dead or completed -> waiting with a fresh budget; errors are kept, the expiry cleared. */
   retry(id: string): AdminReply {
     const j = this.jobs.get(id);
