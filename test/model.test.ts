@@ -4,6 +4,10 @@
  * After every step, every job (state, attempts, errors, timestamps, data, result, options), the counts,
  * the waiting order and the scores of every sorted set must agree, and so must every call's reply.
  *
+ * Expiring jobs (ttlMs, expireAt), the expiry sweep and dedupe keys (throttle, debounce) are among the
+ * operations; besides the comparison, invariants are checked on Redis's state alone (a job that expired
+ * never started, a held dedupe key makes no second job, a started job is never rewritten).
+ *
  * Three simulated workers claim jobs and keep the claims they hold until they send an outcome for them,
  * so after a recovery they send stale tokens, as a stalled worker would; they also re-send outcomes, as
  * a worker does after a lost reply. A failing run throws with the trace of resolved calls and replies.
@@ -14,20 +18,21 @@
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
-import { describe, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, FREE_RETURNS } from '../src/defaults.js';
 import { Queue } from '../src/index.js';
 import { decodeClaimed, encodeOptionTail } from '../src/job-record.js';
-import { handoffChannel, queueKeys } from '../src/keys.js';
+import { dedupeKey, handoffChannel, queueKeys } from '../src/keys.js';
 import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../src/options.js';
 import { type ArgValue, runScript, type ScriptSpec, scripts } from '../src/scripts.js';
-import type { JobOptions } from '../src/types.js';
+import type { JobInfo, JobOptions } from '../src/types.js';
 import { NO_HANDOFF } from './helpers/claim-args.js';
 import {
   type AdminReply,
   type FailKind,
   type Held,
   type ModelConfig,
+  type ModelDedupe,
   QueueModel,
   STATE_NAMES,
 } from './helpers/model.js';
@@ -42,10 +47,23 @@ const LIMIT = 1_000;
 const WORKERS = 3;
 /** How long a claim's registration for a handoff lasts (ticks move time by up to 3 s). */
 const REGISTER_MS = 2_000;
-/** Runs of the main property (the focused one does half); about 8 ms each. */
+/** Runs of the main property (the focused ones do half); about 8 ms each. */
 const RUNS = Number(process.env.MODEL_RUNS ?? 400);
+/**
+ * A property's time follows the machine's load (on 2 busy cores a run can take several times as
+ * long): its timeout must not decide its verdict, so it is set far above any run (and grows with RUNS).
+ */
+const PROPERTY_TIMEOUT_MS = 300_000 * Math.max(1, RUNS / 400);
 /** Ids callers pick; '3' collides with generated ids, which must then skip it. */
 const POOL = ['a', 'b', '3'] as const;
+/** Dedupe keys adds pick from: few, so adds meet a held key often. */
+const DEDUPE_KEYS = ['k1', 'k2'] as const;
+/**
+ * The ttl a dedupe key gets in Redis. Redis expires keys on its own clock, which the model cannot
+ * move: the harness ends a window on the model's clock by deleting the key (what Redis's expiry does),
+ * and gives the key a ttl no run outlives, so the scripts see a key with a ttl while it lasts.
+ */
+const REDIS_WINDOW_MS = 3_600_000;
 const RESULT = 'done';
 const ERROR_JSON = `{"name":"Error","message":"boom","code":"E_MODEL"}`;
 
@@ -57,11 +75,28 @@ interface AddOpts {
   maxAttempts?: number | undefined;
   leaseMs?: number | undefined;
 }
+/** An expiry (docs/job-control.md): `ttlMs`, or `expireAt` this long after the add (on the model's clock). */
+type Expiry = { ttlMs: number } | { expireAtIn: number };
+interface Later {
+  id: number | null;
+  delayMs?: number;
+  runAtIn?: number;
+  expiry?: Expiry | undefined;
+}
 
 type Op =
   | ({ op: 'add'; id: number | null } & AddOpts)
   | { op: 'bulk'; items: { id: number | null; priority: number }[] }
-  | ({ op: 'addLater'; id: number | null; delayMs?: number; runAtIn?: number } & AddOpts)
+  | ({ op: 'addLater' } & Later & AddOpts)
+  | ({
+      op: 'dedupe';
+      /** Index into DEDUPE_KEYS. */
+      key: number;
+      mode: 't' | 'd';
+      windowMs?: number | undefined;
+    } & Later &
+      AddOpts)
+  | { op: 'expire' }
   | {
       op: 'claim';
       w: number;
@@ -76,6 +111,7 @@ type Op =
   | { op: 'fail'; w: number; pick: number | 'all'; retryDelayMs: number; as?: FailKind }
   | { op: 'resend'; w: number }
   | { op: 'extend'; w: number }
+  | { op: 'release'; w: number }
   | { op: 'tick'; ms: number }
   | { op: 'recover' }
   | { op: 'retry' | 'remove' | 'promote' | 'cancel'; target: Target }
@@ -105,6 +141,34 @@ const targetArb: fc.Arbitrary<Target> = fc.oneof(
   fc.record({ known: fc.nat({ max: 7 }) }),
 );
 
+/**
+ * Expiries in the range of the ticks (up to 3 s), so jobs expire waiting, delayed, leased and after a
+ * free return; expireAt 0 ms after the add is due at once.
+ */
+const expiryArb: fc.Arbitrary<Expiry | undefined> = fc.option(
+  fc.oneof(
+    fc.record({ ttlMs: fc.constantFrom(250, 1_000, 2_500) }),
+    fc.record({ expireAtIn: fc.constantFrom(0, 500, 1_500, 4_000) }),
+  ),
+  { nil: undefined, freq: 2 },
+);
+
+/** Adds with a dedupe key: throttle (with and without a window) and debounce (often delayed). */
+const dedupeArb: fc.Arbitrary<Op> = fc
+  .record(
+    {
+      op: fc.constant('dedupe' as const),
+      id: fc.option(fc.nat({ max: POOL.length - 1 }), { nil: null, freq: 4 }),
+      key: fc.nat({ max: DEDUPE_KEYS.length - 1 }),
+      mode: fc.constantFrom<'t' | 'd'>('t', 't', 'd', 'd'),
+      windowMs: fc.constantFrom(undefined, undefined, 1_000, 4_000),
+      delayMs: fc.constantFrom(0, 500, 1_500),
+      expiry: expiryArb,
+    },
+    { requiredKeys: ['op', 'id', 'key', 'mode'] },
+  )
+  .chain(withOpts);
+
 /** Explicit ids of a bulk that generated ids would take ('1', '2' on a new queue) next to the pool's. */
 const bulkIdArb = fc.option(fc.constantFrom(0, 1, 2, 3, 4), { nil: null, freq: 2 });
 const BULK_IDS = ['a', 'b', '3', '1', '2'] as const;
@@ -131,9 +195,26 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
           fc.record({ delayMs: fc.constantFrom(0, 500, 1_000, 2_500) }),
           fc.record({ runAtIn: fc.constantFrom(-500, 0, 1_000) }),
         ),
+        expiry: expiryArb,
       })
       .chain(({ when, ...rest }) => withOpts({ ...rest, ...when })),
   },
+  // A plain job due now that expires: never handed off, ended by a claim or the sweep if not started.
+  {
+    weight: 2,
+    arbitrary: fc
+      .record({
+        op: fc.constant('addLater' as const),
+        id: poolIdArb,
+        runAtIn: fc.constant(0),
+        expiry: expiryArb.filter((e) => e !== undefined),
+      })
+      .chain(withOpts)
+      .map((o) => ({ ...o, priority: 0 })),
+  },
+  { weight: 4, arbitrary: dedupeArb },
+  // The recovery pass's expiry sweep (expire.lua).
+  { weight: 2, arbitrary: fc.constant({ op: 'expire' as const }) },
   // A plain job due now, on the model's clock: what a handoff can take (add-one.lua).
   {
     weight: 6,
@@ -183,6 +264,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('resend' as const), w: workerArb }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('extend' as const), w: workerArb }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('release' as const), w: workerArb }) },
   {
     weight: 3,
     arbitrary: fc.record({
@@ -239,6 +321,70 @@ const reuseOpArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ op: 'cancel' as const, target: { pool: 0 } }) },
 );
 
+/**
+ * Expiring jobs and dedupe keys among the transitions that decide them: claims (which end expired jobs
+ * they take), start marks, outcomes (a snooze or rate limit keeps a job started), recoveries (a free
+ * return keeps it unstarted), sweeps, and the admin calls that give a window back or clear an expiry.
+ */
+const featureOpArb: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 6, arbitrary: dedupeArb },
+  {
+    weight: 3,
+    arbitrary: fc
+      .record({
+        op: fc.constant('addLater' as const),
+        id: poolIdArb,
+        delayMs: fc.constantFrom(0, 0, 500, 2_000),
+        expiry: expiryArb.filter((e) => e !== undefined),
+      })
+      .chain(withOpts),
+  },
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      op: fc.constant('claim' as const),
+      w: workerArb,
+      count: fc.integer({ min: 1, max: 2 }),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('start' as const), w: workerArb }) },
+  // A prefetched job handed back unstarted (release.lua): it keeps its expiry, for the next claim.
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('release' as const), w: workerArb }) },
+  {
+    weight: 2,
+    arbitrary: fc.record(
+      { op: fc.constant('complete' as const), w: workerArb, pick: pickArb, marks: fc.boolean() },
+      { requiredKeys: ['op', 'w', 'pick'] },
+    ),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      op: fc.constant('fail' as const),
+      w: workerArb,
+      pick: pickArb,
+      retryDelayMs: fc.constantFrom(0, 500, 1_500, -1),
+      as: fc.constantFrom<FailKind>('E', 'S', 'S', 'R'),
+    }),
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      op: fc.constant('tick' as const),
+      ms: fc.integer({ min: 1, max: 12 }).map((x) => x * 250),
+    }),
+  },
+  { weight: 2, arbitrary: fc.constant({ op: 'recover' as const }) },
+  { weight: 3, arbitrary: fc.constant({ op: 'expire' as const }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      op: fc.constantFrom('retry' as const, 'remove' as const, 'cancel' as const, 'promote' as const),
+      target: fc.record({ known: fc.nat({ max: 7 }) }),
+    }),
+  },
+);
+
 function withOpts<T extends object>(base: T): fc.Arbitrary<T & AddOpts> {
   return optsArb.map((o) => ({ ...base, ...o }));
 }
@@ -292,6 +438,8 @@ class Harness {
   readonly trace: string[] = [];
   /** Every token a claim returned in this run. */
   private readonly tokens = new Set<string>();
+  /** The reply of the last dedupe add (id, isNew, state letter), for the fixed examples. */
+  lastReply: [string, number, string] | null = null;
   /** Numbers the data of each add, so a record that loses or swaps its data shows. */
   private adds = 0;
   private readonly cfg: ModelConfig;
@@ -331,6 +479,14 @@ class Harness {
     if (isDeepStrictEqual(actual, expected)) return;
     throw new Divergence(
       `${what}\n  scripts: ${JSON.stringify(actual)}\n  model:   ${JSON.stringify(expected)}\ntrace:\n  ${this.trace.join('\n  ')}`,
+    );
+  }
+
+  /** An invariant on what the scripts wrote, checked without the model. */
+  private check(what: string, actual: unknown, expected: unknown): void {
+    if (isDeepStrictEqual(actual, expected)) return;
+    throw new Divergence(
+      `invariant: ${what}\n  got:      ${JSON.stringify(actual)}\n  expected: ${JSON.stringify(expected)}\ntrace:\n  ${this.trace.join('\n  ')}`,
     );
   }
 
@@ -455,56 +611,17 @@ class Harness {
         this.agree('addBulk reply', got, want);
         break;
       }
-      case 'addLater': {
-        const id = op.id === null ? null : POOL[op.id]!;
-        const jobOpts: JobOptions = {
-          priority: op.priority,
-          maxAttempts: op.maxAttempts,
-          leaseMs: op.leaseMs,
-        };
-        if (id !== null) jobOpts.id = id;
-        if (op.delayMs !== undefined) jobOpts.delayMs = op.delayMs;
-        if (op.runAtIn !== undefined) jobOpts.runAt = this.now + op.runAtIn;
-        const o = resolveAddOptions(clean(jobOpts), LIBRARY_JOB_DEFAULTS);
-        const data = { n: ++this.adds };
-        const job = {
-          id: o.id,
-          delayMs: o.delayMs,
-          runAt: o.runAt,
-          optionTail: encodeOptionTail(o),
-          data: JSON.stringify(data),
-          ttlMs: '',
-        };
-        // A plain job (priority 0) goes by add-one.lua, as queue.add sends it; the others by add.lua.
-        const reply = (
-          o.priority === 0
-            ? await this.run(scripts.addOne, job)
-            : await this.run(scripts.add, {}, [
-                {
-                  ...job,
-                  priority: o.priority,
-                  dependsOn: '',
-                  depMode: '',
-                  group: '',
-                  dedupeKey: '',
-                  dedupeMode: '',
-                  dedupeTtlMs: '',
-                },
-              ])
-        ) as [string, number, string];
-        const due = this.now + (op.delayMs ?? op.runAtIn ?? 0);
-        const { handedTo, ...want } = this.model.add(
-          id,
-          op,
-          due,
-          data,
-          undefined,
-          o.priority === 0 ? DEFAULT_LEASE_MS : undefined,
-        );
-        const when = op.delayMs !== undefined ? `delayMs=${op.delayMs}` : `runAt=t+${due - T0}`;
-        this.log(`add(${fmtOpts(op, id)}, ${when}) -> ${reply.join(' ')}`);
-        this.agree('add reply', reply, [want.id, want.isNew ? 1 : 0, want.state]);
-        if (handedTo) await this.handedOff(handedTo, data.n);
+      case 'addLater':
+        await this.addLater(op);
+        break;
+      case 'dedupe':
+        await this.addDeduped(op);
+        break;
+      case 'expire': {
+        const got = (await this.run(scripts.expire, {})) as string[];
+        const want = this.model.expire();
+        this.log(`expire -> ended ${JSON.stringify(got)}`);
+        this.agree('expire reply (jobs ended by expiry, in index order)', got, want);
         break;
       }
       case 'gone': {
@@ -653,6 +770,25 @@ class Harness {
         this.agree('extend reply (lost ids)', got, want);
         break;
       }
+      case 'release': {
+        // The worker sends every job it holds; the script hands back those it never started (as the
+        // worker's own bookkeeping would pick them) and the worker keeps the others.
+        const wi = this.workerFor(op.w, (w) => w.held.length > 0);
+        if (wi === null) return this.log('release: no worker holds a job');
+        const w = this.workers[wi]!;
+        const rows = [...w.held];
+        const got = (await this.run(
+          scripts.release,
+          {},
+          rows.map((h) => ({ id: h.id, token: h.token })),
+        )) as string[];
+        // release.lua reads Redis's clock, years past the model's: every delayed job is due to it.
+        const want = this.model.release(rows, Number.MAX_SAFE_INTEGER);
+        this.log(`w${wi}.release([${rows.map(fmtHeld).join(', ')}]) -> ${JSON.stringify(got)}`);
+        this.agree('release reply (jobs handed back)', [...got].sort(), want.map((h) => h.id).sort());
+        w.held = w.held.filter((h) => !want.includes(h));
+        break;
+      }
       case 'start': {
         const wi = this.workerFor(op.w, (w) => w.held.length > 0);
         if (wi === null) return this.log('start: no worker holds a job');
@@ -667,10 +803,14 @@ class Harness {
         this.agree('start reply (lost ids)', got, want);
         break;
       }
-      case 'tick':
+      case 'tick': {
         this.model.now += op.ms;
-        this.log(`tick ${op.ms}`);
+        // Dedupe windows that ended on the model's clock: their keys expire (see REDIS_WINDOW_MS).
+        const ended = this.model.endWindows();
+        if (ended.length > 0) await fx.redis.del(...ended.map((key) => dedupeKey(this.keys, key)));
+        this.log(`tick ${op.ms}${ended.length > 0 ? ` (dedupe windows ended: ${ended.join(', ')})` : ''}`);
         return;
+      }
       case 'recover': {
         const [requeued, dead] = (await this.run(scripts.recover, {})) as [string[], string[]];
         const want = this.model.recover();
@@ -712,6 +852,137 @@ class Harness {
         break;
     }
     await this.compareState();
+  }
+
+  /** The script arguments of an add on the model's clock (add-one.lua's; add.lua's row adds the rest). */
+  private laterArgs(op: Later & AddOpts, dedupe?: string) {
+    const id = op.id === null ? null : POOL[op.id]!;
+    const jobOpts: JobOptions = {
+      priority: op.priority,
+      maxAttempts: op.maxAttempts,
+      leaseMs: op.leaseMs,
+    };
+    if (id !== null) jobOpts.id = id;
+    if (op.delayMs !== undefined) jobOpts.delayMs = op.delayMs;
+    if (op.runAtIn !== undefined) jobOpts.runAt = this.now + op.runAtIn;
+    if (op.expiry && 'ttlMs' in op.expiry) jobOpts.ttlMs = op.expiry.ttlMs;
+    if (op.expiry && 'expireAtIn' in op.expiry) jobOpts.expireAt = this.now + op.expiry.expireAtIn;
+    const o = resolveAddOptions(clean(jobOpts), LIBRARY_JOB_DEFAULTS);
+    const data = { n: ++this.adds };
+    // The record names its dedupe key and its expireAt (a ttlMs is turned into one by the script).
+    const args = {
+      id: o.id,
+      delayMs: o.delayMs,
+      runAt: o.runAt,
+      optionTail: encodeOptionTail(o, { dedupe, expireAt: o.expireAt }),
+      data: JSON.stringify(data),
+      ttlMs: o.ttlMs,
+    };
+    const expireAt = op.expiry
+      ? this.now + ('ttlMs' in op.expiry ? op.expiry.ttlMs : op.expiry.expireAtIn)
+      : undefined;
+    const due = this.now + (op.delayMs ?? op.runAtIn ?? 0);
+    const when = op.delayMs !== undefined ? `delayMs=${op.delayMs}` : `runAt=t+${due - T0}`;
+    const expiry = expireAt === undefined ? '' : `, expireAt=${at(expireAt)}`;
+    return {
+      id,
+      o,
+      data,
+      args,
+      due,
+      modelOpts: { ...op, expireAt },
+      fmt: `${fmtOpts(op, id)}, ${when}${expiry}`,
+    };
+  }
+
+  /** add.lua's row for one job: no parents or group; a dedupe key when given. */
+  private addRow(a: ReturnType<Harness['laterArgs']>, d?: ModelDedupe) {
+    return {
+      ...a.args,
+      priority: a.o.priority,
+      dependsOn: '',
+      depMode: '',
+      group: '',
+      dedupeKey: d?.key ?? '',
+      dedupeMode: d?.mode ?? '',
+      dedupeTtlMs: d?.windowMs === undefined ? '' : REDIS_WINDOW_MS,
+    };
+  }
+
+  private async addLater(op: Later & AddOpts): Promise<void> {
+    const a = this.laterArgs(op);
+    // A plain job (priority 0) goes by add-one.lua, as queue.add sends it; the others by add.lua.
+    const reply = (
+      a.o.priority === 0
+        ? await this.run(scripts.addOne, a.args)
+        : await this.run(scripts.add, {}, [this.addRow(a)])
+    ) as [string, number, string];
+    const { handedTo, ...want } = this.model.add(
+      a.id,
+      a.modelOpts,
+      a.due,
+      a.data,
+      undefined,
+      a.o.priority === 0 ? DEFAULT_LEASE_MS : undefined,
+    );
+    this.log(`add(${a.fmt}) -> ${reply.join(' ')}`);
+    this.agree('add reply', reply, [want.id, want.isNew ? 1 : 0, want.state]);
+    if (handedTo) await this.handedOff(handedTo, a.data.n);
+  }
+
+  /**
+   * An add with a dedupe key (add.lua, on the model's clock). Besides the model's prediction, what
+   * Redis held before the add is checked against the reply: the key names the job the add answered;
+   * a throttle add meeting an unfinished holder, or a debounce add meeting an unstarted waiting or
+   * delayed holder, creates no job; and a holder that had started is left exactly as it was.
+   */
+  private async addDeduped(op: Extract<Op, { op: 'dedupe' }>): Promise<void> {
+    const d: ModelDedupe = { key: DEDUPE_KEYS[op.key]!, mode: op.mode, windowMs: op.windowMs };
+    const a = this.laterArgs(op, d.key);
+    const redisKey = dedupeKey(this.keys, d.key);
+    const [exists, holder] = await Promise.all([
+      a.id === null ? 0 : fx.redis.hexists(this.keys.jobs, a.id),
+      fx.redis.get(redisKey),
+    ]);
+    const before = holder === null ? null : await this.queue.getJob(holder);
+    const reply = (await this.run(scripts.add, {}, [this.addRow(a, d)])) as [string, number, string];
+    this.lastReply = reply;
+    const want = this.model.addDedupe(a.id, a.modelOpts, a.due, a.data, d);
+    const window = d.windowMs === undefined ? '' : ` window=${d.windowMs}`;
+    const mode = d.mode === 't' ? 'throttle' : 'debounce';
+    this.log(`add(${a.fmt}, dedupe ${d.key} ${mode}${window}) -> ${reply.join(' ')}`);
+    // The invariants first: they say what went wrong more plainly than a diff with the model.
+    if (exists === 0) {
+      const [id, isNew] = reply;
+      const after = await Promise.all([
+        fx.redis.get(redisKey),
+        holder === null ? null : this.queue.getJob(holder),
+      ]);
+      this.check(`a dedupe key names the job its add answered (${d.key} after the add)`, after[0], id);
+      if (before !== null) {
+        const pending = before.state === 'waiting' || before.state === 'delayed';
+        const started = before.attempts > 0 || before.startedAt !== undefined;
+        const held =
+          d.mode === 't' ? before.state !== 'completed' && before.state !== 'dead' : pending && !started;
+        if (held) {
+          this.check(
+            `a held dedupe key makes no second job (${d.key} held by ${holder}, ${before.state})`,
+            [id, isNew],
+            [holder, 0],
+          );
+        }
+        if (started) {
+          const facts = (j: JobInfo | null) =>
+            j && { data: j.data, createdAt: j.createdAt, attempts: j.attempts, errors: j.errors.length };
+          this.check(
+            `a started job is never rewritten by a dedupe add (${holder})`,
+            facts(after[1]),
+            facts(before),
+          );
+        }
+      }
+    }
+    this.agree('dedupe add reply', reply, [want.id, want.isNew ? 1 : 0, want.state]);
   }
 
   /** Jobs added on Redis's clock: the model takes their createdAt from the records (ties follow it). */
@@ -765,19 +1036,51 @@ class Harness {
     const m = this.model;
     const k = this.keys;
     const ids = [...m.jobs.keys()].sort();
-    const [stored, errorIds, counts, paused, waiting, active, delayed, completed, dead, infos] =
-      await Promise.all([
-        fx.redis.hkeys(k.jobs),
-        fx.redis.hkeys(k.annex),
-        this.queue.counts(),
-        this.queue.isPaused(),
-        this.queue.getJobs('waiting', { limit: 10_000 }),
-        fx.redis.zrangebyscore(k.active, '-inf', '(+inf', 'WITHSCORES'), // below +inf: not the sentinel
-        fx.redis.zrange(k.delayed, 0, -1, 'WITHSCORES'),
-        fx.redis.zrange(k.completed, 0, -1, 'WITHSCORES'),
-        fx.redis.zrange(k.dead, 0, -1, 'WITHSCORES'),
-        Promise.all(ids.map((id) => this.queue.getJob(id))),
-      ]);
+    const [
+      stored,
+      errorIds,
+      counts,
+      paused,
+      waiting,
+      active,
+      delayed,
+      completed,
+      dead,
+      infos,
+      expiring,
+      held,
+    ] = await Promise.all([
+      fx.redis.hkeys(k.jobs),
+      fx.redis.hkeys(k.annex),
+      this.queue.counts(),
+      this.queue.isPaused(),
+      this.queue.getJobs('waiting', { limit: 10_000 }),
+      fx.redis.zrangebyscore(k.active, '-inf', '(+inf', 'WITHSCORES'), // below +inf: not the sentinel
+      fx.redis.zrange(k.delayed, 0, -1, 'WITHSCORES'),
+      fx.redis.zrange(k.completed, 0, -1, 'WITHSCORES'),
+      fx.redis.zrange(k.dead, 0, -1, 'WITHSCORES'),
+      Promise.all(ids.map((id) => this.queue.getJob(id))),
+      fx.redis.zrange(k.expiring, 0, -1, 'WITHSCORES'),
+      Promise.all(
+        DEDUPE_KEYS.map(async (key) => {
+          const rk = dedupeKey(k, key);
+          const [holder, ttl] = await Promise.all([fx.redis.get(rk), fx.redis.pttl(rk)]);
+          return holder === null ? null : { holder, window: ttl > 0 };
+        }),
+      ),
+    ]);
+    // Only a job that never started expires (docs/job-control.md), whatever the model says. (A retry
+    // clears the expiry, so a dead job whose last error is an expiry died of it.)
+    for (const info of infos) {
+      const last = info?.errors.at(-1);
+      if (info?.state === 'dead' && last?.code === 'ERR_EXPIRED') {
+        this.check(
+          `a job that expired never started (${info.id})`,
+          [info.attempts, info.startedAt, last.attempt],
+          [0, undefined, 0],
+        );
+      }
+    }
     this.agree('job ids in the jobs hash', stored.sort(), ids);
     this.agree(
       'job ids in the errors hash',
@@ -800,6 +1103,7 @@ class Harness {
           data: info.data,
           result: info.result,
           options: [info.priority, info.maxAttempts, info.leaseMs],
+          expireAt: at(info.expireAt),
         },
         {
           state: STATE_NAMES[j.state],
@@ -812,6 +1116,7 @@ class Harness {
           data: j.data,
           result: j.state === 'c' ? RESULT : undefined,
           options: [j.priority, j.maxAttempts ?? DEFAULT_MAX_ATTEMPTS, j.leaseMs ?? DEFAULT_LEASE_MS],
+          expireAt: at(j.expireAt),
         },
       );
       if (j.state === 'd') this.agree(`runAt of delayed job ${id}`, at(info?.runAt), at(j.dueAt));
@@ -834,6 +1139,19 @@ class Harness {
     this.agree('delayed: due times', zpairs(delayed), m.scored('d'));
     this.agree('completed: finish times', zpairs(completed), m.scored('c'));
     this.agree('dead: finish times', zpairs(dead), m.scored('x'));
+    this.agree(
+      'expiring: expiry index',
+      zpairs(expiring),
+      [...m.expiring].sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)),
+    );
+    this.agree(
+      `dedupe keys (${DEDUPE_KEYS.join(', ')}): holder, and whether a window lasts`,
+      held,
+      DEDUPE_KEYS.map((key) => {
+        const d = m.dedupeKeys.get(key);
+        return d ? { holder: d.holder, window: d.until !== null } : null;
+      }),
+    );
   }
 
   async close(): Promise<void> {
@@ -880,11 +1198,12 @@ function fmtOpts(o: AddOpts, id: string | null): string {
 }
 
 /** Runs one sequence on a fresh queue. */
-async function runSequence(setup: Setup, ops: readonly Op[]): Promise<void> {
+async function runSequence(setup: Setup, ops: readonly Op[]): Promise<Harness['lastReply']> {
   const h = new Harness(setup);
   try {
     await h.seed();
     for (const op of ops) await h.step(op);
+    return h.lastReply;
   } finally {
     await h.close();
   }
@@ -893,28 +1212,58 @@ async function runSequence(setup: Setup, ops: readonly Op[]): Promise<void> {
 const KEEP_ALL: Setup = { keepCount: 1_000_000, keepAgeMs: 1_000_000_000 };
 
 describe('the scripts agree with the state-machine model', () => {
-  it('on random sequences of adds, claims, outcomes (stale ones too), recoveries and admin calls', async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        setupArb,
-        fc.array(opArb, { minLength: 5, maxLength: 40, size: 'max' }),
-        (setup, ops) => runSequence(setup, ops),
-      ),
-      { numRuns: RUNS },
-    );
-    // 400 sequences take ~20 s on an idle 2-core machine; a loaded one needs more than the default.
-  }, 120_000);
+  it(
+    'on random sequences of adds, claims, outcomes (stale ones too), recoveries and admin calls',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          setupArb,
+          fc.array(opArb, { minLength: 5, maxLength: 40, size: 'max' }),
+          async (setup, ops) => {
+            await runSequence(setup, ops);
+          },
+        ),
+        { numRuns: RUNS },
+      );
+    },
+    PROPERTY_TIMEOUT_MS,
+  );
 
-  it('when an id is removed or trimmed and added again while stale workers still hold it', async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        setupArb,
-        fc.array(reuseOpArb, { minLength: 10, maxLength: 40, size: 'max' }),
-        (setup, ops) => runSequence(setup, ops),
-      ),
-      { numRuns: Math.ceil(RUNS / 2) },
-    );
-  }, 120_000);
+  it(
+    'when an id is removed or trimmed and added again while stale workers still hold it',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          setupArb,
+          fc.array(reuseOpArb, { minLength: 10, maxLength: 40, size: 'max' }),
+          async (setup, ops) => {
+            await runSequence(setup, ops);
+          },
+        ),
+        { numRuns: Math.ceil(RUNS / 2) },
+      );
+    },
+    PROPERTY_TIMEOUT_MS,
+  );
+});
+
+describe('expiring jobs and dedupe keys agree with the model', () => {
+  it(
+    'on random sequences of expiring and deduplicated adds among claims, outcomes, recoveries, sweeps and admin calls',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          setupArb,
+          fc.array(featureOpArb, { minLength: 5, maxLength: 40, size: 'max' }),
+          async (setup, ops) => {
+            await runSequence(setup, ops);
+          },
+        ),
+        { numRuns: Math.ceil(RUNS / 2) },
+      );
+    },
+    PROPERTY_TIMEOUT_MS,
+  );
 });
 
 // Sequences the properties found, kept so they run on every seed.
@@ -1037,4 +1386,82 @@ describe('counterexamples found by the model', () => {
       claim(0, 2),
       { op: 'complete', w: 0, pick: 'all' }, // 1 is too old, and of 2 and 3 only the newest (3) is kept
     ]));
+
+  // Expiry and dedupe: the rules of docs/job-control.md and docs/groups.md as fixed sequences, so each
+  // runs on every seed (the properties found no divergence to keep).
+  const expiring = (expiry: Expiry, delayMs = 0) =>
+    ({ op: 'addLater', id: null, priority: 0, delayMs, expiry }) as const;
+  const dedupe = (key: number, mode: 't' | 'd', more: Partial<Extract<Op, { op: 'dedupe' }>> = {}): Op => ({
+    op: 'dedupe',
+    id: null,
+    priority: 0,
+    key,
+    mode,
+    ...more,
+  });
+  const expire = { op: 'expire' } as const;
+
+  it('a job that started is not expired after its snooze, by the sweep or a claim', () =>
+    runSequence(KEEP_ALL, [
+      expiring({ ttlMs: 1_000 }),
+      claim(0),
+      { op: 'fail', w: 0, pick: 0, retryDelayMs: 1_500, as: 'S' }, // the snooze counts the start
+      tick(1_500),
+      expire, // its index entry is dropped: it started
+      claim(0), // claimed, not ended
+    ]));
+
+  it('the sweep leaves a leased unstarted job to its worker; a claim ends it after a free return', () =>
+    runSequence(KEEP_ALL, [
+      expiring({ expireAtIn: 500 }),
+      expiring({ expireAtIn: 500 }),
+      claim(0, 2),
+      tick(750),
+      expire, // both expired, leased, not started: left alone
+      { op: 'start', w: 0 }, // marked now: they started in time and run
+      { op: 'complete', w: 0, pick: 'all' },
+      expiring({ ttlMs: 250 }),
+      claim(1),
+      tick(1_250),
+      expire, // leased: left
+      recover, // a free return: waiting, still unstarted
+      claim(2), // ends it dead with an ExpiredError; nextDue now
+    ]));
+
+  it('a debounce add rewrites an unstarted pending job, and makes a new one once it has started', () =>
+    runSequence(KEEP_ALL, [
+      dedupe(0, 'd', { delayMs: 1_500 }),
+      dedupe(0, 'd', { delayMs: 1_500, expiry: { ttlMs: 2_500 } }), // 1 rewritten: new data, due, expiry
+      tick(1_500),
+      claim(0),
+      { op: 'fail', w: 0, pick: 0, retryDelayMs: 1_500, as: 'S' }, // started, delayed
+      dedupe(0, 'd', { delayMs: 500 }), // 1 has started: a new job takes the key
+    ]));
+
+  it('a throttle window outlives its job, but a job cancelled before it started gives it back', () =>
+    runSequence(KEEP_ALL, [
+      dedupe(0, 't', { windowMs: 4_000 }), // 1
+      claim(0),
+      { op: 'complete', w: 0, pick: 0 },
+      dedupe(0, 't'), // the window lasts: 1, completed
+      dedupe(1, 't', { windowMs: 4_000 }), // 3 (2 was drawn by the add that answered 1)
+      { op: 'cancel', target: { known: 1 } }, // 3, never started: its window is given back
+      dedupe(1, 't'), // a new job
+      tick(3_000),
+      tick(1_250), // k1's window ended
+      dedupe(0, 't'), // a new job
+    ]));
+
+  // An expired job never ran: it gives its throttle window back (expire_jobs.lua), as a job removed
+  // before it started does. It kept it, and once retention deleted the job the next add answered
+  // `completed` for a job that never ran (the symptom issue 33 item 10 names for a removed job).
+  it('an expired job gives its throttle window back: it never ran', async () => {
+    const reply = await runSequence({ keepCount: 0, keepAgeMs: 1_500 }, [
+      dedupe(0, 't', { windowMs: 4_000, expiry: { ttlMs: 250 } }), // 1
+      tick(500),
+      expire, // 1 ends dead, expired, and retention deletes it (keepCount 0)
+      dedupe(0, 't'), // a new job, not ['1', 0, 'c']
+    ]);
+    expect(reply?.slice(1)).toEqual([1, 'w']);
+  });
 });

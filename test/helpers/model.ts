@@ -36,6 +36,24 @@ export interface ModelJobOptions {
   priority: number;
   maxAttempts?: number | undefined;
   leaseMs?: number | undefined;
+  /** Epoch ms after which it must not start (ttlMs or expireAt, on the add script's clock). */
+  expireAt?: number | undefined;
+}
+
+/**
+ * A dedupe add (docs/groups.md): throttle (`t`) or debounce (`d`), with a window of `windowMs` or
+ * none (throttle: until the job finishes; debounce: while it has not started).
+ */
+export interface ModelDedupe {
+  key: string;
+  mode: 't' | 'd';
+  windowMs?: number | undefined;
+}
+
+/** A dedupe key as Redis holds it: the id of the job that took it, and when its window ends (null: none). */
+export interface DedupeKey {
+  holder: string;
+  until: number | null;
 }
 
 /**
@@ -84,8 +102,12 @@ export interface ModelJob {
   leaseUntil: number;
   startedAt: number | undefined;
   finishedAt: number | undefined;
-  /** What add() stored; never changes. */
+  /** What add() stored; changes only when a debounce add rewrites the job (a new incarnation). */
   data: unknown;
+  /** Its expireAt (undefined: never expires); a manual retry clears it. */
+  expireAt: number | undefined;
+  /** The dedupe key its record names (it frees the key when it ends), if any. */
+  dedupe: string | undefined;
   errors: ModelError[];
   /**
    * The attempt whose claim's token the record still carries: set by claim, kept by complete and fail
@@ -101,6 +123,7 @@ export type AdminReply = 'OK' | 'NOT_FOUND' | `INVALID_STATE:${Letter}`;
 export const WORKER_ERROR_CODE = 'E_MODEL';
 const LEASE_EXPIRED = 'ERR_LEASE_EXPIRED';
 const CANCELLED = 'ERR_CANCELLED';
+const EXPIRED = 'ERR_EXPIRED';
 
 /** Redis orders equal scores by member, bytewise; ids here are ASCII, where JS order is the same. */
 function byMember(a: string, b: string): number {
@@ -143,6 +166,14 @@ export class QueueModel {
   /** A RateLimitError's pause (fail row of kind R): no claims before this time (meta `limited`). */
   limitedUntil = 0;
   readonly jobs = new Map<string, ModelJob>();
+  /**
+   * The `expiring` index: id -> expireAt. An add puts a job with an expiry in; a start mark, expiry
+   * and a debounce rewrite take it out, and the sweep drops the entries it finds due whose job started,
+   * finished or is gone (remove, complete, cancel, retry and retention leave them to it).
+   */
+  readonly expiring = new Map<string, number>();
+  /** Dedupe keys held (docs/groups.md). A window ends on the model's clock (the harness deletes the key). */
+  readonly dedupeKeys = new Map<string, DedupeKey>();
   /** priority -> waiting ids of that priority, in claim order. */
   private readonly lines = new Map<number, string[]>();
   private idCounter = 0;
@@ -250,8 +281,11 @@ export class QueueModel {
     /** A bulk add pushes its new waiting jobs at the end of the call, after promoting (addBulk). */
     deferred?: ModelJob[],
   ): { id: string; isNew: boolean; state: Letter; handedTo?: { fetcher: string; held: Held } } {
+    // A job with an expiry is never handed off (add-one.lua).
     const taker =
-      handoffLeaseMs !== undefined && (dueAt === null || dueAt <= this.now) ? this.takeIdle(scriptNow) : null;
+      handoffLeaseMs !== undefined && (dueAt === null || dueAt <= this.now) && opts.expireAt === undefined
+        ? this.takeIdle(scriptNow)
+        : null;
     let jobId = id;
     if (jobId === null) {
       do jobId = String(++this.idCounter);
@@ -279,6 +313,8 @@ export class QueueModel {
       startedAt: undefined,
       finishedAt: undefined,
       data,
+      expireAt: opts.expireAt,
+      dedupe: undefined,
       errors: [],
       tokenOf: null,
       leases: 0,
@@ -308,6 +344,7 @@ export class QueueModel {
       return { id: jobId, isNew: true, state: 'a', handedTo: { fetcher: taker.fetcher, held } };
     }
     // (A registration whose fetcher is gone was taken and dropped: nobody received the job.)
+    if (j.expireAt !== undefined) this.expiring.set(jobId, j.expireAt);
     if (dueAt !== null && dueAt > this.now) j.state = 'd';
     else if (deferred) deferred.push(j);
     else {
@@ -331,6 +368,120 @@ export class QueueModel {
     if (deferred.length > 0) this.promoteDue(scriptNow);
     for (const j of deferred) this.push(j);
     return out;
+  }
+
+  /**
+   * An add with a dedupe key (add.lua; docs/groups.md, "Dedupe"), one job per call. A generated id is
+   * drawn first, as for any add. An explicit id that exists answers for itself, whatever the key.
+   * Otherwise, with the key held: throttle answers the holder, or `completed` when the holder is gone but
+   * its window lasts; debounce rewrites a holder that is waiting or delayed and has never started (same
+   * id; in every other respect a new job: data, options, due time, expiry, add time, and its window
+   * restarts as this add says). In every other case a new job is added and takes the key.
+   */
+  addDedupe(
+    id: string | null,
+    opts: ModelJobOptions,
+    dueAt: number | null,
+    data: unknown,
+    d: ModelDedupe,
+  ): { id: string; isNew: boolean; state: Letter } {
+    let jobId = id;
+    if (jobId === null) {
+      do jobId = String(++this.idCounter);
+      while (this.jobs.has(jobId));
+    }
+    const existing = this.jobs.get(jobId);
+    if (existing) return { id: jobId, isNew: false, state: existing.state };
+    const held = this.dedupeKeys.get(d.key);
+    const holder = held && this.jobs.get(held.holder);
+    let isNew = true;
+    if (d.mode === 'd' && holder && (holder.state === 'w' || holder.state === 'd') && !this.started(holder)) {
+      // A new incarnation under the holder's id: tokens of the old one never match it.
+      jobId = holder.id;
+      this.delete(holder);
+      this.expiring.delete(jobId);
+      isNew = false;
+    } else if (d.mode === 't' && held) {
+      if (holder) return { id: holder.id, isNew: false, state: holder.state };
+      if (held.until !== null) return { id: held.holder, isNew: false, state: 'c' };
+    }
+    this.add(jobId, opts, dueAt, data);
+    const j = this.jobs.get(jobId)!;
+    j.dedupe = d.key;
+    this.dedupeKeys.set(d.key, {
+      holder: jobId,
+      until: d.windowMs === undefined ? null : this.now + d.windowMs,
+    });
+    return { id: jobId, isNew, state: j.state };
+  }
+
+  /** Dedupe windows that ended by now (Redis expires a key when its time has passed): the keys freed. */
+  endWindows(): string[] {
+    const ended: string[] = [];
+    for (const [key, held] of this.dedupeKeys) {
+      if (held.until !== null && held.until < this.now) {
+        this.dedupeKeys.delete(key);
+        ended.push(key);
+      }
+    }
+    return ended;
+  }
+
+  /** "Started" (includes/record_started.lua): an attempt was counted, or a start mark is standing. */
+  private started(j: ModelJob): boolean {
+    return j.attempts > 0 || j.startedAt !== undefined;
+  }
+
+  /**
+   * Job `j` ended or was removed: it frees the dedupe key it holds. A key with a window outlives its
+   * job, unless `withdrawn` (removed or cancelled before it ever started: the window is given back).
+   */
+  private releaseDedupe(j: ModelJob, withdrawn = false): void {
+    if (j.dedupe === undefined) return;
+    const held = this.dedupeKeys.get(j.dedupe);
+    if (held?.holder !== j.id) return;
+    if (withdrawn || held.until === null) this.dedupeKeys.delete(j.dedupe);
+  }
+
+  /** Must not start now (docs/job-control.md, "Expiry"): its time has come and it never started. */
+  private expired(j: ModelJob): boolean {
+    return j.expireAt !== undefined && j.expireAt <= this.now && j.attempts === 0;
+  }
+
+  /** Ends jobs (already out of their line) dead with an ExpiredError; they leave `expiring`. */
+  private expireJobs(list: ModelJob[]): void {
+    for (const j of list) {
+      j.state = 'x';
+      j.tokenOf = null;
+      j.finishedAt = this.now;
+      j.errors.push({ at: this.now, attempt: j.attempts, code: EXPIRED });
+      this.expiring.delete(j.id);
+      // It never ran: its throttle window is given back, as for a job removed before it started.
+      this.releaseDedupe(j, true);
+    }
+  }
+
+  /**
+   * The expiry sweep of the recovery pass (expire.lua): the entries of `expiring` due by now, in index
+   * order. A job leased and not started is its worker's (entry kept); a waiting or delayed one that
+   * expired ends dead; any other entry (started, finished, gone, expiry cleared) is dropped.
+   */
+  expire(): string[] {
+    const due = [...this.expiring]
+      .filter(([, t]) => t <= this.now)
+      .sort((a, b) => a[1] - b[1] || byMember(a[0], b[0]));
+    const ended: ModelJob[] = [];
+    for (const [id] of due) {
+      const j = this.jobs.get(id);
+      if (j?.state === 'a' && j.startedAt === undefined) continue;
+      if (j && (j.state === 'w' || j.state === 'd') && this.expired(j)) {
+        if (j.state === 'w') this.unqueue(j);
+        ended.push(j);
+      } else this.expiring.delete(id);
+    }
+    this.expireJobs(ended);
+    if (ended.length > 0) this.trim('x');
+    return ended.map((j) => j.id);
   }
 
   /**
@@ -386,9 +537,16 @@ export class QueueModel {
     if (this.paused) return { held: [], nextDue: null, paused: true, ...no };
     if (count > 0 && this.limitedUntil > this.now) return { held: [], nextDue: null, paused: false, ...no };
     const held: Held[] = [];
+    // A job taken that expired is not leased: it ends dead (no retention trim here), and the worker is
+    // told to claim again at once (nextDue now) rather than register for a handoff.
+    const expired: ModelJob[] = [];
     for (const id of this.waitingOrder().slice(0, count)) {
       const j = this.jobs.get(id)!;
       this.unqueue(j);
+      if (this.expired(j)) {
+        expired.push(j);
+        continue;
+      }
       j.state = 'a';
       j.startedAt = undefined;
       j.leases += 1;
@@ -396,12 +554,16 @@ export class QueueModel {
       j.leaseUntil = this.now + this.leaseOf(j);
       held.push({ id, incarnation: j.incarnation, attempt: j.attempts, lease: j.leases });
     }
+    this.expireJobs(expired);
     const firstDelayed = this.scored('d')[0];
-    const nextDue = held.length < wanted && firstDelayed ? firstDelayed[1] : null;
+    const nextDue =
+      held.length >= wanted ? null : expired.length > 0 ? this.now : firstDelayed ? firstDelayed[1] : null;
     // Left with free slots: registered for that many handoffs (at most registerUnits) until
     // now + registerMs.
     const units =
-      reg && reg.registerMs > 0 ? Math.min(reg.registerUnits, freeSlots - held.length - unseen) : 0;
+      reg && reg.registerMs > 0 && expired.length === 0
+        ? Math.min(reg.registerUnits, freeSlots - held.length - unseen)
+        : 0;
     for (let u = 1; u <= units; u++) {
       const member = `${reg!.fetcher}|${reg!.nonce}|${u}`;
       this.registrations = this.registrations.filter((r) => r.member !== member);
@@ -468,6 +630,7 @@ export class QueueModel {
       this.impliedStart(j);
       j.state = 'c';
       j.finishedAt = this.now;
+      this.releaseDedupe(j);
     }
     if (done.length > 0) this.trim('c');
     for (const id of lostStarts) refused.push([id, 'START_LOST']);
@@ -526,6 +689,7 @@ export class QueueModel {
       if (retryDelayMs < 0 || !this.attemptsLeft(j)) {
         j.state = 'x';
         j.finishedAt = this.now;
+        this.releaseDedupe(j);
         died = true;
       } else if (retryDelayMs === 0) {
         this.enqueue(j);
@@ -565,7 +729,11 @@ export class QueueModel {
     for (const h of rows) {
       const j = this.jobs.get(h.id);
       if (j === undefined || !this.holds(j, h)) lost.push(h.id);
-      else this.impliedStart(j);
+      else if (j.startedAt === undefined) {
+        this.impliedStart(j);
+        // Once started, a job never expires (includes/mark_starts.lua).
+        this.expiring.delete(j.id);
+      }
     }
     return lost;
   }
@@ -594,6 +762,7 @@ export class QueueModel {
       else {
         j.state = 'x';
         j.finishedAt = this.now;
+        this.releaseDedupe(j);
         dead.push(j.id);
       }
     }
@@ -602,7 +771,27 @@ export class QueueModel {
     return { requeued: requeued.map((j) => j.id), dead };
   }
 
-  /** retry: dead or completed -> waiting with a fresh budget; errors are kept. */
+  /**
+   * release: a worker hands back jobs it holds and never started (a prefetched job at close or pause,
+   * one past its expiry): those still held under the caller's lease and unmarked go to the front of
+   * their line in the order given, lease revoked, nothing counted; they keep their index entry. The
+   * script's clock is Redis's (`scriptNow`): what it promotes first follows it. Returns the rows
+   * handed back.
+   */
+  release<H extends Held>(rows: H[], scriptNow: number): H[] {
+    const back = rows.filter((h) => {
+      const j = this.jobs.get(h.id);
+      return j !== undefined && this.holds(j, h) && j.startedAt === undefined;
+    });
+    if (back.length === 0) return [];
+    const jobs = back.map((h) => this.jobs.get(h.id)!);
+    this.promoteDue(scriptNow);
+    for (const j of jobs) j.tokenOf = null;
+    this.enqueueFront(jobs);
+    return back;
+  }
+
+  /** retry: dead or completed -> waiting with a fresh budget; errors are kept, the expiry cleared. */
   retry(id: string): AdminReply {
     const j = this.jobs.get(id);
     if (!j) return 'NOT_FOUND';
@@ -610,6 +799,8 @@ export class QueueModel {
     j.base = j.attempts;
     j.tokenOf = null;
     j.finishedAt = undefined;
+    // A manual retry runs the job: an expiry it had no longer applies (its index entry is left).
+    j.expireAt = undefined;
     this.enqueue(j);
     return 'OK';
   }
@@ -619,6 +810,7 @@ export class QueueModel {
     const j = this.jobs.get(id);
     if (!j) return 'NOT_FOUND';
     if (j.state === 'a') return 'INVALID_STATE:a';
+    this.releaseDedupe(j, j.state !== 'c' && j.state !== 'x' && !this.started(j));
     this.delete(j);
     return 'OK';
   }
@@ -629,6 +821,7 @@ export class QueueModel {
     if (!j) return 'NOT_FOUND';
     if (j.state === 'c' || j.state === 'x') return `INVALID_STATE:${j.state}`;
     if (j.state === 'w') this.unqueue(j);
+    this.releaseDedupe(j, j.state !== 'a' && !this.started(j));
     j.state = 'x';
     j.tokenOf = null;
     j.finishedAt = this.now;

@@ -53,7 +53,8 @@ local function expire_jobs(k, ids, recs, now, o)
       .. (f[F_EXPIRE] or '') .. ' before it started"}'
     scores[#scores + 1] = int_text(now)
     scores[#scores + 1] = id
-    release_dedupe(k.jobs, id, rec)
+    -- It never ran: the throttle window it opened is given back, so the next add makes a new job.
+    release_dedupe(k.jobs, id, rec, true)
     batch_settle(k.jobs, id, rec, false, now)
   end
   chunked_call('HSET', k.jobs, updated)
