@@ -13,9 +13,11 @@
  *  - drain:      those N jobs run by one no-op Worker at concurrency 50, prefetch 0, in this process:
  *                claims of 50 started jobs and their completes, the same batches every run (three
  *                runs agreed within 0.1 %);
- *  - drain-begin: N more, with prefetch 50: a claim starts 50 and reserves 50, begin.lua starts the
- *                reserved ones. Its batches follow the timing of replies, so they vary a little from
- *                run to run: compare script calls per job before instructions;
+ *  - drain-begin: N more, with prefetch 50: claims of up to 100, the prefetched jobs starting as slots
+ *                free, their start marks riding on the completions (named for begin.lua, which
+ *                counted them in a call of its own before the start marks). Its batches follow the
+ *                timing of replies, so they vary a little from run to run: compare script calls per
+ *                job before instructions;
  *  - drain-3-partitions: as drain, on a queue of 3 partitions (issue 17's goal 3: a partitioned
  *                queue's work per job against an unpartitioned one's; here all on one server);
  *  - live:       N/4 awaited single adds with an idle Worker at concurrency 50 running them (handoffs).

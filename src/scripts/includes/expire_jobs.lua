@@ -10,8 +10,8 @@
 -- @include settle_dependents
 -- @include int_text
 -- Job expiry (add options `expireAt` / `ttlMs`, record field 17: F_EXPIRE). A job that has not started
--- by its expireAt ends dead with an ExpiredError and never runs: claim.lua (a job it took), begin.lua (a
--- reserved job) and expire.lua (the sweep of `expiring`) all end it here. One anchored match reads the
+-- by its expireAt ends dead with an ExpiredError and never runs: claim.lua (a job it took) and
+-- expire.lua (the sweep of `expiring`; a leased job is left to its worker) end it here. One anchored match reads the
 -- field, and only records whose header is long enough to hold it pay even that.
 local EXPIRE_PATTERN = '^' .. string.rep('[^|\n]*|', 17) .. '([^|\n]*)'
 
