@@ -60,6 +60,30 @@ describe('the start of a sandboxed attempt', () => {
   );
 
   it.each(['thread', 'process'] as const)(
+    'in %s mode never comes when the job expired while it waited for its sandbox: it ends dead unrun',
+    async (mode) => {
+      const { file, go } = slowLoadingModule();
+      const name = uniqueName();
+      const q = new Queue(name, { connection: fx.url });
+      const w = new Worker(name, pathToFileURL(file), { connection: fx.url, sandbox: mode });
+      open.push(w, q);
+      const { id } = await q.add({}, { ttlMs: 300 });
+      await waitUntil(
+        () => w.diagnostics().lanes.some((l) => l.runningJobs.some((j) => j.id === id)),
+        'dispatched to the pool (leased before its expiry)',
+      );
+      const { expireAt } = (await q.getJob(id))!;
+      await waitUntil(async () => (await redisNow()) > expireAt! + 100, 'its expiry passed');
+      writeFileSync(go, '');
+      await waitUntil(async () => (await q.getJob(id))?.state === 'dead', 'ended by its expiry', 20_000);
+      const info = (await q.getJob(id))!;
+      expect(info).toMatchObject({ attempts: 0 });
+      expect(info.errors.map((e) => e.code)).toEqual(['ERR_EXPIRED']);
+    },
+    60_000,
+  );
+
+  it.each(['thread', 'process'] as const)(
     'in %s mode is marked when the module starts the job, not when the worker dispatches it',
     async (mode) => {
       const { file, go } = slowLoadingModule();

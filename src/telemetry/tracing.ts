@@ -28,7 +28,9 @@ export type AttemptOutcome =
   | 'snoozed'
   | 'rate-limited'
   | 'lease-lost'
-  | 'cancelled';
+  | 'cancelled'
+  /** The processor never started it (it expired while it waited for a sandbox): handed back. */
+  | 'handed-back';
 
 /** What a process span needs of a running job (the worker's Job has these). */
 export interface TracedAttempt {

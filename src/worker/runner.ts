@@ -36,6 +36,7 @@ import type { Lane, LaneRunner } from './lane.js';
 import type { ResolvedWorkerOptions } from './options.js';
 import { handBack } from './shutdown.js';
 import { claimableSlots } from './slot-share.js';
+import { expiredUnstarted, UnstartedError } from './unstarted.js';
 
 /** See WorkerOptions.prefetch: a prefetched job waits locally for about this long at most. */
 const PREFETCH_HORIZON_MS = 20;
@@ -214,7 +215,7 @@ export class Runner<Data, Result> implements LaneRunner {
       const job = this.buffer.shift()!;
       const lane = this.laneOf(job);
       if (!lane.holds(job)) continue;
-      if (job.attempt === 1 && job.expireAt > 0 && job.expireAt <= Date.now()) {
+      if (expiredUnstarted(job)) {
         // Never started, and past its expiry before a slot freed: it must not start. Handed back, the
         // next claim (or the expiry sweep) ends it dead with its ExpiredError on Redis's clock.
         this.handBack([job]);
@@ -261,8 +262,21 @@ export class Runner<Data, Result> implements LaneRunner {
     // throws), so every attempt ends with a recorded outcome and its slot freed.
     promise.then(
       (result) => this.settle(job, result, undefined),
-      (err: unknown) => this.settle(job, undefined, normaliseThrown(err)),
+      (err: unknown) =>
+        err instanceof UnstartedError
+          ? this.unstarted(lane, job)
+          : this.settle(job, undefined, normaliseThrown(err)),
     );
+  }
+
+  /** The processor never started the job and it must not start (expired meanwhile): hand it back. */
+  private unstarted(lane: Lane, job: Job<Data>): void {
+    if (job.decided) return;
+    job.decided = true;
+    this.deps.options.tracing.ended(job as Job<unknown>, 'handed-back');
+    this.stopRunning(lane, job.id);
+    this.handBack([job]);
+    this.afterSlotFreed();
   }
 
   /** Frees the slot of a job that stopped running (settled, cancelled); returns how long it ran. */

@@ -8,6 +8,7 @@
  * another). It fails the job it was running with SandboxError; a job it had not acknowledged yet
  * (`started`) fails with NotStartedError instead, which the pool gives to another sandbox.
  */
+
 import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -15,6 +16,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker as Thread } from 'node:worker_threads';
 import * as errors from '../../errors.js';
 import type { Job } from '../job.js';
+import { expiredUnstarted, UnstartedError } from '../unstarted.js';
 import {
   checkFromSandbox,
   errorToData,
@@ -171,6 +173,8 @@ export class Sandbox {
     await this.ready;
     const run = ++this.runs;
     if (this.dead) throw new NotStartedError(this.dead.message);
+    // Its expiry came while it waited for this sandbox: it must not start (the runner hands it back).
+    if (expiredUnstarted(job)) throw new UnstartedError(`job ${job.id} expired before a sandbox took it`);
     const fields: Record<string, unknown> = {};
     for (const f of JOB_FIELDS) fields[f] = (job as unknown as Record<string, unknown>)[f];
     const onAbort = () => this.send({ t: 'abort', run, reason: errorToData(job.signal.reason, CLASSES) });
