@@ -438,3 +438,46 @@ describe('claim.lua with a ticket (claimer, nonce)', () => {
     expect((await fx.redis.hkeys(queue.keys.claims)).sort()).toEqual(['live.0', 'w3.0']);
   });
 });
+
+describe('a hand-back behind a network that fails', () => {
+  it("a paused worker's failed hand-back leaves its prefetched jobs to their lease: another worker runs them", async () => {
+    const { proxy: p, url } = await proxy();
+    const name = uniqueName();
+    const queue = new Queue(name, { connection: fx.url });
+    open.push(queue);
+    let release = () => {};
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const a = new Worker(
+      name,
+      async (job) => {
+        if (job.id === 'first') await gate;
+        return 'a';
+      },
+      { ...WORKER, connection: url, concurrency: 1, prefetch: 5 },
+    );
+    a.on('error', () => {});
+    open.push(a);
+    await queue.add({}, { id: 'first', leaseMs: 1_000 });
+    await waitUntil(async () => (await queue.getJob('first'))?.startedAt !== undefined, 'first started');
+    const ids = ['p1', 'p2', 'p3'];
+    await queue.addBulk(ids.map((id) => ({ data: {}, opts: { id, leaseMs: 1_000 } })));
+    await waitUntil(async () => (await queue.counts()).active === 4, 'a prefetched the three');
+    // The hand-back never reaches Redis: its call fails with the connection.
+    p.blackhole('toServer');
+    const paused = a.pause();
+    await waitUntil(() => p.heldBytes > 0, 'the release sent, and held');
+    p.reset();
+    p.heal();
+    await paused;
+    // A worker whose hand-back failed no longer renews those leases: they expire, and recovery puts the
+    // jobs back free (never started), for another worker. (They used to be renewed for ever.)
+    const ranByB: string[] = [];
+    const b = new Worker(name, (job) => void ranByB.push(job.id), { ...WORKER, connection: fx.url });
+    open.push(b);
+    await waitUntil(() => ids.every((id) => ranByB.includes(id)), 'b ran the three', 20_000);
+    for (const id of ids) expect(await queue.getJob(id)).toMatchObject({ state: 'completed', attempts: 1 });
+    release();
+  }, 60_000);
+});

@@ -349,8 +349,9 @@ export class Lane {
 
   /**
    * Hands back jobs claimed but never started (release.lua: front of waiting, attempt not spent),
-   * skipping those whose lease this worker no longer holds. If the call fails (connection lost), they
-   * keep their lease until it expires and recovery puts them back (that attempt is then spent).
+   * skipping those whose lease this worker no longer holds. Either way this worker holds none of them
+   * afterwards: released, lost meanwhile, or, when the call fails (connection lost), left to their
+   * lease, which is no longer renewed, so recovery puts them back (free: their start was never marked).
    */
   async handBack(jobs: readonly Job<unknown>[]): Promise<void> {
     const rows = jobs.filter((job) => this.holds(job)).map((job) => ({ id: job.id, token: job.token }));
@@ -359,10 +360,9 @@ export class Lane {
       await this.calls.release(rows);
     } catch (err) {
       this.host.onError(err);
-      return;
+    } finally {
+      for (const r of rows) this.forget(r.id, r.token);
     }
-    // Released, or no longer ours (lost meanwhile): either way this worker holds none of them now.
-    for (const r of rows) this.forget(r.id, r.token);
   }
 
   // ---- claiming, for the runner's slot sharing -----------------------------------------------
