@@ -152,7 +152,11 @@ describe('sandboxed processors', () => {
     const job = await q.add({ mode: 'wait-abort', file });
     await waitUntil(async () => (await q.getJob(job.id))?.logs.includes('waiting'), 'the job waiting');
     await q.cancel(job.id);
-    await waitUntil(() => existsSync(file), 'the abort seen inside the sandbox');
+    // The file is created before its content is written: wait for the content, not the file.
+    await waitUntil(
+      () => existsSync(file) && readFileSync(file, 'utf8') !== '',
+      'the abort seen inside the sandbox',
+    );
     expect(readFileSync(file, 'utf8')).toBe('ERR_CANCELLED');
   });
 

@@ -36,7 +36,7 @@ import type { Lane, LaneRunner } from './lane.js';
 import type { ResolvedWorkerOptions } from './options.js';
 import { handBack } from './shutdown.js';
 import { claimableSlots } from './slot-share.js';
-import { expiredUnstarted, UnstartedError } from './unstarted.js';
+import { expiredUnstarted, isUnstarted } from './unstarted.js';
 
 /** See WorkerOptions.prefetch: a prefetched job waits locally for about this long at most. */
 const PREFETCH_HORIZON_MS = 20;
@@ -263,9 +263,7 @@ export class Runner<Data, Result> implements LaneRunner {
     promise.then(
       (result) => this.settle(job, result, undefined),
       (err: unknown) =>
-        err instanceof UnstartedError
-          ? this.unstarted(lane, job)
-          : this.settle(job, undefined, normaliseThrown(err)),
+        isUnstarted(err) ? this.unstarted(lane, job) : this.settle(job, undefined, normaliseThrown(err)),
     );
   }
 

@@ -6,6 +6,21 @@
  */
 export class UnstartedError extends Error {
   override name = 'UnstartedError';
+
+  constructor(message: string) {
+    super(message);
+    MINE.add(this);
+  }
+}
+
+const MINE = new WeakSet<object>();
+
+/**
+ * `err` is an UnstartedError this library made. A WeakSet lookup, not instanceof: whatever a processor
+ * rejects with reaches this check, and a Proxy whose traps throw must not make it throw.
+ */
+export function isUnstarted(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && MINE.has(err);
 }
 
 /** The job never started and its expiry has passed on this worker's clock: it must not start now. */
