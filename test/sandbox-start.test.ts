@@ -4,7 +4,7 @@
  * so a job whose sandbox never took it (loading, dying, its worker killed) was never counted; and its
  * timeout runs from there, so a slow sandbox start-up does not time the job out before it ran.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -15,19 +15,26 @@ import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup
 const fx = useRedis();
 const open = closeAfterEach();
 
-/** A module whose load waits until the file `go` exists: a job is dispatched to it meanwhile. */
-function slowLoadingModule(): { file: string; go: string } {
+/**
+ * A module whose load waits until the file `go` exists (a job is dispatched to it meanwhile); each job
+ * it runs leaves a file `ran-<id>` in `dir`.
+ */
+function slowLoadingModule(): { file: string; go: string; dir: string } {
   const dir = mkdtempSync(join(tmpdir(), 'surety-start-'));
   const go = join(dir, 'go');
   const file = join(dir, 'slow-load.mjs');
   writeFileSync(
     file,
-    `import { existsSync } from 'node:fs';
+    `import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 while (!existsSync(${JSON.stringify(go)})) await new Promise((r) => setTimeout(r, 10));
-export default () => 'ran';
+export default (job) => {
+  writeFileSync(join(${JSON.stringify(dir)}, 'ran-' + job.id), '');
+  return 'ran';
+};
 `,
   );
-  return { file, go };
+  return { file, go, dir };
 }
 
 async function redisNow(): Promise<number> {
@@ -79,6 +86,30 @@ describe('the start of a sandboxed attempt', () => {
       const info = (await q.getJob(id))!;
       expect(info).toMatchObject({ attempts: 0 });
       expect(info.errors.map((e) => e.code)).toEqual(['ERR_EXPIRED']);
+    },
+    60_000,
+  );
+
+  it.each(['thread', 'process'] as const)(
+    'in %s mode never comes for an attempt stopped while it waited for its sandbox (cancelled, lease lost)',
+    async (mode) => {
+      const { file, go, dir } = slowLoadingModule();
+      const name = uniqueName();
+      const q = new Queue(name, { connection: fx.url });
+      const w = new Worker(name, pathToFileURL(file), { connection: fx.url, sandbox: mode, concurrency: 1 });
+      open.push(w, q);
+      const stopped = await q.add({});
+      await waitUntil(
+        () => w.diagnostics().lanes.some((l) => l.runningJobs.some((j) => j.id === stopped.id)),
+        'dispatched to the pool',
+      );
+      await q.cancel(stopped.id);
+      // One sandbox, one job at a time: the next job runs after whatever the sandbox does with the first.
+      const next = await q.add({});
+      writeFileSync(go, '');
+      expect(await q.waitFor(next.id, { timeoutMs: 20_000 })).toBe('ran');
+      expect(existsSync(join(dir, `ran-${next.id}`))).toBe(true);
+      expect(existsSync(join(dir, `ran-${stopped.id}`))).toBe(false);
     },
     60_000,
   );

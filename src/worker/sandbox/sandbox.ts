@@ -173,8 +173,10 @@ export class Sandbox {
     await this.ready;
     const run = ++this.runs;
     if (this.dead) throw new NotStartedError(this.dead.message);
-    // Its expiry came while it waited for this sandbox: it must not start (the runner hands it back).
+    // Its expiry came while it waited for this sandbox, or its attempt was stopped (its lease lost, the
+    // job cancelled) before a sandbox could take it: it must not start (the runner hands it back).
     if (expiredUnstarted(job)) throw new UnstartedError(`job ${job.id} expired before a sandbox took it`);
+    if (job.signal.aborted) throw new UnstartedError(`job ${job.id} was stopped before a sandbox took it`);
     const fields: Record<string, unknown> = {};
     for (const f of JOB_FIELDS) fields[f] = (job as unknown as Record<string, unknown>)[f];
     const onAbort = () => this.send({ t: 'abort', run, reason: errorToData(job.signal.reason, CLASSES) });
