@@ -37,6 +37,11 @@ export default (job) => {
   return { file, go, dir };
 }
 
+/** Waits until the worker has handed job `id` to its sandbox pool (it is running, as the worker sees it). */
+function dispatched(w: Worker, id: string, what = 'dispatched to the pool'): Promise<unknown> {
+  return waitUntil(() => w.diagnostics().lanes.some((l) => l.runningJobs.some((j) => j.id === id)), what);
+}
+
 async function redisNow(): Promise<number> {
   const [secs, micros] = await fx.redis.time();
   return Number(secs) * 1_000 + Math.floor(Number(micros) / 1_000);
@@ -52,13 +57,10 @@ describe('the start of a sandboxed attempt', () => {
       const w = new Worker(name, pathToFileURL(file), { connection: fx.url, sandbox: mode });
       open.push(w, q);
       const { id } = await q.add({}, { timeoutMs: 300, maxAttempts: 1 });
-      await waitUntil(
-        () => w.diagnostics().lanes.some((l) => l.runningJobs.some((j) => j.id === id)),
-        'dispatched to the pool',
-      );
+      await dispatched(w, id);
       // Past the timeout since the dispatch, on Redis's clock, before the module may start.
-      const dispatched = await redisNow();
-      await waitUntil(async () => (await redisNow()) > dispatched + 500, 'the timeout passed');
+      const sentAt = await redisNow();
+      await waitUntil(async () => (await redisNow()) > sentAt + 500, 'the timeout passed');
       writeFileSync(go, '');
       expect(await q.waitFor(id, { timeoutMs: 20_000 })).toBe('ran');
       expect(await q.getJob(id)).toMatchObject({ state: 'completed', attempts: 1, errors: [] });
@@ -75,10 +77,7 @@ describe('the start of a sandboxed attempt', () => {
       const w = new Worker(name, pathToFileURL(file), { connection: fx.url, sandbox: mode });
       open.push(w, q);
       const { id } = await q.add({}, { ttlMs: 300 });
-      await waitUntil(
-        () => w.diagnostics().lanes.some((l) => l.runningJobs.some((j) => j.id === id)),
-        'dispatched to the pool (leased before its expiry)',
-      );
+      await dispatched(w, id, 'dispatched to the pool (leased before its expiry)');
       const { expireAt } = (await q.getJob(id))!;
       await waitUntil(async () => (await redisNow()) > expireAt! + 100, 'its expiry passed');
       writeFileSync(go, '');
@@ -99,10 +98,7 @@ describe('the start of a sandboxed attempt', () => {
       const w = new Worker(name, pathToFileURL(file), { connection: fx.url, sandbox: mode, concurrency: 1 });
       open.push(w, q);
       const stopped = await q.add({});
-      await waitUntil(
-        () => w.diagnostics().lanes.some((l) => l.runningJobs.some((j) => j.id === stopped.id)),
-        'dispatched to the pool',
-      );
+      await dispatched(w, stopped.id);
       await q.cancel(stopped.id);
       // One sandbox, one job at a time: the next job runs after whatever the sandbox does with the first.
       const next = await q.add({});
@@ -123,10 +119,7 @@ describe('the start of a sandboxed attempt', () => {
       const w = new Worker(name, pathToFileURL(file), { connection: fx.url, sandbox: mode });
       open.push(w, q);
       const { id } = await q.add({});
-      await waitUntil(
-        () => w.diagnostics().lanes.some((l) => l.runningJobs.some((j) => j.id === id)),
-        'dispatched to the pool',
-      );
+      await dispatched(w, id);
       const releasedAt = await redisNow();
       writeFileSync(go, '');
       expect(await q.waitFor(id, { timeoutMs: 20_000 })).toBe('ran');

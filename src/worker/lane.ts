@@ -46,7 +46,6 @@ export interface LaneRunner {
   claimable(lane: Lane): number;
   /** Of `count` jobs claimed now, how many free slots could start at once (claim.lua's freeSlots). */
   startable(count: number): number;
-  isClosing(): boolean;
   /** Jobs just claimed (and held by their lane): to run when a slot frees, or to hand back if closing. */
   accept(jobs: Job<unknown>[]): void;
   /** queue.cancel moved this running job to dead (its lease is already forgotten). */

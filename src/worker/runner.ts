@@ -121,10 +121,6 @@ export class Runner<Data, Result> implements LaneRunner {
     return this.runningCount;
   }
 
-  isClosing(): boolean {
-    return !this.deps.isRunning();
-  }
-
   // ---- slots ---------------------------------------------------------------------------------
 
   /** How many jobs `lane` may claim now: its share of the free slots (worker/slot-share.ts). */
