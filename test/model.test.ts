@@ -1211,38 +1211,31 @@ async function runSequence(setup: Setup, ops: readonly Op[]): Promise<Harness['l
 
 const KEEP_ALL: Setup = { keepCount: 1_000_000, keepAgeMs: 1_000_000_000 };
 
+/** Runs `runs` random sequences of `ops` (at least `minLength` each) against the scripts and the model. */
+function agreeOn(ops: fc.Arbitrary<Op>, minLength: number, runs: number): () => Promise<void> {
+  return () =>
+    fc.assert(
+      fc.asyncProperty(
+        setupArb,
+        fc.array(ops, { minLength, maxLength: 40, size: 'max' }),
+        async (setup, seq) => {
+          await runSequence(setup, seq);
+        },
+      ),
+      { numRuns: runs },
+    );
+}
+
 describe('the scripts agree with the state-machine model', () => {
   it(
     'on random sequences of adds, claims, outcomes (stale ones too), recoveries and admin calls',
-    async () => {
-      await fc.assert(
-        fc.asyncProperty(
-          setupArb,
-          fc.array(opArb, { minLength: 5, maxLength: 40, size: 'max' }),
-          async (setup, ops) => {
-            await runSequence(setup, ops);
-          },
-        ),
-        { numRuns: RUNS },
-      );
-    },
+    agreeOn(opArb, 5, RUNS),
     PROPERTY_TIMEOUT_MS,
   );
 
   it(
     'when an id is removed or trimmed and added again while stale workers still hold it',
-    async () => {
-      await fc.assert(
-        fc.asyncProperty(
-          setupArb,
-          fc.array(reuseOpArb, { minLength: 10, maxLength: 40, size: 'max' }),
-          async (setup, ops) => {
-            await runSequence(setup, ops);
-          },
-        ),
-        { numRuns: Math.ceil(RUNS / 2) },
-      );
-    },
+    agreeOn(reuseOpArb, 10, Math.ceil(RUNS / 2)),
     PROPERTY_TIMEOUT_MS,
   );
 });
@@ -1250,18 +1243,7 @@ describe('the scripts agree with the state-machine model', () => {
 describe('expiring jobs and dedupe keys agree with the model', () => {
   it(
     'on random sequences of expiring and deduplicated adds among claims, outcomes, recoveries, sweeps and admin calls',
-    async () => {
-      await fc.assert(
-        fc.asyncProperty(
-          setupArb,
-          fc.array(featureOpArb, { minLength: 5, maxLength: 40, size: 'max' }),
-          async (setup, ops) => {
-            await runSequence(setup, ops);
-          },
-        ),
-        { numRuns: Math.ceil(RUNS / 2) },
-      );
-    },
+    agreeOn(featureOpArb, 5, Math.ceil(RUNS / 2)),
     PROPERTY_TIMEOUT_MS,
   );
 });
