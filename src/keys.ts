@@ -56,10 +56,10 @@ export interface QueueKeys {
   /** STRING job starts in the current rate-limit window; expires with the window. */
   readonly limiter: string;
   /**
-   * HASH claimer (a worker's fetcher and claim slot) -> `nonce|expiry|claim ms|ids`: its last claim
+   * HASH claimer (a worker's fetcher and claim slot) -> `nonce|expiry|first token|ids`: its last claim
    * that leased jobs, so a claim whose reply was lost can be retried without leasing jobs to nobody
-   * (includes/record_claim.lua, replay_claim.lua); field `<fetcher id>.h`: the jobs handed off with
-   * the fetcher's last registration, `nonce|expiry||<handoff ms> <id>\n...` (includes/record_handoff.lua).
+   * (includes/record_claim.lua, replay_claim.lua); field `<fetcher id>.t`: the jobs handed off with
+   * the fetcher's last registration, `nonce|expiry||<token> <id>\n...` (includes/record_handoff.lua).
    */
   readonly claims: string;
   /** ZSET of worker ids; score = heartbeat expiry (epoch ms). */

@@ -214,13 +214,12 @@ describe('handoff, a registration for several jobs', () => {
         [1, 'a'],
         [1, 'b'],
       ]);
-      // Recorded together, for the withdrawing claim's replay: each with its own handoff's time, which
-      // its token ends with.
+      // Recorded together, for the withdrawing claim's replay: each with its own handoff's token.
       const [ta, tb] = handed.map((h) => tokenOf(h.job.record));
       expect(ta).not.toBe(tb);
-      const rec = (await fx.redis.hget(keys.claims, 'f.h'))!;
-      expect(rec).toMatch(/^1\|\d+\|\|\d+ a\n\d+ b$/);
-      expect(rec.split('||')[1]).toBe(`${ta!.split('.')[1]} a\n${tb!.split('.')[1]} b`);
+      const rec = (await fx.redis.hget(keys.claims, 'f.t'))!;
+      expect(rec).toMatch(/^1\|\d+\|\|\d+\.\d+ a\n\d+\.\d+ b$/);
+      expect(rec.split('||')[1]).toBe(`${ta} a\n${tb} b`);
       // Both arrived: the withdrawing claim replays nothing and claims as usual.
       const next = await claim(keys, 'f', 2, { withdraw: 1, withdrawUnits: 2, received: 2, count: 3 });
       expect(next.replayed).toEqual([]);
@@ -268,6 +267,22 @@ describe('handoff, a registration for several jobs', () => {
     } finally {
       sub.close();
     }
+  });
+
+  it("a withdrawing claim also replays a handoff the previous version's producer recorded (times only)", async () => {
+    const { queue, keys } = setUp();
+    await claim(keys, 'f', 1, { count: 2, units: 2 });
+    const sub = await listen(keys, 'f');
+    expect((await queue.add({ n: 1 }, { id: 'a' })).state).toBe('active'); // the fetcher never sees it
+    sub.close();
+    const record = (await fx.redis.hget(keys.jobs, 'a'))!;
+    const [, time] = tokenOf(record)!.split('.');
+    // Rewritten as that version wrote it: field `f.h`, a `<time> <id>` line.
+    const rec = (await fx.redis.hget(keys.claims, 'f.t'))!;
+    await fx.redis.hdel(keys.claims, 'f.t');
+    await fx.redis.hset(keys.claims, 'f.h', rec.replace(/\|\|.*$/s, `||${time} a`));
+    const next = await claim(keys, 'f', 2, { withdraw: 1, withdrawUnits: 2, received: 0, count: 2 });
+    expect(next.replayed).toEqual([{ id: 'a', record }]);
   });
 });
 

@@ -43,8 +43,11 @@ const fx = useRedis();
 const T0 = 1_700_000_000_000;
 const LEASE = 1_000;
 const LIMIT = 1_000;
-// At most 4: the model predicts prune_claims, which samples 4 fields of `claims` (one `.h` per worker).
+// At most 3: the model predicts prune_claims, which samples 4 fields of `claims` (one handoff record
+// per worker, and worker 0's claim ticket).
 const WORKERS = 3;
+/** The one worker whose claims carry a ticket (claimer `mw0.0`): its lost replies are sent again. */
+const TICKETED = 0;
 /** How long a claim's registration for a handoff lasts (ticks move time by up to 3 s). */
 const REGISTER_MS = 2_000;
 /** Runs of the main property (the focused ones do half); about 8 ms each. */
@@ -104,6 +107,8 @@ type Op =
       freeSlots?: number | undefined;
       register?: boolean | undefined;
       units?: number | undefined;
+      /** Worker 0 only: the reply is lost, so its next claim sends this one again (same ticket). */
+      lost?: boolean | undefined;
     }
   | { op: 'gone'; w: number }
   | { op: 'start'; w: number }
@@ -236,6 +241,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
         register: fc.boolean(),
         // The most jobs a registration may be handed (the worker's free slots).
         units: fc.integer({ min: 1, max: 3 }),
+        lost: fc.boolean(),
       },
       { requiredKeys: ['op', 'w', 'count'] },
     ),
@@ -415,6 +421,8 @@ interface SimWorker {
   /** Claims it sent (their nonces), and the one whose registration may stand (its next claim withdraws it). */
   nonces: number;
   registered: { nonce: string; units: number; received: number } | null;
+  /** A claim whose reply was lost (its ticket's nonce, its count, the tokens it gave): sent again next. */
+  lost: { nonce: string; count: number; freeSlots: number | undefined; tokens: Map<string, string> } | null;
   held: Claimed[];
   last: { kind: 'complete' | 'fail'; rows: Claimed[]; retryDelayMs: number; as: FailKind } | null;
 }
@@ -430,6 +438,7 @@ class Harness {
     fetcher: `mw${i}`,
     nonces: 0,
     registered: null,
+    lost: null,
     held: [],
     last: null,
   }));
@@ -634,20 +643,31 @@ class Harness {
       }
       case 'claim': {
         const sim = this.workers[op.w]!;
+        // A worker whose claim reply was lost sends that claim again, with the same ticket, before any
+        // other; a claim is lost only where nothing else rides on it (no registration to withdraw or make).
+        const retry = sim.lost;
+        const lose = op.w === TICKETED && op.lost === true && !retry && !sim.registered && !op.register;
+        const count = retry?.count ?? op.count;
+        const freeSlots = retry ? retry.freeSlots : op.freeSlots;
         const handoff = {
           fetcher: sim.fetcher,
-          nonce: String(++sim.nonces),
+          nonce: retry?.nonce ?? String(++sim.nonces),
           withdraw: sim.registered?.nonce ?? null,
-          registerMs: op.register ? REGISTER_MS : 0,
+          registerMs: op.register && !retry ? REGISTER_MS : 0,
           registerUnits: op.units ?? 1,
           withdrawUnits: sim.registered?.units ?? 0,
           received: sim.registered?.received ?? 0,
         };
+        const ticket =
+          op.w === TICKETED
+            ? { claimer: `${sim.fetcher}.0`, nonce: retry ? `r${retry.nonce}` : handoff.nonce }
+            : undefined;
         const r = (await this.run(scripts.claim, {
-          count: op.count,
-          freeSlots: op.freeSlots ?? '',
+          count,
+          freeSlots: freeSlots ?? '',
           ...handoff,
           withdraw: handoff.withdraw ?? '',
+          ...ticket,
         })) as (string | number)[];
         // { now, nextDue, paused, ...more fields, id1, record1, ... }: claimed pairs start at the first record.
         // { now, nextDue, paused, limitedMs, registered, replayed, id1, record1, ... }: the last
@@ -660,16 +680,16 @@ class Harness {
         const units = Number(r[4]);
         const replayedGot = pairs.splice(pairs.length - Number(r[5]));
         const got = pairs;
-        const want = this.model.claim(op.count, op.freeSlots, handoff);
+        const want = this.model.claim(count, freeSlots, handoff, ticket);
         const nextDue = r[1] === '' ? null : Number(r[1]);
-        const starts = op.freeSlots === undefined ? '' : `, freeSlots=${op.freeSlots}`;
+        const starts = `${freeSlots === undefined ? '' : `, freeSlots=${freeSlots}`}${ticket ? ` ticket ${ticket.nonce}` : ''}`;
         const flag = `${r[2] === 1 ? ' paused' : ''}${units > 0 ? ` registered for ${units}` : ''}${replayedGot.length > 0 ? ` replayed [${replayedGot.map(fmtHeld).join(', ')}]` : ''}`;
         const withdrew = handoff.withdraw
           ? ` withdraw=${handoff.withdraw}(${handoff.withdrawUnits}, received ${handoff.received})`
           : '';
         const reg = `${withdrew}${op.register ? ` register#${handoff.nonce}(<=${handoff.registerUnits})` : ''}`;
         this.log(
-          `w${op.w}.claim(${op.count}${starts}${reg}) -> [${got.map(fmtHeld).join(', ')}] nextDue=${at(nextDue ?? undefined)}${flag}`,
+          `w${op.w}.claim(${count}${starts}${reg}) -> [${got.map(fmtHeld).join(', ')}] nextDue=${at(nextDue ?? undefined)}${flag}${lose ? ' (reply lost)' : ''}${want.retried ? ' (replay)' : ''}`,
         );
         this.agree(
           'claim reply: jobs (id#attempt) in claim order, nextDue, paused, registered, replayed handoffs',
@@ -692,13 +712,27 @@ class Harness {
         );
         sim.registered =
           want.registered > 0 ? { nonce: handoff.nonce, units: want.registered, received: 0 } : null;
-        for (const g of got) {
-          this.agree(
-            `token of ${g.id}#${g.attempt} is new in the queue's history`,
-            this.tokens.has(g.token),
-            false,
-          );
-          this.tokens.add(g.token);
+        sim.lost = null;
+        if (want.retried) {
+          // The lost claim's jobs still under its leases, each with the very token that claim gave it.
+          for (const g of got) this.agree(`token of replayed ${g.id}`, g.token, retry!.tokens.get(g.id));
+        } else
+          for (const g of got) {
+            this.agree(
+              `token of ${g.id}#${g.attempt} is new in the queue's history`,
+              this.tokens.has(g.token),
+              false,
+            );
+            this.tokens.add(g.token);
+          }
+        if (lose) {
+          sim.lost = {
+            nonce: handoff.nonce,
+            count,
+            freeSlots,
+            tokens: new Map(got.map((g) => [g.id, g.token])),
+          };
+          break; // the worker never learns of these jobs until its retry
         }
         this.workers[op.w]!.held.push(...want.held.map((h, i) => ({ ...h, token: got[i]!.token })));
         // Replayed handoffs: the worker keeps those whose message it did not take (the fetcher's dedupe).
@@ -1205,6 +1239,7 @@ async function runSequence(setup: Setup, ops: readonly Op[]): Promise<Harness['l
     for (const op of ops) await h.step(op);
     return h.lastReply;
   } finally {
+    if (process.env.MODEL_TRACE) console.log(h.trace.join('\n')); // MODEL_TRACE=1: print every run's trace
     await h.close();
   }
 }
@@ -1302,6 +1337,27 @@ describe('counterexamples found by the model', () => {
       { op: 'add', id: 0, priority: 0 },
       claim(1), // w1 holds the new a, also attempt 1
       { op: 'complete', w: 0, pick: 0 }, // w0's stale completion: STALE:a:1
+    ]));
+
+  it('a withdrawn handoff replays only jobs still under their handoff, not a later lease of the same ms', () =>
+    runSequence({ keepCount: 0, keepAgeMs: 1_500 }, [
+      { op: 'claim', w: 0, count: 1, freeSlots: 2, register: true, units: 2 },
+      { op: 'addLater', id: 0, delayMs: 0, priority: 0 }, // a: handed off to w0, message lost
+      { op: 'addLater', id: null, runAtIn: 0, priority: 0 }, // 1: handed off to w0, received
+      { op: 'fail', w: 0, pick: 0, retryDelayMs: 0, as: 'E' }, // 1 waits again
+      claim(1), // w1 leases 1 in the same millisecond
+      { op: 'addLater', id: null, runAtIn: 0, priority: 0 },
+      claim(0), // withdraws: a comes back, 1 (now w1's) must not
+    ]));
+
+  it('a retried claim returns its own leases only, not a later lease of the same job in the same ms', () =>
+    runSequence(KEEP_ALL, [
+      { op: 'add', id: 0, priority: 0 },
+      { op: 'claim', w: 0, count: 1, lost: true }, // w0 leases a, the reply is lost
+      { op: 'cancel', target: { pool: 0 } }, // its lease is revoked
+      { op: 'retry', target: { pool: 0 } },
+      claim(1), // w1 leases a again in the same millisecond
+      claim(0), // w0 sends the lost claim again: nothing of it is still under its lease
     ]));
 
   it('recovered jobs with a priority go back to the front of their priority, oldest lease first', () =>

@@ -11,10 +11,12 @@ import { TcpProxy } from '../chaos/tcp-proxy.js';
 import { connect } from '../src/connection.js';
 import { offlineQueues } from '../src/in-flight.js';
 import { ConnectionError, Queue, Worker, type WorkerOptions } from '../src/index.js';
+import { decodeClaimed } from '../src/job-record.js';
 import { queueKeys } from '../src/keys.js';
 import { repairSchedules } from '../src/queue/schedules.js';
 import { runScript, scripts } from '../src/scripts.js';
 import { claimArgs } from './helpers/claim-args.js';
+import { runScriptAt } from './helpers/run-script-at.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
@@ -412,6 +414,25 @@ describe('claim.lua with a ticket (claimer, nonce)', () => {
     expect(ids(await claim(queue, now + 8, 1, 'w1.1', 'r7'))).toEqual(['d']);
   });
 
+  it('a retry returns only the leases its claim gave, not a later lease of the same job in the same ms', async () => {
+    const queue = new Queue(uniqueName(), { connection: fx.url });
+    open.push(queue);
+    for (const id of ['a', 'b']) await queue.add({}, { id });
+    const now = Date.now();
+    const first = await claim(queue, now, 2, 'w1.0', '1');
+    expect(ids(first)).toEqual(['a', 'b']);
+    // `a` fails at once and another worker leases it again within the same millisecond.
+    const token = decodeClaimed(first[7]!).token;
+    const error = JSON.stringify({ name: 'Error', message: 'boom' });
+    await runScriptAt(fx.redis, queue.keys, scripts.fail, now, {}, [
+      { id: 'a', token, retryDelayMs: 0, error },
+    ]);
+    const other = await claim(queue, now, 1, 'w2.0', '1');
+    expect(ids(other)).toEqual(['a']);
+    // w1's retry gets `b` only: `a` is w2's now, and w1 must never hold w2's token.
+    expect(ids(await claim(queue, now, 2, 'w1.0', 'r1'))).toEqual(['b']);
+  });
+
   it('a ticket whose claim never ran claims afresh; a claim without a claimer records nothing', async () => {
     const queue = new Queue(uniqueName(), { connection: fx.url });
     open.push(queue);
@@ -419,7 +440,7 @@ describe('claim.lua with a ticket (claimer, nonce)', () => {
     expect(ids(await claim(queue, Date.now(), 1, '', ''))).toEqual(['a']);
     expect(await fx.redis.hlen(queue.keys.claims)).toBe(0);
     expect(ids(await claim(queue, Date.now(), 1, 'w2.0', 'r1'))).toEqual(['b']); // never ran: claims afresh
-    expect(await fx.redis.hget(queue.keys.claims, 'w2.0')).toMatch(/^1\|\d+\|\d+\|b$/);
+    expect(await fx.redis.hget(queue.keys.claims, 'w2.0')).toMatch(/^1\|\d+\|\d+\.\d+\|b$/);
   });
 
   it('a claim that creates a field prunes expired fields of stopped workers, keeping live ones', async () => {

@@ -8,7 +8,7 @@
 -- the job could start now (includes/take_idle.lua; not delayed, no expiry, payload inline), the job
 -- takes one unit of that registration and is leased to the fetcher here, as its claim would lease it
 -- (fencing token, attempt counted, lease in `active`, the lease recorded in `claims` under
--- `<fetcher>.h` for its replay: includes/record_handoff.lua), and sent on the
+-- `<fetcher>.t` for its replay: includes/record_handoff.lua), and sent on the
 -- fetcher's own channel. The worker starts it on the message: one hop from add to start instead of a
 -- wake-up and a claim. If nobody listens on that channel (the worker is gone), nothing of the lease is
 -- written and the job waits as usual. A message lost later (a dropped connection) costs no job: the
@@ -90,7 +90,7 @@ end
 if taker then
   -- `<fetcher>|<nonce>|<unit>` (`<fetcher>|<nonce>` from a worker of the previous version)
   local fetcher, nonce = string.match(taker, '^([^|]*)|([^|]*)')
-  local claims, field = tag_key(jobs, 'claims'), fetcher .. '.h'
+  local claims, field = tag_key(jobs, 'claims'), fetcher .. '.t'
   local now_s = int_text(now)
   local token = string.format('%d', next_tokens(tag_key(jobs, 'tokens'), tag_key(jobs, 'seq'), 1)) .. '.' .. now_s
   local leased, lease = lease_record(record, token)
@@ -104,7 +104,7 @@ if taker then
     redis.call('ZADD', active, int_text(deadline), id)
     -- Recorded with the registration's other handoffs, for the withdrawing claim's replay.
     local prev_expiry, prev_lines = handoff_record(claims, field, nonce)
-    record_handoff(claims, field, nonce, now, now_s, prev_expiry, prev_lines, id, deadline)
+    record_handoff(claims, field, nonce, now, token, prev_expiry, prev_lines, id, deadline)
     emit_event(KEYS[5], tonumber(ARGV[3]), 'added', { id })
     emit_event(KEYS[5], tonumber(ARGV[3]), 'active', { id })
     return { id, 1, 'a' }

@@ -70,7 +70,7 @@
 -- Handoff: a claim that comes back with fewer jobs than the worker can start now registers the fetcher
 -- in `idle` for n jobs (members `<fetcher>|<nonce>|1` .. `|n`, until now + registerMs), and each of
 -- the next plain adds takes one member, leases its job to the fetcher at once and sends it on the
--- fetcher's own channel (add-one.lua), recording the lease in `claims` under `<fetcher>.h`
+-- fetcher's own channel (add-one.lua), recording the lease in `claims` under `<fetcher>.t`
 -- (includes/record_handoff.lua). So an idle worker sends no claim per job: it claims again when most
 -- of its units are used. The fetcher's next claim withdraws the registration (the members left); if
 -- more jobs were handed off with it than reached the fetcher by message (a message may be lost or still
@@ -120,7 +120,15 @@ if ARGV[12] ~= '' then
   local members = {}
   for u = 1, units do members[u] = fetcher .. '|' .. ARGV[12] .. '|' .. u end
   unseen = units - redis.call('ZREM', KEYS[14], unpack(members)) - (tonumber(ARGV[16]) or 0)
-  local r = unseen > 0 and replay_claim(jobs, KEYS[10], KEYS[11], fetcher .. '.h', 'r' .. ARGV[12], now)
+  -- `<fetcher>.t`: the record of this version's add-one.lua; `<fetcher>.h`: the previous version's,
+  -- times only (a rolling deploy may have producers of both).
+  local r, old
+  if unseen > 0 then
+    r = replay_claim(jobs, KEYS[10], KEYS[11], fetcher .. '.t', 'r' .. ARGV[12], now)
+    old = replay_claim(jobs, KEYS[10], KEYS[11], fetcher .. '.h', 'r' .. ARGV[12], now)
+    r = r or old
+    if old and r ~= old then for i = 7, #old do r[#r + 1] = old[i] end end
+  end
   if r then
     for i = 7, #r do replayed[#replayed + 1] = r[i] end
     -- Each job not seen takes a slot of the worker's: claim that many fewer.

@@ -140,6 +140,19 @@ export interface Registration {
   deadline: number;
 }
 
+/** A claim's ticket (claim.lua's claimer, nonce): `r<nonce>` sends again a claim whose reply was lost. */
+export interface ClaimTicket {
+  claimer: string;
+  nonce: string;
+}
+
+/** One field of the `claims` hash: a claim's or a registration's leased jobs, and their latest deadline. */
+interface LeaseRecord {
+  nonce: string;
+  held: Held[];
+  expiry: number;
+}
+
 /** What a claim says about handoffs (claim.lua's fetcher .. received). */
 export interface HandoffClaim {
   fetcher: string;
@@ -160,7 +173,9 @@ export class QueueModel {
    * Per fetcher, the jobs handed off with its last registration that had any (its `.h` record), and
    * the latest lease deadline among them (the record's expiry).
    */
-  readonly handoffs = new Map<string, { nonce: string; held: Held[]; expiry: number }>();
+  readonly handoffs = new Map<string, LeaseRecord>();
+  /** Per claimer, its last claim that leased jobs (includes/record_claim.lua), for a retry's replay. */
+  readonly tickets = new Map<string, LeaseRecord>();
   /** Fetchers nobody listens for any more: a handoff to them finds no receiver and writes nothing. */
   readonly gone = new Set<string>();
   /** A RateLimitError's pause (fail row of kind R): no claims before this time (meta `limited`). */
@@ -335,11 +350,7 @@ export class QueueModel {
         record.expiry = Math.max(record.expiry, j.leaseUntil);
       } else {
         this.handoffs.set(taker.fetcher, { nonce, held: [held], expiry: j.leaseUntil });
-        // A field created in `claims` prunes the expired ones (includes/prune_claims.lua): it samples 4
-        // fields, and with at most 4 (one `.h` per fetcher, no claim tickets here) that is every one.
-        if (!record) {
-          for (const [f, r] of this.handoffs) if (r.expiry < this.now) this.handoffs.delete(f);
-        }
+        if (!record) this.pruneClaims();
       }
       return { id: jobId, isNew: true, state: 'a', handedTo: { fetcher: taker.fetcher, held } };
     }
@@ -502,13 +513,65 @@ export class QueueModel {
   }
 
   /**
+   * A field created in `claims` prunes the expired ones (includes/prune_claims.lua): it samples 4
+   * fields, and with at most 4 (one handoff record per fetcher, one claim ticket) that is every one.
+   */
+  private pruneClaims(): void {
+    for (const records of [this.handoffs, this.tickets])
+      for (const [f, r] of records) if (r.expiry < this.now) records.delete(f);
+  }
+
+  /** Of a record's jobs, those still under the very lease it gave them, with their attempts now. */
+  private stillHeld(held: readonly Held[]): Held[] {
+    return held.flatMap((x) => {
+      const j = this.jobs.get(x.id);
+      return j && this.holds(j, x) ? [{ ...x, attempt: j.attempts }] : [];
+    });
+  }
+
+  /**
    * Claims lease jobs with nothing counted (their start marks count them); `freeSlots` sizes the
-   * handoff registration.
+   * handoff registration. A retried ticket (`r<nonce>`) whose claim is the one recorded returns that
+   * claim's jobs still under its leases and claims nothing (`retried`).
    */
   claim(
     count: number,
     freeSlots = count,
     reg?: HandoffClaim,
+    ticket?: ClaimTicket,
+  ): {
+    held: Held[];
+    nextDue: number | null;
+    paused: boolean;
+    registered: number;
+    replayed: Held[];
+    retried: boolean;
+  } {
+    const nonce = ticket?.nonce.replace(/^r/, '');
+    const record = ticket && this.tickets.get(ticket.claimer);
+    if (record && ticket?.nonce.startsWith('r') && record.nonce === nonce) {
+      return {
+        held: this.stillHeld(record.held),
+        nextDue: null,
+        paused: false,
+        registered: 0,
+        replayed: [],
+        retried: true,
+      };
+    }
+    const out = this.claimAfresh(count, freeSlots, reg);
+    if (ticket && out.held.length > 0) {
+      const expiry = Math.max(this.now, ...out.held.map((h) => this.jobs.get(h.id)!.leaseUntil));
+      this.tickets.set(ticket.claimer, { nonce: nonce!, held: out.held, expiry });
+      if (!record) this.pruneClaims();
+    }
+    return { ...out, retried: false };
+  }
+
+  private claimAfresh(
+    count: number,
+    freeSlots: number,
+    reg: HandoffClaim | undefined,
   ): { held: Held[]; nextDue: number | null; paused: boolean; registered: number; replayed: Held[] } {
     // The registration this fetcher may hold is withdrawn (its units left). If more jobs were handed
     // off with it than reached the fetcher, those still under their handoff's lease come back at the
@@ -524,10 +587,7 @@ export class QueueModel {
       unseen = reg.withdrawUnits - (before - this.registrations.length) - reg.received;
       const h = this.handoffs.get(reg.fetcher);
       if (unseen > 0 && h?.nonce === reg.withdraw) {
-        replayed = h.held.flatMap((x) => {
-          const j = this.jobs.get(x.id);
-          return j && this.holds(j, x) ? [{ ...x, attempt: j.attempts }] : [];
-        });
+        replayed = this.stillHeld(h.held);
         unseen = Math.min(unseen, replayed.length);
         count = Math.max(0, count - unseen);
       } else unseen = 0;

@@ -4,10 +4,12 @@
 -- this returns its jobs that are still active under the leases it gave them, with their payloads, in
 -- claim.lua's reply shape, and claims nothing new. Returns nil when the recorded claim is another one:
 -- the claim being retried never ran, so the caller claims afresh.
--- A job is still under its claim's lease when its record is active (`a|`) with a token ending in the
--- claim's time: a later lease of the same job needs the first one to expire, so it has a later time.
--- A record of handoffs (includes/record_handoff.lua) has no claim time: each line is `<time> <id>`,
--- the time of that job's own handoff.
+-- A job is still under its claim's lease when its record is active (`a|`) with the very token the
+-- claim gave it: the claim's jobs took consecutive lease ids from the recorded first token, at one
+-- time. A record of handoffs (includes/record_handoff.lua) has no claim token: each line is
+-- `<token> <id>`, that job's own handoff. A later lease of the job has a later lease id even within the
+-- same millisecond (a job failed and claimed again at once). A handoff record of the previous version
+-- (field `<fetcher>.h`) holds `<time> <id>` lines and matches a token ending in that time.
 local function replay_claim(jobs, annex, claims, claimer, nonce, now)
   if string.byte(nonce, 1) ~= 114 then return nil end -- 'r': only a retry can match a record
   nonce = string.sub(nonce, 2)
@@ -15,17 +17,18 @@ local function replay_claim(jobs, annex, claims, claimer, nonce, now)
   if not rec then return nil end
   local n, _, at, list = string.match(rec, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
   if n ~= nonce then return nil end
-  local ids, suffixes = {}, {}
+  local ids, tokens = {}, {}
+  local first, at_time = string.match(at, '^(%d+)%.(.*)$')
+  first = tonumber(first)
   for line in string.gmatch(list, '[^\n]+') do
+    local n = #ids + 1
     if at == '' then
-      local t, id = string.match(line, '^(%d+) (.*)$')
-      ids[#ids + 1], suffixes[#ids + 1] = id, '.' .. t
+      tokens[n], ids[n] = string.match(line, '^([^ ]*) (.*)$')
     else
-      ids[#ids + 1] = line
+      ids[n], tokens[n] = line, string.format('%d', first + n - 1) .. '.' .. at_time
     end
   end
   local out, marked = { now, '', 0, 0, 0, 0 }, {}
-  local suffix = '.' .. at
   -- HMGET in chunks: unpack has a limit near 8 000 values.
   for c = 1, #ids, 1000 do
     local chunk = {}
@@ -34,8 +37,8 @@ local function replay_claim(jobs, annex, claims, claimer, nonce, now)
     for i = 1, #chunk do
       local r = recs[i]
       local token = r and string.match(r, '^a|([^|]*)|')
-      local sfx = suffixes[c + i - 1] or suffix
-      if token and string.sub(token, -#sfx) == sfx then
+      local want = tokens[c + i - 1]
+      if token and (token == want or (not string.find(want, '.', 1, true) and string.sub(token, -#want - 1) == '.' .. want)) then
         out[#out + 1] = chunk[i]
         out[#out + 1] = r
         if string.byte(r, -1) == string.byte(BODY_MARKER) and string.byte(r, -2) == 10 then marked[#marked + 1] = #out end
