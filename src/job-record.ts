@@ -220,6 +220,11 @@ export interface ClaimedRecord extends RecordHeader {
   dataJson: string;
 }
 
+/** The time (epoch ms, Redis's clock) a fencing token `<lease id>.<ms>` was granted at. */
+export function tokenTime(token: string): number {
+  return Number(token.slice(token.lastIndexOf('.') + 1));
+}
+
 export function decodeClaimed(record: string): ClaimedRecord {
   const nl = record.indexOf('\n');
   // Completed in place (no copy): this runs for every claimed job.

@@ -34,6 +34,11 @@ export function decodeAdd(reply: unknown): AddedRow[] {
 export interface ClaimedJob {
   id: string;
   record: string;
+  /**
+   * Set by the lane on a claim's reply: the claim's send time on the lane's clock and Redis's time in
+   * the reply, so the lane can tell how long the job's lease surely lasts (worker/lane.ts).
+   */
+  sent?: { at: number; redisNow: number };
 }
 
 /** claim.lua. */
@@ -210,6 +215,11 @@ export function decodeFlag(reply: unknown): boolean {
 /** move-in.lua (jobs written), heartbeat.lua (Redis time of the beat). */
 export function decodeNumber(reply: unknown): number {
   return Number(reply);
+}
+
+/** read-steps.lua: the steps field ('' when none), null when the caller's lease is gone. */
+export function decodeStepsField(reply: unknown): string | null {
+  return typeof reply === 'string' ? reply : null;
 }
 
 /** set-paused.lua and scripts whose answer carries nothing. */

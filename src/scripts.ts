@@ -26,6 +26,7 @@ import {
   decodePartitions,
   decodeRecover,
   decodeSchedule,
+  decodeStepsField,
 } from './script-replies.js';
 import { define } from './script-runner.js';
 
@@ -272,6 +273,7 @@ export const scripts = {
     decodeFlag,
   ),
   step: define('step', ['jobs', 'annex'], ['id', 'token', 'name', 'value', 'maxBytes'], [], decodeNumber),
+  readSteps: define('read-steps', ['jobs', 'annex'], ['id', 'token'], [], decodeStepsField),
   setData: define('set-data', ['jobs', 'annex'], ['id', 'token', 'data'], [], decodeFlag),
   setPaused: define('set-paused', ['meta'], ['paused', 'wakeChannel'], [], decodeNothing),
   setConcurrency: define('set-concurrency', ['meta'], ['concurrency', 'wakeChannel'], [], decodeNothing),

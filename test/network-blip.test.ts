@@ -461,6 +461,47 @@ describe('claim.lua with a ticket (claimer, nonce)', () => {
 });
 
 describe('a hand-back behind a network that fails', () => {
+  it('a prefetched job whose lease ran out unseen (renewals black-holed) is not started when a slot frees', async () => {
+    const { proxy: p, url } = await proxy();
+    const name = uniqueName();
+    const queue = new Queue(name, { connection: fx.url });
+    open.push(queue);
+    let release = () => {};
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const ranByA: string[] = [];
+    const a = new Worker(
+      name,
+      async (job) => {
+        ranByA.push(job.id);
+        if (job.id === 'first') await gate;
+        return 'a';
+      },
+      { ...WORKER, connection: url, concurrency: 1, prefetch: 5 },
+    );
+    a.on('error', () => {});
+    open.push(a);
+    await queue.add({}, { id: 'first', leaseMs: 30_000 });
+    await waitUntil(() => ranByA.includes('first'), 'first running');
+    await queue.add({}, { id: 'p1', leaseMs: 1_000 });
+    await waitUntil(async () => (await queue.counts()).active === 2, 'a prefetched p1');
+    // A's renewals never arrive: p1's lease runs out, recovery puts it back free, and b runs it.
+    p.blackhole();
+    const ranByB: string[] = [];
+    const b = new Worker(name, (job) => void ranByB.push(job.id), { ...WORKER, connection: fx.url });
+    open.push(b);
+    await waitUntil(async () => (await queue.getJob('p1'))?.state === 'completed', 'b completed p1', 20_000);
+    // A's slot frees: it still thinks it holds p1, but knows the lease it had runs out, so p1 must not
+    // start there (its first attempt already ran; a second run would repeat its effects).
+    release();
+    await waitUntil(() => a.diagnostics().running === 0, "first's slot freed");
+    expect(ranByA).toEqual(['first']);
+    expect(ranByB).toEqual(['p1']);
+    expect(await queue.getJob('p1')).toMatchObject({ state: 'completed', attempts: 1 });
+    p.heal(); // so that a's outcome for `first` lands and it closes at once
+  }, 60_000);
+
   it("a paused worker's failed hand-back leaves its prefetched jobs to their lease: another worker runs them", async () => {
     const { proxy: p, url } = await proxy();
     const name = uniqueName();

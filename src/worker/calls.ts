@@ -195,9 +195,9 @@ export class WorkerCalls {
     );
   }
 
-  /** The job's durable steps field (job.step), or null when it has none. */
-  async readSteps(jobId: string): Promise<string | null> {
-    return untilClosed(this.client, this.client.hget(this.keys.annex, annexField(jobId, 'steps')));
+  /** The steps the job's attempts stored ('' none), fenced by the attempt's token: null if the lease is lost. */
+  async readSteps(job: Job<unknown>): Promise<string | null> {
+    return callScript(this.client, scripts.readSteps, this.keys, { id: job.id, token: job.token });
   }
 
   /** Stores one step result, fenced by the attempt's token: 1 stored, 0 lease lost, -1 over the size bound. */

@@ -10,7 +10,7 @@ export type AnnexWriter = (job: Job<unknown>, progress: unknown, lines: string[]
 
 /** Durable state of a running attempt, in Redis (the worker's script calls; writes fenced by the token). */
 export interface JobStore {
-  readSteps(jobId: string): Promise<string | null>;
+  readSteps(job: Job<unknown>): Promise<string | null>;
   /** 1 stored, 0 the lease is lost, -1 over MAX_STEPS_BYTES. */
   writeStep(job: Job<unknown>, name: string, valueJson: string): Promise<number>;
   setData(job: Job<unknown>, dataJson: string): Promise<boolean>;
@@ -158,11 +158,20 @@ export class Job<Data = unknown> {
     return runStep(this, name, fn);
   }
 
-  /** The stored result of step `name`, if an attempt stored one. */
+  /**
+   * The stored result of step `name`, if an attempt stored one. Fenced: an attempt whose lease is gone
+   * gets LeaseExpiredError here, before a step body runs again (its job may have ended elsewhere).
+   */
   async readStep(name: string): Promise<{ found: boolean; value?: unknown }> {
     if (!this.store) return { found: false };
     const store = this.store;
-    this.steps ??= store.readSteps(this.id).then((field) => (field ? decodeSteps(field) : new Map()));
+    this.steps ??= store.readSteps(this as Job<unknown>).then((field) => {
+      if (field === null)
+        throw new LeaseExpiredError(
+          `job ${this.id}: the lease of attempt ${this.attempt} was lost before its steps were read`,
+        );
+      return field ? decodeSteps(field) : new Map();
+    });
     const steps = await this.steps;
     return steps.has(name) ? { found: true, value: steps.get(name) } : { found: false };
   }

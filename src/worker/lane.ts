@@ -10,7 +10,7 @@
  */
 import { type Clock, REAL_TIMERS } from '../clock.js';
 import type { SuretyError } from '../errors.js';
-import { decodeClaimed } from '../job-record.js';
+import { decodeClaimed, tokenTime } from '../job-record.js';
 import { handoffChannel, type QueueKeys } from '../keys.js';
 import { type RefusalContext, refusalError } from '../refusals.js';
 import type { ClaimedJob } from '../script-replies.js';
@@ -128,7 +128,15 @@ export class Lane {
       claim: (count, ticket, handoff) => {
         const startNow = runner.startable(count);
         this.starts += startNow;
-        const call = this.track(this.calls.claim(count, startNow, ticket, handoff));
+        const sent = { at: this.timers.now(), redisNow: 0 };
+        const call = this.track(
+          this.calls.claim(count, startNow, ticket, handoff).then((reply) => {
+            sent.redisNow = reply.now;
+            for (const job of reply.jobs) job.sent = sent;
+            for (const job of reply.replayed) job.sent = sent;
+            return reply;
+          }),
+        );
         void call.then(
           () => (this.starts -= startNow),
           () => (this.starts -= startNow),
@@ -168,7 +176,7 @@ export class Lane {
   /** The jobs of a claim reply, each held from now on. */
   private toJobs(claimed: readonly ClaimedJob[]): Job<unknown>[] {
     const jobs: Job<unknown>[] = [];
-    for (const { id, record: raw } of claimed) {
+    for (const { id, record: raw, sent } of claimed) {
       const record = decodeClaimed(raw);
       let data: unknown;
       try {
@@ -177,19 +185,22 @@ export class Lane {
         data = undefined; // cannot happen for data written by add()
       }
       const job = new Job<unknown>(this.host.queueName, id, record, data, this.partition);
+      // Its lease began at the time its token names (Redis's clock), which a claim's reply dates
+      // against its own send time; a handoff message came just after its lease began.
+      const since = sent ? sent.at - Math.max(0, sent.redisNow - tokenTime(record.token)) : this.timers.now();
       job.writer = (j, progress, lines) => this.calls.writeAnnex(j, progress, lines);
       job.parentReader = (j) => this.calls.parentResults(j.id);
       job.store = this.calls;
       if (this.timers !== REAL_TIMERS) job.clockNow = () => this.timers.now();
-      this.hold(job);
+      this.hold(job, since + job.leaseMs);
       jobs.push(job);
     }
     return jobs;
   }
 
-  /** Holds a just-claimed job's lease: renewed from now on, early enough for its lease length. */
-  private hold(job: Job<unknown>): void {
-    this.held.set(job.id, { token: job.token, leaseMs: job.leaseMs });
+  /** Holds a just-claimed job's lease (sure until `until`): renewed from now on, early enough for its length. */
+  private hold(job: Job<unknown>, until: number): void {
+    this.held.set(job.id, { token: job.token, leaseMs: job.leaseMs, until });
     this.renewer.noteLease(job.leaseMs);
   }
 
@@ -198,12 +209,19 @@ export class Lane {
     return this.held.get(job.id)?.token === job.token;
   }
 
+  /** How long this attempt's lease surely stands yet, on the lane's clock (-Infinity: not held). */
+  leaseLeft(job: Job<unknown>): number {
+    const h = this.held.get(job.id);
+    return h?.token === job.token ? h.until - this.timers.now() : Number.NEGATIVE_INFINITY;
+  }
+
   /**
    * An attempt settled after its lease was lost while it ran: its outcome is still sent, and will be
    * refused or accepted by the fence, so the lease is renewed again until it is written.
    */
   holdForOutcome(job: Job<unknown>): void {
-    if (!this.held.has(job.id)) this.held.set(job.id, { token: job.token, leaseMs: job.leaseMs });
+    // (until 0: a lost lease stands for nothing; only a buffered job's start reads it.)
+    if (!this.held.has(job.id)) this.held.set(job.id, { token: job.token, leaseMs: job.leaseMs, until: 0 });
   }
 
   /** Forgets a lease (outcome written, handed back, lost) unless the job was claimed again meanwhile. */

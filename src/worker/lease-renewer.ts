@@ -10,6 +10,11 @@ import { Interval } from './interval.js';
 export interface HeldJob {
   token: string;
   leaseMs: number;
+  /**
+   * The worker's clock time until which the lease surely stands: leaseMs after a time no later than
+   * its last grant (the claim, or the renewal, was sent before Redis granted it).
+   */
+  until: number;
 }
 
 export interface LeaseRenewerDeps {
@@ -63,7 +68,13 @@ export class LeaseRenewer {
       rows.push({ id, token: h.token });
       asked.set(id, h.token);
     }
+    const sentAt = this.deps.timers.now();
     const lost = await this.deps.extend(rows);
+    const gone = new Set(lost);
+    for (const [id, token] of asked) {
+      const h = this.deps.held.get(id);
+      if (h?.token === token && !gone.has(id)) h.until = sentAt + h.leaseMs;
+    }
     if (lost.length > 0) {
       // Only drop entries still on the token we asked about (a re-claim may have replaced one). A map,
       // not a search of rows: a worker at maximum concurrency may lose thousands of leases at once.

@@ -211,9 +211,12 @@ export class Runner<Data, Result> implements LaneRunner {
       const job = this.buffer.shift()!;
       const lane = this.laneOf(job);
       if (!lane.holds(job)) continue;
-      if (expiredUnstarted(job)) {
-        // Never started, and past its expiry before a slot freed: it must not start. Handed back, the
-        // next claim (or the expiry sweep) ends it dead with its ExpiredError on Redis's clock.
+      // Never started, and past its expiry before a slot freed: it must not start. Handed back, the
+      // next claim (or the expiry sweep) ends it dead with its ExpiredError on Redis's clock.
+      // Nor may a job whose lease may run out before its start mark lands: renewals failed for two
+      // thirds of it, so it may already be back in line, or done, elsewhere. Handed back (forgotten if
+      // its lease is gone), it runs where a lease stands.
+      if (expiredUnstarted(job) || lane.leaseLeft(job) < job.leaseMs / 3) {
         this.handBack([job]);
         continue;
       }
