@@ -1,4 +1,4 @@
-#!lua flags=no-writes,allow-oom
+#!lua flags=allow-oom
 -- read-steps.lua: a running attempt reads the step results its job's earlier attempts stored
 -- (job.step), fenced as step.lua is: only while the job is active under the caller's token. An attempt
 -- whose lease is gone (its job may have completed elsewhere and been deleted) learns so before any
