@@ -105,8 +105,8 @@ if taker then
     -- Recorded with the registration's other handoffs, for the withdrawing claim's replay.
     local prev_expiry, prev_lines = handoff_record(claims, field, nonce)
     record_handoff(claims, field, nonce, now, token, prev_expiry, prev_lines, id, deadline)
-    emit_event(KEYS[5], tonumber(ARGV[3]), 'added', { id })
-    emit_event(KEYS[5], tonumber(ARGV[3]), 'active', { id })
+    emit_event(KEYS[5], ARGV[3], 'added', { id })
+    emit_event(KEYS[5], ARGV[3], 'active', { id })
     return { id, 1, 'a' }
   end
 end
@@ -123,5 +123,5 @@ else
     and promote_due(jobs, waiting, tag_key(jobs, 'prio'), tag_key(jobs, 'seq'), delayed, now, 1000) > 0
   if redis.call('RPUSH', waiting, id) == 1 or promoted then redis.call('SPUBLISH', ARGV[2], 'w') end
 end
-emit_event(KEYS[5], tonumber(ARGV[3]), 'added', { id })
+emit_event(KEYS[5], ARGV[3], 'added', { id })
 return { id, 1, state }

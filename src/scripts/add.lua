@@ -286,7 +286,7 @@ if #delayed_args > 0 then
   announce_delayed(delayed, ARGV[2], min_due)
 end
 if woken then redis.call('SPUBLISH', ARGV[2], 'w') end
-emit_event(KEYS[7], tonumber(ARGV[3]), 'added', added)
+emit_event(KEYS[7], ARGV[3], 'added', added)
 if batch_hash then
   -- Members: the jobs this call created (ids that existed are not). Some may be dead already.
   local dead_now, dead_count = {}, 0

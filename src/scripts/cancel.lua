@@ -66,7 +66,7 @@ append_errors(errors, { id }, { now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"Cancel
 redis.call('ZADD', dead, now, id)
 if state == 'a' then redis.call('SPUBLISH', ARGV[3], 'x:' .. id) end
 redis.call('SPUBLISH', ARGV[4], 'x\n' .. id)
-emit_event(KEYS[9], tonumber(ARGV[5]), 'cancelled', { id })
+emit_event(KEYS[9], ARGV[5], 'cancelled', { id })
 count_stats(KEYS[13], now, 'x', 1)
-emit_event(KEYS[9], tonumber(ARGV[5]), 'dead', settle_dependents(k, now, {}, { id }))
+emit_event(KEYS[9], ARGV[5], 'dead', settle_dependents(k, now, {}, { id }))
 return 'OK'

@@ -229,7 +229,7 @@ if #expired_ids > 0 then
   expire_jobs({ jobs = jobs, errors = KEYS[10], waiting = waiting, prio = prio, seq = seq, delayed = delayed,
     dead = tag .. 'dead', deps = tag .. 'deps', dependents = tag .. 'dependents', events = KEYS[9], stats = tag .. 'stats',
     expiring = expiring_key,
-    wake = tag .. 'wake', done = tag .. 'done' }, expired_ids, expired_recs, now, { events_max = tonumber(ARGV[7]) })
+    wake = tag .. 'wake', done = tag .. 'done' }, expired_ids, expired_recs, now, { events_max = ARGV[7] })
   wake_starved(meta, tag .. 'wake')
 end
 
@@ -309,7 +309,7 @@ if #updated > 0 then
   chunked_call('HSET', jobs, updated)
   redis.call('ZADD', active, 'NX', 'inf', ACTIVE_SENTINEL)
   chunked_call('ZADD', active, leases)
-  emit_event(KEYS[9], tonumber(ARGV[7]), 'active', ids)
+  emit_event(KEYS[9], ARGV[7], 'active', ids)
 end
 record_claim(KEYS[11], ARGV[8], ARGV[9], now, out, expiry)
 return reply(out)

@@ -122,12 +122,12 @@ if #done > 0 then
   end
   redis.call('SPUBLISH', ARGV[5], 'c\n' .. table.concat(done, '\n'))
   wake_starved(KEYS[5], ARGV[6])
-  emit_event(KEYS[6], tonumber(ARGV[7]), 'completed', done)
+  emit_event(KEYS[6], ARGV[7], 'completed', done)
   local k = { jobs = jobs, errors = errors, waiting = KEYS[7], prio = KEYS[8], seq = KEYS[9], delayed = KEYS[10],
     dead = KEYS[11], deps = KEYS[12], dependents = KEYS[13], wake = ARGV[6], done = ARGV[5], stats = KEYS[14] }
   count_stats(KEYS[14], now, 'c', #done)
   for j = 1, #done do batch_settle(jobs, done[j], finished_recs[j], true, now) end
-  emit_event(KEYS[6], tonumber(ARGV[7]), 'dead', settle_dependents(k, now, done, {}))
+  emit_event(KEYS[6], ARGV[7], 'dead', settle_dependents(k, now, done, {}))
 end
 for j = 1, #lost_starts do
   refused[#refused + 1] = lost_starts[j]

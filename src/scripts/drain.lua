@@ -48,7 +48,7 @@
 local jobs, annex, waiting, prio, delayed, deps = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[8]
 local budget = tonumber(ARGV[2])
 local with_blocked = ARGV[3] == '1'
-local max_len = tonumber(ARGV[4])
+local max_len = ARGV[4]
 local k = { jobs = jobs, errors = annex, waiting = waiting, prio = prio, seq = KEYS[5], delayed = delayed,
   dead = KEYS[7], deps = deps, dependents = KEYS[9], wake = ARGV[5], done = ARGV[6], stats = KEYS[11] }
 local now = current_time(ARGV[1])

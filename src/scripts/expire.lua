@@ -63,7 +63,7 @@ end
 chunked_call('ZREM', expiring, stale)
 expire_jobs(k, ids, old, now, {
   keep_count = tonumber(ARGV[3]), keep_age = tonumber(ARGV[4]), limit = tonumber(ARGV[2]),
-  events_max = tonumber(ARGV[7]),
+  events_max = ARGV[7],
 })
 -- A reserved job left `active`: its group (or the global limit) may have room for a claim now.
 wake_starved(KEYS[11], ARGV[5])

@@ -185,7 +185,7 @@ if #dead_ids > 0 then
   trim_finished(dead, jobs, errors, now, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
   redis.call('SPUBLISH', ARGV[7], 'x\n' .. table.concat(dead_ids, '\n'))
 end
-local max_len = tonumber(ARGV[8])
+local max_len = ARGV[8]
 emit_event(KEYS[10], max_len, 'failed', accepted)
 count_stats(KEYS[13], now, 'f', #accepted)
 count_stats(KEYS[13], now, 'x', #dead_ids)

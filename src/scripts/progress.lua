@@ -21,7 +21,7 @@ local id = ARGV[1]
 if not held_record(KEYS[1], id, ARGV[2]) then return 0 end
 if ARGV[3] ~= '' then
   redis.call('HSET', annex, id .. '\1p', ARGV[3])
-  emit_event(KEYS[3], tonumber(ARGV[5]), 'progress', { id }, ARGV[3])
+  emit_event(KEYS[3], ARGV[5], 'progress', { id }, ARGV[3])
 end
 if #ARGV >= 6 then
   local field = id .. '\1l'

@@ -40,5 +40,5 @@ if string.sub(redis.call('HGET', jobs, id), 1, 1) == 'd' then
 end
 if group and group_unhold(group_keys(jobs), group, id, now) then woken = true end
 if woken then redis.call('SPUBLISH', ARGV[2], 'w') end
-emit_event(KEYS[6], tonumber(ARGV[3]), 'promoted', { id })
+emit_event(KEYS[6], ARGV[3], 'promoted', { id })
 return 'OK'

@@ -124,15 +124,15 @@ if #dead_ids > 0 then
   redis.call('SPUBLISH', ARGV[7], 'x\n' .. table.concat(dead_ids, '\n'))
 end
 if woken then redis.call('SPUBLISH', ARGV[6], 'w') end
-emit_event(KEYS[9], tonumber(ARGV[8]), 'recovered', lost_ids)
-emit_event(KEYS[9], tonumber(ARGV[8]), 'released', unbegun)
+emit_event(KEYS[9], ARGV[8], 'recovered', lost_ids)
+emit_event(KEYS[9], ARGV[8], 'released', unbegun)
 -- A lost lease is a failed attempt.
 count_stats(KEYS[13], now, 'f', #err_ids)
 count_stats(KEYS[13], now, 'x', #dead_ids)
-emit_event(KEYS[9], tonumber(ARGV[8]), 'dead', dead_ids)
+emit_event(KEYS[9], ARGV[8], 'dead', dead_ids)
 if #dead_ids > 0 then
   local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = seq, delayed = KEYS[10], dead = dead,
     deps = KEYS[11], dependents = KEYS[12], wake = ARGV[6], done = ARGV[7], stats = KEYS[13] }
-  emit_event(KEYS[9], tonumber(ARGV[8]), 'dead', settle_dependents(k, now, {}, dead_ids))
+  emit_event(KEYS[9], ARGV[8], 'dead', settle_dependents(k, now, {}, dead_ids))
 end
 return { requeued, dead_ids }

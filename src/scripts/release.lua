@@ -66,7 +66,7 @@ for first = math.floor((n - 1) / CHUNK) * CHUNK + 1, 1, -CHUNK do
 end
 if #released > 0 then
   wake_starved(KEYS[6], ARGV[1])
-  emit_event(KEYS[7], tonumber(ARGV[2]), 'released', released)
+  emit_event(KEYS[7], ARGV[2], 'released', released)
 end
 if woken then redis.call('SPUBLISH', ARGV[1], 'w') end
 return released

@@ -56,8 +56,8 @@ release_dedupe(jobs, id, rec, state ~= 'c' and state ~= 'x' and not record_start
 if state ~= 'c' and state ~= 'x' then batch_settle(jobs, id, rec, false, now) end
 redis.call('HDEL', jobs, id)
 redis.call('HDEL', errors, unpack(annex_fields({ id })))
-emit_event(KEYS[8], tonumber(ARGV[2]), 'removed', { id })
+emit_event(KEYS[8], ARGV[2], 'removed', { id })
 if state ~= 'c' then
-  emit_event(KEYS[8], tonumber(ARGV[2]), 'dead', settle_dependents(k, now, {}, { id }))
+  emit_event(KEYS[8], ARGV[2], 'dead', settle_dependents(k, now, {}, { id }))
 end
 return 'OK'

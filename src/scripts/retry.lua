@@ -39,5 +39,5 @@ local nl2 = string.find(rec, '\n', nl + 1, true)
 local body = nl2 and string.sub(rec, nl, nl2 - 1) or string.sub(rec, nl)
 redis.call('HSET', jobs, id, table.concat(f, '|') .. body)
 if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), current_time(ARGV[4])) then redis.call('SPUBLISH', ARGV[2], 'w') end
-emit_event(KEYS[7], tonumber(ARGV[3]), 'retried', { id })
+emit_event(KEYS[7], ARGV[3], 'retried', { id })
 return 'OK'

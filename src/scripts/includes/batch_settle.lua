@@ -63,7 +63,7 @@ local function batch_finish(jobs_key, key, b, now)
   end
   if due > now then announce_delayed(base .. 'delayed', wake, due) end
   redis.call('HSET', key, 'callbackId', id)
-  emit_event(base .. 'events', tonumber(s[12]), 'added', { id })
+  emit_event(base .. 'events', s[12], 'added', { id })
 end
 
 -- Member `id` (record `rec`, before the transition) left its unfinished state: completed when `ok`,

@@ -1,3 +1,4 @@
+-- @include int_text
 -- Per-minute counters for queue.metrics(): field `<minute>:<kind>` of the stats hash (kind c =
 -- completed, f = failed attempts, x = ended dead; minute = epoch ms / 60 000). The last `keep` minutes
 -- are kept besides the current one (field `keep`, set by queue.setMetricsRetention; default 60, at
@@ -8,7 +9,8 @@ local function count_stats(stats_key, now, kind, n)
   if n == 0 then return end
   local minute = math.floor(now / 60000)
   -- Only the first write of a minute's field can start a new minute: the others skip reading `last`.
-  if redis.call('HINCRBY', stats_key, minute .. ':' .. kind, n) ~= n then return end
+  -- (Numbers as text: a Lua number costs Redis, or a concatenation, a float format.)
+  if redis.call('HINCRBY', stats_key, int_text(minute) .. ':' .. kind, int_text(n)) ~= n then return end
   local last = tonumber(redis.call('HGET', stats_key, 'last'))
   if last == nil or minute > last then
     if last ~= nil then

@@ -1,8 +1,9 @@
 -- Appends one entry for a batch of jobs to the queue's event stream (capped near max_len entries;
 -- max_len 0 turns events off). One entry per transition per script call, not per job, keeps events
 -- cheap on the hot paths; readers expand `ids` (newline-separated) into one event per job.
+-- max_len: the cap as the caller's argument text (a Lua number would cost Redis a float format per XADD).
 local function emit_event(stream_key, max_len, name, ids, data)
-  if max_len <= 0 or #ids == 0 then return end
+  if #ids == 0 or (tonumber(max_len) or 0) <= 0 then return end
   if data then
     redis.call('XADD', stream_key, 'MAXLEN', '~', max_len, '*', 'event', name, 'ids', table.concat(ids, '\n'), 'data', data)
   else

@@ -1,3 +1,4 @@
+-- @include int_text
 -- Retention for a finished set (completed or dead): removes jobs finished more than max_age_ms ago,
 -- then the oldest beyond max_count, at most `limit` per call, with their records and annex fields.
 -- @include annex_fields
@@ -8,7 +9,7 @@ local function trim_finished(set_key, jobs_key, errors_key, now, max_count, max_
   -- complete runs this on every call). Several victims: ZRANGE then ZREM, not ZPOPMIN, whose reply
   -- formats each victim's score with a %.17g sprintf, more than the extra call costs. One victim (a
   -- complete of one job, the interactive path): ZPOPMIN, one call, one score.
-  local aged = math.min(redis.call('ZCOUNT', set_key, '-inf', '(' .. (now - max_age_ms)), limit)
+  local aged = math.min(redis.call('ZCOUNT', set_key, '-inf', '(' .. int_text(now - max_age_ms)), limit)
   local excess = redis.call('ZCARD', set_key) - aged - max_count
   local n = aged + math.max(0, math.min(excess, limit - aged))
   if n <= 0 then return 0 end
