@@ -125,7 +125,7 @@ export function fmt(v: number): string {
 
 export function renderSvg(results: Results, libs: readonly LibName[], subtitle: string): string {
   const throughput = groups(results, libs, (s) =>
-    ['enqueue-serial', 'enqueue-bulk', 'e2e', 'e2e-live'].includes(s) ? ['jobsPerSec'] : [],
+    ['enqueue-serial', 'enqueue-bulk', 'e2e', 'e2e-large', 'e2e-live'].includes(s) ? ['jobsPerSec'] : [],
   );
   const timing = groups(results, libs, (s) => (s === 'latency' || s === 'delayed' ? ['p50Ms', 'p99Ms'] : []));
   const height = 60 + PANEL_HEIGHT * 2 + 20;

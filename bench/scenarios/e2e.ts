@@ -13,10 +13,9 @@ import { addSerial, confirmDrained, fillBulk, perSecond, withProducer, withWorke
 export const E2E_CONCURRENCY = [1, 10, 50] as const;
 export const LIVE_CONCURRENCY = 50;
 
-async function drainOnce(ctx: RunContext, concurrency: number): Promise<Sample> {
+async function drainOnce(ctx: RunContext, concurrency: number, n = ctx.sizes.n): Promise<Sample> {
   await ctx.flush();
-  const n = ctx.sizes.n;
-  const queue = ctx.queueName(`e2e-c${concurrency}`);
+  const queue = ctx.queueName(`e2e-c${concurrency}-${n}`);
   return withProducer(ctx, queue, async (producer) => {
     await fillBulk(producer, n);
     const jobsPerSec = await withWorker(ctx, { queue, concurrency, mode: 'noop', expect: n }, async (w) => {
@@ -29,6 +28,20 @@ async function drainOnce(ctx: RunContext, concurrency: number): Promise<Sample> 
     return { variant: `c=${concurrency}`, concurrency, metrics: { jobsPerSec } };
   });
 }
+
+/** The large drain: this many times N jobs, at the highest concurrency (issue 32's 100 000-job row). */
+export const LARGE_FACTOR = 5;
+
+export const e2eLarge: Scenario = {
+  name: 'e2e-large',
+  describe: (s) =>
+    `${LARGE_FACTOR * s.n} pre-filled jobs, one worker process at concurrency ${E2E_CONCURRENCY.at(-1)}, no-op processor`,
+  async run(ctx) {
+    const c = E2E_CONCURRENCY.at(-1)!;
+    const sample = await drainOnce(ctx, c, LARGE_FACTOR * ctx.sizes.n);
+    return [{ ...sample, variant: `c=${c}, ${LARGE_FACTOR * ctx.sizes.n} jobs` }];
+  },
+};
 
 export const e2e: Scenario = {
   name: 'e2e',
