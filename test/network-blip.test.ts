@@ -461,7 +461,11 @@ describe('claim.lua with a ticket (claimer, nonce)', () => {
 });
 
 describe('a hand-back behind a network that fails', () => {
-  it('a prefetched job whose lease ran out unseen (renewals black-holed) is not started when a slot frees', async () => {
+  /**
+   * Worker `a` behind a proxy, one slot and prefetch 5, busy with job `first` until `release()`; a
+   * direct queue; `ranByA` lists the jobs whose processor started in `a`.
+   */
+  async function busyPrefetcher() {
     const { proxy: p, url } = await proxy();
     const name = uniqueName();
     const queue = new Queue(name, { connection: fx.url });
@@ -482,15 +486,26 @@ describe('a hand-back behind a network that fails', () => {
     );
     a.on('error', () => {});
     open.push(a);
+    return { p, name, queue, a, ranByA, release };
+  }
+
+  /** A worker on a direct connection; `ranByB` lists the jobs it ran. */
+  function directWorker(name: string) {
+    const ranByB: string[] = [];
+    const b = new Worker(name, (job) => void ranByB.push(job.id), { ...WORKER, connection: fx.url });
+    open.push(b);
+    return ranByB;
+  }
+
+  it('a prefetched job whose lease ran out unseen (renewals black-holed) is not started when a slot frees', async () => {
+    const { p, name, queue, a, ranByA, release } = await busyPrefetcher();
     await queue.add({}, { id: 'first', leaseMs: 30_000 });
     await waitUntil(() => ranByA.includes('first'), 'first running');
     await queue.add({}, { id: 'p1', leaseMs: 1_000 });
     await waitUntil(async () => (await queue.counts()).active === 2, 'a prefetched p1');
     // A's renewals never arrive: p1's lease runs out, recovery puts it back free, and b runs it.
     p.blackhole();
-    const ranByB: string[] = [];
-    const b = new Worker(name, (job) => void ranByB.push(job.id), { ...WORKER, connection: fx.url });
-    open.push(b);
+    const ranByB = directWorker(name);
     await waitUntil(async () => (await queue.getJob('p1'))?.state === 'completed', 'b completed p1', 20_000);
     // A's slot frees: it still thinks it holds p1, but knows the lease it had runs out, so p1 must not
     // start there (its first attempt already ran; a second run would repeat its effects).
@@ -503,24 +518,7 @@ describe('a hand-back behind a network that fails', () => {
   }, 60_000);
 
   it("a paused worker's failed hand-back leaves its prefetched jobs to their lease: another worker runs them", async () => {
-    const { proxy: p, url } = await proxy();
-    const name = uniqueName();
-    const queue = new Queue(name, { connection: fx.url });
-    open.push(queue);
-    let release = () => {};
-    const gate = new Promise<void>((r) => {
-      release = r;
-    });
-    const a = new Worker(
-      name,
-      async (job) => {
-        if (job.id === 'first') await gate;
-        return 'a';
-      },
-      { ...WORKER, connection: url, concurrency: 1, prefetch: 5 },
-    );
-    a.on('error', () => {});
-    open.push(a);
+    const { p, name, queue, a, release } = await busyPrefetcher();
     await queue.add({}, { id: 'first', leaseMs: 1_000 });
     await waitUntil(async () => (await queue.getJob('first'))?.startedAt !== undefined, 'first started');
     const ids = ['p1', 'p2', 'p3'];
@@ -535,9 +533,7 @@ describe('a hand-back behind a network that fails', () => {
     await paused;
     // A worker whose hand-back failed no longer renews those leases: they expire, and recovery puts the
     // jobs back free (never started), for another worker. (They used to be renewed for ever.)
-    const ranByB: string[] = [];
-    const b = new Worker(name, (job) => void ranByB.push(job.id), { ...WORKER, connection: fx.url });
-    open.push(b);
+    const ranByB = directWorker(name);
     await waitUntil(() => ids.every((id) => ranByB.includes(id)), 'b ran the three', 20_000);
     for (const id of ids) expect(await queue.getJob(id)).toMatchObject({ state: 'completed', attempts: 1 });
     release();
