@@ -178,6 +178,12 @@ const dedupeArb: fc.Arbitrary<Op> = fc
 const bulkIdArb = fc.option(fc.constantFrom(0, 1, 2, 3, 4), { nil: null, freq: 2 });
 const BULK_IDS = ['a', 'b', '3', '1', '2'] as const;
 
+/** A completion of some held jobs, start marks of the others riding on it or not. */
+const completeArb: fc.Arbitrary<Op> = fc.record(
+  { op: fc.constant('complete' as const), w: workerArb, pick: pickArb, marks: fc.boolean() },
+  { requiredKeys: ['op', 'w', 'pick'] },
+);
+
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ op: fc.constant('add' as const), id: poolIdArb }).chain(withOpts) },
   {
@@ -250,13 +256,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ op: fc.constant('gone' as const), w: workerArb }) },
   // Start marks: alone (start.lua), or riding on a completion (complete.lua's `starts`).
   { weight: 2, arbitrary: fc.record({ op: fc.constant('start' as const), w: workerArb }) },
-  {
-    weight: 2,
-    arbitrary: fc.record(
-      { op: fc.constant('complete' as const), w: workerArb, pick: pickArb, marks: fc.boolean() },
-      { requiredKeys: ['op', 'w', 'pick'] },
-    ),
-  },
+  { weight: 2, arbitrary: completeArb },
   {
     weight: 2,
     arbitrary: fc.record({
@@ -356,13 +356,7 @@ const featureOpArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ op: fc.constant('start' as const), w: workerArb }) },
   // A prefetched job handed back unstarted (release.lua): it keeps its expiry, for the next claim.
   { weight: 1, arbitrary: fc.record({ op: fc.constant('release' as const), w: workerArb }) },
-  {
-    weight: 2,
-    arbitrary: fc.record(
-      { op: fc.constant('complete' as const), w: workerArb, pick: pickArb, marks: fc.boolean() },
-      { requiredKeys: ['op', 'w', 'pick'] },
-    ),
-  },
+  { weight: 2, arbitrary: completeArb },
   {
     weight: 3,
     arbitrary: fc.record({

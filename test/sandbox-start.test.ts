@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { Queue, Worker } from '../src/index.js';
+import { Queue, Worker, type WorkerOptions } from '../src/index.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();
@@ -37,6 +37,16 @@ export default (job) => {
   return { file, go, dir };
 }
 
+/** A queue, and a worker running slowLoadingModule() in a `mode` sandbox. */
+function sandboxed(mode: 'thread' | 'process', opts: WorkerOptions = {}) {
+  const module = slowLoadingModule();
+  const name = uniqueName();
+  const q = new Queue(name, { connection: fx.url });
+  const w = new Worker(name, pathToFileURL(module.file), { connection: fx.url, sandbox: mode, ...opts });
+  open.push(w, q);
+  return { ...module, q, w };
+}
+
 /** Waits until the worker has handed job `id` to its sandbox pool (it is running, as the worker sees it). */
 function dispatched(w: Worker, id: string, what = 'dispatched to the pool'): Promise<unknown> {
   return waitUntil(() => w.diagnostics().lanes.some((l) => l.runningJobs.some((j) => j.id === id)), what);
@@ -51,11 +61,7 @@ describe('the start of a sandboxed attempt', () => {
   it.each(['thread', 'process'] as const)(
     "in %s mode times out from when the module starts the job: a slow start-up is not the job's",
     async (mode) => {
-      const { file, go } = slowLoadingModule();
-      const name = uniqueName();
-      const q = new Queue(name, { connection: fx.url });
-      const w = new Worker(name, pathToFileURL(file), { connection: fx.url, sandbox: mode });
-      open.push(w, q);
+      const { go, q, w } = sandboxed(mode);
       const { id } = await q.add({}, { timeoutMs: 300, maxAttempts: 1 });
       await dispatched(w, id);
       // Past the timeout since the dispatch, on Redis's clock, before the module may start.
@@ -71,11 +77,7 @@ describe('the start of a sandboxed attempt', () => {
   it.each(['thread', 'process'] as const)(
     'in %s mode never comes when the job expired while it waited for its sandbox: it ends dead unrun',
     async (mode) => {
-      const { file, go } = slowLoadingModule();
-      const name = uniqueName();
-      const q = new Queue(name, { connection: fx.url });
-      const w = new Worker(name, pathToFileURL(file), { connection: fx.url, sandbox: mode });
-      open.push(w, q);
+      const { go, q, w } = sandboxed(mode);
       const { id } = await q.add({}, { ttlMs: 300 });
       await dispatched(w, id, 'dispatched to the pool (leased before its expiry)');
       const { expireAt } = (await q.getJob(id))!;
@@ -92,11 +94,7 @@ describe('the start of a sandboxed attempt', () => {
   it.each(['thread', 'process'] as const)(
     'in %s mode never comes for an attempt stopped while it waited for its sandbox (cancelled, lease lost)',
     async (mode) => {
-      const { file, go, dir } = slowLoadingModule();
-      const name = uniqueName();
-      const q = new Queue(name, { connection: fx.url });
-      const w = new Worker(name, pathToFileURL(file), { connection: fx.url, sandbox: mode, concurrency: 1 });
-      open.push(w, q);
+      const { go, dir, q, w } = sandboxed(mode, { concurrency: 1 });
       const stopped = await q.add({});
       await dispatched(w, stopped.id);
       await q.cancel(stopped.id);
@@ -113,11 +111,7 @@ describe('the start of a sandboxed attempt', () => {
   it.each(['thread', 'process'] as const)(
     'in %s mode is marked when the module starts the job, not when the worker dispatches it',
     async (mode) => {
-      const { file, go } = slowLoadingModule();
-      const name = uniqueName();
-      const q = new Queue(name, { connection: fx.url });
-      const w = new Worker(name, pathToFileURL(file), { connection: fx.url, sandbox: mode });
-      open.push(w, q);
+      const { go, q, w } = sandboxed(mode);
       const { id } = await q.add({});
       await dispatched(w, id);
       const releasedAt = await redisNow();

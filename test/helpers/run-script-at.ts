@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
 import { FREE_RETURNS } from '../../src/defaults.js';
 import type { QueueKeys } from '../../src/keys.js';
 import { type ArgValue, runScript, type ScriptSpec } from '../../src/scripts.js';
-import { NO_HANDOFF } from './claim-args.js';
+import { claimArgs } from './claim-args.js';
 
 export function runScriptAt<A extends string, R extends string, T>(
   redis: Redis,
@@ -19,23 +19,15 @@ export function runScriptAt<A extends string, R extends string, T>(
   rows: Record<R, ArgValue>[] = [],
 ): Promise<unknown> {
   const values: Record<string, ArgValue> = {
-    now,
-    defaultLeaseMs: 30_000,
+    // claim.lua's settings (no rate limit, events, ticket or handoff) serve every script's same-named ones.
+    ...claimArgs({ now, defaultLeaseMs: 30_000, limit: 1000 }),
     freeReturns: FREE_RETURNS,
     starts: '',
     defaultMaxAttempts: 3,
-    limit: 1000,
     keepCount: 1000,
     keepAgeMs: 3_600_000,
     wakeChannel: keys.wakeChannel,
     doneChannel: keys.doneChannel,
-    rateMax: 0,
-    rateWindowMs: 0,
-    eventsMaxLen: 0,
-    claimer: '',
-    nonce: '',
-    freeSlots: '',
-    ...NO_HANDOFF,
     ...extra,
   };
   const args = {} as Record<A, ArgValue>;
