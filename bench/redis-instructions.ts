@@ -36,6 +36,7 @@
  * `--restart` (with --backlog): after the fill, SAVE and start the server again from that RDB, which
  * builds every hash at its final size: the steady state of a backlog that has stopped growing, with no
  * rehash under way. Without it, the state just after growth.
+ * `--only add-serial,live` measures only the workloads named (as printed): a quicker A/B of one script.
  * `--only-backlog` skips the other workloads at B = 0 (the baseline of a --backlog run).
  * Why: CPU time on this shared 2-core machine moves by 10-30 % between runs and hours, which hides a
  * change of a few percent in a Lua script. Instructions of the same workload move only with the
@@ -66,6 +67,21 @@ const BACKLOG = backlogAt >= 0 ? Number(args[backlogAt + 1]) : 0;
 const onlyBacklog = BACKLOG > 0 || args.includes('--only-backlog');
 const cacheSim = args.includes('--cache-sim');
 const restart = args.includes('--restart');
+/** --only a,b: measure only these workloads (by the names printed), for a quick A/B of one script. */
+const onlyAt = args.indexOf('--only');
+const only = onlyAt >= 0 ? new Set(args[onlyAt + 1]?.split(',')) : null;
+const wanted = (variant: string) => only === null || only.has(variant);
+/**
+ * --events off: no lifecycle event stream (Queue and Worker `events: false`); --keep-completed K: the
+ * worker keeps K completed jobs (default 1 000; 0 deletes each at completion, as Bee-Queue's
+ * removeOnSuccess): what those defaults cost a job.
+ */
+const eventsOff = args.includes('--events') && args[args.indexOf('--events') + 1] === 'off';
+const keepAt = args.indexOf('--keep-completed');
+const keepCompleted = keepAt >= 0 ? Number(args[keepAt + 1]) : undefined;
+const eventOpts = eventsOff ? { events: false } : {};
+const retentionOpts =
+  keepCompleted === undefined ? {} : { retention: { completed: { maxCount: keepCompleted } } };
 if (!Number.isInteger(N) || N < 100) throw new Error('--n: an integer of at least 100');
 if (!Number.isInteger(BACKLOG) || BACKLOG < 0) throw new Error('--backlog: a whole number of jobs');
 if (restart && BACKLOG === 0) throw new Error('--restart needs --backlog');
@@ -164,6 +180,7 @@ async function commandCounts(): Promise<{ all: number; scripts: number }> {
 
 const rows: Record<string, number | string>[] = [];
 async function measure(variant: string, jobs: number, work: () => Promise<void>): Promise<void> {
+  if (!wanted(variant)) return;
   await resetCommandStats(admin);
   ctl('-z');
   ctl('-i', 'on');
@@ -225,6 +242,8 @@ async function startWorker(queue: string, n: number, prefetch: number, partition
     prefetch,
     partitions,
     autostart: false,
+    ...eventOpts,
+    ...retentionOpts,
   });
   worker.on('completed', () => {
     if (++done === n) finish();
@@ -234,7 +253,12 @@ async function startWorker(queue: string, n: number, prefetch: number, partition
 
 /** The workloads on queues of their own (skipped by --backlog and --only-backlog). */
 async function otherWorkloads(serial: number): Promise<void> {
-  const q4 = new Queue('parts', { connection: url, partitions: 3 });
+  if (wanted('drain-3-partitions')) await partitionsDrain();
+  if (wanted('live')) await liveAdds(serial);
+}
+
+async function partitionsDrain(): Promise<void> {
+  const q4 = new Queue('parts', { connection: url, partitions: 3, ...eventOpts });
   await q4.counts();
   await addBulk(q4);
   const parts = await startWorker('parts', N, 0, 3);
@@ -244,8 +268,10 @@ async function otherWorkloads(serial: number): Promise<void> {
   });
   await parts.worker.close();
   await q4.close();
+}
 
-  const q3 = new Queue('live', { connection: url });
+async function liveAdds(serial: number): Promise<void> {
+  const q3 = new Queue('live', { connection: url, ...eventOpts });
   await q3.counts();
   const live = await startWorker('live', serial, 0);
   await live.worker.start();
@@ -282,7 +308,7 @@ try {
   const serial = N / 4;
 
   if (!onlyBacklog) {
-    const q1 = new Queue('serial', { connection: url });
+    const q1 = new Queue('serial', { connection: url, ...eventOpts });
     await q1.counts(); // connected, library loaded: not counted
     await measure('add-serial', serial, async () => {
       for (let i = 0; i < serial; i++) await q1.add(payload(i));
@@ -290,21 +316,22 @@ try {
     await q1.close();
   }
 
-  let q2 = new Queue('life', { connection: url });
+  let q2 = new Queue('life', { connection: url, ...eventOpts });
   await q2.counts();
   if (BACKLOG > 0) await fillBacklog(q2);
   if (BACKLOG > 0 && restart) {
     await q2.close();
     await restartServer(q2.name);
-    q2 = new Queue('life', { connection: url });
+    q2 = new Queue('life', { connection: url, ...eventOpts });
     await q2.counts();
   }
-  await measure('add-bulk', N, () => addBulk(q2));
+  if (wanted('add-bulk')) await measure('add-bulk', N, () => addBulk(q2));
+  else if (wanted('drain')) await addBulk(q2);
   for (const [variant, prefetch] of [
     ['drain', 0],
     ['drain-begin', 50],
   ] as const) {
-    if (onlyBacklog && variant !== 'drain') continue;
+    if ((onlyBacklog && variant !== 'drain') || !wanted(variant)) continue;
     if (variant !== 'drain') await addBulk(q2);
     const drain = await startWorker('life', N, prefetch);
     await measure(variant, N, async () => {
