@@ -11,9 +11,9 @@
  */
 import { Redis } from 'ioredis';
 import { Queue } from '../src/index.js';
-import { queueKeys } from '../src/keys.js';
-import { libraryFunction } from '../src/script-functions.js';
-import { scripts } from '../src/scripts.js';
+import { libraryFunction } from '../src/scripts/functions.js';
+import { scripts } from '../src/scripts/specs.js';
+import { queueKeys } from '../src/store/keys.js';
 import { startRedis } from '../test/helpers/redis-server.js';
 import { median } from './stats.js';
 

@@ -51,7 +51,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { DEFAULT_PREFIX } from '../src/defaults.js';
 import { Queue, Worker } from '../src/index.js';
-import { queueKeys } from '../src/keys.js';
+import { queueKeys } from '../src/store/keys.js';
 import { freePort } from '../test/helpers/redis-server.js';
 import { resetCommandStats, snapshot } from './redis-stats.js';
 import { payload } from './scenarios/helpers.js';

@@ -13,7 +13,7 @@
  */
 import { Redis } from 'ioredis';
 import { Queue, Worker } from '../src/index.js';
-import { scripts } from '../src/scripts.js';
+import { scripts } from '../src/scripts/specs.js';
 import { startRedis } from '../test/helpers/redis-server.js';
 import { parseInfo } from './redis-stats.js';
 

@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util';
 // The documented bounds of a worker's concurrency and prefetch (chaos/run.ts also checks, through the
 // public API, that the maximum is accepted and one more refused).
 import { MAX_CONCURRENCY, MAX_PREFETCH } from '../src/worker/options.js';
-import { FAULT_KINDS, type FaultKind } from './faults.js';
+import { FAULT_KINDS, type FaultKind } from './fault-plan.js';
 import { freshSeed, hash32, Rng } from './rng.js';
 import type { ChildConfig } from './worker-child.js';
 

@@ -11,7 +11,7 @@
 import { autoPrefetchCap } from '../src/worker/runner.js';
 import type { Info } from './collect.js';
 import type { Execution } from './exec-log.js';
-import type { FaultRecord } from './faults.js';
+import type { FaultRecord } from './fault-plan.js';
 
 export interface FaultAttribution {
   kind: string;

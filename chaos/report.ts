@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import type { LogEvidence, RedisSnapshot } from './collect.js';
 import type { ChaosConfig } from './config.js';
 import type { DuplicateReport } from './duplicates.js';
-import { FAULT_KINDS, type FaultRecord } from './faults.js';
+import { FAULT_KINDS, type FaultRecord } from './fault-plan.js';
 import type { Producer } from './producer.js';
 import type { Check, Judgement } from './verdict.js';
 import type { WorkerDiag } from './worker-child.js';

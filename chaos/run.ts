@@ -21,7 +21,8 @@ import { completedFromEvents, lookupUnlisted, readLogs, snapshotRedis, unfinishe
 import { type ChaosConfig, MAX_CONCURRENCY, parseConfig, roleOf } from './config.js';
 import { analyseDuplicates } from './duplicates.js';
 import { readExecLog } from './exec-log.js';
-import { type FaultRecord, FaultRunner, planFaults } from './faults.js';
+import { type FaultRecord, planFaults } from './fault-plan.js';
+import { FaultRunner } from './faults.js';
 import { GroupWatch } from './group-watch.js';
 import { Network } from './network.js';
 import { WorkerPool } from './pool.js';

@@ -4,7 +4,7 @@
  * Each start function applies the fault and returns how to end it; faults.ts times the end.
  */
 import type { Redis } from 'ioredis';
-import type { FaultKind, PlannedFault } from './faults.js';
+import type { FaultKind, PlannedFault } from './fault-plan.js';
 import type { Network } from './network.js';
 import { within } from './time.js';
 

@@ -14,7 +14,7 @@ import {
 import { FINISHED, type Info, type LogEvidence, type RedisSnapshot } from './collect.js';
 import type { DuplicateReport } from './duplicates.js';
 import type { Execution } from './exec-log.js';
-import type { FaultRecord } from './faults.js';
+import type { FaultRecord } from './fault-plan.js';
 import {
   accountingViolations,
   dedupeViolations,

@@ -23,7 +23,10 @@ const args = [tsc, '-p', fileURLToPath(at('tsconfig.build.json')), '--outDir', o
 if (values['no-declarations']) args.push('--declaration', 'false');
 const { status } = spawnSync(process.execPath, args, { stdio: 'inherit' });
 if (status !== 0) process.exit(status ?? 1);
-cpSync(at('src/scripts'), `${out}/scripts`, { recursive: true });
+cpSync(at('src/scripts'), `${out}/scripts`, {
+  recursive: true,
+  filter: (f) => !f.endsWith('.ts'), // the Lua files beside the TypeScript that describes them
+});
 cpSync(at('src/dashboard/browser'), `${out}/dashboard/browser`, {
   recursive: true,
   filter: (f) => !f.endsWith('.json'), // its tsconfig.json

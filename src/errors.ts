@@ -368,3 +368,14 @@ export class NotSettledError extends SuretyError {
     super('ERR_NOT_SETTLED', `${operation} did not settle within ${timeoutMs} ms: ${pending.join('; ')}`);
   }
 }
+
+/**
+ * A sandboxed processor's sandbox (worker thread or child process) failed the attempt: its module did
+ * not load, or it exited, was killed or ran out of memory while running the job. The attempt fails
+ * like any failure (retried with backoff); the sandbox is replaced. See docs/sandbox.md.
+ */
+export class SandboxError extends SuretyError {
+  constructor(message: string) {
+    super('ERR_SANDBOX', message);
+  }
+}

@@ -1,4 +1,3 @@
-export { EmbeddedRedis, type EmbeddedRedisOptions } from './embedded-redis.js';
 // Every error class (docs/errors.md); the script-refusal mapping stays internal.
 export {
   BatchExistsError,
@@ -24,6 +23,7 @@ export {
   RedisFullError,
   RedisServerNotFoundError,
   RepartitionError,
+  SandboxError,
   SnoozeError,
   SnoozeLimitError,
   StaleJobError,
@@ -34,8 +34,7 @@ export {
   ValidationError,
   WaitTimeoutError,
 } from './errors.js';
-export { type QueueKeys, queueKeys } from './keys.js';
-export type { ConnectionOption, Logger, QueueOptions } from './options.js';
+export type { QueueOptions } from './options/queue.js';
 export { discoverQueues } from './queue/discover.js';
 export {
   type QueueEvent,
@@ -56,6 +55,7 @@ export type { QueueStats, SearchOptions, SearchResult } from './queue/insights.j
 export { MAX_METRICS_RETENTION_MS } from './queue/metrics-history.js';
 export { Queue } from './queue/queue.js';
 export type { ListOptions } from './queue/reads.js';
+export type { RecoveredJobs } from './queue/recovery.js';
 export {
   type RepartitionOptions,
   type RepartitionResult,
@@ -63,8 +63,10 @@ export {
 } from './queue/repartition.js';
 export type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './queue/schedule-timing.js';
 export type { WaitOptions } from './queue/wait-for.js';
-export type { RecoveredJobs } from './recovery.js';
-export { type ServerInfo, type ServerWarning, serverInfo } from './server-info.js';
+export type { ConnectionOption, Logger } from './redis/client.js';
+export { EmbeddedRedis, type EmbeddedRedisOptions } from './redis/embedded.js';
+export { type ServerInfo, type ServerWarning, serverInfo } from './redis/server-info.js';
+export { type QueueKeys, queueKeys } from './store/keys.js';
 export type { TracerProviderLike } from './telemetry/api.js';
 export type { AttemptOutcome, TelemetryOption } from './telemetry/tracing.js';
 export type {
@@ -89,5 +91,4 @@ export type { BackoffStrategy } from './worker/backoff.js';
 export { Job } from './worker/job.js';
 export type { ProcessorMap } from './worker/named-processors.js';
 export type { WorkerOptions } from './worker/options.js';
-export { SandboxError } from './worker/sandbox/sandbox-error.js';
 export { type Processor, Worker, type WorkerEvents } from './worker/worker.js';

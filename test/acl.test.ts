@@ -1,5 +1,5 @@
 /**
- * ACL users: the rules of docs/acl.md (src/acl.ts) are enough for producers, workers, events and
+ * ACL users: the rules of docs/acl.md (src/redis/acl.ts) are enough for producers, workers, events and
  * dashboards, keep a user inside its prefix, and a missing permission fails fast with Redis's NOPERM
  * instead of a hang. `npm run test:acl` runs the core suite as the worker user as well.
  */
@@ -7,10 +7,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { aclCommands, aclRules } from '../src/acl.js';
 import { createDashboard } from '../src/dashboard/index.js';
 import { ConnectionError, discoverQueues, type Logger, Queue, Worker } from '../src/index.js';
-import { queueKeys } from '../src/keys.js';
+import { aclCommands, aclRules } from '../src/redis/acl.js';
+import { queueKeys } from '../src/store/keys.js';
 import {
   aclDenials,
   closeAfterEach,

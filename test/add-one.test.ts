@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Clock } from '../src/clock.js';
 import { type JobOptions, Queue } from '../src/index.js';
-import { queueKeys } from '../src/keys.js';
+import { queueKeys } from '../src/store/keys.js';
 import { closeAfterEach, uniqueName, useRedis } from './helpers/setup.js';
 
 const fx = useRedis();

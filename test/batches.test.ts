@@ -18,8 +18,8 @@ import {
   ValidationError,
   Worker,
 } from '../src/index.js';
-import { batchKey, queueKeys } from '../src/keys.js';
-import { runScript, scripts } from '../src/scripts.js';
+import { runScript, scripts } from '../src/scripts/specs.js';
+import { batchKey, queueKeys } from '../src/store/keys.js';
 import { claimArgs } from './helpers/claim-args.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 import { useWorkerChildren } from './helpers/worker-children.js';

@@ -5,7 +5,7 @@
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Job, Queue, type QueueEvent, Worker } from '../src/index.js';
-import { scriptLibrary } from '../src/script-functions.js';
+import { scriptLibrary } from '../src/scripts/functions.js';
 import { RedisCluster } from './helpers/redis-cluster.js';
 import { closeAfterEach, uniqueName, waitUntil } from './helpers/setup.js';
 

@@ -21,7 +21,7 @@ import {
 } from '../src/dashboard/index.js';
 import { QueueRegistry } from '../src/dashboard/queues.js';
 import { ClosedError, Queue, UnrecoverableError, Worker } from '../src/index.js';
-import { runScript, scripts } from '../src/scripts.js';
+import { runScript, scripts } from '../src/scripts/specs.js';
 import { claimArgs } from './helpers/claim-args.js';
 import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 

@@ -13,9 +13,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Queue } from '../src/index.js';
-import { decodeClaimed } from '../src/job-record.js';
-import { queueKeys } from '../src/keys.js';
-import { type ArgValue, runScript, type ScriptSpec, scripts } from '../src/scripts.js';
+import { type ArgValue, runScript, type ScriptSpec, scripts } from '../src/scripts/specs.js';
+import { decodeClaimed } from '../src/store/job-record.js';
+import { queueKeys } from '../src/store/keys.js';
 import { uniqueName, useRedis } from './helpers/setup.js';
 
 const fx = useRedis();

@@ -4,7 +4,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import type { RedisClient } from '../src/scripts.js';
+import type { RedisClient } from '../src/scripts/specs.js';
 import { type ClaimReply, type ClaimTicket, Fetcher } from '../src/worker/fetcher.js';
 import { claimAnswer } from './helpers/claim-answer.js';
 

@@ -15,8 +15,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Queue } from '../src/index.js';
-import { decodeClaimed } from '../src/job-record.js';
-import { type ArgValue, type ScriptSpec, scripts } from '../src/scripts.js';
+import { type ArgValue, type ScriptSpec, scripts } from '../src/scripts/specs.js';
+import { decodeClaimed } from '../src/store/job-record.js';
 import { runScriptAt } from './helpers/run-script-at.js';
 import { uniqueName, useRedis } from './helpers/setup.js';
 

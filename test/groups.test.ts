@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { Queue, repartition, ValidationError, Worker } from '../src/index.js';
-import { queueKeys } from '../src/keys.js';
+import { queueKeys } from '../src/store/keys.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 import { useWorkerChildren } from './helpers/worker-children.js';
 

@@ -11,9 +11,16 @@ import {
   RepartitionError,
   StaleJobError,
 } from '../src/errors.js';
-import { ANNEX_SUFFIX, annexFields, annexOf, decodeClaimed, HEADER, readHeader } from '../src/job-record.js';
-import { parseRefusal, refusalError } from '../src/refusals.js';
-import { decodeAdd, decodeComplete, decodeFail, decodeJobChange } from '../src/script-replies.js';
+import { parseRefusal, refusalError } from '../src/scripts/refusals.js';
+import { decodeAdd, decodeComplete, decodeFail, decodeJobChange } from '../src/scripts/replies.js';
+import {
+  ANNEX_SUFFIX,
+  annexFields,
+  annexOf,
+  decodeClaimed,
+  HEADER,
+  readHeader,
+} from '../src/store/job-record.js';
 
 const includes = new URL('../src/scripts/includes/', import.meta.url);
 

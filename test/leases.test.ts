@@ -5,8 +5,8 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, FREE_RETURNS } from '../src/defaults.js';
 import { Queue } from '../src/index.js';
-import { queueKeys } from '../src/keys.js';
-import { runScript, scripts } from '../src/scripts.js';
+import { runScript, scripts } from '../src/scripts/specs.js';
+import { queueKeys } from '../src/store/keys.js';
 import { claimArgs } from './helpers/claim-args.js';
 import { uniqueName, useRedis } from './helpers/setup.js';
 

@@ -8,8 +8,8 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_MAX_ATTEMPTS, FREE_RETURNS } from '../src/defaults.js';
 import { Queue, Worker } from '../src/index.js';
-import { type QueueKeys, queueKeys } from '../src/keys.js';
-import { type ArgValue, runScript, scripts } from '../src/scripts.js';
+import { type ArgValue, runScript, scripts } from '../src/scripts/specs.js';
+import { type QueueKeys, queueKeys } from '../src/store/keys.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();

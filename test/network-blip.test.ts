@@ -8,13 +8,13 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TcpProxy } from '../chaos/tcp-proxy.js';
-import { connect } from '../src/connection.js';
-import { offlineQueues } from '../src/in-flight.js';
 import { ConnectionError, Queue, Worker, type WorkerOptions } from '../src/index.js';
-import { decodeClaimed } from '../src/job-record.js';
-import { queueKeys } from '../src/keys.js';
 import { repairSchedules } from '../src/queue/schedules.js';
-import { runScript, scripts } from '../src/scripts.js';
+import { connect } from '../src/redis/connection.js';
+import { offlineQueues } from '../src/redis/in-flight.js';
+import { runScript, scripts } from '../src/scripts/specs.js';
+import { decodeClaimed } from '../src/store/job-record.js';
+import { queueKeys } from '../src/store/keys.js';
 import { claimArgs } from './helpers/claim-args.js';
 import { runScriptAt } from './helpers/run-script-at.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Job, Queue, RedisFullError, type SuretyError, Worker } from '../src/index.js';
-import { scripts } from '../src/scripts.js';
+import { scripts } from '../src/scripts/specs.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const MAXMEMORY = 12 * 1024 * 1024;

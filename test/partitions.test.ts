@@ -15,7 +15,7 @@ import {
   UnrecoverableError,
   Worker,
 } from '../src/index.js';
-import { partitionOf } from '../src/partitions.js';
+import { partitionOf } from '../src/queue/partitions.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();

@@ -9,7 +9,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_PREFIX, FREE_RETURNS } from '../src/defaults.js';
 import { Queue, Worker } from '../src/index.js';
-import { queueKeys } from '../src/keys.js';
+import { queueKeys } from '../src/store/keys.js';
 import { uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 import { useWorkerChildren } from './helpers/worker-children.js';
 

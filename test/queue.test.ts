@@ -10,7 +10,7 @@ import {
   WaitTimeoutError,
   Worker,
 } from '../src/index.js';
-import { hashPartition } from '../src/partitions.js';
+import { hashPartition } from '../src/queue/partitions.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();

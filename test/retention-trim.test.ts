@@ -6,8 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Queue } from '../src/index.js';
-import { queueKeys } from '../src/keys.js';
-import { runScript, scripts } from '../src/scripts.js';
+import { runScript, scripts } from '../src/scripts/specs.js';
+import { queueKeys } from '../src/store/keys.js';
 import { claimArgs } from './helpers/claim-args.js';
 import { uniqueName, useRedis } from './helpers/setup.js';
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { Queue, ValidationError, Worker } from '../src/index.js';
-import { occurrenceId } from '../src/occurrence-id.js';
 import { nextTick } from '../src/queue/schedule-timing.js';
 import { advanceSchedule } from '../src/queue/schedules.js';
+import { occurrenceId } from '../src/store/occurrence-id.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();

@@ -8,8 +8,8 @@ import { execFileSync } from 'node:child_process';
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { Queue, Worker } from '../src/index.js';
-import { scriptLibrary } from '../src/script-functions.js';
-import { scripts } from '../src/scripts.js';
+import { scriptLibrary } from '../src/scripts/functions.js';
+import { scripts } from '../src/scripts/specs.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();

@@ -1,7 +1,7 @@
 /** Each script description in scripts.ts must match the KEYS/ARGV header of its Lua file. */
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { loadLua, scripts } from '../src/scripts.js';
+import { loadLua, scripts } from '../src/scripts/specs.js';
 
 const dir = new URL('../src/scripts/', import.meta.url);
 

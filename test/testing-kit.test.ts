@@ -6,8 +6,8 @@
 import { existsSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
-import { pingRedis } from '../src/embedded-redis.js';
 import { Queue, RateLimitError, ValidationError, Worker } from '../src/index.js';
+import { pingRedis } from '../src/redis/embedded.js';
 import {
   createTestEnv,
   NotSettledError,

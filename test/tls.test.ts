@@ -22,7 +22,7 @@ async function runOneJob(connection: ConnectionOption): Promise<void> {
 /**
  * For clients whose connection never comes up: reconnect a few times, then give up. Without it,
  * close() hangs: it sends QUIT, which waits in ioredis's offline queue for a connection (a Worker's
- * forever, maxRetriesPerRequest being null; see the report on src/connection.ts closeConnection).
+ * forever, maxRetriesPerRequest being null; see the report on src/redis/connection.ts closeConnection).
  */
 const giveUp = (attempt: number) => (attempt > 3 ? null : 20);
 

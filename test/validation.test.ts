@@ -1,6 +1,4 @@
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { MAX_DELAY_MS } from '../src/backoff-option.js';
-import { parseClusterUrl } from '../src/connection.js';
 import { createDashboard } from '../src/dashboard/index.js';
 import {
   NotSerializableError,
@@ -13,6 +11,8 @@ import {
   ValidationError,
   Worker,
 } from '../src/index.js';
+import { MAX_DELAY_MS } from '../src/options/backoff.js';
+import { parseClusterUrl } from '../src/redis/connection.js';
 import { MAX_TIMER_MS, safeTimeout, timerMs } from '../src/timers.js';
 import { Interval } from '../src/worker/interval.js';
 import { nextEvent, uniqueName, useRedis, waitUntil } from './helpers/setup.js';

@@ -4,8 +4,8 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MAX_MESSAGE_CHARS, MAX_STACK_CHARS } from '../src/defaults.js';
+import { normaliseThrown, serializeAttemptError } from '../src/error-normaliser.js';
 import { type Job, ListenerError, Queue, type SuretyError, Worker } from '../src/index.js';
-import { normaliseThrown, serializeAttemptError } from '../src/worker/error-normaliser.js';
 import { closeAfterEach, nextEvent, uniqueName, useRedis, waitUntil } from './helpers/setup.js';
 
 const fx = useRedis();

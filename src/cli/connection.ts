@@ -5,10 +5,10 @@
  * data always uses that private server. Every command gets one client, shared by all its Queues.
  */
 import type { Cluster, Redis } from 'ioredis';
-import { closeConnection, connect } from '../connection.js';
-import type { QueueOptions } from '../options.js';
+import type { QueueOptions } from '../options/queue.js';
 import { Queue } from '../queue/queue.js';
-import type { RedisClient } from '../scripts.js';
+import { closeConnection, connect } from '../redis/connection.js';
+import type { RedisClient } from '../scripts/specs.js';
 import { checkQueueName } from '../validate.js';
 import { hasEmbeddedData, startEmbedded } from './embedded.js';
 import { CliError, UsageError } from './errors.js';

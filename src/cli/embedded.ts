@@ -16,7 +16,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
-import { EmbeddedRedis, findRedisServer, installHint, pingRedis } from '../embedded-redis.js';
+import { EmbeddedRedis, findRedisServer, installHint, pingRedis } from '../redis/embedded.js';
 import { CliError } from './errors.js';
 import { addCleanup } from './lifecycle.js';
 

@@ -9,7 +9,7 @@ import { EventEmitter } from 'node:events';
 import { SCRIPT_BATCH_LIMIT } from '../defaults.js';
 import { ConnectionError, SuretyError } from '../errors.js';
 import { Queue } from '../queue/queue.js';
-import type { RedisClient } from '../scripts.js';
+import type { RedisClient } from '../scripts/specs.js';
 import { Interval, jittered } from '../worker/interval.js';
 
 export interface RecoveredJobs {

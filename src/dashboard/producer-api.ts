@@ -14,8 +14,8 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { JobFailedError, SuretyError, ValidationError, WaitTimeoutError } from '../errors.js';
-import type { ConnectionOption } from '../options.js';
 import type { Queue } from '../queue/queue.js';
+import type { ConnectionOption } from '../redis/client.js';
 import type { JobInfo } from '../types.js';
 import { checkInt, checkKnownKeys, checkObject } from '../validate.js';
 import { errorResponse, HttpError, json } from './http.js';

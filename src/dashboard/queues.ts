@@ -4,13 +4,13 @@
  * API; no Redis key is read here.
  */
 
-import { type Connection, closeConnection, connect } from '../connection.js';
 import { ValidationError } from '../errors.js';
-import type { ConnectionOption } from '../options.js';
 import type { BulkOutcome } from '../queue/bulk.js';
 import { discoverQueues } from '../queue/discover.js';
 import { Queue } from '../queue/queue.js';
-import { type ServerInfo, serverInfo } from '../server-info.js';
+import type { ConnectionOption } from '../redis/client.js';
+import { type Connection, closeConnection, connect } from '../redis/connection.js';
+import { type ServerInfo, serverInfo } from '../redis/server-info.js';
 import type { JobCounts } from '../types.js';
 
 export interface QueueOverview {

@@ -6,17 +6,17 @@
  */
 import { DEFAULT_RETENTION, SCRIPT_BATCH_LIMIT } from '../defaults.js';
 import { ValidationError } from '../errors.js';
-import { settling } from '../in-flight.js';
-import { setPausedAll } from '../partitions.js';
-import { type RecoveredJobs, recoverExpired } from '../recovery.js';
-import { serverNow } from '../redis-clock.js';
-import { type Refusal, refusalError } from '../refusals.js';
-import { resolveRetentionRule } from '../retention.js';
-import { type ArgValue, callScript, type ScriptSpec, scripts } from '../scripts.js';
+import { resolveRetentionRule } from '../options/retention.js';
+import { settling } from '../redis/in-flight.js';
+import { serverNow } from '../redis/server-clock.js';
+import { type Refusal, refusalError } from '../scripts/refusals.js';
+import { type ArgValue, callScript, type ScriptSpec, scripts } from '../scripts/specs.js';
 import type { RetentionRule } from '../types.js';
 import { checkCallOptions, checkInt, checkJobId, show } from '../validate.js';
 import type { QueueContext } from './context.js';
+import { setPausedAll } from './partitions.js';
 import { locate } from './reads.js';
+import { type RecoveredJobs, recoverExpired } from './recovery.js';
 
 export type JobChange = 'retry' | 'remove' | 'promote' | 'cancel';
 const CHANGE_SCRIPTS = {

@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { MAX_BULK } from '../defaults.js';
 import { ValidationError } from '../errors.js';
-import { batchKey } from '../keys.js';
+import { batchKey } from '../store/keys.js';
 import type { AddedBatch, BatchInfo, BatchOptions, JobOptions } from '../types.js';
 import { checkJobId, checkKnownKeys, checkObject, show } from '../validate.js';
 import type { QueueContext } from './context.js';

@@ -2,9 +2,9 @@
  * What the queue's modules (enqueue, admin, reads, events, schedules, wait-for) need from the Queue
  * facade: its name and resolved options, its client, and its layout once the server was checked.
  */
-import type { ResolvedQueueOptions } from '../options.js';
-import type { Layout } from '../partitions.js';
-import type { RedisClient } from '../scripts.js';
+import type { ResolvedQueueOptions } from '../options/queue.js';
+import type { RedisClient } from '../scripts/specs.js';
+import type { Layout } from './partitions.js';
 
 export interface QueueContext {
   readonly name: string;

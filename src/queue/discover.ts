@@ -6,8 +6,8 @@
  */
 import { Cluster } from 'ioredis';
 import { DEFAULT_PREFIX } from '../defaults.js';
-import { queueKeys } from '../keys.js';
-import type { RedisClient } from '../scripts.js';
+import type { RedisClient } from '../scripts/specs.js';
+import { queueKeys } from '../store/keys.js';
 import { checkPrefix, checkQueueAddress, checkQueueName } from '../validate.js';
 
 const NAME_MARK = '\u0000';

@@ -4,7 +4,7 @@
  * waiters of those ids. Subscribing happens before the waiter's first read of the job, so a
  * completion can never fall between the read and the subscription.
  */
-import type { RedisClient } from '../scripts.js';
+import type { RedisClient } from '../scripts/specs.js';
 
 type Wake = () => void;
 

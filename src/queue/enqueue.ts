@@ -5,16 +5,16 @@
  */
 import { DEFAULT_LEASE_MS, MAX_BULK } from '../defaults.js';
 import { CrossPartitionError, DurabilityError, ValidationError } from '../errors.js';
-import { asConnectionError, untilClosed } from '../in-flight.js';
-import { encodeOptionTail, type ResolvedJobOptions } from '../job-record.js';
-import type { QueueKeys } from '../keys.js';
-import { type ResolvedAdd, resolveAddOptions } from '../options.js';
-import type { Layout } from '../partitions.js';
-import type { AddedRow } from '../script-replies.js';
-import { callScript, scripts } from '../scripts.js';
+import { type ResolvedAdd, resolveAddOptions } from '../options/queue.js';
+import { asConnectionError, untilClosed } from '../redis/in-flight.js';
+import type { AddedRow } from '../scripts/replies.js';
+import { callScript, scripts } from '../scripts/specs.js';
+import { encodeOptionTail, type ResolvedJobOptions } from '../store/job-record.js';
+import type { QueueKeys } from '../store/keys.js';
 import type { AddedJob, JobOptions } from '../types.js';
 import { checkKnownKeys, checkObject, toJson } from '../validate.js';
 import type { QueueContext } from './context.js';
+import type { Layout } from './partitions.js';
 
 type AddRow = Record<
   | 'id'

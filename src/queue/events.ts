@@ -4,11 +4,10 @@
  * Usable from any process: the stream lives in Redis, capped near `events.maxLen` entries.
  */
 import { EventEmitter } from 'node:events';
-import { connect, duplicate } from '../connection.js';
 import { DEFAULT_PREFIX } from '../defaults.js';
-import type { ConnectionOption } from '../options.js';
-import { type Layout, resolveLayout } from '../partitions.js';
-import type { RedisClient } from '../scripts.js';
+import type { ConnectionOption } from '../redis/client.js';
+import { connect, duplicate } from '../redis/connection.js';
+import type { RedisClient } from '../scripts/specs.js';
 import {
   checkCallOptions,
   checkPrefix,
@@ -18,6 +17,7 @@ import {
 } from '../validate.js';
 import type { QueueContext } from './context.js';
 import { mergeIterators } from './merge-iterators.js';
+import { type Layout, resolveLayout } from './partitions.js';
 
 export type QueueEventName =
   | 'added'

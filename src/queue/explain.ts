@@ -5,13 +5,13 @@
  * a few milliseconds stale).
  */
 import { JobNotFoundError } from '../errors.js';
-import { settling } from '../in-flight.js';
-import { groupKeys, type QueueKeys } from '../keys.js';
-import type { Layout } from '../partitions.js';
-import { serverNow } from '../redis-clock.js';
-import type { RedisClient } from '../scripts.js';
+import { settling } from '../redis/in-flight.js';
+import { serverNow } from '../redis/server-clock.js';
+import type { RedisClient } from '../scripts/specs.js';
+import { groupKeys, type QueueKeys } from '../store/keys.js';
 import type { JobInfo, JobState, WorkerDescription } from '../types.js';
 import { effectiveLimits } from './flow-control.js';
+import type { Layout } from './partitions.js';
 import { listWorkers, locate, readJob } from './reads.js';
 
 /** One reason; `code` is stable, `message` is for people, the other fields are data. */

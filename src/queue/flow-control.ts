@@ -6,9 +6,9 @@
  */
 
 import { ValidationError } from '../errors.js';
-import { settling } from '../in-flight.js';
-import type { QueueKeys } from '../keys.js';
-import { callScript, type RedisClient, scripts } from '../scripts.js';
+import { settling } from '../redis/in-flight.js';
+import { callScript, type RedisClient, scripts } from '../scripts/specs.js';
+import type { QueueKeys } from '../store/keys.js';
 import { MAX_TIMER_MS } from '../timers.js';
 import { checkCallOptions, checkInt, checkKnownKeys, checkLabel, checkObject, show } from '../validate.js';
 import type { QueueContext } from './context.js';

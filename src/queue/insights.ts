@@ -6,11 +6,11 @@
  */
 
 import { ValidationError } from '../errors.js';
-import { settling } from '../in-flight.js';
-import { annexOf, decodeRecord } from '../job-record.js';
-import { groupKeys } from '../keys.js';
-import { serverNow } from '../redis-clock.js';
+import { settling } from '../redis/in-flight.js';
+import { serverNow } from '../redis/server-clock.js';
 import { isJobState, JOB_STATES } from '../states.js';
+import { annexOf, decodeRecord } from '../store/job-record.js';
+import { groupKeys } from '../store/keys.js';
 import type { JobInfo, JobState } from '../types.js';
 import { checkCallOptions, checkInt, show } from '../validate.js';
 import type { QueueContext } from './context.js';

@@ -12,11 +12,11 @@
  * partition. docs/admin.md describes what each one does and does not do.
  */
 
-import { MAX_DELAY_MS } from '../backoff-option.js';
 import { SCRIPT_BATCH_LIMIT } from '../defaults.js';
 import { QueueActiveError } from '../errors.js';
-import type { QueueKeys } from '../keys.js';
-import { callScript, scripts } from '../scripts.js';
+import { MAX_DELAY_MS } from '../options/backoff.js';
+import { callScript, scripts } from '../scripts/specs.js';
+import type { QueueKeys } from '../store/keys.js';
 import { checkBool, checkCallOptions, checkInt, toJson } from '../validate.js';
 import { runJobScript } from './admin.js';
 import type { QueueContext } from './context.js';

@@ -2,11 +2,12 @@
  * Reading job ids in listing order and their records, for queue.getJobs (reads.ts, ascending) and
  * its newest-first reader (reads-newest.ts).
  */
-import { annexFields, annexOf, decodeRecord } from '../job-record.js';
-import { groupKeys, type QueueKeys } from '../keys.js';
-import type { Layout } from '../partitions.js';
-import type { RedisClient } from '../scripts.js';
+
+import type { RedisClient } from '../scripts/specs.js';
+import { annexFields, annexOf, decodeRecord } from '../store/job-record.js';
+import { groupKeys, type QueueKeys } from '../store/keys.js';
 import type { JobInfo, JobState } from '../types.js';
+import type { Layout } from './partitions.js';
 
 /**
  * Waiting ids of one pool (the queue's list and prio zset, or a group's) in claim order: priorities

@@ -6,8 +6,8 @@
  */
 
 import { ValidationError } from '../errors.js';
-import { settling } from '../in-flight.js';
-import { serverNow } from '../redis-clock.js';
+import { settling } from '../redis/in-flight.js';
+import { serverNow } from '../redis/server-clock.js';
 import type { QueueMetrics } from '../types.js';
 import { checkCallOptions, checkInt } from '../validate.js';
 import type { QueueContext } from './context.js';

@@ -3,10 +3,11 @@
  * partition count recorded in Redis; later calls share that answer. A failed check (server unreachable,
  * count refused) is tried again by the next call; a closed queue refuses every call.
  */
-import { type Connection, checkServer } from '../connection.js';
+
 import { ClosedError } from '../errors.js';
-import type { ResolvedQueueOptions } from '../options.js';
-import { Layout, resolveLayout } from '../partitions.js';
+import type { ResolvedQueueOptions } from '../options/queue.js';
+import { type Connection, checkServer } from '../redis/connection.js';
+import { Layout, resolveLayout } from './partitions.js';
 
 export class LayoutOpener {
   /** Known at construction for a numeric `partitions`; read from Redis on first use for 'auto'. */

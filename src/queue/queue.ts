@@ -18,12 +18,11 @@
  *
  * Holds no state besides its connections and layout (opener.ts).
  */
-import { type Connection, closeConnection, connect } from '../connection.js';
-import { type QueueKeys, queueKeys } from '../keys.js';
-import { type QueueOptions, type ResolvedQueueOptions, resolveQueueOptions } from '../options.js';
-import type { Layout } from '../partitions.js';
-import type { RecoveredJobs } from '../recovery.js';
-import type { RedisClient } from '../scripts.js';
+
+import { type QueueOptions, type ResolvedQueueOptions, resolveQueueOptions } from '../options/queue.js';
+import { type Connection, closeConnection, connect } from '../redis/connection.js';
+import type { RedisClient } from '../scripts/specs.js';
+import { type QueueKeys, queueKeys } from '../store/keys.js';
 import type {
   AddedBatch,
   AddedJob,
@@ -66,7 +65,9 @@ import {
 import * as edits from './job-edits.js';
 import { readMetrics, setMetricsRetention } from './metrics-history.js';
 import { LayoutOpener } from './opener.js';
+import type { Layout } from './partitions.js';
 import { countJobs, type ListOptions, listJobs, listWorkers, queueExists, readJob } from './reads.js';
+import type { RecoveredJobs } from './recovery.js';
 import type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './schedule-timing.js';
 import { listSchedules, removeSchedule, upsertSchedule } from './schedules.js';
 import { JobWaiter, type WaitOptions } from './wait-for.js';

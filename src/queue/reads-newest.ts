@@ -5,9 +5,9 @@
  * (claim order) and blocked jobs (id order) have no score: the page is the matching slice counted
  * from the end, read with the ascending reader and reversed.
  */
-import { settling } from '../in-flight.js';
-import { groupKeys, type QueueKeys } from '../keys.js';
-import type { RedisClient } from '../scripts.js';
+import { settling } from '../redis/in-flight.js';
+import type { RedisClient } from '../scripts/specs.js';
+import { groupKeys, type QueueKeys } from '../store/keys.js';
 import type { JobInfo, JobState } from '../types.js';
 import type { QueueContext } from './context.js';
 import { idsOf, mergedPage, poolIds, readMany } from './job-ids.js';

@@ -6,17 +6,17 @@
  */
 
 import { ValidationError } from '../errors.js';
-import { settling } from '../in-flight.js';
-import { annexFields, annexOf, decodeRecord } from '../job-record.js';
-import { groupKeys, storedKeys } from '../keys.js';
-import type { Layout } from '../partitions.js';
-import { serverNow } from '../redis-clock.js';
-import type { RedisClient } from '../scripts.js';
+import { settling } from '../redis/in-flight.js';
+import { serverNow } from '../redis/server-clock.js';
+import type { RedisClient } from '../scripts/specs.js';
 import { isJobState, JOB_STATES } from '../states.js';
+import { annexFields, annexOf, decodeRecord } from '../store/job-record.js';
+import { groupKeys, storedKeys } from '../store/keys.js';
 import type { JobCounts, JobInfo, JobState, WorkerDescription } from '../types.js';
 import { checkCallOptions, checkInt, checkLabel, show } from '../validate.js';
 import type { QueueContext } from './context.js';
 import { idsOf, mergedPage, poolIds, readMany } from './job-ids.js';
+import type { Layout } from './partitions.js';
 import { listNewest } from './reads-newest.js';
 
 /** The partition holding job `id` (its home first, then the others), or -1 if none does. */

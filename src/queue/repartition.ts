@@ -17,12 +17,11 @@
 
 import { DEFAULT_PREFIX } from '../defaults.js';
 import { RepartitionError, ValidationError } from '../errors.js';
-import { settling } from '../in-flight.js';
-import { annexFields, annexOf, readHeader } from '../job-record.js';
-import { groupKeys, type QueueKeys, queueKeys } from '../keys.js';
-import { occurrenceId } from '../occurrence-id.js';
-import { Layout, setPausedAll } from '../partitions.js';
-import { callScript, type RedisClient, scripts } from '../scripts.js';
+import { settling } from '../redis/in-flight.js';
+import { callScript, type RedisClient, scripts } from '../scripts/specs.js';
+import { annexFields, annexOf, readHeader } from '../store/job-record.js';
+import { groupKeys, type QueueKeys, queueKeys } from '../store/keys.js';
+import { occurrenceId } from '../store/occurrence-id.js';
 import {
   checkCallOptions,
   checkInt,
@@ -32,6 +31,7 @@ import {
   show,
 } from '../validate.js';
 import { writeGroupLimits } from './flow-control.js';
+import { Layout, setPausedAll } from './partitions.js';
 import { countJobs } from './reads.js';
 
 export interface RepartitionOptions {

@@ -4,8 +4,8 @@
  */
 import { CronExpressionParser } from 'cron-parser';
 import { ValidationError } from '../errors.js';
-import { SCHEDULE_KEY_RE } from '../occurrence-id.js';
-import { DEFAULTS_KEYS, LIBRARY_JOB_DEFAULTS, MAX_RUN_AT, resolveAddOptions } from '../options.js';
+import { DEFAULTS_KEYS, LIBRARY_JOB_DEFAULTS, MAX_RUN_AT, resolveAddOptions } from '../options/queue.js';
+import { SCHEDULE_KEY_RE } from '../store/occurrence-id.js';
 import type { JobOptions } from '../types.js';
 import { checkBool, checkInt, checkKnownKeys, checkObject, show } from '../validate.js';
 

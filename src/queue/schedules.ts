@@ -12,16 +12,16 @@
  */
 
 import { ValidationError } from '../errors.js';
-import { untilClosed } from '../in-flight.js';
-import { encodeOptionTail } from '../job-record.js';
-import type { QueueKeys } from '../keys.js';
-import { occurrenceId, parseOccurrenceId } from '../occurrence-id.js';
-import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../options.js';
-import type { Layout } from '../partitions.js';
-import { serverNow } from '../redis-clock.js';
-import { callScript, type RedisClient, scripts } from '../scripts.js';
+import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../options/queue.js';
+import { untilClosed } from '../redis/in-flight.js';
+import { serverNow } from '../redis/server-clock.js';
+import { callScript, type RedisClient, scripts } from '../scripts/specs.js';
+import { encodeOptionTail } from '../store/job-record.js';
+import type { QueueKeys } from '../store/keys.js';
+import { occurrenceId, parseOccurrenceId } from '../store/occurrence-id.js';
 import { toJson } from '../validate.js';
 import type { QueueContext } from './context.js';
+import type { Layout } from './partitions.js';
 import {
   beforeEnd,
   firstTick,

@@ -4,9 +4,10 @@
  * sleeps until then instead of polling; it reads the job once subscribed, so an end that came first is
  * not missed. One subscriber connection per Queue, made at the first waitFor.
  */
-import { closeConnection, duplicate } from '../connection.js';
+
 import { JobFailedError, JobNotFoundError, ValidationError, WaitTimeoutError } from '../errors.js';
-import type { RedisClient } from '../scripts.js';
+import { closeConnection, duplicate } from '../redis/connection.js';
+import type { RedisClient } from '../scripts/specs.js';
 import { checkCallOptions, checkJobId, checkTimerMs, show } from '../validate.js';
 import type { QueueContext } from './context.js';
 import { DoneListener } from './done-listener.js';

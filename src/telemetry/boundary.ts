@@ -9,8 +9,9 @@
  * exactly once whatever the context manager does (throws before or after it, never calls it, calls it
  * twice), and hands back what the work itself returned or threw.
  */
+
+import { isA, normaliseThrown } from '../error-normaliser.js';
 import { TelemetryError } from '../errors.js';
-import { isA, normaliseThrown } from '../worker/error-normaliser.js';
 import type {
   Attributes,
   OtelApi,

@@ -8,7 +8,7 @@
  * non-recording span per call, nothing stored, and the processor runs without a context switch.
  */
 import { ValidationError } from '../errors.js';
-import { OCCURRENCE_PREFIX } from '../occurrence-id.js';
+import { OCCURRENCE_PREFIX } from '../store/occurrence-id.js';
 import { show } from '../validate.js';
 import {
   type Attributes,

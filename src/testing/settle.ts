@@ -15,7 +15,7 @@
  * Redis showed the waiting jobs. Once every worker with room has sent a claim since, and each came
  * back short (its fetcher "drained") while the count is unchanged, those jobs are not claimable now.
  */
-import { Layout } from '../partitions.js';
+import { Layout } from '../queue/partitions.js';
 import type { Queue } from '../queue/queue.js';
 import type { Worker } from '../worker/worker.js';
 

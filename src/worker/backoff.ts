@@ -1,8 +1,8 @@
 /** Delay before the next attempt of a failed job. */
 
-import { MAX_DELAY_MS } from '../backoff-option.js';
 import { ValidationError } from '../errors.js';
-import { decodeBackoff } from '../job-record.js';
+import { MAX_DELAY_MS } from '../options/backoff.js';
+import { decodeBackoff } from '../store/job-record.js';
 import type { Job } from './job.js';
 
 export type BackoffStrategy = (attempt: number, error: Error, job: Job) => number;

@@ -3,12 +3,12 @@
  * the reply. No state and no decisions: the Worker decides what the replies mean for its jobs.
  */
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, MAX_STEPS_BYTES, SCRIPT_BATCH_LIMIT } from '../defaults.js';
-import { untilClosed } from '../in-flight.js';
-import { annexField, resultOf } from '../job-record.js';
-import type { QueueKeys } from '../keys.js';
-import { recoverExpired } from '../recovery.js';
-import type { Refusal } from '../refusals.js';
-import { callScript, type RedisClient, scripts } from '../scripts.js';
+import { recoverExpired } from '../queue/recovery.js';
+import { untilClosed } from '../redis/in-flight.js';
+import type { Refusal } from '../scripts/refusals.js';
+import { callScript, type RedisClient, scripts } from '../scripts/specs.js';
+import { annexField, resultOf } from '../store/job-record.js';
+import type { QueueKeys } from '../store/keys.js';
 import { toJson } from '../validate.js';
 import type { CompleteRow, FailRow } from './acker.js';
 import type { ClaimReply, ClaimTicket, HandoffArgs } from './fetcher.js';

@@ -22,9 +22,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { type Clock, REAL_TIMERS } from '../clock.js';
-import { untilClosed } from '../in-flight.js';
-import type { ClaimAnswer, ClaimedJob } from '../script-replies.js';
-import type { RedisClient } from '../scripts.js';
+import { untilClosed } from '../redis/in-flight.js';
+import type { ClaimAnswer, ClaimedJob } from '../scripts/replies.js';
+import type { RedisClient } from '../scripts/specs.js';
 import { reconnectDelayMs, safeTimeout } from '../timers.js';
 import { HandoffState, MAX_HANDOFF_UNITS, parseHandoff, type Registration } from './handoff.js';
 

@@ -10,7 +10,7 @@
  * and replies travel on different connections). The first copy counts; this remembers the leases
  * delivered, by fencing token, to drop the second.
  */
-import type { ClaimedJob } from '../script-replies.js';
+import type { ClaimedJob } from '../scripts/replies.js';
 
 /**
  * The most jobs one registration may be handed (claim.lua's registerUnits): a registration costs

@@ -1,6 +1,6 @@
 /** The job as a processor sees it. */
 import { LeaseExpiredError, PayloadTooLargeError, ValidationError } from '../errors.js';
-import { type ClaimedRecord, decodeSteps } from '../job-record.js';
+import { type ClaimedRecord, decodeSteps } from '../store/job-record.js';
 import type { SpanLike } from '../telemetry/api.js';
 import { toJson } from '../validate.js';
 import { checkStepName, runStep, sleepStep } from './durable-steps.js';

@@ -10,11 +10,11 @@
  */
 import { type Clock, REAL_TIMERS } from '../clock.js';
 import type { SuretyError } from '../errors.js';
-import { decodeClaimed, tokenTime } from '../job-record.js';
-import { handoffChannel, type QueueKeys } from '../keys.js';
-import { type RefusalContext, refusalError } from '../refusals.js';
-import type { ClaimedJob } from '../script-replies.js';
-import type { RedisClient } from '../scripts.js';
+import { type RefusalContext, refusalError } from '../scripts/refusals.js';
+import type { ClaimedJob } from '../scripts/replies.js';
+import type { RedisClient } from '../scripts/specs.js';
+import { decodeClaimed, tokenTime } from '../store/job-record.js';
+import { handoffChannel, type QueueKeys } from '../store/keys.js';
 import type { AttemptOutcome } from '../telemetry/tracing.js';
 import { Acker, type CompleteRow, type FailRow } from './acker.js';
 import { WorkerCalls } from './calls.js';

@@ -2,8 +2,9 @@
 import type { Clock } from '../clock.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '../defaults.js';
 import { ValidationError } from '../errors.js';
-import { type CommonOptions, type Logger, resolveCommon } from '../options.js';
-import { resolveRetention } from '../retention.js';
+import { type CommonOptions, resolveCommon } from '../options/queue.js';
+import { resolveRetention } from '../options/retention.js';
+import type { Logger } from '../redis/client.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { MAX_TIMER_MS } from '../timers.js';
 import type { Retention } from '../types.js';

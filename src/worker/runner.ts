@@ -11,6 +11,14 @@
  * acknowledge jobs, and the lane reports written outcomes to the worker. A job's processor runs as soon
  * as it has a slot: its start is marked with the lane's next call (starter.ts), never awaited.
  */
+
+import {
+  type AttemptError,
+  isA,
+  normaliseThrown,
+  resultError,
+  serializeAttemptError,
+} from '../error-normaliser.js';
 import {
   CancelledError,
   ClosedError,
@@ -24,13 +32,6 @@ import {
 import { safeTimeout } from '../timers.js';
 import { toJson } from '../validate.js';
 import { retryDelayMs } from './backoff.js';
-import {
-  type AttemptError,
-  isA,
-  normaliseThrown,
-  resultError,
-  serializeAttemptError,
-} from './error-normaliser.js';
 import type { Job } from './job.js';
 import type { Lane, LaneRunner } from './lane.js';
 import type { ResolvedWorkerOptions } from './options.js';

@@ -26,7 +26,7 @@
 import { randomBytes } from 'node:crypto';
 import { captureRejectionSymbol, EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
-import { type Connection, checkServer, closeConnection, connect, duplicate } from '../connection.js';
+import { isA, normaliseThrown } from '../error-normaliser.js';
 import {
   ClosedError,
   ConnectionError,
@@ -37,11 +37,12 @@ import {
   SuretyError,
   ValidationError,
 } from '../errors.js';
-import { type QueueKeys, queueKeys } from '../keys.js';
-import { parseOccurrenceId } from '../occurrence-id.js';
-import { Layout, resolveLayout } from '../partitions.js';
+import { Layout, resolveLayout } from '../queue/partitions.js';
 import { advanceSchedule } from '../queue/schedules.js';
-import type { RedisClient } from '../scripts.js';
+import { type Connection, checkServer, closeConnection, connect, duplicate } from '../redis/connection.js';
+import type { RedisClient } from '../scripts/specs.js';
+import { type QueueKeys, queueKeys } from '../store/keys.js';
+import { parseOccurrenceId } from '../store/occurrence-id.js';
 import { delay, MAX_TIMER_MS, reconnectDelayMs } from '../timers.js';
 import {
   checkCallOptions,
@@ -52,7 +53,6 @@ import {
   checkQueueName,
   checkTimerMs,
 } from '../validate.js';
-import { isA, normaliseThrown } from './error-normaliser.js';
 import { Heartbeat, workerInfo } from './heartbeat.js';
 import type { Job } from './job.js';
 import { Lane, type LaneDiagnostics, type LaneHost, type LaneOutcome } from './lane.js';

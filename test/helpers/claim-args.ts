@@ -4,8 +4,8 @@
  * `o` overrides any of them.
  */
 import { DEFAULT_LEASE_MS, SCRIPT_BATCH_LIMIT } from '../../src/defaults.js';
-import type { ArgValue } from '../../src/script-runner.js';
-import type { scripts } from '../../src/scripts.js';
+import type { ArgValue } from '../../src/scripts/call.js';
+import type { scripts } from '../../src/scripts/specs.js';
 
 export type ClaimArgs = Record<(typeof scripts.claim.args)[number], ArgValue>;
 

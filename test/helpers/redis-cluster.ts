@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { EmbeddedRedis } from '../../src/embedded-redis.js';
+import { EmbeddedRedis } from '../../src/redis/embedded.js';
 
 const run = promisify(execFile);
 

@@ -6,9 +6,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { EmbeddedRedis } from '../../src/embedded-redis.js';
+import { EmbeddedRedis } from '../../src/redis/embedded.js';
 
-export { freePort } from '../../src/embedded-redis.js';
+export { freePort } from '../../src/redis/embedded.js';
 
 export interface RedisServerOptions {
   /** appendonly yes + appendfsync always: every acknowledged write survives kill -9. Default off. */

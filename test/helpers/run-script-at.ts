@@ -6,8 +6,8 @@
  */
 import type { Redis } from 'ioredis';
 import { FREE_RETURNS } from '../../src/defaults.js';
-import type { QueueKeys } from '../../src/keys.js';
-import { type ArgValue, runScript, type ScriptSpec } from '../../src/scripts.js';
+import { type ArgValue, runScript, type ScriptSpec } from '../../src/scripts/specs.js';
+import type { QueueKeys } from '../../src/store/keys.js';
 import { claimArgs } from './claim-args.js';
 
 export function runScriptAt<A extends string, R extends string, T>(

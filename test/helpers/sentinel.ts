@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { pingRedis } from '../../src/embedded-redis.js';
+import { pingRedis } from '../../src/redis/embedded.js';
 import { RedisProcess } from './redis-process.js';
 import { freePort, RedisServer } from './redis-server.js';
 

@@ -5,8 +5,8 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll } from 'vitest';
-import { aclRules } from '../../src/acl.js';
-import { loadLibrary } from '../../src/script-functions.js';
+import { aclRules } from '../../src/redis/acl.js';
+import { loadLibrary } from '../../src/scripts/functions.js';
 import { RedisServer, type RedisServerOptions } from './redis-server.js';
 
 export interface Fixture {

@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { pingRedis } from '../../src/embedded-redis.js';
+import { pingRedis } from '../../src/redis/embedded.js';
 import { RedisProcess } from './redis-process.js';
 import { freePort } from './redis-server.js';
 

@@ -1,11 +1,11 @@
 /**
- * `surety scripts load`: loads this version's script library (src/script-library.ts) into Redis, on
+ * `surety scripts load`: loads this version's script library (src/scripts/library.ts) into Redis, on
  * every master of a Cluster. For deployments whose worker ACL user may call the library (FCALL) but
  * not load it (docs/acl.md): an operator runs this once per Surety version, with a user that may.
  * `surety scripts prune` deletes the libraries of older versions once none of their clients runs.
  */
 import type { Command } from 'commander';
-import { libraryServers, loadLibraryOn, pruneLibrariesOn, scriptLibrary } from '../../script-functions.js';
+import { libraryServers, loadLibraryOn, pruneLibrariesOn, scriptLibrary } from '../../scripts/functions.js';
 import { examples, globals, out } from '../command-kit.js';
 import { openRedis } from '../connection.js';
 

@@ -8,16 +8,15 @@
  * (toJson), so a value that is not JSON fails the attempt the same way in every mode.
  */
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { resultError } from '../../error-normaliser.js';
 import * as errors from '../../errors.js';
 import { toJson } from '../../validate.js';
 import { runStep, type StepIO, sleepStep } from '../durable-steps.js';
-import { resultError } from '../error-normaliser.js';
 import { loadProcessor } from './load-processor.js';
 import { errorToData, type FromSandbox, RPC_METHODS, rebuildError, type ToSandbox } from './protocol.js';
-import { SandboxError } from './sandbox-error.js';
 
 /** The library's error classes, by name: what errorToData marks and rebuildError rebuilds. */
-const CLASSES: Record<string, unknown> = { ...errors, SandboxError };
+const CLASSES: Record<string, unknown> = { ...errors };
 
 const port = isMainThread ? null : parentPort;
 const send = (m: FromSandbox): void => {

@@ -11,11 +11,10 @@
  */
 import { isAbsolute } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ClosedError, ValidationError } from '../../errors.js';
+import { ClosedError, SandboxError, ValidationError } from '../../errors.js';
 import type { Job } from '../job.js';
 import { canLoadTypeScript, isTypeScript, noTypeScriptMessage } from './load-processor.js';
 import { NotStartedError, Sandbox, type SandboxConfig } from './sandbox.js';
-import { SandboxError } from './sandbox-error.js';
 
 /** How long a sandbox may keep running an attempt the worker has aborted before it is ended. */
 export const ABORT_GRACE_MS = 5_000;

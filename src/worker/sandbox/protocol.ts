@@ -12,7 +12,7 @@
  * job.updateData) is refused, never applied to the next job the sandbox runs. Messages from a
  * sandbox are untrusted input: `checkFromSandbox` reads them before anything acts on them.
  */
-import { normaliseThrown } from '../error-normaliser.js';
+import { normaliseThrown } from '../../error-normaliser.js';
 
 /**
  * Methods of the parent's Job a sandboxed job calls over the message channel, with JSON arguments:

@@ -26,10 +26,9 @@ import {
   rebuildError,
   type ToSandbox,
 } from './protocol.js';
-import { SandboxError } from './sandbox-error.js';
 
 /** The library's error classes, by name: what rebuildError rebuilds. */
-const CLASSES: Record<string, unknown> = { ...errors, SandboxError };
+const CLASSES: Record<string, unknown> = { ...errors };
 
 export type SandboxMode = 'thread' | 'process';
 
@@ -48,7 +47,7 @@ export interface SandboxConfig {
  * sandbox was already on its way out, e.g. its previous job's code called process.exit just after
  * returning). Not an outcome of the attempt: the pool runs the job in another sandbox.
  */
-export class NotStartedError extends SandboxError {}
+export class NotStartedError extends errors.SandboxError {}
 
 /** What a refused late call answers: as the Job's own fenced methods do once the lease is gone. */
 function refusedCall(method: string, jobId: string): { value: boolean } | Error {
@@ -93,7 +92,7 @@ export class Sandbox {
   } | null = null;
   /** Runs given to this sandbox so far (the run number of the next is runs + 1). */
   private runs = 0;
-  private dead: SandboxError | null = null;
+  private dead: errors.SandboxError | null = null;
   private readonly exited: Promise<void>;
   /** An error event came before exit (a thread's out-of-memory or uncaught exception). */
   private lastError: string | null = null;
@@ -195,7 +194,7 @@ export class Sandbox {
 
   /** Ends the sandbox (a job still running in it fails with SandboxError). Resolves once it has exited. */
   terminate(reason: string): Promise<void> {
-    if (!this.dead) this.dead = new SandboxError(reason);
+    if (!this.dead) this.dead = new errors.SandboxError(reason);
     if (this.thread) void this.thread.terminate();
     if (this.child && this.child.exitCode === null && this.child.signalCode === null) {
       this.child.kill('SIGKILL');
@@ -221,13 +220,13 @@ export class Sandbox {
       const cur = this.current;
       if (cur && typeof r === 'object' && r?.t === 'done' && r.run === cur.run) {
         this.current = null;
-        cur.reject(new SandboxError('the sandbox sent an outcome that is not well formed'));
+        cur.reject(new errors.SandboxError('the sandbox sent an outcome that is not well formed'));
       }
       return;
     }
     if (m.t === 'ready') this.readyCallbacks.resolve();
     else if (m.t === 'loadFailed') {
-      const err = new SandboxError(`the processor module failed to load: ${m.error.message}`);
+      const err = new errors.SandboxError(`the processor module failed to load: ${m.error.message}`);
       this.dead = err;
       this.readyCallbacks.reject(err);
       void this.terminate(err.message);
@@ -245,7 +244,7 @@ export class Sandbox {
         try {
           cur.resolve(m.json === '' ? undefined : JSON.parse(m.json!));
         } catch {
-          cur.reject(new SandboxError('the sandbox sent a result that is not JSON'));
+          cur.reject(new errors.SandboxError('the sandbox sent a result that is not JSON'));
         }
       }
     } else if (m.t === 'call') void this.answer(m);
@@ -277,7 +276,7 @@ export class Sandbox {
   }
 
   private onExit(reason: string): void {
-    const err = this.dead ?? new SandboxError(reason);
+    const err = this.dead ?? new errors.SandboxError(reason);
     this.dead = err;
     this.readyCallbacks.reject(err);
     const cur = this.current;

@@ -10,11 +10,11 @@ import {
   DEFAULT_RETENTION,
   FREE_RETURNS,
   SCRIPT_BATCH_LIMIT,
-} from './defaults.js';
-import type { QueueKeys } from './keys.js';
-import { repairSchedules } from './queue/schedules.js';
-import { callScript, type RedisClient, scripts } from './scripts.js';
-import type { RetentionRule } from './types.js';
+} from '../defaults.js';
+import { callScript, type RedisClient, scripts } from '../scripts/specs.js';
+import type { QueueKeys } from '../store/keys.js';
+import type { RetentionRule } from '../types.js';
+import { repairSchedules } from './schedules.js';
 
 export interface RecoveredJobs {
   /** Jobs put back to waiting. */

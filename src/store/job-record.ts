@@ -28,9 +28,9 @@
  * A field a script writes past the end of a shorter header pads the fields before it with ''.
  * Keep in step with src/scripts/includes/parse_record.lua.
  */
-import { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './defaults.js';
-import { stateName } from './states.js';
-import type { BackoffOptions, JobAttemptError, JobInfo } from './types.js';
+import { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from '../defaults.js';
+import { stateName } from '../states.js';
+import type { BackoffOptions, JobAttemptError, JobInfo } from '../types.js';
 
 /**
  * Positions of the header fields (0-based). Lua names the same positions F_STATE... in

@@ -12,10 +12,10 @@
  * job: `partitionKey` (jobs that must share a partition, e.g. a dependency graph), and a job with
  * `dependsOn`, which goes to its parents' partition (dependencies are checked atomically, in one slot).
  */
-import { PartitionMismatchError } from './errors.js';
-import { type QueueKeys, queueKeys } from './keys.js';
-import { parseOccurrenceId } from './occurrence-id.js';
-import { callScript, type RedisClient, scripts } from './scripts.js';
+import { PartitionMismatchError } from '../errors.js';
+import { callScript, type RedisClient, scripts } from '../scripts/specs.js';
+import { type QueueKeys, queueKeys } from '../store/keys.js';
+import { parseOccurrenceId } from '../store/occurrence-id.js';
 
 /** FNV-1a (32 bit) of the UTF-16 code units: stable across processes and versions, and cheap. */
 export function hashPartition(s: string, n: number): number {

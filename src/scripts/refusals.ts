@@ -11,8 +11,8 @@ import {
   RepartitionError,
   StaleJobError,
   SuretyError,
-} from './errors.js';
-import { stateName } from './states.js';
+} from '../errors.js';
+import { stateName } from '../states.js';
 
 /**
  * A script's refusal, as data: what a script answers (or errors with) when the change it was asked for

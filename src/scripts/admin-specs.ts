@@ -3,8 +3,9 @@
  * outside: retry, remove, promote, cancel, the job edits (update data, change priority or delay), drain,
  * obliterate and clean. scripts.ts joins them into `scripts`; everyone imports them from there.
  */
-import { decodeClean, decodeDrain, decodeJobChange, decodeObliterate } from './script-replies.js';
-import { define } from './script-runner.js';
+
+import { define } from './call.js';
+import { decodeClean, decodeDrain, decodeJobChange, decodeObliterate } from './replies.js';
 
 export const adminScripts = {
   retry: define(

@@ -6,8 +6,8 @@
  * is `{<prefix>:<queue>}:<name>` (or `{<prefix>:<queue>:<partition>}:<name>`, see keys.ts) and every
  * sharded pub/sub channel has the same hash tag, so one key pattern and one channel pattern cover all.
  */
-import { DEFAULT_PREFIX } from './defaults.js';
-import { checkPrefix } from './validate.js';
+import { DEFAULT_PREFIX } from '../defaults.js';
+import { checkPrefix } from '../validate.js';
 
 /**
  * Every command a Queue, Worker or QueueEvents sends, with what it is for. "scripts" means called

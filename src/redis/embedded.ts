@@ -9,8 +9,8 @@ import { accessSync, constants, mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { delimiter, isAbsolute, join } from 'node:path';
 import { Redis, type RedisOptions } from 'ioredis';
-import { RedisServerNotFoundError } from './errors.js';
-import { safeTimeout } from './timers.js';
+import { RedisServerNotFoundError } from '../errors.js';
+import { safeTimeout } from '../timers.js';
 
 export interface EmbeddedRedisOptions {
   /** Data directory (created if missing): the AOF lives here. */

@@ -2,10 +2,10 @@
  * The `backoff` job option, checked: how long a failed job waits before its next attempt (the delay
  * itself is computed by the worker, src/worker/backoff.ts).
  */
-import { DEFAULT_BACKOFF } from './defaults.js';
-import { ValidationError } from './errors.js';
-import type { BackoffOptions } from './types.js';
-import { checkBool, checkInt, checkKnownKeys, checkObject, show } from './validate.js';
+import { DEFAULT_BACKOFF } from '../defaults.js';
+import { ValidationError } from '../errors.js';
+import type { BackoffOptions } from '../types.js';
+import { checkBool, checkInt, checkKnownKeys, checkObject, show } from '../validate.js';
 
 const BACKOFF_KEYS = ['type', 'delayMs', 'maxDelayMs', 'jitter', 'name'] as const;
 /** The longest delay a job can be given (delayMs, backoff delays): 10 years. Stored in Redis, never a timer. */

@@ -5,8 +5,9 @@
  * a refusal (NOT_FOUND, INVALID_STATE, STALE) is returned as a `Refusal` value, and the caller turns it
  * into a typed error with `refusalError` (errors.ts) when that is what it means for the caller.
  */
+
+import { type JobStateName, stateName } from '../states.js';
 import { parseRefusal, type Refusal } from './refusals.js';
-import { type JobStateName, stateName } from './states.js';
 
 type Flat = (string | number)[];
 

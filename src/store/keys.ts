@@ -3,7 +3,7 @@
  * `{prefix:queue}` (or `{prefix:queue:partition}`), so all keys a script touches live in one
  * Redis Cluster slot and a queue can be spread over a cluster by partition.
  */
-import { checkQueueAddress } from './validate.js';
+import { checkQueueAddress } from '../validate.js';
 
 export interface QueueKeys {
   /** The `{prefix:queue}` hash tag shared by every key below. */

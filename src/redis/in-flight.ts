@@ -14,7 +14,7 @@
  * Every client-side failure (not a reply from Redis) is reported as a ConnectionError.
  */
 import { Cluster, type Redis, ReplyError } from 'ioredis';
-import { ConnectionError } from './errors.js';
+import { ConnectionError } from '../errors.js';
 
 interface Pending {
   promise: Promise<unknown>;

@@ -9,24 +9,25 @@
  * refusals into typed errors (errors.ts), so no caller reads a positional reply or an error message.
  */
 import { createHash } from 'node:crypto';
-import type { Cluster, Redis } from 'ioredis';
-import { clockOf } from './clock.js';
-import { redisFullError } from './errors.js';
-import { untilClosed } from './in-flight.js';
-import type { QueueKeys } from './keys.js';
-import { loadLua } from './lua-source.js';
-import { parseRefusal, type RefusalContext, refusalError } from './refusals.js';
+import { clockOf } from '../clock.js';
+import { redisFullError } from '../errors.js';
+import { untilClosed } from '../redis/in-flight.js';
+import type { QueueKeys } from '../store/keys.js';
 import {
   isFunctionMissing,
   libraryFunction,
   loadLibrary,
   refusesFunctions,
   registerScript,
-} from './script-functions.js';
+} from './functions.js';
+import { parseRefusal, type RefusalContext, refusalError } from './refusals.js';
+import { loadLua } from './source.js';
 
 export { loadLua };
 
-export type RedisClient = Redis | Cluster;
+import type { RedisClient } from '../redis/client.js';
+
+export type { RedisClient };
 
 /**
  * The keys a script is called with: a queue's keys, plus `finished` for scripts that work on either

@@ -19,7 +19,7 @@
  * script's shebang line, as for EVALSHA (allow-oom or none).
  */
 import { createHash } from 'node:crypto';
-import { scriptParts } from './lua-source.js';
+import { scriptParts } from './source.js';
 
 const LIB = '@@LIB@@';
 const PER_CALL = /^local (\w+) = (.+?) -- @per-call\b/gm;

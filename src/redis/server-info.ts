@@ -6,8 +6,8 @@
  */
 import type { Redis } from 'ioredis';
 import { Cluster } from 'ioredis';
+import type { RedisClient } from './client.js';
 import { untilClosed } from './in-flight.js';
-import type { RedisClient } from './scripts.js';
 
 /** The connect-time check's message for an eviction policy other than noeviction (else null). */
 export function evictionProblem(policy: string): string | null {

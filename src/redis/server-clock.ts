@@ -3,9 +3,9 @@
  * clocks can neither start jobs early nor expire leases early. (Scripts read it themselves with TIME;
  * this is for the few client-side computations that need the same clock, e.g. cron ticks.)
  */
-import { clockOf } from './clock.js';
+import { clockOf } from '../clock.js';
+import type { RedisClient } from './client.js';
 import { untilClosed } from './in-flight.js';
-import type { RedisClient } from './script-runner.js';
 
 /** Redis's clock in epoch ms (or the test clock bound to this client: clock.ts). */
 export async function serverNow(client: RedisClient): Promise<number> {

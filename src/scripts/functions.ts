@@ -9,7 +9,7 @@
  * then go by EVALSHA as before: the same Lua, the same atomicity, only the per-call helper set-up back.
  */
 import { Cluster, type Redis, ReplyError } from 'ioredis';
-import { buildLibrary, type ScriptLibrary } from './script-library.js';
+import { buildLibrary, type ScriptLibrary } from './library.js';
 
 /** A client as script-runner.ts takes it (not imported from there: that module imports this one). */
 type RedisClient = Redis | Cluster;

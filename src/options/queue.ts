@@ -1,9 +1,8 @@
 /**
  * Options of Queue, Worker and add(): documented defaults, validated once, frozen.
  */
-import type { ClusterOptions, RedisOptions } from 'ioredis';
-import { checkBackoff, MAX_DELAY_MS } from './backoff-option.js';
-import { type Clock, checkClock } from './clock.js';
+
+import { type Clock, checkClock } from '../clock.js';
 import {
   DEFAULT_BACKOFF,
   DEFAULT_EVENTS_MAX_LEN,
@@ -11,14 +10,13 @@ import {
   DEFAULT_MAX_ATTEMPTS,
   DEFAULT_MAX_PAYLOAD_BYTES,
   DEFAULT_PREFIX,
-} from './defaults.js';
-import { ValidationError } from './errors.js';
-import type { ResolvedJobOptions } from './job-record.js';
-import { resolveKeep } from './retention.js';
-import type { RedisClient } from './scripts.js';
-import { resolveTelemetry, type TelemetryOption, type Tracing } from './telemetry/tracing.js';
-import { MAX_TIMER_MS } from './timers.js';
-import type { JobOptions } from './types.js';
+} from '../defaults.js';
+import { ValidationError } from '../errors.js';
+import type { ConnectionOption, Logger } from '../redis/client.js';
+import type { ResolvedJobOptions } from '../store/job-record.js';
+import { resolveTelemetry, type TelemetryOption, type Tracing } from '../telemetry/tracing.js';
+import { MAX_TIMER_MS } from '../timers.js';
+import type { JobOptions } from '../types.js';
 import {
   checkBool,
   checkInt,
@@ -30,30 +28,9 @@ import {
   checkPrefix,
   checkString,
   show,
-} from './validate.js';
-
-/** A Redis Cluster seed node. */
-export interface ClusterSeed {
-  host: string;
-  port: number;
-}
-
-/**
- * Where Redis is: a `redis://`, `rediss://` or `redis+cluster://h1:p1,h2:p2` URL; ioredis options
- * (including `tls`, `sentinels` + `name`, `username`/`password`); a URL plus ioredis options
- * (`{ url, tls: { ca } }`); Cluster seeds (`{ cluster: [{ host, port }], ...node options,
- * clusterOptions? }`); or an ioredis `Redis` or `Cluster` client (never closed by Surety).
- */
-export type ConnectionOption =
-  | string
-  | RedisOptions
-  | (RedisOptions & { url: string })
-  | (RedisOptions & { cluster: ClusterSeed[]; clusterOptions?: ClusterOptions })
-  | RedisClient;
-
-export interface Logger {
-  warn(message: string): void;
-}
+} from '../validate.js';
+import { checkBackoff, MAX_DELAY_MS } from './backoff.js';
+import { resolveKeep } from './retention.js';
 
 export interface CommonOptions {
   connection?: ConnectionOption;

@@ -7,8 +7,8 @@
  * defensively, and never throws: every read is guarded, every string is cut to a bounded length, and
  * the result holds only plain strings, so serialising it cannot throw either.
  */
-import { MAX_MESSAGE_CHARS, MAX_STACK_CHARS } from '../defaults.js';
-import { NotSerializableError, SuretyError, UnrecoverableError } from '../errors.js';
+import { MAX_MESSAGE_CHARS, MAX_STACK_CHARS } from './defaults.js';
+import { NotSerializableError, SuretyError, UnrecoverableError } from './errors.js';
 
 /** Longest error `name` and `code` kept (they are identifiers, not prose). */
 const MAX_NAME_CHARS = 200;

@@ -2,9 +2,9 @@
  * Retention rules: the worker's (how many completed and dead jobs are kept, and for how long) and a
  * job's own (`keep` at add: delete it as soon as it completes or ends dead).
  */
-import { DEFAULT_RETENTION } from './defaults.js';
-import type { Retention, RetentionRule } from './types.js';
-import { checkBool, checkInt, checkKnownKeys, checkObject } from './validate.js';
+import { DEFAULT_RETENTION } from '../defaults.js';
+import type { Retention, RetentionRule } from '../types.js';
+import { checkBool, checkInt, checkKnownKeys, checkObject } from '../validate.js';
 
 export function resolveRetention(name: string, value: unknown): Retention {
   if (value === undefined) return DEFAULT_RETENTION;

@@ -9,13 +9,12 @@
  * or a ready ioredis `Redis`/`Cluster` client, which Surety then never closes.
  */
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
-import { bindClock, type Clock } from './clock.js';
-import { RedisConfigError, ValidationError } from './errors.js';
+import { bindClock, type Clock } from '../clock.js';
+import { RedisConfigError, ValidationError } from '../errors.js';
+import { show } from '../validate.js';
+import type { ClusterSeed, ConnectionOption, Logger, RedisClient } from './client.js';
 import { untilClosed } from './in-flight.js';
-import type { ClusterSeed, ConnectionOption, Logger } from './options.js';
-import type { RedisClient } from './scripts.js';
 import { evictionProblem } from './server-info.js';
-import { show } from './validate.js';
 
 export interface Connection {
   client: RedisClient;
@@ -30,7 +29,7 @@ export interface Connection {
  * worker re-sends them; a claim is retried with its ticket; a rejected add may or may not have been
  * applied). A command made while the connection is down waits in ioredis's offline queue; when the next
  * connection attempt fails, untilClosed() withdraws it from that queue and rejects it, so it never runs
- * after its caller saw it fail (src/in-flight.ts).
+ * after its caller saw it fail (src/redis/in-flight.ts).
  */
 const BASE_OPTIONS: RedisOptions = { autoResendUnfulfilledCommands: false };
 

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 
-const SCRIPT_DIR = new URL('./scripts/', import.meta.url);
+const SCRIPT_DIR = new URL('./', import.meta.url);
 const INCLUDE = /^-- @include (\w+)$/gm;
 
 /** A script's parts for the library: its flags, its helpers (includes inlined), its body. */

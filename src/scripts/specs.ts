@@ -13,7 +13,8 @@
  * (over maxmemory Redis refuses them before they run, so nothing is half-written). Those refusals
  * become RedisFullError in the runner. test/oom.test.ts checks every script's flags.
  */
-import { adminScripts } from './admin-scripts.js';
+import { adminScripts } from './admin-specs.js';
+import { define } from './call.js';
 import {
   decodeAdd,
   decodeClaim,
@@ -27,8 +28,7 @@ import {
   decodeRecover,
   decodeSchedule,
   decodeStepsField,
-} from './script-replies.js';
-import { define } from './script-runner.js';
+} from './replies.js';
 
 export {
   type ArgValue,
@@ -40,7 +40,7 @@ export {
   runScript,
   type ScriptKeys,
   type ScriptSpec,
-} from './script-runner.js';
+} from './call.js';
 
 export const scripts = {
   add: define(
