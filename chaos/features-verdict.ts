@@ -2,7 +2,7 @@
  * The verdicts on the features the chaos workload added after the core (verdict.ts): per-group FIFO
  * at concurrency 1, parked groups, durable steps, expiring jobs, dedupe, and late sandbox calls. Each
  * is a pure function of small inputs (jobs as Redis left them, the adds, the workers' log lines, group
- * samples), so test/chaos-verdict.test.ts shows each one failing on a violating log.
+ * samples), so test/unit/chaos-verdict.test.ts shows each one failing on a violating log.
  *
  * Times: the workers' logs, the producer and the samples read Date.now(), Redis's records its own
  * TIME; all run on one machine and read the same clock (verdict.ts EARLY_TOLERANCE_MS).

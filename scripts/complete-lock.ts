@@ -16,7 +16,7 @@
  * with its integrity hash), else the newest version it has (a platform package keeps its platform from
  * version to version), else, for a package the registry does not know at all, from its name. An entry
  * without an integrity hash is fetched by version, from the registry, on the machines that need it.
- * test/lockfile.test.ts fails while one is missing.
+ * test/unit/lockfile.test.ts fails while one is missing.
  */
 import { execFile } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';

@@ -1,6 +1,6 @@
 /**
  * Testing your own jobs with surety/testing, in node:test (docs/testing.md). Run it with
- * `node --import tsx --test examples/testing/node-test.example.ts` (test/examples.test.ts does).
+ * `node --import tsx --test examples/testing/node-test.example.ts` (test/processes/examples.test.ts does).
  *
  * In your project the imports are `from 'surety/testing'` and `from 'surety'`.
  */

@@ -33,7 +33,7 @@ export interface OfflineQueue {
 
 /**
  * The offline queues of `client` (for a Cluster, its own and each node's), or null when this ioredis
- * does not keep them the way 5.x does (test/network-blip.test.ts checks that shape).
+ * does not keep them the way 5.x does (test/processes/network-blip.test.ts checks that shape).
  */
 export function offlineQueues(client: Redis | Cluster): OfflineQueue[] | null {
   const sources: (Redis | Cluster)[] = client instanceof Cluster ? [client, ...client.nodes()] : [client];

@@ -11,7 +11,7 @@
  * header come after it): `#!lua flags=allow-oom` for the transitions that move accepted jobs forward
  * (they run even over maxmemory, so a full Redis still drains), plain `#!lua` for those that add work
  * (over maxmemory Redis refuses them before they run, so nothing is half-written). Those refusals
- * become RedisFullError in the runner. test/oom.test.ts checks every script's flags.
+ * become RedisFullError in the runner. test/scripts/oom.test.ts checks every script's flags.
  */
 import { adminScripts } from './admin-specs.js';
 import { define } from './call.js';

@@ -34,7 +34,7 @@ import type { BackoffOptions, JobAttemptError, JobInfo } from '../types.js';
 
 /**
  * Positions of the header fields (0-based). Lua names the same positions F_STATE... in
- * includes/parse_record.lua, 1-based; test/job-record.test.ts checks the two agree.
+ * includes/parse_record.lua, 1-based; test/unit/job-record.test.ts checks the two agree.
  */
 export const HEADER = Object.freeze({
   state: 0,

@@ -122,7 +122,7 @@ export interface QueueKeys {
 
 /**
  * The keys of one group of a queue. Lua derives the same names from the queue's `jobs` key
- * (includes/group_keys.lua; test/groups.test.ts checks the two agree), because a script serving groups
+ * (includes/group_keys.lua; test/behaviour/groups.test.ts checks the two agree), because a script serving groups
  * cannot list every group's keys in KEYS; they carry the queue's hash tag, so they share its slot.
  */
 export interface GroupKeys {

@@ -15,7 +15,7 @@ import type { BackoffStrategy } from './backoff.js';
  * Largest `concurrency` and numeric `prefetch`. A claim asks for at most concurrency + prefetch jobs
  * ('auto' prefetches at most max(concurrency, 100)), and an extend call renews every job held, so
  * one script call handles up to 20 000 jobs: the scripts work on any count in slices of 1 000 values,
- * and test/at-maximum.test.ts runs a worker at these maxima. The bound keeps one claim's Redis time
+ * and test/scripts/at-maximum.test.ts runs a worker at these maxima. The bound keeps one claim's Redis time
  * (a few microseconds per job) near 100 ms; beyond it, run more workers.
  */
 export const MAX_CONCURRENCY = 10_000;

@@ -1,6 +1,6 @@
 /**
  * The `surety` command for tests that run it many times. bin/surety.js, in a checkout, registers tsx
- * and compiles src/ on every start (0.7 to 1 s of CPU per process); test/cli.test.ts starts about a
+ * and compiles src/ on every start (0.7 to 1 s of CPU per process); test/processes/cli.test.ts starts about a
  * hundred. compiledCli() builds src/ once per vitest run with the build script (scripts/build.mjs) into
  * the run's temporary directory (test/helpers/cli-build-dir.ts), laid out as an installed package, and
  * returns its dist/cli/main.js, which starts in about 0.15 s. A few tests still go through LAUNCHER,

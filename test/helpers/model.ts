@@ -1,6 +1,6 @@
 /**
  * An in-memory reference model of one queue's state machine, written from docs/design.md and the
- * script headers, not from the Lua code. test/model.test.ts runs random operations against it and
+ * script headers, not from the Lua code. test/model/state-machine.model.test.ts runs random operations against it and
  * against the real scripts and compares the two after every step: a divergence is a bug in one of them.
  *
  * Waiting jobs are kept as one FIFO line per priority; claim takes the lines in priority order

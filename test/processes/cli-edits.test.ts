@@ -1,0 +1,174 @@
+/**
+ * `surety update-data | change-priority | change-delay | drain | obliterate`, run as a real binary in
+ * child processes (stdin a pipe, as in CI: no terminal), against this file's private redis-server; and
+ * the confirmation prompt itself on a fake terminal. The binary is this run's compiled build
+ * (test/helpers/cli-build.ts); test/processes/cli.test.ts covers the launcher, bin/surety.js.
+ */
+import { spawn } from 'node:child_process';
+import { PassThrough } from 'node:stream';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { confirm } from '../../src/cli/commands/edits.js';
+import { UsageError } from '../../src/cli/errors.js';
+import { type Job, Queue, Worker } from '../../src/index.js';
+import { BUILD_TIMEOUT_MS, compiledCli } from '../helpers/cli-build.js';
+import { closeAfterEach, uniqueName, useRedis, waitUntil } from '../helpers/setup.js';
+
+const fx = useRedis();
+const open = closeAfterEach();
+let compiled = '';
+beforeAll(async () => {
+  compiled = await compiledCli();
+}, BUILD_TIMEOUT_MS);
+
+/** Runs `surety <args>` with stdin an empty pipe; resolves with its exit code and output. */
+function surety(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: fx.url, NO_COLOR: '1' };
+  delete env.DEBUG;
+  delete env.FORCE_COLOR;
+  const child = spawn(process.execPath, [compiled, ...args], { env });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => {
+    stdout += d;
+  });
+  child.stderr.on('data', (d) => {
+    stderr += d;
+  });
+  child.stdin.end();
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+function queue(name = uniqueName()): Queue {
+  const q = new Queue(name, { connection: fx.url });
+  open.push(q);
+  return q;
+}
+async function keyCount(name: string): Promise<number> {
+  let n = 0;
+  let cursor = '0';
+  do {
+    const [next, keys] = await fx.redis.scan(cursor, 'MATCH', `*${name}*`, 'COUNT', 1000);
+    n += keys.length;
+    cursor = next;
+  } while (cursor !== '0');
+  return n;
+}
+
+describe('surety update-data, change-priority, change-delay', () => {
+  it('update-data replaces the data; bad JSON is a usage error, an unknown id a failure', async () => {
+    const q = queue();
+    const { id } = await q.add({ to: 'old' });
+    const ok = await surety('update-data', q.name, id, '{"to":"new"}');
+    expect(ok).toMatchObject({ code: 0, stdout: `${q.name}: job ${id} has new data\n` });
+    expect((await q.getJob(id))?.data).toEqual({ to: 'new' });
+    const bad = await surety('update-data', q.name, id, '{to:');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^surety: job data is not valid JSON/);
+    const missing = await surety('update-data', q.name, 'nope', '{}');
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/ERR_JOB_NOT_FOUND/);
+    expect(missing.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('change-priority takes negative priorities and moves the job in line; --json echoes it', async () => {
+    const q = queue();
+    await q.add('a', { id: 'a' });
+    await q.add('b', { id: 'b' });
+    const r = await surety('--json', 'change-priority', q.name, 'b', '-5');
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ queue: q.name, id: 'b', priority: -5 });
+    expect((await q.getJobs('waiting')).map((j) => j.id)).toEqual(['b', 'a']);
+    const bad = await surety('change-priority', q.name, 'b', '1.5');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/priority must be an integer/);
+  });
+
+  it('change-delay takes milliseconds or a duration; an active job is refused', async () => {
+    const q = queue();
+    const { id } = await q.add({});
+    const t0 = Date.now();
+    expect((await surety('change-delay', q.name, id, '15m')).code).toBe(0);
+    const job = await q.getJob(id);
+    expect(job?.state).toBe('delayed');
+    expect(Math.abs((job?.runAt ?? 0) - (t0 + 900_000))).toBeLessThan(5_000);
+    const now = await surety('change-delay', q.name, id, '0');
+    expect(now).toMatchObject({ code: 0, stdout: `${q.name}: job ${id} is due now\n` });
+    expect((await q.getJob(id))?.state).toBe('waiting');
+    let release = () => {};
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    const w = new Worker(q.name, (_job: Job) => held, { connection: fx.url });
+    open.push(w);
+    await waitUntil(async () => (await q.getJob(id))?.state === 'active', 'the job to start');
+    const refused = await surety('change-delay', q.name, id, '1000');
+    release();
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/ERR_INVALID_STATE: cannot change the delay of job .* it is active/);
+    expect((await surety('change-delay', q.name, id, 'soon')).code).toBe(2);
+  });
+});
+
+describe('surety drain, obliterate', () => {
+  it('drain refuses without --yes when stdin is not a terminal, and drains with it', async () => {
+    const q = queue();
+    const { id: parent } = await q.add({}, { delayMs: 60_000 });
+    await q.add({}, { dependsOn: [parent] });
+    await q.addBulk([{ data: 1 }, { data: 2 }]);
+    const refused = await surety('drain', q.name);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/refused without --yes \(stdin is not a terminal\)/);
+    expect(await q.counts()).toMatchObject({ waiting: 2, delayed: 1, blocked: 1 });
+    const r = await surety('--json', 'drain', q.name, '--blocked', '--yes');
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ queue: q.name, removed: 4 });
+    expect(await q.counts()).toMatchObject({ waiting: 0, delayed: 0, blocked: 0, dead: 0 });
+  });
+
+  it('obliterate refuses while a job is active, and deletes every key with --force --yes', async () => {
+    const q = queue();
+    const { id } = await q.add({});
+    await q.add({}, { delayMs: 60_000 });
+    let release = () => {};
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    const w = new Worker(q.name, () => held, { connection: fx.url });
+    w.on('error', () => {}); // its completion is refused once the queue is gone
+    open.push(w);
+    await waitUntil(async () => (await q.getJob(id))?.state === 'active', 'the job to start');
+    expect((await surety('obliterate', q.name)).code).toBe(2);
+    const active = await surety('obliterate', q.name, '--yes');
+    expect(active.code).toBe(1);
+    expect(active.stderr).toMatch(/ERR_QUEUE_ACTIVE: cannot obliterate: queue .* has 1 active job/);
+    expect(await q.counts()).toMatchObject({ active: 1, delayed: 1 });
+    const r = await surety('obliterate', q.name, '--force', '--yes');
+    expect(r).toMatchObject({ code: 0, stdout: `${q.name}: obliterated\n` });
+    release();
+    await w.close();
+    await q.obliterate(); // what the worker wrote while it ran (heartbeat)
+    expect(await keyCount(q.name)).toBe(0);
+  });
+});
+
+describe('the confirmation prompt', () => {
+  function terminal(answer: string): { input: PassThrough & { isTTY?: boolean }; output: PassThrough } {
+    const input: PassThrough & { isTTY?: boolean } = new PassThrough();
+    input.isTTY = true;
+    const output = new PassThrough();
+    output.resume();
+    setImmediate(() => input.write(answer));
+    return { input, output };
+  }
+
+  it('asks on a terminal: y or yes confirms, anything else declines', async () => {
+    expect(await confirm('delete?', terminal('y\n'))).toBe(true);
+    expect(await confirm('delete?', terminal('YES\n'))).toBe(true);
+    expect(await confirm('delete?', terminal('\n'))).toBe(false);
+    expect(await confirm('delete?', terminal('no\n'))).toBe(false);
+  });
+
+  it('refuses without asking when stdin is not a terminal', async () => {
+    const input = new PassThrough();
+    await expect(confirm('delete it?', { input, output: new PassThrough() })).rejects.toThrow(UsageError);
+  });
+});

@@ -1,0 +1,170 @@
+/**
+ * Surety on a real Redis Cluster (3 masters on loopback, started by the test): plain and partitioned
+ * queues, every admin call (no CROSSSLOT reachable), wake-ups and waitFor through sharded pub/sub.
+ */
+import { Cluster, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Job, Queue, type QueueEvent, Worker } from '../../src/index.js';
+import { scriptLibrary } from '../../src/scripts/functions.js';
+import { RedisCluster } from '../helpers/redis-cluster.js';
+import { closeAfterEach, uniqueName, waitUntil } from '../helpers/setup.js';
+
+let cluster: RedisCluster;
+beforeAll(async () => {
+  cluster = await new RedisCluster({ masters: 3 }).start();
+}, 60_000);
+afterAll(async () => {
+  await cluster?.stop();
+});
+const open = closeAfterEach();
+
+/** Keys per master, by asking each node for its DBSIZE (each master holds only its own slots). */
+async function keysPerMaster(): Promise<number[]> {
+  const masters = await cluster.masters();
+  return Promise.all(
+    masters.map(async (m) => {
+      const c = new Redis({ port: m.port, host: m.host });
+      try {
+        return await c.dbsize();
+      } finally {
+        c.disconnect();
+      }
+    }),
+  );
+}
+
+/** The libraries loaded on each master (FUNCTION LIST), in the masters' order. */
+async function librariesPerMaster(): Promise<string[][]> {
+  const masters = await cluster.masters();
+  return Promise.all(
+    masters.map(async (m) => {
+      const c = new Redis({ port: m.port, host: m.host });
+      try {
+        const list = (await c.call('FUNCTION', 'LIST')) as unknown[][];
+        return list.map((entry) => String(entry[1]));
+      } finally {
+        c.disconnect();
+      }
+    }),
+  );
+}
+
+describe('Redis Cluster', () => {
+  it('the script library is loaded on every master by the first call that misses it, and reloaded after a flush', async () => {
+    const masters = await cluster.masters();
+    const flush = () =>
+      Promise.all(
+        masters.map(async (m) => {
+          const c = new Redis({ port: m.port, host: m.host });
+          try {
+            await c.call('FUNCTION', 'FLUSH');
+          } finally {
+            c.disconnect();
+          }
+        }),
+      );
+    await flush();
+    const name = uniqueName('lib');
+    const q = new Queue<{ n: number }>(name, { connection: cluster.url, partitions: 3 });
+    open.push(q);
+    await q.addBulk([{ data: { n: 1 } }, { data: { n: 2 } }, { data: { n: 3 } }, { data: { n: 4 } }]);
+    const lib = scriptLibrary().name;
+    expect(await librariesPerMaster()).toEqual(masters.map(() => [lib]));
+    await flush();
+    const added = await q.add({ n: 5 });
+    expect(added.isNew).toBe(true);
+    expect(await librariesPerMaster()).toEqual(masters.map(() => [lib]));
+    expect((await q.counts()).waiting).toBe(5);
+  });
+
+  it('plain queues run, wake idle workers and resolve waitFor through sharded pub/sub', async () => {
+    for (const connection of [cluster.url, { cluster: cluster.seeds }]) {
+      const name = uniqueName();
+      const q = new Queue<number, number>(name, { connection });
+      const w = new Worker<number, number>(name, (job) => job.data * 2, {
+        connection,
+        pollIntervalMs: 60_000,
+      });
+      open.push(w, q);
+      await w.start();
+      // The worker is idle before these adds: only a wake-up message can start them (no short poll).
+      const added = await q.addBulk([1, 2, 3].map((data) => ({ data })));
+      expect(await Promise.all(added.map((a) => q.waitFor(a.id, { timeoutMs: 5_000 })))).toEqual([2, 4, 6]);
+      const started = Date.now();
+      await w.close();
+      await q.close();
+      expect(Date.now() - started).toBeLessThan(2_000);
+    }
+  });
+
+  it('a partitioned queue spreads over every master and its admin API sees one queue', async () => {
+    const name = uniqueName();
+    const q = new Queue<number, number>(name, { connection: cluster.url, partitions: 6 });
+    const ran: Job<number>[] = [];
+    const w = new Worker<number, number>(
+      name,
+      (job) => {
+        ran.push(job);
+        if (job.data === 0 && job.attempt === 1) throw new Error('first job fails once');
+        return job.data;
+      },
+      { connection: cluster.url, partitions: 6, concurrency: 10, pollIntervalMs: 60_000 },
+    );
+    open.push(w, q);
+    await w.start();
+    const before = await keysPerMaster();
+    const added = await q.addBulk(
+      Array.from({ length: 60 }, (_, i) => ({
+        data: i,
+        opts: { backoff: { type: 'fixed' as const, delayMs: 10 } },
+      })),
+    );
+    const results = await Promise.all(added.map((a) => q.waitFor(a.id, { timeoutMs: 10_000 })));
+    expect(results).toEqual(added.map((_, i) => i));
+    expect(new Set(ran.map((j) => j.partition))).toEqual(new Set([0, 1, 2, 3, 4, 5]));
+    // Every master gained keys of this queue: the load is spread, not pinned to one slot.
+    const after = await keysPerMaster();
+    for (const [i, n] of after.entries()) expect(n).toBeGreaterThan(before[i]!);
+
+    // The admin API across partitions (each call would raise CROSSSLOT if it mixed slots).
+    expect(await q.counts()).toMatchObject({ waiting: 0, active: 0, completed: 60, dead: 0 });
+    expect(await q.getJobs('completed', { limit: 100 })).toHaveLength(60);
+    expect((await q.getJob(added[0]!.id))!.attempts).toBe(2);
+    expect((await q.workers()).map((x) => x.id)).toEqual([w.id]);
+    // Two minutes: the completions and this read may fall on either side of a minute boundary.
+    expect((await q.metrics({ windowMs: 120_000 })).completed).toBe(60);
+    await q.retry(added[5]!.id);
+    expect(await q.waitFor(added[5]!.id, { timeoutMs: 5_000 })).toBe(5);
+    await q.pause();
+    const held = await q.add(100, { delayMs: 0 });
+    expect(await q.isPaused()).toBe(true);
+    await q.resume();
+    expect(await q.waitFor(held.id, { timeoutMs: 5_000 })).toBe(100);
+    await q.schedule('tick', { everyMs: 100 }, { data: 7 });
+    expect((await q.schedules()).map((s) => s.key)).toEqual(['tick']);
+    const events: QueueEvent[] = [];
+    const controller = new AbortController();
+    for await (const e of q.events({ from: '0', signal: controller.signal })) {
+      events.push(e);
+      if (new Set(events.map((x) => x.partition)).size === 6) break;
+    }
+    expect(new Set(events.map((x) => x.partition)).size).toBe(6);
+    expect(await q.unschedule('tick')).toBe(true);
+    const cleaned = await q.clean('completed');
+    expect(cleaned.removed).toBeGreaterThanOrEqual(61);
+    expect(await q.recoverExpired()).toMatchObject({ requeued: [], dead: [] });
+  });
+
+  it('accepts an ioredis Cluster client the caller owns, and leaves it open', async () => {
+    const client = new Cluster(cluster.seeds, { shardedSubscribers: true });
+    const name = uniqueName();
+    const q = new Queue(name, { connection: client, partitions: 3 });
+    const w = new Worker(name, (job) => job.id, { connection: client, partitions: 3 });
+    const a = await q.add('x');
+    expect(await q.waitFor(a.id, { timeoutMs: 5_000 })).toBe(a.id);
+    await w.close();
+    await q.close();
+    await waitUntil(async () => (await client.ping()) === 'PONG', 'client still usable');
+    client.disconnect();
+  });
+});

@@ -1,0 +1,319 @@
+/**
+ * Pieces of the chaos harness's verdict that decide whether an invariant applies (chaos/verdict.ts).
+ * A wrong answer there is a false alarm in CI (random seeds) or a check that can never fire.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  type AccountView,
+  type AddView,
+  accountingViolations,
+  type Begin,
+  dedupeViolations,
+  expiryViolations,
+  fifoViolations,
+  type GroupSample,
+  type JobView,
+  lateCallViolations,
+  parkedViolations,
+  stepViolations,
+} from '../../chaos/features-verdict.js';
+import { reachableMs } from '../../chaos/verdict.js';
+
+describe('chaos verdict: time an oom fault leaves the workers able to reach Redis', () => {
+  it('subtracts faults that cut every worker off, overlapping or not, clipped to the window', () => {
+    expect(reachableMs(1_000, 5_000, [])).toBe(4_000);
+    // An all-worker reset from before the oom until 0.3 s before its end (the seed 323567 case).
+    expect(reachableMs(7_300, 9_700, [{ at: 5_800, until: 9_400 }])).toBe(300);
+    // Two overlapping cut-offs count once; one outside the window not at all.
+    expect(
+      reachableMs(0, 10_000, [
+        { at: 2_000, until: 4_000 },
+        { at: 3_000, until: 5_000 },
+        { at: 12_000, until: 13_000 },
+      ]),
+    ).toBe(7_000);
+    expect(reachableMs(0, 1_000, [{ at: -5, until: 2_000 }])).toBe(0);
+  });
+});
+
+const T0 = 1_000_000;
+const job = (over: Partial<JobView> & { id: string }): JobView => ({
+  state: 'completed',
+  data: { s: Number(over.id.replace(/\D/g, '')) || 1, k: 'n' },
+  createdAt: T0,
+  snoozes: 0,
+  errors: [],
+  ...over,
+});
+const begin = (id: string, s: number, a: number, at: number, pid = 1): Begin => ({ id, s, a, pid, at });
+
+describe('chaos verdict: per-group FIFO at concurrency 1', () => {
+  const a = job({ id: 'j1', group: 'g1', createdAt: T0 });
+  const b = job({ id: 'j2', group: 'g1', createdAt: T0 + 10 });
+  const none = new Map();
+
+  it('passes jobs that start in the order they became due', () => {
+    const begins = [begin('j1', 1, 1, T0 + 20), begin('j2', 2, 1, T0 + 30)];
+    expect(fifoViolations('g1', [a, b], none, begins, [], T0)).toEqual([]);
+  });
+
+  it('fails a job that started before an earlier-due one (a delayed job due first counts first)', () => {
+    const begins = [begin('j2', 2, 1, T0 + 20), begin('j1', 1, 1, T0 + 30)];
+    expect(fifoViolations('g1', [a, b], none, begins, [], T0)).toHaveLength(1);
+    // j3 was added first but delayed until T0 + 5: due before j2, so it must start before j2.
+    const c = job({ id: 'j3', group: 'g1', createdAt: T0 - 100 });
+    const adds = new Map([[3, { seq: 3, delayMs: 105 }]]);
+    const late = [begin('j2', 2, 1, T0 + 20), begin('j3', 3, 1, T0 + 40)];
+    expect(fifoViolations('g1', [b, c], adds, late, [], T0)).toHaveLength(1);
+  });
+
+  it('fails another job starting between a retry (or snooze) and the job it held the place for', () => {
+    const failed = job({
+      id: 'j1',
+      group: 'g1',
+      errors: [{ attempt: 1, name: 'Error', at: T0 + 25 }],
+    });
+    const ok = [begin('j1', 1, 1, T0 + 20), begin('j1', 1, 2, T0 + 80), begin('j2', 2, 1, T0 + 90)];
+    expect(fifoViolations('g1', [failed, b], none, ok, [], T0)).toEqual([]);
+    const cut = [begin('j1', 1, 1, T0 + 20), begin('j2', 2, 1, T0 + 40), begin('j1', 1, 2, T0 + 80)];
+    expect(fifoViolations('g1', [failed, b], none, cut, [], T0)).toHaveLength(1);
+    const snoozed = [{ id: 'j1', s: 1, at: T0 + 25 }];
+    expect(fifoViolations('g1', [a, b], none, cut, snoozed, T0)).toHaveLength(1);
+    // A lease lost is not a recorded retry: not judged here.
+    const lost = job({
+      id: 'j1',
+      group: 'g1',
+      errors: [{ attempt: 1, name: 'LeaseExpiredError', at: T0 + 25 }],
+    });
+    expect(fifoViolations('g1', [lost, b], none, cut, [], T0)).toEqual([]);
+  });
+});
+
+describe('chaos verdict: parked groups', () => {
+  const sample = (g: GroupSample['groups'][number], at = T0): GroupSample => ({
+    at,
+    done: at + 5,
+    groups: [g],
+  });
+  const limits = (concurrency: number | null, rateLimit: { max: number; durationMs: number } | null) => ({
+    concurrency,
+    rateLimit,
+  });
+
+  it('passes a group parked within its rate window or behind a retry', () => {
+    const s = [
+      sample({
+        group: 'g4',
+        waiting: 3,
+        limits: limits(null, { max: 5, durationMs: 2_000 }),
+        parkedUntil: T0 + 1_900,
+      }),
+      sample({ group: 'g1', waiting: 3, limits: limits(1, null), parkedUntil: T0 + 50 }),
+    ];
+    expect(parkedViolations(s, 50, 4_000, [], T0)).toEqual([]);
+  });
+
+  it('fails a group left parked once its rate limit was removed or raised', () => {
+    const removed = sample({ group: 'g4', waiting: 3, limits: limits(null, null), parkedUntil: T0 + 1_900 });
+    expect(parkedViolations([removed], 50, 4_000, [], T0)).toHaveLength(1);
+    const raised = sample({
+      group: 'g4',
+      waiting: 3,
+      limits: limits(null, { max: 1_000, durationMs: 2_000 }),
+      parkedUntil: T0 + 1_900,
+    });
+    expect(parkedViolations([raised], 50, 4_000, [], T0)).toHaveLength(1);
+  });
+
+  it('fails a group left parked past its time with jobs waiting, unless every worker was cut off', () => {
+    const stale = sample({ group: 'g3', waiting: 2, limits: limits(1, null), parkedUntil: T0 - 5_000 });
+    expect(parkedViolations([stale], 50, 4_000, [], T0)).toHaveLength(1);
+    expect(parkedViolations([stale], 50, 4_000, [{ at: T0 - 6_000, until: T0 }], T0)).toEqual([]);
+  });
+});
+
+describe('chaos verdict: durable steps', () => {
+  const line = (a: number, z: number, at: number, pid = 1) => ({
+    id: 'j1',
+    s: 1,
+    a,
+    z,
+    name: 'charge',
+    pid,
+    at,
+  });
+
+  it('passes a step run again only when the earlier run never stored it', () => {
+    // Attempt 1 ran the body and lost its lease before storing; attempt 2 ran it and stored it.
+    const b = (a: number, at: number, pid = 1) => begin('j1', 1, a, at, pid);
+    expect(
+      stepViolations([line(1, 0, T0), line(2, 0, T0 + 500, 2)], [line(2, 0, T0 + 510, 2)], T0, [
+        b(1, T0 - 5),
+        b(2, T0 + 490, 2),
+      ]),
+    ).toEqual([]);
+    // A stale attempt that began before the store runs its body late (its write is then refused).
+    expect(
+      stepViolations([line(2, 0, T0 + 500, 2), line(1, 0, T0 + 900)], [line(2, 0, T0 + 510, 2)], T0, [
+        b(1, T0 - 5),
+        b(2, T0 + 490, 2),
+      ]),
+    ).toEqual([]);
+  });
+
+  it('fails a step whose body runs again after a run stored it (a rewrite wiped it, or no replay)', () => {
+    const runs = [line(1, 0, T0), { ...line(1, 1, T0 + 900), s: 7 }];
+    const begins = [begin('j1', 1, 1, T0 - 5), begin('j1', 7, 1, T0 + 850)];
+    expect(stepViolations(runs, [line(1, 0, T0 + 5)], T0, begins)).toHaveLength(1);
+  });
+});
+
+describe('chaos verdict: expiring jobs', () => {
+  const never = () => false;
+
+  it('passes a job that started in time, and one that expired without starting', () => {
+    const started = job({ id: 'j1', expireAt: T0 + 1_000, data: { s: 1, k: 'e' } });
+    const expired = job({
+      id: 'j2',
+      state: 'dead',
+      expireAt: T0 + 1_000,
+      data: { s: 2, k: 'e' },
+      errors: [{ attempt: 0, name: 'ExpiredError', at: T0 + 1_000 }],
+    });
+    expect(expiryViolations([started, expired], [begin('j1', 1, 1, T0 + 990)], 250, never, T0)).toEqual([]);
+  });
+
+  it('fails a job first started after its expiry, unless a fault on that process explains it', () => {
+    const j = job({ id: 'j1', expireAt: T0 + 1_000, data: { s: 1, k: 'e' } });
+    expect(expiryViolations([j], [begin('j1', 1, 1, T0 + 1_400)], 250, never, T0)).toHaveLength(1);
+    expect(expiryViolations([j], [begin('j1', 1, 1, T0 + 1_400)], 250, () => true, T0)).toEqual([]);
+  });
+
+  it('fails a job that started (snoozed) and then ended dead by ExpiredError', () => {
+    const j = job({
+      id: 'j1',
+      state: 'dead',
+      expireAt: T0 + 1_000,
+      snoozes: 1,
+      data: { s: 1, k: 'e' },
+      errors: [{ attempt: 1, name: 'ExpiredError', at: T0 + 3_000 }],
+    });
+    expect(expiryViolations([j], [begin('j1', 1, 1, T0 + 100)], 250, never, T0)).toHaveLength(1);
+  });
+});
+
+describe('chaos verdict: dedupe', () => {
+  const t = (id: string, s: number, over: Partial<JobView> = {}) =>
+    job({ id, data: { s, k: 't', dk: 'k1' }, ...over });
+  const add = (seq: number, over: Partial<AddView> = {}): AddView => ({
+    seq,
+    isNew: true,
+    dedupe: { key: 'k1', mode: 'throttle' },
+    ...over,
+  });
+
+  it('passes throttle jobs one per window, and adds answered by a holder still unfinished', () => {
+    const jobs = [
+      t('j1', 1, { finishedAt: T0 + 100 }),
+      t('j2', 2, { createdAt: T0 + 150, finishedAt: T0 + 300 }),
+    ];
+    const adds = [
+      add(1, { id: 'j1' }),
+      add(2, { id: 'j2' }),
+      add(3, { id: 'j1', isNew: false, sentAt: T0 + 50 }),
+    ];
+    expect(dedupeViolations(jobs, adds, [], null, T0)).toEqual([]);
+  });
+
+  it('fails a second throttle job created while the first held the key', () => {
+    const jobs = [t('j1', 1, { finishedAt: T0 + 500 }), t('j2', 2, { createdAt: T0 + 150 })];
+    expect(dedupeViolations(jobs, [add(1, { id: 'j1' }), add(2, { id: 'j2' })], [], null, T0)).toHaveLength(
+      1,
+    );
+    // With a ttlMs window of 100 ms, the key was free at T0 + 100.
+    const ttl = [
+      add(1, { id: 'j1', dedupe: { key: 'k1', mode: 'throttle', ttlMs: 100 } }),
+      add(2, { id: 'j2' }),
+    ];
+    expect(dedupeViolations(jobs, ttl, [], null, T0)).toEqual([]);
+  });
+
+  it('fails a throttle add that enqueued nothing after its holder finished, or answered completed wrongly', () => {
+    const jobs = [t('j1', 1, { finishedAt: T0 + 100 })];
+    const late = [add(1, { id: 'j1' }), add(2, { id: 'j1', isNew: false, sentAt: T0 + 200 })];
+    expect(dedupeViolations(jobs, late, [], null, T0)).toHaveLength(1);
+    const dead = [t('j1', 1, { state: 'dead', finishedAt: T0 + 100 })];
+    const answered = [
+      add(1, { id: 'j1' }),
+      add(2, { id: 'j1', isNew: false, sentAt: T0 + 50, state: 'completed' }),
+    ];
+    expect(dedupeViolations(dead, answered, [], null, T0)).toHaveLength(1);
+  });
+
+  it('fails a debounce add that rewrote a job that had begun', () => {
+    const w = job({ id: 'j1', data: { s: 2, k: 'w', dk: 'k1' } });
+    const adds = [
+      add(1, { id: 'j1', dedupe: { key: 'k1', mode: 'debounce' } }),
+      add(2, { id: 'j1', isNew: false, sentAt: T0 + 300, dedupe: { key: 'k1', mode: 'debounce' } }),
+    ];
+    const begins = [begin('j1', 1, 1, T0 + 200), begin('j1', 2, 1, T0 + 900)];
+    expect(dedupeViolations([w], adds, begins, null, T0)).toHaveLength(2);
+    expect(dedupeViolations([w], adds, [begin('j1', 2, 1, T0 + 900)], null, T0)).toEqual([]);
+  });
+});
+
+describe('chaos verdict: late sandbox calls', () => {
+  it("fails a job holding another job's late data or step, not its own", () => {
+    expect(
+      lateCallViolations([job({ id: 'j1', data: { s: 1, k: 'n', late: 'j1' }, steps: { 'late:j1': 1 } })]),
+    ).toEqual([]);
+    expect(lateCallViolations([job({ id: 'j2', data: { s: 1, k: 'n', late: 'j1' } })])).toHaveLength(1);
+    expect(lateCallViolations([job({ id: 'j2', steps: { 'late:j1': 1 } })])).toHaveLength(1);
+  });
+});
+
+describe('chaos verdict: attempt accounting', () => {
+  const acct = (over: Partial<AccountView>): AccountView => ({
+    id: 'j1',
+    state: 'dead',
+    data: { s: 1 },
+    attempts: 2,
+    attemptsLeft: 0,
+    maxAttempts: 2,
+    snoozes: 0,
+    errors: [
+      { attempt: 1, name: 'Error', message: 'planned' },
+      { attempt: 2, name: 'LeaseExpiredError', message: 'lease expired: stopped renewing it' },
+    ],
+    ...over,
+  });
+  const b = (a: number): Begin => ({ id: 'j1', s: 1, a, pid: 1, at: T0 + a });
+
+  it('passes a job whose every counted start ran, whose budget is its starts less its snoozes', () => {
+    expect(accountingViolations([acct({})], [b(1), b(2)])).toEqual([]);
+    // A snooze: three starts, two charged; a lease lost unmarked ran attempt 2 twice (free return).
+    const snoozed = acct({ attempts: 3, snoozes: 1, maxAttempts: 3, attemptsLeft: 1, state: 'waiting' });
+    expect(accountingViolations([snoozed], [b(1), b(2), b(2), b(3)])).toEqual([]);
+  });
+
+  it('fails a start counted for no processor, a budget off by a refund, an error line too few', () => {
+    expect(accountingViolations([acct({})], [b(1)])).toEqual([
+      'j1: attempt(s) 2 counted as started, but no processor began them (dead, 0 snoozes, errors: 1 Error; 2 LeaseExpiredError)',
+    ]);
+    expect(accountingViolations([acct({ attemptsLeft: 1 })], [b(1), b(2)])).toHaveLength(1);
+    expect(accountingViolations([acct({ errors: [] })], [b(1), b(2)])).toEqual([
+      'j1 (dead): 0 error lines for 2 charged attempts that did not complete',
+    ]);
+  });
+
+  it("lets a poison job's charged unmarked loss stand without a begin", () => {
+    const poison = acct({
+      attempts: 1,
+      maxAttempts: 1,
+      errors: [
+        { attempt: 1, name: 'LeaseExpiredError', message: 'never marked its start, after 3 free returns' },
+      ],
+    });
+    expect(accountingViolations([poison], [])).toEqual([]);
+  });
+});

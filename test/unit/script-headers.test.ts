@@ -1,0 +1,49 @@
+/** Each script description in scripts.ts must match the KEYS/ARGV header of its Lua file. */
+import { readdirSync, readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { loadLua, scripts } from '../../src/scripts/specs.js';
+
+const dir = new URL('../../src/scripts/', import.meta.url);
+
+function header(name: string) {
+  const text = readFileSync(new URL(`${name}.lua`, dir), 'utf8');
+  const keys = [...text.matchAll(/^-- KEYS\[(\d+)\] (\w+)/gm)].map((m) => [Number(m[1]), m[2]] as const);
+  const args = [...text.matchAll(/^-- ARGV\[(\d+)\] (\w+)/gm)].map((m) => [Number(m[1]), m[2]] as const);
+  const rep = /^-- ARGV\[\d+\.\.\] repeated: (.+)$/m.exec(text);
+  return { text, keys, args, repeated: rep ? rep[1]!.split(',').map((s) => s.trim()) : [] };
+}
+
+describe('Lua script headers', () => {
+  for (const spec of Object.values(scripts)) {
+    it(`${spec.name}.lua documents exactly the KEYS and ARGV its description passes`, () => {
+      const h = header(spec.name);
+      expect(h.keys.map(([i]) => i)).toEqual(spec.keys.map((_, i) => i + 1));
+      expect(h.keys.map(([, n]) => n)).toEqual([...spec.keys]);
+      expect(h.args.map(([i]) => i)).toEqual(spec.args.map((_, i) => i + 1));
+      expect(h.args.map(([, n]) => n)).toEqual([...spec.args]);
+      expect(h.repeated).toEqual([...spec.repeated]);
+      expect(h.text).toMatch(/^-- Returns: /m);
+    });
+  }
+
+  it('docs/design.md lists every script with exactly the keys its description passes', () => {
+    const design = readFileSync(new URL('../../docs/design.md', import.meta.url), 'utf8');
+    for (const spec of Object.values(scripts)) {
+      const row = new RegExp(`\\| \`src/scripts/${spec.name}\\.lua\` \\| ([^|]+) \\|`).exec(design);
+      expect(row, `design.md has no row for ${spec.name}.lua`).not.toBeNull();
+      expect(row![1]!.trim()).toBe(spec.keys.join(', '));
+    }
+  });
+
+  it('every Lua file under src/scripts has a description, and every include exists', () => {
+    const files = readdirSync(dir)
+      .filter((f) => f.endsWith('.lua'))
+      .map((f) => f.slice(0, -4));
+    expect(files.sort()).toEqual(
+      Object.values(scripts)
+        .map((s) => s.name)
+        .sort(),
+    );
+    for (const f of files) expect(loadLua(f)).not.toMatch(/@include/);
+  });
+});
