@@ -396,7 +396,7 @@ export interface AccountView {
 }
 
 /**
- * One account of a job's life (docs/design.md "Counting attempts"):
+ * One account of a job's life (docs/guarantees.md "How attempts are counted"):
  * - every start Redis counted (attempts 1..n) was a processor that really began that attempt (a 'b'
  *   line of the job with that number), except a lease lost unmarked after 3 free returns, which
  *   recovery charges as a start and says so in its error;

@@ -455,7 +455,7 @@ function outcomeProblem(seed: number, job: Info, selfExits: ReadonlySet<string>)
   if (new Set(attemptsSeen).size !== attemptsSeen.length)
     return `stale: two outcomes recorded for one attempt: ${errors.map((e) => `${e.attempt} ${e.name}`).join(', ')}`;
   // attempts counts starts; a snooze or rate limit gave its start's budget back and left no error line,
-  // so every other start but a completing one left one (docs/design.md "Counting attempts").
+  // so every other start but a completing one left one (docs/guarantees.md "How attempts are counted").
   const charged = attempts - job.snoozes;
   const want = job.state === 'dead' ? charged : charged - 1;
   if (attemptsSeen.length !== want || attemptsSeen.some((a) => a < 1 || a > attempts))
