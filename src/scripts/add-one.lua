@@ -53,29 +53,29 @@
 -- @include record_handoff
 -- @include enqueue
 
-local jobs, waiting, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local refusal = layout_refusal(KEYS[7], ARGV[4])
+local jobs, waiting, delayed, ids_key = jobs_key, waiting_key, delayed_key, ids_key
+local refusal = layout_refusal(meta_key, arg_partitions)
 if refusal then return refusal end
 
-local now = current_time(ARGV[1])
+local now = current_time(arg_now)
 local due = nil
-if ARGV[7] ~= '' then
-  due = now + tonumber(ARGV[7])
-elseif ARGV[8] ~= '' then
-  due = tonumber(ARGV[8])
+if arg_delay_ms ~= '' then
+  due = now + tonumber(arg_delay_ms)
+elseif arg_run_at ~= '' then
+  due = tonumber(arg_run_at)
 end
 local state = (due ~= nil and due > now) and 'd' or 'w'
-local data = ARGV[10]
+local data = arg_data
 local large = #data > BODY_INLINE_MAX
-local record, expire_at = new_record(state, now, due, '', ARGV[9], large and BODY_MARKER or data, ARGV[11])
+local record, expire_at = new_record(state, now, due, '', arg_option_tail, large and BODY_MARKER or data, arg_ttl_ms)
 
-local idle, taker, taker_deadline = KEYS[9], nil, nil
+local idle, taker, taker_deadline = idle_key, nil, nil
 if state == 'w' and not large and (expire_at == nil or expire_at == '') then
-  taker, taker_deadline = take_idle(idle, jobs, KEYS[7], waiting, now)
+  taker, taker_deadline = take_idle(idle, jobs, meta_key, waiting, now)
 end
 
 -- HSETNX both checks that the id is free and writes the record.
-local id = ARGV[6]
+local id = arg_id
 if id ~= '' then
   if redis.call('HSETNX', jobs, id, record) == 0 then
     if taker then redis.call('ZADD', idle, taker_deadline, taker) end
@@ -83,7 +83,7 @@ if id ~= '' then
   end
 else
   repeat
-    id = string.format('%d', redis.call('INCR', ids_key)) .. ARGV[5]
+    id = string.format('%d', redis.call('INCR', ids_key)) .. arg_id_suffix
   until redis.call('HSETNX', jobs, id, record) == 1
 end
 
@@ -97,7 +97,7 @@ if taker then
   -- The message: `<nonce>|<now>|<length of id>|<id><record>` (ids and records may hold any byte).
   local message = nonce .. '|' .. now_s .. '|' .. #id .. '|' .. id .. leased
   if redis.call('SPUBLISH', tag_key(jobs, 'hand:' .. fetcher), message) > 0 then
-    local deadline = now + (lease or tonumber(ARGV[12]))
+    local deadline = now + (lease or tonumber(arg_lease_ms))
     local active = tag_key(jobs, 'active')
     redis.call('HSET', jobs, id, leased)
     redis.call('ZADD', active, 'NX', 'inf', ACTIVE_SENTINEL)
@@ -105,23 +105,23 @@ if taker then
     -- Recorded with the registration's other handoffs, for the withdrawing claim's replay.
     local prev_expiry, prev_lines = handoff_record(claims, field, nonce)
     record_handoff(claims, field, nonce, now, token, prev_expiry, prev_lines, id, deadline)
-    emit_event(KEYS[5], ARGV[3], 'added', { id })
-    emit_event(KEYS[5], ARGV[3], 'active', { id })
+    emit_event(events_key, arg_events_max_len, 'added', { id })
+    emit_event(events_key, arg_events_max_len, 'active', { id })
     return { id, 1, 'a' }
   end
 end
 
 -- A large payload lives in the annex (see add.lua).
-if large then redis.call('HSET', KEYS[6], id .. '\1b', data) end
-if expire_at and expire_at ~= '' then redis.call('ZADD', KEYS[8], expire_at, id) end
+if large then redis.call('HSET', annex_key, id .. '\1b', data) end
+if expire_at and expire_at ~= '' then redis.call('ZADD', expiring_key, expire_at, id) end
 if state == 'd' then
   redis.call('ZADD', delayed, due, id)
-  announce_delayed(delayed, ARGV[2], due)
+  announce_delayed(delayed, arg_wake_channel, due)
 else
   -- Jobs due by now go first (includes/enqueue.lua); the list was empty: idle workers must be woken.
   local promoted = redis.call('EXISTS', delayed) == 1
     and promote_due(jobs, waiting, tag_key(jobs, 'prio'), tag_key(jobs, 'seq'), delayed, now, 1000) > 0
-  if redis.call('RPUSH', waiting, id) == 1 or promoted then redis.call('SPUBLISH', ARGV[2], 'w') end
+  if redis.call('RPUSH', waiting, id) == 1 or promoted then redis.call('SPUBLISH', arg_wake_channel, 'w') end
 end
-emit_event(KEYS[5], ARGV[3], 'added', { id })
+emit_event(events_key, arg_events_max_len, 'added', { id })
 return { id, 1, state }

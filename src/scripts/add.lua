@@ -71,11 +71,11 @@
 -- @include layout_refusal
 -- @include record_started
 
-local jobs, waiting, prio, seq, delayed, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local annex, dead, deps, dependents = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
-local now = current_time(ARGV[1])
+local jobs, waiting, prio, seq, delayed, ids_key = jobs_key, waiting_key, prio_key, seq_key, delayed_key, ids_key
+local annex, dead, deps, dependents = annex_key, dead_key, deps_key, dependents_key
+local now = current_time(arg_now)
 local FIXED, R, CHUNK = 13, 13, 1000
-local suffix = ARGV[5]
+local suffix = arg_id_suffix
 
 -- Runs `cmd key values...` in chunks of at most CHUNK values (`step` keeps pairs together); returns
 -- the reply of each chunk.
@@ -89,10 +89,10 @@ local function chunked(cmd, key, values, step)
 end
 
 -- A client configured with another partition count would add jobs no worker ever claims.
-local refusal = layout_refusal(KEYS[12], ARGV[4])
+local refusal = layout_refusal(meta_key, arg_partitions)
 if refusal then return refusal end
 local n = (#ARGV - FIXED) / R
-local batch = ARGV[7]
+local batch = arg_batch
 local batch_hash = batch ~= '' and string.match(jobs, '^({[^}]*}:)') .. 'b:' .. batch
 if batch_hash and redis.call('EXISTS', batch_hash) == 1 then return redis.error_reply('SURETY_BATCH_EXISTS ' .. batch) end
 
@@ -115,7 +115,7 @@ for i = 0, n - 1 do
   local id = ARGV[FIXED + 1 + i * R]
   if id ~= '' then explicit[id] = true end
 end
-if ARGV[6] == '1' then return {} end
+if arg_check_only == '1' then return {} end
 
 -- Generated ids: the counter's next numbers in order, skipping numbers already used as ids (in Redis,
 -- or explicitly anywhere in this call), checked CHUNK candidates per HMGET.
@@ -166,7 +166,7 @@ for i = 1, n do
       replace = true
       id = holder
       unlink({ jobs = jobs, waiting = waiting, prio = prio, delayed = delayed }, id, hs, holder_rec, now)
-      redis.call('ZREM', KEYS[13], id)
+      redis.call('ZREM', expiring_key, id)
       -- A new job under the old id: the old one's payload, errors, progress and logs go with it.
       redis.call('HDEL', annex, unpack(annex_fields({ id })))
     elseif dedupe_mode ~= 'd' and holder then
@@ -236,7 +236,7 @@ for i = 1, n do
       data = BODY_MARKER
     end
     local record, expire_at = new_record(state, now, due, finished, ARGV[base + 4], data, ARGV[base + 12])
-    if expire_at and expire_at ~= '' and state ~= 'x' then redis.call('ZADD', KEYS[13], expire_at, id) end
+    if expire_at and expire_at ~= '' and state ~= 'x' then redis.call('ZADD', expiring_key, expire_at, id) end
     if dedupe_key ~= '' then
       -- Written at once (see the header), with its structure, so later items of the call see it.
       redis.call('HSET', jobs, id, record)
@@ -283,10 +283,10 @@ if #to_list > 0 and promote_due(jobs, waiting, prio, seq, delayed, now, CHUNK) >
 if #to_list > 0 and chunked('RPUSH', waiting, to_list)[1] == math.min(#to_list, CHUNK) then woken = true end
 if #delayed_args > 0 then
   chunked('ZADD', delayed, delayed_args, 2)
-  announce_delayed(delayed, ARGV[2], min_due)
+  announce_delayed(delayed, arg_wake_channel, min_due)
 end
-if woken then redis.call('SPUBLISH', ARGV[2], 'w') end
-emit_event(KEYS[7], ARGV[3], 'added', added)
+if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end
+emit_event(events_key, arg_events_max_len, 'added', added)
 if batch_hash then
   -- Members: the jobs this call created (ids that existed are not). Some may be dead already.
   local dead_now, dead_count = {}, 0
@@ -297,10 +297,10 @@ if batch_hash then
     end
   end
   redis.call('HSET', batch_hash, 'total', #added, 'pending', #added - dead_count, 'completed', 0, 'dead', dead_count,
-    'deadIds', table.concat(dead_now, '\n'), 'createdAt', now, 'sfx', suffix, 'ev', ARGV[3])
-  if ARGV[12] ~= '' then
-    redis.call('HSET', batch_hash, 'cbId', ARGV[8], 'cbPriority', ARGV[9], 'cbDelayMs', ARGV[10], 'cbRunAt', ARGV[11],
-      'cbTail', ARGV[12], 'cbData', ARGV[13])
+    'deadIds', table.concat(dead_now, '\n'), 'createdAt', now, 'sfx', suffix, 'ev', arg_events_max_len)
+  if arg_cb_tail ~= '' then
+    redis.call('HSET', batch_hash, 'cbId', arg_cb_id, 'cbPriority', arg_cb_priority, 'cbDelayMs', arg_cb_delay_ms, 'cbRunAt', arg_cb_run_at,
+      'cbTail', arg_cb_tail, 'cbData', arg_cb_data)
   end
   if #added == dead_count then batch_finish(jobs, batch_hash, batch, now) end
 end

@@ -29,25 +29,25 @@
 -- @include parse_pending
 -- @include pending_value
 
-local jobs, waiting, prio, seq, delayed, pending_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-if redis.call('HGET', pending_key, ARGV[3]) ~= ARGV[4] then return 0 end
-local version, current, count, ended = parse_pending(ARGV[4])
+local jobs, waiting, prio, seq, delayed, pending_key = jobs_key, waiting_key, prio_key, seq_key, delayed_key, schedule_pending_key
+if redis.call('HGET', pending_key, arg_key) ~= arg_expected then return 0 end
+local version, current, count, ended = parse_pending(arg_expected)
 if ended then return 0 end
-local now = current_time(ARGV[1])
-local limit = tonumber(ARGV[8])
+local now = current_time(arg_now)
+local limit = tonumber(arg_limit)
 local woken, last = false, nil
 for i = 9, #ARGV, 2 do
   if limit and count >= limit then break end
   if redis.call('HEXISTS', jobs, ARGV[i]) == 0 then count = count + 1 end
-  if create_job(jobs, waiting, prio, seq, delayed, ARGV[i], now, tonumber(ARGV[i + 1]), tonumber(ARGV[5]), ARGV[6], ARGV[7]) then
+  if create_job(jobs, waiting, prio, seq, delayed, ARGV[i], now, tonumber(ARGV[i + 1]), tonumber(arg_priority), arg_option_tail, arg_data) then
     woken = true
   end
   last = ARGV[i]
 end
 if not last then
-  redis.call('HSET', pending_key, ARGV[3], pending_value(version, current, count, true))
+  redis.call('HSET', pending_key, arg_key, pending_value(version, current, count, true))
   return 1
 end
-redis.call('HSET', pending_key, ARGV[3], pending_value(version, last, count, false))
-redis.call('SPUBLISH', ARGV[2], woken and 'w' or 'd')
+redis.call('HSET', pending_key, arg_key, pending_value(version, last, count, false))
+redis.call('SPUBLISH', arg_wake_channel, woken and 'w' or 'd')
 return 1

@@ -41,32 +41,32 @@
 -- @include batch_settle
 -- @include group_hold
 
-local jobs, errors, waiting, prio, delayed, active, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local id = ARGV[2]
+local jobs, annex, waiting, prio, delayed, active, dead = jobs_key, annex_key, waiting_key, prio_key, delayed_key, active_key, dead_key
+local id = arg_id
 local rec = redis.call('HGET', jobs, id)
 if not rec then return 'NOT_FOUND' end
 local f, nl = parse_record(rec)
 local state = f[F_STATE]
 if state == 'c' or state == 'x' then return 'INVALID_STATE:' .. state end
-local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = KEYS[10], delayed = delayed, dead = dead,
-  active = active, deps = KEYS[11], dependents = KEYS[12], wake = ARGV[3], done = ARGV[4], stats = KEYS[13] }
-local now = current_time(ARGV[1])
+local k = { jobs = jobs, annex = annex, waiting = waiting, prio = prio, seq = seq_key, delayed = delayed, dead = dead,
+  active = active, deps = deps_key, dependents = dependents_key, wake = arg_wake_channel, done = arg_done_channel, stats = stats_key }
+local now = current_time(arg_now)
 unlink(k, id, state, rec, now)
 if state == 'b' then unlink_parents(k, id) end
-if state == 'a' then wake_starved(KEYS[8], ARGV[3]) end
+if state == 'a' then wake_starved(meta_key, arg_wake_channel) end
 local group = state == 'd' and record_group(rec)
-if group and group_unhold(group_keys(jobs), group, id, now) then redis.call('SPUBLISH', ARGV[3], 'w') end
+if group and group_unhold(group_keys(jobs), group, id, now) then redis.call('SPUBLISH', arg_wake_channel, 'w') end
 release_dedupe(jobs, id, rec, state ~= 'a' and not record_started(rec))
 batch_settle(jobs, id, rec, false, now)
 f[F_STATE] = 'x'
 f[F_TOKEN] = ''
 f[F_FINISHED] = now
 redis.call('HSET', jobs, id, with_header(f, rec, nl))
-append_errors(errors, { id }, { now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"CancelledError","code":"ERR_CANCELLED","message":"job ' .. id:gsub('[\\"]', '\\%0') .. ' was cancelled"}' })
+append_errors(annex, { id }, { now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"CancelledError","code":"ERR_CANCELLED","message":"job ' .. id:gsub('[\\"]', '\\%0') .. ' was cancelled"}' })
 redis.call('ZADD', dead, now, id)
-if state == 'a' then redis.call('SPUBLISH', ARGV[3], 'x:' .. id) end
-redis.call('SPUBLISH', ARGV[4], 'x\n' .. id)
-emit_event(KEYS[9], ARGV[5], 'cancelled', { id })
-count_stats(KEYS[13], now, 'x', 1)
-emit_event(KEYS[9], ARGV[5], 'dead', settle_dependents(k, now, {}, { id }))
+if state == 'a' then redis.call('SPUBLISH', arg_wake_channel, 'x:' .. id) end
+redis.call('SPUBLISH', arg_done_channel, 'x\n' .. id)
+emit_event(events_key, arg_events_max_len, 'cancelled', { id })
+count_stats(stats_key, now, 'x', 1)
+emit_event(events_key, arg_events_max_len, 'dead', settle_dependents(k, now, {}, { id }))
 return 'OK'

@@ -26,15 +26,15 @@
 -- @include announce_delayed
 -- @include group_hold
 
-local jobs, waiting, prio, seq, delayed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local id, wake = ARGV[2], ARGV[4]
+local jobs, waiting, prio, seq, delayed = jobs_key, waiting_key, prio_key, seq_key, delayed_key
+local id, wake = arg_id, arg_wake_channel
 local rec = redis.call('HGET', jobs, id)
 if not rec then return 'NOT_FOUND' end
 local f, nl = parse_record(rec)
 local state = f[F_STATE]
 if state ~= 'w' and state ~= 'd' and state ~= 'b' then return 'INVALID_STATE:' .. state end
-local now = current_time(ARGV[1])
-local delay = tonumber(ARGV[3])
+local now = current_time(arg_now)
+local delay = tonumber(arg_delay_ms)
 local due = now + delay
 f[F_RUN_AT] = string.format('%.0f', due)
 if state == 'b' or (state == 'w' and delay == 0) then

@@ -18,8 +18,8 @@
 -- @include enqueue
 -- @include record_group
 
-local jobs, waiting, prio, seq = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local id, priority = ARGV[1], tonumber(ARGV[2])
+local jobs, waiting, prio, seq = jobs_key, waiting_key, prio_key, seq_key
+local id, priority = arg_id, tonumber(arg_priority)
 local rec = redis.call('HGET', jobs, id)
 if not rec then return 'NOT_FOUND' end
 local f, nl = parse_record(rec)
@@ -27,7 +27,7 @@ local state = f[F_STATE]
 if state ~= 'w' and state ~= 'd' and state ~= 'b' then return 'INVALID_STATE:' .. state end
 if (tonumber(f[F_PRIORITY]) or 0) == priority then return 'OK' end
 -- '' is the library default (0), as the client writes it.
-f[F_PRIORITY] = priority == 0 and '' or ARGV[2]
+f[F_PRIORITY] = priority == 0 and '' or arg_priority
 redis.call('HSET', jobs, id, with_header(f, rec, nl))
 if state == 'w' then
   local group = record_group(rec)

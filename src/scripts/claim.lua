@@ -98,13 +98,13 @@
 -- @include lease_record
 
 local jobs, waiting, prio, seq, delayed, active, meta, limiter =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local now = current_time(ARGV[1])
-local wanted = tonumber(ARGV[2])
+  jobs_key, waiting_key, prio_key, seq_key, delayed_key, active_key, meta_key, limiter_key
+local now = current_time(arg_now)
+local wanted = tonumber(arg_count)
 local count = wanted
 
-if ARGV[8] ~= '' then
-  local replay = replay_claim(jobs, KEYS[10], KEYS[11], ARGV[8], ARGV[9], now)
+if arg_claimer ~= '' then
+  local replay = replay_claim(jobs, annex_key, claims_key, arg_claimer, arg_nonce, now)
   if replay then return replay end
 end
 
@@ -113,19 +113,19 @@ end
 local MAX_UNITS = 1000
 -- The withdrawn registration's handoffs that may not have reached the fetcher: every reply ends with
 -- them (reply()), whatever else the claim answers.
-local fetcher = ARGV[11]
+local fetcher = arg_fetcher
 local replayed, unseen = {}, 0
-if ARGV[12] ~= '' then
-  local units = math.min(tonumber(ARGV[15]) or 1, MAX_UNITS)
+if arg_withdraw ~= '' then
+  local units = math.min(tonumber(arg_withdraw_units) or 1, MAX_UNITS)
   local members = {}
-  for u = 1, units do members[u] = fetcher .. '|' .. ARGV[12] .. '|' .. u end
-  unseen = units - redis.call('ZREM', KEYS[14], unpack(members)) - (tonumber(ARGV[16]) or 0)
+  for u = 1, units do members[u] = fetcher .. '|' .. arg_withdraw .. '|' .. u end
+  unseen = units - redis.call('ZREM', idle_key, unpack(members)) - (tonumber(arg_received) or 0)
   -- `<fetcher>.t`: the record of this version's add-one.lua; `<fetcher>.h`: the previous version's,
   -- times only (a rolling deploy may have producers of both).
   local r, old
   if unseen > 0 then
-    r = replay_claim(jobs, KEYS[10], KEYS[11], fetcher .. '.t', 'r' .. ARGV[12], now)
-    old = replay_claim(jobs, KEYS[10], KEYS[11], fetcher .. '.h', 'r' .. ARGV[12], now)
+    r = replay_claim(jobs, annex_key, claims_key, fetcher .. '.t', 'r' .. arg_withdraw, now)
+    old = replay_claim(jobs, annex_key, claims_key, fetcher .. '.h', 'r' .. arg_withdraw, now)
     r = r or old
     if old and r ~= old then for i = 7, #old do r[#r + 1] = old[i] end end
   end
@@ -150,7 +150,7 @@ end
 -- claims find no delayed job, no meta hash and no parked group.)
 -- Due jobs go before any job that became ready after them, ties in the order of their adds
 -- (includes/enqueue.lua).
-promote_due(jobs, waiting, prio, seq, delayed, now, tonumber(ARGV[4]))
+promote_due(jobs, waiting, prio, seq, delayed, now, tonumber(arg_limit))
 
 local flags = redis.call('EXISTS', meta) == 1 and redis.call('HMGET', meta, 'paused', 'concurrency', 'rate', 'limited')
   or {}
@@ -167,10 +167,10 @@ if flags[2] and count > 0 then
     redis.call('HSET', meta, 'starved', '1')
   end
 end
-local rate_max, rate_window, limiter = tonumber(ARGV[5]), ARGV[6], limiter
+local rate_max, rate_window, limiter = tonumber(arg_rate_max), arg_rate_window_ms, limiter
 if flags[3] then
   local m, w = string.match(flags[3], '^(%d+)|(%d+)$')
-  rate_max, rate_window, limiter = tonumber(m), w, KEYS[13]
+  rate_max, rate_window, limiter = tonumber(m), w, queue_limiter_key
 end
 if rate_max > 0 and count > 0 then
   local used = tonumber(redis.call('GET', limiter) or '0')
@@ -226,10 +226,10 @@ elseif #ids > 0 then
 end
 if #expired_ids > 0 then
   local tag = string.match(jobs, '^({[^}]*}:)')
-  expire_jobs({ jobs = jobs, errors = KEYS[10], waiting = waiting, prio = prio, seq = seq, delayed = delayed,
-    dead = tag .. 'dead', deps = tag .. 'deps', dependents = tag .. 'dependents', events = KEYS[9], stats = tag .. 'stats',
+  expire_jobs({ jobs = jobs, annex = annex_key, waiting = waiting, prio = prio, seq = seq, delayed = delayed,
+    dead = tag .. 'dead', deps = tag .. 'deps', dependents = tag .. 'dependents', events = events_key, stats = tag .. 'stats',
     expiring = expiring_key,
-    wake = tag .. 'wake', done = tag .. 'done' }, expired_ids, expired_recs, now, { events_max = ARGV[7] })
+    wake = tag .. 'wake', done = tag .. 'done' }, expired_ids, expired_recs, now, { events_max = arg_events_max_len })
   wake_starved(meta, tag .. 'wake')
 end
 
@@ -251,22 +251,22 @@ if #ids < wanted then
   if #expired_ids > 0 then next_due = now end
 end
 local out = { now, next_due, 0, limited_ms, 0, 0 }
-local units = math.min(tonumber(ARGV[14]) or 1, MAX_UNITS, (tonumber(ARGV[10]) or wanted) - #ids - unseen)
-if (tonumber(ARGV[13]) or 0) > 0 and units > 0 and #expired_ids == 0 then
-  local deadline, prefix = now + tonumber(ARGV[13]), fetcher .. '|' .. string.match(ARGV[9], '^r?(.*)$') .. '|'
+local units = math.min(tonumber(arg_register_units) or 1, MAX_UNITS, (tonumber(arg_free_slots) or wanted) - #ids - unseen)
+if (tonumber(arg_register_ms) or 0) > 0 and units > 0 and #expired_ids == 0 then
+  local deadline, prefix = now + tonumber(arg_register_ms), fetcher .. '|' .. string.match(arg_nonce, '^r?(.*)$') .. '|'
   local members = {}
   for u = 1, units do
     members[#members + 1] = deadline
     members[#members + 1] = prefix .. u
   end
-  redis.call('ZADD', KEYS[14], unpack(members))
+  redis.call('ZADD', idle_key, unpack(members))
   out[5] = units
 end
 if #ids == 0 then return reply(out) end
 
 local updated, leases = {}, {}
-local default_lease = tonumber(ARGV[3])
-local token = next_tokens(KEYS[12], seq, #ids) - #ids
+local default_lease = tonumber(arg_default_lease_ms)
+local token = next_tokens(tokens_key, seq, #ids) - #ids
 -- Formatting a number in Lua is a sprintf (~0.3 us): do it once per call, not per job.
 local now_s = tostring(now)
 -- The latest lease deadline, for record_claim.
@@ -299,7 +299,7 @@ end
 if #marked > 0 then
   local fields = {}
   for n = 1, #marked do fields[n] = out[marked[n] - 1] .. '\1b' end
-  local bodies = chunked_hmget(KEYS[10], fields)
+  local bodies = chunked_hmget(annex_key, fields)
   for n = 1, #marked do
     local j = marked[n]
     out[j] = string.sub(out[j], 1, -2) .. (bodies[n] or 'null')
@@ -309,7 +309,7 @@ if #updated > 0 then
   chunked_call('HSET', jobs, updated)
   redis.call('ZADD', active, 'NX', 'inf', ACTIVE_SENTINEL)
   chunked_call('ZADD', active, leases)
-  emit_event(KEYS[9], ARGV[7], 'active', ids)
+  emit_event(events_key, arg_events_max_len, 'active', ids)
 end
-record_claim(KEYS[11], ARGV[8], ARGV[9], now, out, expiry)
+record_claim(claims_key, arg_claimer, arg_nonce, now, out, expiry)
 return reply(out)

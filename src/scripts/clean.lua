@@ -10,12 +10,12 @@
 -- @include annex_fields
 -- @include chunked_call
 
-local jobs, annex, finished = KEYS[1], KEYS[2], KEYS[3]
-local limit = tonumber(ARGV[2])
-local victims = redis.call('ZRANGEBYSCORE', finished, '-inf', ARGV[1], 'LIMIT', 0, limit)
+local jobs, annex, finished = jobs_key, annex_key, finished_key
+local limit = tonumber(arg_limit)
+local victims = redis.call('ZRANGEBYSCORE', finished, '-inf', arg_cutoff, 'LIMIT', 0, limit)
 if #victims == 0 then return { 0, 0 } end
 chunked_call('ZREM', finished, victims)
 chunked_call('HDEL', jobs, victims)
 if redis.call('EXISTS', annex) == 1 then chunked_call('HDEL', annex, annex_fields(victims)) end
-local more = #victims == limit and #redis.call('ZRANGEBYSCORE', finished, '-inf', ARGV[1], 'LIMIT', 0, 1) or 0
+local more = #victims == limit and #redis.call('ZRANGEBYSCORE', finished, '-inf', arg_cutoff, 'LIMIT', 0, 1) or 0
 return { #victims, more }

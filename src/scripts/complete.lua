@@ -55,16 +55,16 @@
 -- (state)|(token)|(attempts)(|base|createdAt|runAt|)(startedAt)|finishedAt(|()priority|...)
 local COMPLETE_PATTERN = '^(.)|([^|]*)|([^|]*)(|[^|]*|[^|]*|[^|]*|)([^|]*)|[^|]*(|().*)$'
 
-local jobs, errors, active, completed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local now = current_time(ARGV[1])
-local keep_count = tonumber(ARGV[2])
+local jobs, annex, active, completed = jobs_key, annex_key, active_key, completed_key
+local now = current_time(arg_now)
+local keep_count = tonumber(arg_keep_count)
 local FIXED = 8
 local n = (#ARGV - FIXED) / 3
 -- Formatting a number in Lua is a sprintf (~0.3 us): do it once per call, not per job.
 local now_s = int_text(now)
 local lost_starts = {}
-if ARGV[8] ~= '' then
-  local mark_ids, mark_tokens = parse_marks(ARGV[8])
+if arg_starts ~= '' then
+  local mark_ids, mark_tokens = parse_marks(arg_starts)
   lost_starts = mark_starts(jobs, mark_ids, mark_tokens, now_s)
 end
 
@@ -113,21 +113,21 @@ if #done > 0 then
   for j = 1, #done do release_dedupe(jobs, done[j], finished_recs[j]) end
   if keep_count == 0 then
     chunked_call('HDEL', jobs, done)
-    chunked_call('HDEL', errors, annex_fields(done))
+    chunked_call('HDEL', annex, annex_fields(done))
   else
     chunked_call('HSET', jobs, updated)
     chunked_call('ZADD', completed, scores)
-    drop_unkept(completed, jobs, errors, done, finished_recs, 'c')
-    trim_finished(completed, jobs, errors, now, keep_count, tonumber(ARGV[3]), tonumber(ARGV[4]))
+    drop_unkept(completed, jobs, annex, done, finished_recs, 'c')
+    trim_finished(completed, jobs, annex, now, keep_count, tonumber(arg_keep_age_ms), tonumber(arg_limit))
   end
-  redis.call('SPUBLISH', ARGV[5], 'c\n' .. table.concat(done, '\n'))
-  wake_starved(KEYS[5], ARGV[6])
-  emit_event(KEYS[6], ARGV[7], 'completed', done)
-  local k = { jobs = jobs, errors = errors, waiting = KEYS[7], prio = KEYS[8], seq = KEYS[9], delayed = KEYS[10],
-    dead = KEYS[11], deps = KEYS[12], dependents = KEYS[13], wake = ARGV[6], done = ARGV[5], stats = KEYS[14] }
-  count_stats(KEYS[14], now, 'c', #done)
+  redis.call('SPUBLISH', arg_done_channel, 'c\n' .. table.concat(done, '\n'))
+  wake_starved(meta_key, arg_wake_channel)
+  emit_event(events_key, arg_events_max_len, 'completed', done)
+  local k = { jobs = jobs, annex = annex, waiting = waiting_key, prio = prio_key, seq = seq_key, delayed = delayed_key,
+    dead = dead_key, deps = deps_key, dependents = dependents_key, wake = arg_wake_channel, done = arg_done_channel, stats = stats_key }
+  count_stats(stats_key, now, 'c', #done)
   for j = 1, #done do batch_settle(jobs, done[j], finished_recs[j], true, now) end
-  emit_event(KEYS[6], ARGV[7], 'dead', settle_dependents(k, now, done, {}))
+  emit_event(events_key, arg_events_max_len, 'dead', settle_dependents(k, now, done, {}))
 end
 for j = 1, #lost_starts do
   refused[#refused + 1] = lost_starts[j]

@@ -45,13 +45,13 @@
 -- @include chunked_hmget
 -- @include group_hold
 
-local jobs, annex, waiting, prio, delayed, deps = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[8]
-local budget = tonumber(ARGV[2])
-local with_blocked = ARGV[3] == '1'
-local max_len = ARGV[4]
-local k = { jobs = jobs, errors = annex, waiting = waiting, prio = prio, seq = KEYS[5], delayed = delayed,
-  dead = KEYS[7], deps = deps, dependents = KEYS[9], wake = ARGV[5], done = ARGV[6], stats = KEYS[11] }
-local now = current_time(ARGV[1])
+local jobs, annex, waiting, prio, delayed, deps = jobs_key, annex_key, waiting_key, prio_key, delayed_key, deps_key
+local budget = tonumber(arg_limit)
+local with_blocked = arg_blocked == '1'
+local max_len = arg_events_max_len
+local k = { jobs = jobs, annex = annex, waiting = waiting, prio = prio, seq = seq_key, delayed = delayed,
+  dead = dead_key, deps = deps, dependents = dependents_key, wake = arg_wake_channel, done = arg_done_channel, stats = stats_key }
+local now = current_time(arg_now)
 local gk = group_keys(jobs)
 
 -- Ids taken out of their structure, and the state each was taken in.
@@ -127,9 +127,9 @@ for i = 1, #taken do
 end
 chunked_call('HDEL', jobs, gone)
 if #gone > 0 and redis.call('EXISTS', annex) == 1 then chunked_call('HDEL', annex, annex_fields(gone)) end
-if woken then redis.call('SPUBLISH', ARGV[5], 'w') end
-emit_event(KEYS[10], max_len, 'removed', gone)
-emit_event(KEYS[10], max_len, 'dead', settle_dependents(k, now, {}, settle))
+if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end
+emit_event(events_key, max_len, 'removed', gone)
+emit_event(events_key, max_len, 'dead', settle_dependents(k, now, {}, settle))
 
 local left = redis.call('LLEN', waiting) + redis.call('ZCARD', prio) + redis.call('ZCARD', delayed)
   + tonumber(redis.call('GET', gk.waiting) or '0')

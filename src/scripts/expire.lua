@@ -36,13 +36,13 @@
 -- @include wake_starved
 -- @include expire_jobs
 
-local jobs, expiring = KEYS[1], KEYS[14]
-local now = current_time(ARGV[1])
-local due = redis.call('ZRANGEBYSCORE', expiring, '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local jobs, expiring = jobs_key, expiring_key
+local now = current_time(arg_now)
+local due = redis.call('ZRANGEBYSCORE', expiring, '-inf', now, 'LIMIT', 0, tonumber(arg_limit))
 if #due == 0 then return {} end
-local k = { jobs = jobs, errors = KEYS[2], waiting = KEYS[3], prio = KEYS[4], seq = KEYS[5], delayed = KEYS[6],
-  active = KEYS[7], dead = KEYS[8], deps = KEYS[9], dependents = KEYS[10], events = KEYS[12], stats = KEYS[13],
-  expiring = expiring, wake = ARGV[5], done = ARGV[6] }
+local k = { jobs = jobs, annex = annex_key, waiting = waiting_key, prio = prio_key, seq = seq_key, delayed = delayed_key,
+  active = active_key, dead = dead_key, deps = deps_key, dependents = dependents_key, events = events_key, stats = stats_key,
+  expiring = expiring, wake = arg_wake_channel, done = arg_done_channel }
 local recs = chunked_hmget(jobs, due)
 local ids, old, stale = {}, {}, {}
 for i = 1, #due do
@@ -62,9 +62,9 @@ for i = 1, #due do
 end
 chunked_call('ZREM', expiring, stale)
 expire_jobs(k, ids, old, now, {
-  keep_count = tonumber(ARGV[3]), keep_age = tonumber(ARGV[4]), limit = tonumber(ARGV[2]),
-  events_max = ARGV[7],
+  keep_count = tonumber(arg_keep_count), keep_age = tonumber(arg_keep_age_ms), limit = tonumber(arg_limit),
+  events_max = arg_events_max_len,
 })
 -- A reserved job left `active`: its group (or the global limit) may have room for a claim now.
-wake_starved(KEYS[11], ARGV[5])
+wake_starved(meta_key, arg_wake_channel)
 return ids

@@ -14,9 +14,9 @@
 -- @include chunked_call
 -- @include chunked_hmget
 
-local jobs, active = KEYS[1], KEYS[2]
-local now = current_time(ARGV[1])
-local default_lease = tonumber(ARGV[2])
+local jobs, active = jobs_key, active_key
+local now = current_time(arg_now)
+local default_lease = tonumber(arg_default_lease_ms)
 local n = (#ARGV - 2) / 2
 local ids = {}
 for i = 1, n do ids[i] = ARGV[3 + (i - 1) * 2] end

@@ -58,10 +58,10 @@
 -- @include settle_dependents
 -- @include batch_settle
 
-local jobs, errors, active, delayed, waiting, prio, seq, dead =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local now = current_time(ARGV[1])
-local default_max = tonumber(ARGV[2])
+local jobs, annex, active, delayed, waiting, prio, seq, dead =
+  jobs_key, annex_key, active_key, delayed_key, waiting_key, prio_key, seq_key, dead_key
+local now = current_time(arg_now)
+local default_max = tonumber(arg_default_max_attempts)
 local FIXED = 8
 local n = (#ARGV - FIXED) / 4
 
@@ -123,8 +123,8 @@ for i = 1, n do
           group_pause(gk, group, now + delay, '')
           group_leave(gk, group, 1, now)
         else
-          local until_ms = tonumber(redis.call('HGET', KEYS[9], 'limited') or '0')
-          if now + delay > until_ms then redis.call('HSET', KEYS[9], 'limited', now + delay) end
+          local until_ms = tonumber(redis.call('HGET', meta_key, 'limited') or '0')
+          if now + delay > until_ms then redis.call('HSET', meta_key, 'limited', now + delay) end
         end
         -- Back first in line: it was claimed first and must not lose its turn to the pause.
         if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, true, group, now) then woken = true end
@@ -175,29 +175,29 @@ end
 if #accepted > 0 or #given_back > 0 then
   chunked_call('ZREM', active, accepted)
   chunked_call('ZREM', active, given_back)
-  wake_starved(KEYS[9], ARGV[6])
+  wake_starved(meta_key, arg_wake_channel)
   chunked_call('HSET', jobs, updated)
-  append_errors(errors, accepted, lines)
+  append_errors(annex, accepted, lines)
 end
 if #dead_ids > 0 then
   chunked_call('ZADD', dead, dead_scores)
-  drop_unkept(dead, jobs, errors, dead_ids, dead_recs, 'x')
-  trim_finished(dead, jobs, errors, now, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
-  redis.call('SPUBLISH', ARGV[7], 'x\n' .. table.concat(dead_ids, '\n'))
+  drop_unkept(dead, jobs, annex, dead_ids, dead_recs, 'x')
+  trim_finished(dead, jobs, annex, now, tonumber(arg_keep_count), tonumber(arg_keep_age_ms), tonumber(arg_limit))
+  redis.call('SPUBLISH', arg_done_channel, 'x\n' .. table.concat(dead_ids, '\n'))
 end
-local max_len = ARGV[8]
-emit_event(KEYS[10], max_len, 'failed', accepted)
-count_stats(KEYS[13], now, 'f', #accepted)
-count_stats(KEYS[13], now, 'x', #dead_ids)
-emit_event(KEYS[10], max_len, 'retrying', retrying)
-emit_event(KEYS[10], max_len, 'snoozed', snoozed)
-emit_event(KEYS[10], max_len, 'rateLimited', limited)
-emit_event(KEYS[10], max_len, 'dead', dead_ids)
+local max_len = arg_events_max_len
+emit_event(events_key, max_len, 'failed', accepted)
+count_stats(stats_key, now, 'f', #accepted)
+count_stats(stats_key, now, 'x', #dead_ids)
+emit_event(events_key, max_len, 'retrying', retrying)
+emit_event(events_key, max_len, 'snoozed', snoozed)
+emit_event(events_key, max_len, 'rateLimited', limited)
+emit_event(events_key, max_len, 'dead', dead_ids)
 if #dead_ids > 0 then
-  local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = seq, delayed = delayed, dead = dead,
-    deps = KEYS[11], dependents = KEYS[12], wake = ARGV[6], done = ARGV[7], stats = KEYS[13] }
-  emit_event(KEYS[10], max_len, 'dead', settle_dependents(k, now, {}, dead_ids))
+  local k = { jobs = jobs, annex = annex, waiting = waiting, prio = prio, seq = seq, delayed = delayed, dead = dead,
+    deps = deps_key, dependents = dependents_key, wake = arg_wake_channel, done = arg_done_channel, stats = stats_key }
+  emit_event(events_key, max_len, 'dead', settle_dependents(k, now, {}, dead_ids))
 end
-announce_delayed(delayed, ARGV[6], min_due)
-if woken then redis.call('SPUBLISH', ARGV[6], 'w') end
+announce_delayed(delayed, arg_wake_channel, min_due)
+if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end
 return out

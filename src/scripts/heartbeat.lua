@@ -11,14 +11,14 @@
 -- @include current_time
 -- @include chunked_call
 
-local workers, info = KEYS[1], KEYS[2]
-local now = current_time(ARGV[1])
-if ARGV[4] == '' then
-  redis.call('ZREM', workers, ARGV[3])
-  redis.call('HDEL', info, ARGV[3])
+local workers, info = workers_key, worker_info_key
+local now = current_time(arg_now)
+if arg_info == '' then
+  redis.call('ZREM', workers, arg_worker_id)
+  redis.call('HDEL', info, arg_worker_id)
 else
-  redis.call('ZADD', workers, now + tonumber(ARGV[2]), ARGV[3])
-  redis.call('HSET', info, ARGV[3], '{"lastBeat":' .. now .. ',' .. string.sub(ARGV[4], 2))
+  redis.call('ZADD', workers, now + tonumber(arg_ttl_ms), arg_worker_id)
+  redis.call('HSET', info, arg_worker_id, '{"lastBeat":' .. now .. ',' .. string.sub(arg_info, 2))
 end
 local gone = redis.call('ZRANGEBYSCORE', workers, '-inf', '(' .. now, 'LIMIT', 0, 100)
 if #gone > 0 then

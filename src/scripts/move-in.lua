@@ -24,7 +24,7 @@
 -- @include annex_fields
 -- @include announce_delayed
 
-local jobs, annex = KEYS[1], KEYS[2]
+local jobs, annex = jobs_key, annex_key
 local FIXED, R = 1, 8
 local written, woken, min_due = 0, false, nil
 for i = 0, (#ARGV - FIXED) / R - 1 do
@@ -42,18 +42,18 @@ for i = 0, (#ARGV - FIXED) / R - 1 do
       if ARGV[base + 2 + k] ~= '' then redis.call('HSET', annex, fields[k], ARGV[base + 2 + k]) end
     end
     if state == 'w' then
-      if enqueue(KEYS[3], KEYS[4], KEYS[5], id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), current_time('')) then woken = true end
+      if enqueue(waiting_key, prio_key, seq_key, id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), current_time('')) then woken = true end
     elseif state == 'd' then
-      redis.call('ZADD', KEYS[6], score, id)
+      redis.call('ZADD', delayed_key, score, id)
       if min_due == nil or tonumber(score) < min_due then min_due = tonumber(score) end
     elseif state == 'c' then
-      redis.call('ZADD', KEYS[7], score, id)
+      redis.call('ZADD', completed_key, score, id)
     else
-      redis.call('ZADD', KEYS[8], score, id)
+      redis.call('ZADD', dead_key, score, id)
     end
     written = written + 1
   end
 end
-if woken then redis.call('SPUBLISH', ARGV[1], 'w') end
-announce_delayed(KEYS[6], ARGV[1], min_due)
+if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end
+announce_delayed(delayed_key, arg_wake_channel, min_due)
 return written

@@ -42,17 +42,17 @@
 -- Returns: { next cursor ('0': done), active jobs (> 0: refused, nothing deleted) }
 -- @include active_sentinel
 
-local cursor = ARGV[1]
+local cursor = arg_cursor
 if cursor == '0' then
-  if ARGV[2] ~= '1' then
-    local active = active_count(KEYS[9])
+  if arg_force ~= '1' then
+    local active = active_count(active_key)
     if active > 0 then return { '0', active } end
   end
   redis.call('UNLINK', unpack(KEYS))
 end
 -- A tag holds no glob character: prefixes and queue names are letters, digits and . _ : - (validate.ts).
-local tag = string.match(KEYS[1], '^({[^}]*})')
-local step = redis.call('SCAN', cursor, 'MATCH', tag .. '*', 'COUNT', tonumber(ARGV[3]))
+local tag = string.match(jobs_key, '^({[^}]*})')
+local step = redis.call('SCAN', cursor, 'MATCH', tag .. '*', 'COUNT', tonumber(arg_count))
 local found = step[2]
 for from = 1, #found, 1000 do
   redis.call('UNLINK', unpack(found, from, math.min(from + 999, #found)))

@@ -16,12 +16,12 @@
 -- @include held_record
 -- @include emit_event
 
-local annex = KEYS[2]
-local id = ARGV[1]
-if not held_record(KEYS[1], id, ARGV[2]) then return 0 end
-if ARGV[3] ~= '' then
-  redis.call('HSET', annex, id .. '\1p', ARGV[3])
-  emit_event(KEYS[3], ARGV[5], 'progress', { id }, ARGV[3])
+local annex = annex_key
+local id = arg_id
+if not held_record(jobs_key, id, arg_token) then return 0 end
+if arg_progress ~= '' then
+  redis.call('HSET', annex, id .. '\1p', arg_progress)
+  emit_event(events_key, arg_events_max_len, 'progress', { id }, arg_progress)
 end
 if #ARGV >= 6 then
   local field = id .. '\1l'
@@ -31,7 +31,7 @@ if #ARGV >= 6 then
     for line in string.gmatch(old, '[^\n]+') do lines[#lines + 1] = line end
   end
   for i = 6, #ARGV do lines[#lines + 1] = ARGV[i] end
-  local max = tonumber(ARGV[4])
+  local max = tonumber(arg_max_lines)
   local first = math.max(1, #lines - max + 1)
   redis.call('HSET', annex, field, table.concat(lines, '\n', first))
 end

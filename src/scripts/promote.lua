@@ -21,13 +21,13 @@
 -- @include emit_event
 -- @include group_hold
 
-local jobs, waiting, prio, seq, delayed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local id = ARGV[1]
+local jobs, waiting, prio, seq, delayed = jobs_key, waiting_key, prio_key, seq_key, delayed_key
+local id = arg_id
 local rec = redis.call('HGET', jobs, id)
 if not rec then return 'NOT_FOUND' end
 local f, nl = parse_record(rec)
 if f[F_STATE] ~= 'd' then return 'INVALID_STATE:' .. f[F_STATE] end
-local now, group = current_time(ARGV[4]), record_group(rec)
+local now, group = current_time(arg_now), record_group(rec)
 -- Jobs already due go first, in due order: this one too when it is due (it keeps its place among
 -- them, as if it had been promoted at its due time).
 local woken = promote_due(jobs, waiting, prio, seq, delayed, now, 1000) > 0
@@ -39,6 +39,6 @@ if string.sub(redis.call('HGET', jobs, id), 1, 1) == 'd' then
   if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, started, group, now) then woken = true end
 end
 if group and group_unhold(group_keys(jobs), group, id, now) then woken = true end
-if woken then redis.call('SPUBLISH', ARGV[2], 'w') end
-emit_event(KEYS[6], ARGV[3], 'promoted', { id })
+if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end
+emit_event(events_key, arg_events_max_len, 'promoted', { id })
 return 'OK'

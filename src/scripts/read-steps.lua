@@ -10,6 +10,6 @@
 -- Returns: false when the caller no longer holds the job; else the steps field ('' when none)
 -- @include held_record
 
-local id = ARGV[1]
-if not held_record(KEYS[1], id, ARGV[2]) then return false end
-return redis.call('HGET', KEYS[2], id .. '\1s') or ''
+local id = arg_id
+if not held_record(jobs_key, id, arg_token) then return false end
+return redis.call('HGET', annex_key, id .. '\1s') or ''

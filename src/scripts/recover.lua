@@ -54,14 +54,14 @@
 -- @include settle_dependents
 -- @include batch_settle
 
-local jobs, errors, active, waiting, prio, seq, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local now = current_time(ARGV[1])
-local scored = redis.call('ZRANGEBYSCORE', active, '-inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
+local jobs, annex, active, waiting, prio, seq, dead = jobs_key, annex_key, active_key, waiting_key, prio_key, seq_key, dead_key
+local now = current_time(arg_now)
+local scored = redis.call('ZRANGEBYSCORE', active, '-inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, tonumber(arg_limit))
 if #scored == 0 then return { {}, {} } end
 local expired = {}
 for i = 1, #scored, 2 do expired[#expired + 1] = scored[i] end
 chunked_call('ZREM', active, expired)
-local free_returns = tonumber(ARGV[9])
+local free_returns = tonumber(arg_free_returns)
 
 local recs = chunked_hmget(jobs, expired)
 local requeued, dead_ids, dead_scores, updated, err_ids, lines = {}, {}, {}, {}, {}, {}
@@ -94,7 +94,7 @@ for i = #expired, 1, -1 do
     end
     -- Revoke the lease: the old holder's token must never match again.
     f[F_TOKEN] = ''
-    if free or attempts_left(f, tonumber(ARGV[3])) then
+    if free or attempts_left(f, tonumber(arg_default_max_attempts)) then
       f[F_STATE] = 'w'
       if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, true, group, now) then woken = true end
       requeued[#requeued + 1] = id
@@ -114,25 +114,25 @@ for i = #expired, 1, -1 do
   end
 end
 -- After the loop: group_leave may have found room for a group a claim went short on.
-wake_starved(KEYS[8], ARGV[6])
+wake_starved(meta_key, arg_wake_channel)
 chunked_call('HSET', jobs, updated)
-append_errors(errors, err_ids, lines)
+append_errors(annex, err_ids, lines)
 if #dead_ids > 0 then
   chunked_call('ZADD', dead, dead_scores)
-  drop_unkept(dead, jobs, errors, dead_ids, dead_recs, 'x')
-  trim_finished(dead, jobs, errors, now, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[2]))
-  redis.call('SPUBLISH', ARGV[7], 'x\n' .. table.concat(dead_ids, '\n'))
+  drop_unkept(dead, jobs, annex, dead_ids, dead_recs, 'x')
+  trim_finished(dead, jobs, annex, now, tonumber(arg_keep_count), tonumber(arg_keep_age_ms), tonumber(arg_limit))
+  redis.call('SPUBLISH', arg_done_channel, 'x\n' .. table.concat(dead_ids, '\n'))
 end
-if woken then redis.call('SPUBLISH', ARGV[6], 'w') end
-emit_event(KEYS[9], ARGV[8], 'recovered', lost_ids)
-emit_event(KEYS[9], ARGV[8], 'released', unbegun)
+if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end
+emit_event(events_key, arg_events_max_len, 'recovered', lost_ids)
+emit_event(events_key, arg_events_max_len, 'released', unbegun)
 -- A lost lease is a failed attempt.
-count_stats(KEYS[13], now, 'f', #err_ids)
-count_stats(KEYS[13], now, 'x', #dead_ids)
-emit_event(KEYS[9], ARGV[8], 'dead', dead_ids)
+count_stats(stats_key, now, 'f', #err_ids)
+count_stats(stats_key, now, 'x', #dead_ids)
+emit_event(events_key, arg_events_max_len, 'dead', dead_ids)
 if #dead_ids > 0 then
-  local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = seq, delayed = KEYS[10], dead = dead,
-    deps = KEYS[11], dependents = KEYS[12], wake = ARGV[6], done = ARGV[7], stats = KEYS[13] }
-  emit_event(KEYS[9], ARGV[8], 'dead', settle_dependents(k, now, {}, dead_ids))
+  local k = { jobs = jobs, annex = annex, waiting = waiting, prio = prio, seq = seq, delayed = delayed_key, dead = dead,
+    deps = deps_key, dependents = dependents_key, wake = arg_wake_channel, done = arg_done_channel, stats = stats_key }
+  emit_event(events_key, arg_events_max_len, 'dead', settle_dependents(k, now, {}, dead_ids))
 end
 return { requeued, dead_ids }

@@ -27,7 +27,7 @@
 -- @include wake_starved
 -- @include emit_event
 
-local jobs, active, waiting, prio, seq = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local jobs, active, waiting, prio, seq = jobs_key, active_key, waiting_key, prio_key, seq_key
 local CHUNK = 500 -- jobs per HMGET / HSET / ZREM (HSET takes 2 values per job: 1 000 values)
 local n = (#ARGV - 2) / 2
 local now = current_time('')
@@ -65,8 +65,8 @@ for first = math.floor((n - 1) / CHUNK) * CHUNK + 1, 1, -CHUNK do
   end
 end
 if #released > 0 then
-  wake_starved(KEYS[6], ARGV[1])
-  emit_event(KEYS[7], ARGV[2], 'released', released)
+  wake_starved(meta_key, arg_wake_channel)
+  emit_event(events_key, arg_events_max_len, 'released', released)
 end
-if woken then redis.call('SPUBLISH', ARGV[1], 'w') end
+if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end
 return released

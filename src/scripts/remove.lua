@@ -38,26 +38,26 @@
 -- @include batch_settle
 -- @include group_hold
 
-local jobs, errors, waiting, prio, delayed, completed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local id = ARGV[1]
+local jobs, annex, waiting, prio, delayed, completed, dead = jobs_key, annex_key, waiting_key, prio_key, delayed_key, completed_key, dead_key
+local id = arg_id
 local rec = redis.call('HGET', jobs, id)
 if not rec then return 'NOT_FOUND' end
 local state = string.sub(rec, 1, 1)
 if state == 'a' then return 'INVALID_STATE:a' end
-local k = { jobs = jobs, errors = errors, waiting = waiting, prio = prio, seq = KEYS[9], delayed = delayed, dead = dead,
-  completed = completed, deps = KEYS[10], dependents = KEYS[11], wake = ARGV[3], done = ARGV[4], stats = KEYS[12] }
-local now = current_time(ARGV[5])
+local k = { jobs = jobs, annex = annex, waiting = waiting, prio = prio, seq = seq_key, delayed = delayed, dead = dead,
+  completed = completed, deps = deps_key, dependents = dependents_key, wake = arg_wake_channel, done = arg_done_channel, stats = stats_key }
+local now = current_time(arg_now)
 unlink(k, id, state, rec, now)
 unlink_parents(k, id)
 local group = state == 'd' and record_group(rec)
-if group and group_unhold(group_keys(jobs), group, id, now) then redis.call('SPUBLISH', ARGV[3], 'w') end
+if group and group_unhold(group_keys(jobs), group, id, now) then redis.call('SPUBLISH', arg_wake_channel, 'w') end
 release_dedupe(jobs, id, rec, state ~= 'c' and state ~= 'x' and not record_started(rec))
 -- An unfinished batch member removed counts as dead in its batch.
 if state ~= 'c' and state ~= 'x' then batch_settle(jobs, id, rec, false, now) end
 redis.call('HDEL', jobs, id)
-redis.call('HDEL', errors, unpack(annex_fields({ id })))
-emit_event(KEYS[8], ARGV[2], 'removed', { id })
+redis.call('HDEL', annex, unpack(annex_fields({ id })))
+emit_event(events_key, arg_events_max_len, 'removed', { id })
 if state ~= 'c' then
-  emit_event(KEYS[8], ARGV[2], 'dead', settle_dependents(k, now, {}, { id }))
+  emit_event(events_key, arg_events_max_len, 'dead', settle_dependents(k, now, {}, { id }))
 end
 return 'OK'

@@ -21,8 +21,8 @@
 -- @include emit_event
 -- @include batch_settle
 
-local jobs, waiting, prio, seq, completed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local id = ARGV[1]
+local jobs, waiting, prio, seq, completed, dead = jobs_key, waiting_key, prio_key, seq_key, completed_key, dead_key
+local id = arg_id
 local rec = redis.call('HGET', jobs, id)
 if not rec then return 'NOT_FOUND' end
 local f, nl = parse_record(rec)
@@ -38,6 +38,6 @@ if f[F_EXPIRE] and f[F_EXPIRE] ~= '' then f[F_EXPIRE] = '' end
 local nl2 = string.find(rec, '\n', nl + 1, true)
 local body = nl2 and string.sub(rec, nl, nl2 - 1) or string.sub(rec, nl)
 redis.call('HSET', jobs, id, table.concat(f, '|') .. body)
-if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), current_time(ARGV[4])) then redis.call('SPUBLISH', ARGV[2], 'w') end
-emit_event(KEYS[7], ARGV[3], 'retried', { id })
+if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), current_time(arg_now)) then redis.call('SPUBLISH', arg_wake_channel, 'w') end
+emit_event(events_key, arg_events_max_len, 'retried', { id })
 return 'OK'

@@ -36,33 +36,33 @@
 -- @include parse_pending
 -- @include pending_value
 
-local jobs, errors, waiting, prio, seq, delayed, schedules, pending_key =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local key = ARGV[3]
-local now = current_time(ARGV[1])
+local jobs, annex, waiting, prio, seq, delayed, schedules, pending_key =
+  jobs_key, annex_key, waiting_key, prio_key, seq_key, delayed_key, schedules_key, schedule_pending_key
+local key = arg_key
+local now = current_time(arg_now)
 local version, last, count = 0, '', 0
 local pending = redis.call('HGET', pending_key, key)
 if pending then
   version, last, count = parse_pending(pending)
-  if redis.call('HGET', schedules, key) == ARGV[4] then return { version, 0 } end
-  if discard_unstarted(jobs, errors, waiting, prio, delayed, last) then
+  if redis.call('HGET', schedules, key) == arg_spec then return { version, 0 } end
+  if discard_unstarted(jobs, annex, waiting, prio, delayed, last) then
     count, last = count - 1, ''
   end
 end
 version = version + 1
-redis.call('HSET', schedules, key, ARGV[4])
-local id, due = ARGV[5], ARGV[6]
-if ARGV[11] ~= '' and count == 0 then id, due = ARGV[11], ARGV[12] end
-local limit = tonumber(ARGV[10])
+redis.call('HSET', schedules, key, arg_spec)
+local id, due = arg_occurrence_id, arg_due
+if arg_immediate_id ~= '' and count == 0 then id, due = arg_immediate_id, arg_immediate_due end
+local limit = tonumber(arg_limit)
 if id == '' or (limit and count >= limit) then
   redis.call('HSET', pending_key, key, pending_value(version, last, count, true))
   return { version, 1 }
 end
 if redis.call('HEXISTS', jobs, id) == 0 then count = count + 1 end
 redis.call('HSET', pending_key, key, pending_value(version, id, count, false))
-if create_job(jobs, waiting, prio, seq, delayed, id, now, tonumber(due), tonumber(ARGV[7]), ARGV[8], ARGV[9]) then
-  redis.call('SPUBLISH', ARGV[2], 'w')
+if create_job(jobs, waiting, prio, seq, delayed, id, now, tonumber(due), tonumber(arg_priority), arg_option_tail, arg_data) then
+  redis.call('SPUBLISH', arg_wake_channel, 'w')
 else
-  redis.call('SPUBLISH', ARGV[2], 'd')
+  redis.call('SPUBLISH', arg_wake_channel, 'd')
 end
 return { version, 1 }

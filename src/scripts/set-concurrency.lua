@@ -8,11 +8,11 @@
 -- Returns: 1
 -- Raising or removing the limit wakes workers a claim held back at the old one (meta `starved`).
 -- @include wake_starved
-local meta = KEYS[1]
-if ARGV[1] == '' then
+local meta = meta_key
+if arg_concurrency == '' then
   redis.call('HDEL', meta, 'concurrency')
 else
-  redis.call('HSET', meta, 'concurrency', ARGV[1])
+  redis.call('HSET', meta, 'concurrency', arg_concurrency)
 end
-wake_starved(meta, ARGV[2])
+wake_starved(meta, arg_wake_channel)
 return 1

@@ -12,8 +12,8 @@
 -- @include held_record
 -- @include write_data
 
-local id = ARGV[1]
-local rec = held_record(KEYS[1], id, ARGV[2])
+local id = arg_id
+local rec = held_record(jobs_key, id, arg_token)
 if not rec then return 0 end
-write_data(KEYS[1], KEYS[2], id, rec, ARGV[3])
+write_data(jobs_key, annex_key, id, rec, arg_data)
 return 1

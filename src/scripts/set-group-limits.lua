@@ -19,16 +19,16 @@
 -- Returns: the next wakeFrom, or 0 when every group has been looked at
 -- @include current_time
 -- @include group_hold
-local now = current_time(ARGV[5])
-local gk = group_keys(KEYS[1])
-local group = ARGV[1]
-if ARGV[3] == '' then
+local now = current_time(arg_now)
+local gk = group_keys(meta_key)
+local group = arg_group
+if arg_wake_from == '' then
   if group == '' then
-    if ARGV[2] == '' then redis.call('HDEL', KEYS[1], 'glimits') else redis.call('HSET', KEYS[1], 'glimits', ARGV[2]) end
-  elseif ARGV[2] == '' then
-    redis.call('HDEL', KEYS[2], group)
+    if arg_limits == '' then redis.call('HDEL', meta_key, 'glimits') else redis.call('HSET', meta_key, 'glimits', arg_limits) end
+  elseif arg_limits == '' then
+    redis.call('HDEL', group_limits_key, group)
   else
-    redis.call('HSET', KEYS[2], group, ARGV[2])
+    redis.call('HSET', group_limits_key, group, arg_limits)
   end
 end
 local woken = false
@@ -36,12 +36,12 @@ local next_from = 0
 if group ~= '' then
   woken = group_recheck(gk, group, now)
 else
-  local from = tonumber(ARGV[3]) or 0
-  local batch = redis.call('ZRANGE', KEYS[3], from, from + 999)
+  local from = tonumber(arg_wake_from) or 0
+  local batch = redis.call('ZRANGE', group_backlog_key, from, from + 999)
   for _, g in ipairs(batch) do
     if group_recheck(gk, g, now) then woken = true end
   end
   if #batch == 1000 then next_from = from + 1000 end
 end
-if woken then redis.call('SPUBLISH', ARGV[4], 'w') end
+if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end
 return next_from

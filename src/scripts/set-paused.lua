@@ -6,11 +6,11 @@
 -- ARGV[1] paused          '1' to pause, '0' to resume
 -- ARGV[2] wakeChannel
 -- Returns: 1
-local meta = KEYS[1]
-if ARGV[1] == '1' then
+local meta = meta_key
+if arg_paused == '1' then
   redis.call('HSET', meta, 'paused', '1')
 else
   redis.call('HDEL', meta, 'paused', 'limited')
-  redis.call('SPUBLISH', ARGV[2], 'w')
+  redis.call('SPUBLISH', arg_wake_channel, 'w')
 end
 return 1

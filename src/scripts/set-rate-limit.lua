@@ -8,12 +8,12 @@
 -- ARGV[2] wakeChannel
 -- Returns: 1
 -- Workers sleeping on the old window are woken to look again.
-local meta = KEYS[1]
-if ARGV[1] == '' then
+local meta = meta_key
+if arg_rate == '' then
   redis.call('HDEL', meta, 'rate')
 else
-  redis.call('HSET', meta, 'rate', ARGV[1])
+  redis.call('HSET', meta, 'rate', arg_rate)
 end
-redis.call('DEL', KEYS[2])
-redis.call('SPUBLISH', ARGV[2], 'w')
+redis.call('DEL', queue_limiter_key)
+redis.call('SPUBLISH', arg_wake_channel, 'w')
 return 1

@@ -33,12 +33,37 @@ function inlineIncludes(text: string, inlined: Set<string>): string {
   });
 }
 
-/** src/scripts/<name>.lua with its includes inlined: the source EVALSHA runs. */
-export function loadLua(name: string): string {
-  return inlineIncludes(read(name), new Set());
+const camelToSnake = (name: string) => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/**
+ * The prelude that binds a script's KEYS and ARGV to local names, from its header (`-- KEYS[i] name`,
+ * `-- ARGV[i] name`, which test/unit/script-headers.test.ts holds to the script's spec): key `name`
+ * is the local `name_key`, argument `name` is `arg_name` (snake_case: `eventsMaxLen` is
+ * `arg_events_max_len`). So a body reads `jobs_key` and `arg_now`, never a position. Only names the
+ * body uses are bound (a local costs the call a table read).
+ */
+export function namePrelude(raw: string, body: string): string {
+  const bind = (table: 'KEYS' | 'ARGV', local: (name: string) => string) => {
+    const pairs = [...raw.matchAll(new RegExp(`^-- ${table}\\[(\\d+)\\] (\\w+)`, 'gm'))]
+      .map((m) => ({ at: m[1]!, local: local(m[2]!) }))
+      .filter((p) => new RegExp(`\\b${p.local}\\b`).test(body));
+    if (pairs.length === 0) return '';
+    return `local ${pairs.map((p) => p.local).join(', ')} = ${pairs.map((p) => `${table}[${p.at}]`).join(', ')}\n`;
+  };
+  return bind('KEYS', (n) => `${camelToSnake(n)}_key`) + bind('ARGV', (n) => `arg_${camelToSnake(n)}`);
 }
 
-/** Splits src/scripts/<name>.lua at its last `-- @include` line: helpers before, body after. */
+/** src/scripts/<name>.lua with its includes inlined and its names bound: the source EVALSHA runs. */
+export function loadLua(name: string): string {
+  const p = scriptParts(name);
+  const shebang = read(name).split('\n', 1)[0];
+  return `${shebang}\n${p.helpers}${p.body}`;
+}
+
+/**
+ * Splits src/scripts/<name>.lua at its last `-- @include` line: helpers before, body after (opening
+ * with the prelude that binds its KEYS and ARGV by name).
+ */
 export function scriptParts(name: string): ScriptParts {
   const raw = read(name);
   const firstBreak = raw.indexOf('\n');
@@ -47,10 +72,11 @@ export function scriptParts(name: string): ScriptParts {
   const rest = raw.slice(firstBreak + 1);
   let cut = 0;
   for (const m of rest.matchAll(INCLUDE)) cut = m.index + m[0].length;
+  const body = rest.slice(cut);
   return {
     name,
     flags,
     helpers: inlineIncludes(rest.slice(0, cut), new Set()),
-    body: rest.slice(cut),
+    body: `\n${namePrelude(raw, body)}${body}`,
   };
 }

@@ -14,10 +14,10 @@
 -- @include int_text
 -- @include mark_starts
 
-local now = current_time(ARGV[1])
+local now = current_time(arg_now)
 local ids, tokens = {}, {}
 for i = 1, (#ARGV - 1) / 2 do
   ids[i] = ARGV[i * 2]
   tokens[i] = ARGV[i * 2 + 1]
 end
-return mark_starts(KEYS[1], ids, tokens, int_text(now))
+return mark_starts(jobs_key, ids, tokens, int_text(now))

@@ -15,13 +15,13 @@
 -- Returns: 1 stored, 0 the caller no longer holds the job, -1 over maxBytes (nothing stored)
 -- @include held_record
 
-local annex = KEYS[2]
-local id = ARGV[1]
-if not held_record(KEYS[1], id, ARGV[2]) then return 0 end
+local annex = annex_key
+local id = arg_id
+if not held_record(jobs_key, id, arg_token) then return 0 end
 local field = id .. '\1s'
-local line = ARGV[3] .. '\t' .. ARGV[4]
+local line = arg_name .. '\t' .. arg_value
 local old = redis.call('HGET', annex, field)
 local size = old and #old or 0
-if size + #line + 1 > tonumber(ARGV[5]) then return -1 end
+if size + #line + 1 > tonumber(arg_max_bytes) then return -1 end
 redis.call('HSET', annex, field, old and (old .. '\n' .. line) or line)
 return 1

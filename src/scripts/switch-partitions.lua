@@ -9,15 +9,15 @@
 -- ARGV[1] to            the new partition count (integer >= 1)
 -- ARGV[2] from          the old count while the move is under way, or '' once it is done (clears the mark)
 -- Returns: 1
-local meta = KEYS[1]
-if ARGV[2] == '' then
+local meta = meta_key
+if arg_from == '' then
   redis.call('HDEL', meta, 'movedFrom')
-elseif ARGV[1] == '1' then
+elseif arg_to == '1' then
   -- Back to one partition: this tag holds the queue again, no count recorded (partitions.lua).
   redis.call('HDEL', meta, 'partitions', 'moved')
-  redis.call('HSET', meta, 'movedFrom', ARGV[2])
+  redis.call('HSET', meta, 'movedFrom', arg_from)
 else
   -- From one partition (this tag) to several: adds here are refused (`moved`), the count is recorded.
-  redis.call('HSET', meta, 'moved', ARGV[1], 'partitions', ARGV[1], 'movedFrom', ARGV[2])
+  redis.call('HSET', meta, 'moved', arg_to, 'partitions', arg_to, 'movedFrom', arg_from)
 end
 return 1

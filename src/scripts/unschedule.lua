@@ -15,11 +15,11 @@
 -- @include discard_unstarted
 -- @include parse_pending
 
-local jobs, errors, waiting, prio, delayed, schedules, pending_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local pending = redis.call('HGET', pending_key, ARGV[1])
+local jobs, annex, waiting, prio, delayed, schedules, pending_key = jobs_key, annex_key, waiting_key, prio_key, delayed_key, schedules_key, schedule_pending_key
+local pending = redis.call('HGET', pending_key, arg_key)
 if not pending then return 0 end
 local _, id = parse_pending(pending)
-discard_unstarted(jobs, errors, waiting, prio, delayed, id)
-redis.call('HDEL', schedules, ARGV[1])
-redis.call('HDEL', pending_key, ARGV[1])
+discard_unstarted(jobs, annex, waiting, prio, delayed, id)
+redis.call('HDEL', schedules, arg_key)
+redis.call('HDEL', pending_key, arg_key)
 return 1

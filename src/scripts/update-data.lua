@@ -11,10 +11,10 @@
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:a'
 -- @include write_data
 
-local jobs, annex = KEYS[1], KEYS[2]
-local id = ARGV[1]
+local jobs, annex = jobs_key, annex_key
+local id = arg_id
 local rec = redis.call('HGET', jobs, id)
 if not rec then return 'NOT_FOUND' end
 if string.sub(rec, 1, 1) == 'a' then return 'INVALID_STATE:a' end
-write_data(jobs, annex, id, rec, ARGV[2])
+write_data(jobs, annex, id, rec, arg_data)
 return 'OK'

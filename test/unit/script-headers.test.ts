@@ -24,6 +24,14 @@ describe('Lua script headers', () => {
       expect(h.repeated).toEqual([...spec.repeated]);
       expect(h.text).toMatch(/^-- Returns: /m);
     });
+
+    it(`${spec.name}.lua reads its KEYS and ARGV by name, never by a fixed position`, () => {
+      const code = header(spec.name)
+        .text.split('\n')
+        .filter((line) => !line.trimStart().startsWith('--'))
+        .map((line) => line.replace(/--.*$/, ''));
+      expect(code.filter((line) => /\b(KEYS|ARGV)\[\d+\]/.test(line))).toEqual([]);
+    });
   }
 
   it('docs/design.md lists every script with exactly the keys its description passes', () => {

@@ -59,9 +59,9 @@ local function expire_jobs(k, ids, recs, now, o)
   end
   chunked_call('HSET', k.jobs, updated)
   chunked_call('ZREM', k.expiring, ids)
-  append_errors(k.errors, ids, lines)
+  append_errors(k.annex, ids, lines)
   chunked_call('ZADD', k.dead, scores)
-  if o.keep_count then trim_finished(k.dead, k.jobs, k.errors, now, o.keep_count, o.keep_age, o.limit) end
+  if o.keep_count then trim_finished(k.dead, k.jobs, k.annex, now, o.keep_count, o.keep_age, o.limit) end
   redis.call('SPUBLISH', k.done, 'x\n' .. table.concat(ids, '\n'))
   count_stats(k.stats, now, 'x', #ids)
   emit_event(k.events, o.events_max, 'dead', ids)

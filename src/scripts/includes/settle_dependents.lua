@@ -38,7 +38,7 @@ local function settle_dependents(k, now, completed_ids, dead_ids)
       local d = not once[child] and redis.call('HGET', k.deps, child)
       once[child] = true
       local rec = d and redis.call('HGET', k.jobs, child)
-      local own = rec and string.sub(rec, 1, 1) == 'b' and redis.call('HGET', k.errors, child .. '\1d')
+      local own = rec and string.sub(rec, 1, 1) == 'b' and redis.call('HGET', k.annex, child .. '\1d')
       if own and string.find('\n' .. own .. '\n', '\n' .. parent .. '\n', 1, true) then
         local sep = string.find(d, '|', 1, true)
         local remaining, ignore = tonumber(string.sub(d, 1, sep - 1)), string.sub(d, sep + 1) == 'i'
@@ -48,7 +48,7 @@ local function settle_dependents(k, now, completed_ids, dead_ids)
           f[F_STATE] = 'x'
           f[F_FINISHED] = now
           redis.call('HSET', k.jobs, child, with_header(f, rec, nl))
-          append_errors(k.errors, { child }, {
+          append_errors(k.annex, { child }, {
             int_text(now) .. '|' .. f[F_ATTEMPTS] .. '|{"name":"DependencyFailedError","code":"ERR_DEPENDENCY_FAILED","message":"parent job '
               .. string.gsub(parent, '[\\"]', '\\%0') .. ' is dead"}',
           })

@@ -4,7 +4,7 @@
 -- removed, cancelled, or failed by one dead parent while others are still running. `k` holds the
 -- key names errors (the annex) and dependents.
 local function unlink_parents(k, child)
-  local parents = redis.call('HGET', k.errors, child .. '\1d')
+  local parents = redis.call('HGET', k.annex, child .. '\1d')
   if not parents then return end
   for parent in string.gmatch(parents, '[^\n]+') do
     local list = redis.call('HGET', k.dependents, parent)
