@@ -19,8 +19,9 @@ import type { AttemptOutcome } from '../telemetry/tracing.js';
 import { Acker, type CompleteRow, type FailRow } from './acker.js';
 import { WorkerCalls } from './calls.js';
 import { Fetcher } from './fetcher.js';
+import { HeldLeases } from './held-leases.js';
 import { Job } from './job.js';
-import { type HeldJob, LeaseRenewer } from './lease-renewer.js';
+import { LeaseRenewer } from './lease-renewer.js';
 import type { ResolvedWorkerOptions } from './options.js';
 import { encodeMarks, Starter } from './starter.js';
 
@@ -95,7 +96,7 @@ interface Running {
 export class Lane {
   readonly calls: WorkerCalls;
   /** Jobs whose lease this worker holds here: running, or finished with the outcome not yet written. */
-  private readonly held = new Map<string, HeldJob>();
+  private readonly held = new HeldLeases();
   /** Jobs of this partition whose processor is running, by id. */
   private readonly running = new Map<string, Running>();
   private readonly fetcher: Fetcher;
@@ -161,7 +162,7 @@ export class Lane {
     });
     this.renewer = new LeaseRenewer({
       timers: this.timers,
-      held: this.held,
+      leases: this.held,
       extend: (rows) => this.calls.extend(rows),
       onLost: (ids) => {
         runner.leaseLost(this, ids);
@@ -200,19 +201,18 @@ export class Lane {
 
   /** Holds a just-claimed job's lease (sure until `until`): renewed from now on, early enough for its length. */
   private hold(job: Job<unknown>, until: number): void {
-    this.held.set(job.id, { token: job.token, leaseMs: job.leaseMs, until });
+    this.held.hold(job.id, { token: job.token, leaseMs: job.leaseMs, until });
     this.renewer.noteLease(job.leaseMs);
   }
 
   /** This worker still holds this attempt's lease (as far as it knows). */
   holds(job: Job<unknown>): boolean {
-    return this.held.get(job.id)?.token === job.token;
+    return this.held.holds(job.id, job.token);
   }
 
   /** How long this attempt's lease surely stands yet, on the lane's clock (-Infinity: not held). */
   leaseLeft(job: Job<unknown>): number {
-    const h = this.held.get(job.id);
-    return h?.token === job.token ? h.until - this.timers.now() : Number.NEGATIVE_INFINITY;
+    return this.held.leaseLeft(job.id, job.token, this.timers.now());
   }
 
   /**
@@ -221,18 +221,17 @@ export class Lane {
    */
   holdForOutcome(job: Job<unknown>): void {
     // (until 0: a lost lease stands for nothing; only a buffered job's start reads it.)
-    if (!this.held.has(job.id)) this.held.set(job.id, { token: job.token, leaseMs: job.leaseMs, until: 0 });
+    this.held.holdIfAbsent(job.id, { token: job.token, leaseMs: job.leaseMs, until: 0 });
   }
 
   /** Forgets a lease (outcome written, handed back, lost) unless the job was claimed again meanwhile. */
   forget(id: string, token: string): void {
-    if (this.held.get(id)?.token === token) this.held.delete(id);
+    this.held.forget(id, token);
   }
 
   /** queue.cancel already moved the job to dead: forget it, and stop its attempt if it is running. */
   private onCancelled(id: string): void {
-    if (!this.held.has(id)) return;
-    this.held.delete(id);
+    if (!this.held.forget(id)) return;
     const job = this.running.get(id)?.job;
     if (job && !job.decided) {
       this.host.options.tracing.ended(job, 'cancelled');
@@ -269,7 +268,7 @@ export class Lane {
     const ids: string[] = [];
     for (const job of jobs) {
       if (!this.holds(job)) continue;
-      this.held.delete(job.id);
+      this.held.forget(job.id);
       ids.push(job.id);
     }
     if (ids.length === 0) return;
@@ -418,7 +417,7 @@ export class Lane {
   diagnostics(): LaneDiagnostics {
     return {
       partition: this.partition,
-      held: [...this.held.keys()].slice(0, 50),
+      held: this.held.ids(50),
       heldCount: this.held.size,
       running: this.running.size,
       runningJobs: [...this.running.values()].map(({ job }) => ({ id: job.id, token: job.token })),

@@ -1,26 +1,18 @@
 /**
  * Renews the leases of every job this worker holds (running, or finished with the outcome not yet
  * written) in one extend call, every third of the shortest lease held. A job whose lease turns out to
- * be lost is dropped from the held set and reported: it may already be running elsewhere.
+ * be lost is dropped from the held leases and reported: it may already be running elsewhere.
  */
 import type { Clock } from '../clock.js';
 import { DEFAULT_LEASE_MS } from '../defaults.js';
+import type { HeldLeases } from './held-leases.js';
 import { Interval } from './interval.js';
-
-export interface HeldJob {
-  token: string;
-  leaseMs: number;
-  /**
-   * The worker's clock time until which the lease surely stands: leaseMs after a time no later than
-   * its last grant (the claim, or the renewal, was sent before Redis granted it).
-   */
-  until: number;
-}
 
 export interface LeaseRenewerDeps {
   /** Node's timers, or a test clock's: a renewal then comes when virtual time passes, never in real time. */
   timers: Clock;
-  held: Map<string, HeldJob>;
+  /** The lane's held leases: asked what to renew, told what the renewal answered. */
+  leases: HeldLeases;
   extend(rows: { id: string; token: string }[]): Promise<string[]>;
   onLost(ids: string[]): void;
   onError(err: unknown): void;
@@ -40,8 +32,7 @@ export class LeaseRenewer {
   }
 
   private period(): number {
-    let shortest = DEFAULT_LEASE_MS;
-    for (const h of this.deps.held.values()) if (h.leaseMs < shortest) shortest = h.leaseMs;
+    const shortest = this.deps.leases.shortestLeaseMs(DEFAULT_LEASE_MS);
     const ms = Math.max(10, Math.floor(shortest / 3));
     this.nextRunAt = this.deps.timers.now() + ms;
     return ms;
@@ -61,27 +52,12 @@ export class LeaseRenewer {
   }
 
   private async renew(): Promise<void> {
-    if (this.deps.held.size === 0) return;
-    const rows: { id: string; token: string }[] = [];
-    const asked = new Map<string, string>();
-    for (const [id, h] of this.deps.held) {
-      rows.push({ id, token: h.token });
-      asked.set(id, h.token);
-    }
+    if (this.deps.leases.size === 0) return;
+    const renewal = this.deps.leases.toRenew();
     const sentAt = this.deps.timers.now();
-    const lost = await this.deps.extend(rows);
-    const gone = new Set(lost);
-    for (const [id, token] of asked) {
-      const h = this.deps.held.get(id);
-      if (h?.token === token && !gone.has(id)) h.until = sentAt + h.leaseMs;
-    }
-    if (lost.length > 0) {
-      // Only drop entries still on the token we asked about (a re-claim may have replaced one). A map,
-      // not a search of rows: a worker at maximum concurrency may lose thousands of leases at once.
-      const gone = lost.filter((id) => asked.get(id) === this.deps.held.get(id)?.token);
-      for (const id of gone) this.deps.held.delete(id);
-      if (gone.length > 0) this.deps.onLost(gone);
-    }
+    const lost = await this.deps.extend(renewal.rows);
+    const dropped = this.deps.leases.renewed(renewal, sentAt, lost);
+    if (dropped.length > 0) this.deps.onLost(dropped);
   }
 
   stop(): void {
