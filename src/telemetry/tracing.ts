@@ -37,10 +37,6 @@ export interface TracedAttempt {
   readonly id: string;
   readonly attempt: number;
   readonly name: string;
-  /** The stored trace field ('' = none). */
-  readonly trace: string;
-  /** The attempt's recording span, until its outcome ends it. */
-  span: SpanLike | undefined;
 }
 
 /** The `telemetry` option of a Queue or Worker. */
@@ -60,6 +56,8 @@ export class Tracing {
   private readonly noop: unknown;
   private idle = false;
   private checkedAt = Number.NEGATIVE_INFINITY;
+  /** Each attempt's recording `process` span, until its outcome ends it. */
+  private readonly spans = new WeakMap<TracedAttempt, SpanLike>();
 
   constructor(api: OtelApi | null, provider?: TracerProviderLike, logger?: Logger) {
     const warn: TelemetrySink = (err) => logger?.warn(`surety: ${err.code} ${err.message}`);
@@ -156,12 +154,18 @@ export class Tracing {
    * starts a trace of its own, linked to the schedule call's context (see docs/telemetry.md). A tracer
    * that throws costs the attempt its span, never its run.
    */
-  wrap<J extends TracedAttempt, R>(queue: string, processor: (job: J) => R): (job: J) => R {
+  wrap<J extends TracedAttempt, R>(
+    queue: string,
+    processor: (job: J) => R,
+    /** The trace field the job carries ('' = none). */
+    traceOf: (job: J) => string,
+  ): (job: J) => R {
     const otel = this.otel;
     if (otel === null) return processor;
     return (job: J) => {
-      if (job.trace === '' && this.noSdk(otel)) return processor(job);
-      const remote = job.trace === '' ? undefined : otel.decode(job.trace);
+      const trace = traceOf(job);
+      if (trace === '' && this.noSdk(otel)) return processor(job);
+      const remote = trace === '' ? undefined : otel.decode(trace);
       let parent = otel.api.ROOT_CONTEXT;
       const options: SpanOptionsLike = {
         kind: otel.api.SpanKind.CONSUMER,
@@ -184,7 +188,7 @@ export class Tracing {
       const recording = otel.isRecording(span);
       // No SDK and no producer context: there is nothing to record or to hand to user code.
       if (!recording && !otel.hasValidContext(span)) return processor(job);
-      if (recording) job.span = span;
+      if (recording) this.spans.set(job, span);
       const inside = otel.withSpan(parent, span);
       return inside === undefined ? processor(job) : otel.run(inside, processor, job);
     };
@@ -195,10 +199,10 @@ export class Tracing {
    * throws: the callers go on to emit the outcome's event.
    */
   ended(job: TracedAttempt, outcome: AttemptOutcome, cause?: Error): void {
-    const span = job.span;
+    const span = this.spans.get(job);
     const otel = this.otel;
     if (span === undefined || otel === null) return;
-    job.span = undefined;
+    this.spans.delete(job);
     otel.setAttributes(span, { 'surety.job.outcome': outcome });
     if (outcome === 'retry' || outcome === 'dead') otel.setError(span, cause);
     else if (outcome === 'lease-lost') {

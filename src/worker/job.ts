@@ -1,7 +1,6 @@
 /** The job as a processor sees it. */
 import { LeaseExpiredError, PayloadTooLargeError, ValidationError } from '../errors.js';
 import { type ClaimedRecord, decodeSteps } from '../store/job-record.js';
-import type { SpanLike } from '../telemetry/api.js';
 import { toJson } from '../validate.js';
 import { checkStepName, runStep, sleepStep } from './durable-steps.js';
 
@@ -23,6 +22,49 @@ export interface JobStore {
 const MAX_STEPS = 1_000;
 /** Largest data job.updateData stores (as for add: the queue's maxPayloadBytes default). */
 const MAX_DATA_BYTES = 512 * 1024;
+
+/**
+ * What the worker keeps with a Job for its attempt, out of the public class: how the attempt reaches
+ * Redis, whether its outcome is decided, its abort state. Set by the lane and the runner
+ * (attemptOf); a job built by hand has an empty one.
+ */
+export interface Attempt {
+  /** The producer's trace context, as stored ('' = none): src/telemetry/trace-field.ts. */
+  readonly trace: string;
+  /** The outcome is decided (settled, timed out, cancelled or lost): later ones are ignored. */
+  decided: boolean;
+  /** Writes progress and log lines (fenced). */
+  writer: AnnexWriter | undefined;
+  /** Steps and data in Redis (fenced). */
+  store: JobStore | undefined;
+  /** Reads the parents' results. */
+  parentReader: ((job: Job<unknown>) => Promise<Record<string, unknown>>) | undefined;
+  /** A test clock's now, when the worker runs on one (clock.ts). */
+  clockNow: (() => number) | undefined;
+  /**
+   * Marks the attempt's start (counts it in Redis). Called when the processor starts: at once for a
+   * function, when its sandbox acknowledges the job for a module (a job given to a sandbox that dies
+   * first did not start).
+   */
+  onStart: (() => void) | undefined;
+  controller: AbortController | undefined;
+  abortReason: Error | undefined;
+}
+
+const attempts = new WeakMap<Job<unknown>, Attempt>();
+
+/** The worker's side of a job's attempt. */
+export function attemptOf(job: Job<unknown>): Attempt {
+  return attempts.get(job)!;
+}
+
+/** Stops the attempt: its `job.signal` aborts with `reason` (the first reason stands). */
+export function abortAttempt(job: Job<unknown>, reason: Error): void {
+  const a = attemptOf(job);
+  if (a.abortReason) return;
+  a.abortReason = reason;
+  a.controller?.abort(reason);
+}
 
 export class Job<Data = unknown> {
   /** Attempt number (the job's starts, this one included), from 1. Keeps counting after a snooze or a manual retry. */
@@ -50,34 +92,12 @@ export class Job<Data = unknown> {
   readonly snoozes: number;
   /** Epoch ms after which the job must not start (its expireAt or ttlMs); 0 = never. */
   readonly expireAt: number;
-  /** @internal The producer's trace context, as stored ('' = none): src/telemetry/trace-field.ts. */
-  readonly trace: string;
-  /** @internal The attempt's recording `process` span, until its outcome is written (telemetry). */
-  span: SpanLike | undefined;
   /** When the processor was called for this attempt (epoch ms, this worker's clock). */
   startedAt = 0;
-  /** @internal The attempt's outcome is decided (settled, timed out, cancelled or lost): ignore later ones. */
-  decided = false;
-  private controller: AbortController | undefined;
-  /** @internal Set by the worker. */
-  writer: AnnexWriter | undefined;
-  /** @internal Set by the worker. */
-  store: JobStore | undefined;
   /** Steps stored by earlier attempts (and this one), read once per attempt on first use. */
   private steps: Promise<Map<string, unknown>> | undefined;
   /** job.sleep calls made so far in this attempt: the n-th call is step `~sleep:n`. */
   private sleeps = 0;
-  /** @internal Set by the worker when it runs on a test clock (clock.ts): that clock's now. */
-  clockNow: (() => number) | undefined;
-  /**
-   * @internal Set by the worker for each attempt: marks the attempt's start (counts it in Redis). Called
-   * when the processor starts: at once for a function, when its sandbox acknowledges the job for a
-   * module (a job given to a sandbox that dies first did not start).
-   */
-  onStart: (() => void) | undefined;
-  /** @internal Set by the worker. */
-  parentReader: ((job: Job<unknown>) => Promise<Record<string, unknown>>) | undefined;
-  private abortReason: Error | undefined;
 
   constructor(
     readonly queueName: string,
@@ -102,7 +122,17 @@ export class Job<Data = unknown> {
     this.name = record.name;
     this.batch = record.batch;
     this.snoozes = record.snoozes;
-    this.trace = record.trace;
+    attempts.set(this as Job<unknown>, {
+      trace: record.trace,
+      decided: false,
+      writer: undefined,
+      store: undefined,
+      parentReader: undefined,
+      clockNow: undefined,
+      onStart: undefined,
+      controller: undefined,
+      abortReason: undefined,
+    });
   }
 
   /** True when this is the last attempt of the current budget. */
@@ -115,11 +145,12 @@ export class Job<Data = unknown> {
    * worker is closing past its grace period, the attempt timed out (timeoutMs), or the job was cancelled. Created on first use, so unused signals cost nothing.
    */
   get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.abortReason) this.controller.abort(this.abortReason);
+    const a = attemptOf(this as Job<unknown>);
+    if (!a.controller) {
+      a.controller = new AbortController();
+      if (a.abortReason) a.controller.abort(a.abortReason);
     }
-    return this.controller.signal;
+    return a.controller.signal;
   }
 
   /**
@@ -127,14 +158,14 @@ export class Job<Data = unknown> {
    * queue.getJob(id).progress. Resolves false if this attempt no longer holds the job.
    */
   progress(value: unknown): Promise<boolean> {
-    return this.writer ? this.writer(this as Job<unknown>, value, []) : Promise.resolve(false);
+    const { writer } = attemptOf(this as Job<unknown>);
+    return writer ? writer(this as Job<unknown>, value, []) : Promise.resolve(false);
   }
 
   /** Appends a line to the job's log (the last 100 lines are kept; each is cut at 2 000 characters). */
   log(line: string): Promise<boolean> {
-    return this.writer
-      ? this.writer(this as Job<unknown>, undefined, [String(line)])
-      : Promise.resolve(false);
+    const { writer } = attemptOf(this as Job<unknown>);
+    return writer ? writer(this as Job<unknown>, undefined, [String(line)]) : Promise.resolve(false);
   }
 
   /**
@@ -142,8 +173,9 @@ export class Job<Data = unknown> {
    * before this job ran, or one that ended dead (with ignoreDependencyFailure), maps to undefined.
    */
   parentResults<R = unknown>(): Promise<Record<string, R | undefined>> {
-    return this.parentReader
-      ? (this.parentReader(this as Job<unknown>) as Promise<Record<string, R | undefined>>)
+    const { parentReader } = attemptOf(this as Job<unknown>);
+    return parentReader
+      ? (parentReader(this as Job<unknown>) as Promise<Record<string, R | undefined>>)
       : Promise.resolve({});
   }
 
@@ -163,8 +195,8 @@ export class Job<Data = unknown> {
    * gets LeaseExpiredError here, before a step body runs again (its job may have ended elsewhere).
    */
   async readStep(name: string): Promise<{ found: boolean; value?: unknown }> {
-    if (!this.store) return { found: false };
-    const store = this.store;
+    const { store } = attemptOf(this as Job<unknown>);
+    if (!store) return { found: false };
     this.steps ??= store.readSteps(this as Job<unknown>).then((field) => {
       if (field === null)
         throw new LeaseExpiredError(
@@ -182,7 +214,8 @@ export class Job<Data = unknown> {
    */
   async writeStep(name: string, value: unknown): Promise<boolean> {
     checkStepName(name, true);
-    if (!this.store) return false;
+    const { store } = attemptOf(this as Job<unknown>);
+    if (!store) return false;
     const stored = await this.steps;
     if (stored && !stored.has(name) && stored.size >= MAX_STEPS)
       throw new ValidationError(
@@ -190,7 +223,7 @@ export class Job<Data = unknown> {
       );
     const json =
       value === undefined ? '' : toJson(`result of step ${name} of job ${this.id}`, value, MAX_DATA_BYTES);
-    const r = await this.store.writeStep(this as Job<unknown>, name, json);
+    const r = await store.writeStep(this as Job<unknown>, name, json);
     if (r === 0)
       throw new LeaseExpiredError(
         `job ${this.id}: the lease of attempt ${this.attempt} was lost; step ${name} not stored`,
@@ -206,7 +239,7 @@ export class Job<Data = unknown> {
    * came before it. Call it as `await job.sleep(ms)` and let what it throws propagate (a SnoozeError).
    */
   sleep(ms: number): Promise<void> {
-    return sleepStep(this, this.sleeps++, ms, this.clockNow);
+    return sleepStep(this, this.sleeps++, ms, attemptOf(this as Job<unknown>).clockNow);
   }
 
   /**
@@ -215,17 +248,11 @@ export class Job<Data = unknown> {
    */
   async updateData(data: Data): Promise<void> {
     const json = toJson(`data of job ${this.id}`, data, MAX_DATA_BYTES);
-    if (this.store && !(await this.store.setData(this as Job<unknown>, json)))
+    const { store } = attemptOf(this as Job<unknown>);
+    if (store && !(await store.setData(this as Job<unknown>, json)))
       throw new LeaseExpiredError(
         `job ${this.id}: the lease of attempt ${this.attempt} was lost; data not updated`,
       );
     (this as { data: Data }).data = data;
-  }
-
-  /** @internal */
-  abort(reason: Error): void {
-    if (this.abortReason) return;
-    this.abortReason = reason;
-    this.controller?.abort(reason);
   }
 }

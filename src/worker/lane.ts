@@ -20,7 +20,7 @@ import { Acker, type CompleteRow, type FailRow } from './acker.js';
 import { WorkerCalls } from './calls.js';
 import { Fetcher } from './fetcher.js';
 import { HeldLeases } from './held-leases.js';
-import { Job } from './job.js';
+import { attemptOf, Job } from './job.js';
 import { LeaseRenewer } from './lease-renewer.js';
 import type { ResolvedWorkerOptions } from './options.js';
 import { encodeMarks, Starter } from './starter.js';
@@ -156,7 +156,7 @@ export class Lane {
     });
     this.starter = new Starter({
       start: (rows) => this.calls.start(rows),
-      isHeld: (job) => this.holds(job),
+      wanted: (job) => !attemptOf(job).decided && this.holds(job),
       onLost: (jobs) => this.startsLost(jobs),
       onError,
     });
@@ -189,10 +189,11 @@ export class Lane {
       // Its lease began at the time its token names (Redis's clock), which a claim's reply dates
       // against its own send time; a handoff message came just after its lease began.
       const since = sent ? sent.at - Math.max(0, sent.redisNow - tokenTime(record.token)) : this.timers.now();
-      job.writer = (j, progress, lines) => this.calls.writeAnnex(j, progress, lines);
-      job.parentReader = (j) => this.calls.parentResults(j.id);
-      job.store = this.calls;
-      if (this.timers !== REAL_TIMERS) job.clockNow = () => this.timers.now();
+      const attempt = attemptOf(job);
+      attempt.writer = (j, progress, lines) => this.calls.writeAnnex(j, progress, lines);
+      attempt.parentReader = (j) => this.calls.parentResults(j.id);
+      attempt.store = this.calls;
+      if (this.timers !== REAL_TIMERS) attempt.clockNow = () => this.timers.now();
       this.hold(job, since + job.leaseMs);
       jobs.push(job);
     }
@@ -233,7 +234,7 @@ export class Lane {
   private onCancelled(id: string): void {
     if (!this.held.forget(id)) return;
     const job = this.running.get(id)?.job;
-    if (job && !job.decided) {
+    if (job && !attemptOf(job).decided) {
       this.host.options.tracing.ended(job, 'cancelled');
       this.host.runner.cancelled(this, job);
     }
@@ -255,7 +256,7 @@ export class Lane {
 
   /** The attempt's processor started: its start is marked with the lane's next call (starter.ts), never awaited. */
   markStart(job: Job<unknown>): void {
-    if (!job.decided && this.holds(job)) this.starter.push(job);
+    if (!attemptOf(job).decided && this.holds(job)) this.starter.push(job);
   }
 
   /** Sends the start marks no completion took this turn (one start.lua call). */

@@ -2,7 +2,7 @@
 import type { Clock } from '../clock.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '../defaults.js';
 import { ValidationError } from '../errors.js';
-import { type CommonOptions, resolveCommon } from '../options/queue.js';
+import { type CommonOptions, resolveCommon } from '../options/common.js';
 import { resolveRetention } from '../options/retention.js';
 import type { Logger } from '../redis/client.js';
 import type { Tracing } from '../telemetry/tracing.js';

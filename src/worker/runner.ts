@@ -32,7 +32,7 @@ import {
 import { safeTimeout } from '../timers.js';
 import { toJson } from '../validate.js';
 import { retryDelayMs } from './backoff.js';
-import type { Job } from './job.js';
+import { abortAttempt, attemptOf, type Job } from './job.js';
 import type { Lane, LaneRunner } from './lane.js';
 import type { ResolvedWorkerOptions } from './options.js';
 import { handBack } from './shutdown.js';
@@ -61,7 +61,7 @@ export interface RunnerDeps<Data, Result> {
   /** A job's processor is about to be called (the worker advances its schedule, if it has one). */
   onStart(lane: Lane, job: Job<Data>): void;
   /**
-   * The processor marks its attempt's start itself, by calling job.onStart (a sandbox pool, when a
+   * The processor marks its attempt's start itself, by calling attemptOf(job).onStart (a sandbox pool, when a
    * sandbox acknowledges the job); false: the runner marks it as it calls the processor.
    */
   processorMarksStart: boolean;
@@ -236,20 +236,21 @@ export class Runner<Data, Result> implements LaneRunner {
     lane.startRunning(job as Job<unknown>);
     // The attempt starts when its processor does: its start is marked and its timeout runs from then
     // (for a sandboxed module, once its sandbox took the job: a sandbox's start-up is not the job's).
-    job.onStart = () => {
-      job.onStart = undefined;
+    const attempt = attemptOf(job as Job<unknown>);
+    attempt.onStart = () => {
+      attempt.onStart = undefined;
       lane.markStart(job as Job<unknown>);
       this.scheduleStarts();
       if (job.timeoutMs <= 0) return;
       const timer = lane.timers.setTimeout(() => {
-        if (job.decided) return;
+        if (attempt.decided) return;
         const err = new TimeoutError(job.id, job.timeoutMs);
-        job.abort(err);
+        abortAttempt(job as Job<unknown>, err);
         this.settle(job, undefined, normaliseThrown(err));
       }, job.timeoutMs);
       lane.armTimeout(job as Job<unknown>, timer);
     };
-    if (!this.deps.processorMarksStart) job.onStart();
+    if (!this.deps.processorMarksStart) attempt.onStart();
     job.startedAt = Date.now();
     this.deps.onStart(lane, job);
     let promise: Promise<Result>;
@@ -269,8 +270,9 @@ export class Runner<Data, Result> implements LaneRunner {
 
   /** The processor never started the job and it must not start (expired meanwhile): hand it back. */
   private unstarted(lane: Lane, job: Job<Data>): void {
-    if (job.decided) return;
-    job.decided = true;
+    const attempt = attemptOf(job as Job<unknown>);
+    if (attempt.decided) return;
+    attempt.decided = true;
     this.deps.options.tracing.ended(job as Job<unknown>, 'handed-back');
     this.stopRunning(lane, job.id);
     this.handBack([job]);
@@ -286,8 +288,9 @@ export class Runner<Data, Result> implements LaneRunner {
 
   /** The attempt ended: its outcome row goes to its lane's acker, and its slot is freed. */
   private settle(job: Job<Data>, result: Result | undefined, failure: AttemptError | undefined): void {
-    if (job.decided) return; // timed out or cancelled earlier: this late outcome is not the attempt's
-    job.decided = true;
+    const attempt = attemptOf(job as Job<unknown>);
+    if (attempt.decided) return; // timed out or cancelled earlier: this late outcome is not the attempt's
+    attempt.decided = true;
     const lane = this.laneOf(job);
     const ranMs = this.stopRunning(lane, job.id);
     if (ranMs !== undefined) this.avgDurationMs = this.avgDurationMs * 0.8 + ranMs * 0.2;
@@ -413,8 +416,8 @@ export class Runner<Data, Result> implements LaneRunner {
 
   /** queue.cancel already moved the job to dead: abort it and free its slot, sending no outcome. */
   cancelled(lane: Lane, job: Job<unknown>): void {
-    job.decided = true;
-    job.abort(new CancelledError(job.id));
+    attemptOf(job).decided = true;
+    abortAttempt(job, new CancelledError(job.id));
     this.stopRunning(lane, job.id);
     this.afterSlotFreed();
   }
@@ -423,9 +426,11 @@ export class Runner<Data, Result> implements LaneRunner {
   leaseLost(lane: Lane, ids: string[]): void {
     for (const id of ids) {
       const job = lane.runningJob(id);
-      job?.abort(
-        new LeaseExpiredError(`lease of job ${id} attempt ${job.attempt} was lost; it may run elsewhere`),
-      );
+      if (job)
+        abortAttempt(
+          job,
+          new LeaseExpiredError(`lease of job ${id} attempt ${job.attempt} was lost; it may run elsewhere`),
+        );
     }
   }
 
@@ -452,7 +457,7 @@ export class Runner<Data, Result> implements LaneRunner {
     for (const lane of this.deps.lanes()) {
       for (const job of lane.runningJobs()) {
         const err = new ClosedError(`Worker ${this.deps.name} (close timeout)`);
-        job.abort(err);
+        abortAttempt(job, err);
         this.settle(job as Job<Data>, undefined, normaliseThrown(err));
       }
     }

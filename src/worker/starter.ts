@@ -16,8 +16,8 @@ import type { Job } from './job.js';
 export interface StarterDeps {
   /** start.lua: marks these starts; resolves with the ids whose lease is no longer held. */
   start(rows: { id: string; token: string }[]): Promise<string[]>;
-  /** This worker still holds the job's lease (as far as it knows). */
-  isHeld(job: Job<unknown>): boolean;
+  /** The job's mark is still wanted: its attempt is not decided and this worker holds its lease. */
+  wanted(job: Job<unknown>): boolean;
   /** Marks refused: the lease of these jobs is gone. */
   onLost(jobs: Job<unknown>[]): void;
   onError(err: unknown): void;
@@ -50,7 +50,7 @@ export class Starter {
   /** Takes the pending marks to ride on another call; marks of settled attempts are dropped. */
   take(): Job<unknown>[] {
     if (this.pending.length === 0) return this.pending;
-    const out = this.pending.filter((job) => !job.decided && this.deps.isHeld(job));
+    const out = this.pending.filter((job) => this.deps.wanted(job));
     this.pending = [];
     return out;
   }

@@ -54,7 +54,7 @@ import {
   checkTimerMs,
 } from '../validate.js';
 import { Heartbeat, workerInfo } from './heartbeat.js';
-import type { Job } from './job.js';
+import { attemptOf, type Job } from './job.js';
 import { Lane, type LaneDiagnostics, type LaneHost, type LaneOutcome } from './lane.js';
 import { type ProcessorMap, routeByName } from './named-processors.js';
 import {
@@ -164,7 +164,11 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       name: this.name,
       options: this.options,
       // Checked above: a function by now. Traced: each attempt runs inside its `process` span.
-      processor: this.options.tracing.wrap(name, processor as Processor<Data, Result>),
+      processor: this.options.tracing.wrap(
+        name,
+        processor as Processor<Data, Result>,
+        (job) => attemptOf(job as Job<unknown>).trace,
+      ),
       lanes: () => this.lanes,
       isRunning: () => this.state === 'running',
       onStart: (lane, job) => this.advanceScheduleOf(lane, job),

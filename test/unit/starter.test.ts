@@ -22,7 +22,7 @@ function setup(replies: (string[] | Error)[], held: (id: string) => boolean = ()
       if (reply instanceof Error) throw reply;
       return reply;
     },
-    isHeld: (j) => held(j.id),
+    wanted: (j) => !(j as unknown as { decided: boolean }).decided && held(j.id),
     onLost: (jobs) => lost.push(jobs.map((j) => j.id)),
     onError: (err) => errors.push(err),
   });

@@ -15,7 +15,7 @@ import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker as Thread } from 'node:worker_threads';
 import * as errors from '../../errors.js';
-import type { Job } from '../job.js';
+import { attemptOf, type Job } from '../job.js';
 import { expiredUnstarted, UnstartedError } from '../unstarted.js';
 import {
   checkFromSandbox,
@@ -233,7 +233,7 @@ export class Sandbox {
     } else if (m.t === 'started') {
       if (this.current?.run === m.run && !this.current.started) {
         this.current.started = true;
-        this.current.job.onStart?.(); // the attempt starts now: its start mark goes to Redis
+        attemptOf(this.current.job).onStart?.(); // the attempt starts now: its start mark goes to Redis
       }
     } else if (m.t === 'done') {
       const cur = this.current;
