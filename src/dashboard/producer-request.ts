@@ -5,7 +5,7 @@
  * resolveAddOptions, so the HTTP API accepts exactly what `add` accepts, with the same messages.
  */
 import { ValidationError } from '../errors.js';
-import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../options/queue.js';
+import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../options/job.js';
 import type { JobOptions } from '../types.js';
 import { checkKnownKeys, checkObject, show } from '../validate.js';
 import { HttpError } from './http.js';

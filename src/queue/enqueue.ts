@@ -5,7 +5,7 @@
  */
 import { DEFAULT_LEASE_MS, MAX_BULK } from '../defaults.js';
 import { CrossPartitionError, DurabilityError, ValidationError } from '../errors.js';
-import { type ResolvedAdd, resolveAddOptions } from '../options/queue.js';
+import { type ResolvedAdd, resolveAddOptions } from '../options/job.js';
 import { asConnectionError, untilClosed } from '../redis/in-flight.js';
 import type { AddedRow } from '../scripts/replies.js';
 import { callScript, scripts } from '../scripts/specs.js';

@@ -4,7 +4,7 @@
  */
 import { CronExpressionParser } from 'cron-parser';
 import { ValidationError } from '../errors.js';
-import { DEFAULTS_KEYS, LIBRARY_JOB_DEFAULTS, MAX_RUN_AT, resolveAddOptions } from '../options/queue.js';
+import { DEFAULTS_KEYS, LIBRARY_JOB_DEFAULTS, MAX_RUN_AT, resolveAddOptions } from '../options/job.js';
 import { SCHEDULE_KEY_RE } from '../store/occurrence-id.js';
 import type { JobOptions } from '../types.js';
 import { checkBool, checkInt, checkKnownKeys, checkObject, show } from '../validate.js';

@@ -12,7 +12,7 @@
  */
 
 import { ValidationError } from '../errors.js';
-import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../options/queue.js';
+import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../options/job.js';
 import { untilClosed } from '../redis/in-flight.js';
 import { serverNow } from '../redis/server-clock.js';
 import { callScript, type RedisClient, scripts } from '../scripts/specs.js';

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { type Job, Queue, ValidationError, Worker } from '../../src/index.js';
-import { MAX_RUN_AT } from '../../src/options/queue.js';
+import { MAX_RUN_AT } from '../../src/options/job.js';
 import {
   MAX_SCHEDULE_LIMIT,
   type ScheduleInfo,

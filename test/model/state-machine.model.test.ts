@@ -21,7 +21,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, FREE_RETURNS } from '../../src/defaults.js';
 import { Queue } from '../../src/index.js';
-import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../../src/options/queue.js';
+import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../../src/options/job.js';
 import { type ArgValue, runScript, type ScriptSpec, scripts } from '../../src/scripts/specs.js';
 import { decodeClaimed, encodeOptionTail } from '../../src/store/job-record.js';
 import { dedupeKey, handoffChannel, queueKeys } from '../../src/store/keys.js';
