@@ -43,6 +43,49 @@ describe('Lua script headers', () => {
     }
   });
 
+  it('every include includes what it uses, so it works whatever includes it and in whatever order', () => {
+    const incDir = new URL('includes/', dir);
+    const files = readdirSync(incDir).filter((f) => f.endsWith('.lua'));
+    const code = (text: string) =>
+      text
+        .split('\n')
+        .filter((l) => !l.trimStart().startsWith('--'))
+        .map((l) => l.replace(/--.*$/, '').replace(/'[^'\n]*'/g, "''"))
+        .join('\n');
+    // Each top-level name (function or constant) and the include that defines it.
+    const owner = new Map<string, string>();
+    const texts = new Map<string, string>();
+    for (const f of files) {
+      const name = f.slice(0, -4);
+      const text = readFileSync(new URL(f, incDir), 'utf8');
+      texts.set(name, text);
+      for (const m of text.matchAll(/^local (?:function )?([A-Za-z_]\w*)/gm)) owner.set(m[1]!, name);
+    }
+    const missing: string[] = [];
+    for (const [name, text] of texts) {
+      const included = new Set([...text.matchAll(/^-- @include (\w+)$/gm)].map((m) => m[1]!));
+      for (const word of new Set(code(text).match(/\b[A-Za-z_]\w*\b/g) ?? [])) {
+        const from = owner.get(word);
+        if (from && from !== name && !included.has(from)) missing.push(`${name} uses ${word} of ${from}`);
+      }
+    }
+    expect(missing).toEqual([]);
+    // No cycle: an include is inlined once, at its first mention, so in a cycle one side would call a
+    // function defined after it (a nil global at run time).
+    const edges = new Map(
+      [...texts].map(([n, t]) => [n, [...t.matchAll(/^-- @include (\w+)$/gm)].map((m) => m[1]!)]),
+    );
+    const cycles: string[] = [];
+    const visit = (n: string, path: string[]) => {
+      for (const m of edges.get(n) ?? []) {
+        if (path.includes(m)) cycles.push([...path, m].join(' -> '));
+        else visit(m, [...path, m]);
+      }
+    };
+    for (const n of edges.keys()) visit(n, [n]);
+    expect(cycles).toEqual([]);
+  });
+
   it('every Lua file under src/scripts has a description, and every include exists', () => {
     const files = readdirSync(dir)
       .filter((f) => f.endsWith('.lua'))

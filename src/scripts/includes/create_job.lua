@@ -1,3 +1,4 @@
+-- @include enqueue
 -- @include record_group
 -- @include int_text
 -- Creates job `id` unless it exists: delayed when `due` is after `now`, else waiting. Returns true when

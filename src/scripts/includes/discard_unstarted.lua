@@ -1,3 +1,5 @@
+-- @include unlink
+-- @include annex_fields
 -- Deletes job `id` if it has not started (waiting or delayed); a running or finished job is left alone.
 -- Returns true when it deleted the job. Needs annex_fields and unlink.
 local function discard_unstarted(jobs_key, errors_key, waiting_key, prio_key, delayed_key, id)

@@ -1,3 +1,4 @@
+-- @include group_keys
 -- @include group_wake
 -- @include parse_record
 -- @include with_header

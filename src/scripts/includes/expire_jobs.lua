@@ -1,3 +1,4 @@
+-- @include record_group
 -- @include parse_record
 -- @include with_header
 -- @include chunked_call

@@ -1,3 +1,4 @@
+-- @include group_limits
 -- @include group_wake
 -- @include chunked_call
 -- Takes up to `need` jobs from the groups, round-robin: the groups that waited longest in the

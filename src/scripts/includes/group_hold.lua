@@ -1,3 +1,4 @@
+-- @include group_limits
 -- @include group_wake
 -- Needs group_keys, group_limits and group_wake. Holds: a group parked for a reason other than its
 -- rate window, recorded in `gheld` (group -> `until|id`) so that a change which ends the hold early

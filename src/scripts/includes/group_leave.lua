@@ -1,3 +1,4 @@
+-- @include group_limits
 -- @include group_wake
 -- @include group_hold
 -- Needs group_keys, group_limits and group_wake. `n` jobs of `group` left `active` (finished, failed,

@@ -1,3 +1,4 @@
+-- @include body_marker
 -- A worker that lost the reply of a claim (the connection dropped after the claim ran) sends it again
 -- with the same claimer and nonce, marked as a retry (`r<nonce>`): a first send never looks, so a claim
 -- costs no read of its record. If that claim is the one recorded for the claimer (record_claim),

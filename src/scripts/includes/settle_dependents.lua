@@ -1,3 +1,8 @@
+-- @include with_header
+-- @include enqueue
+-- @include count_stats
+-- @include append_errors
+-- @include parse_record
 -- @include record_group
 -- @include batch_settle
 -- @include int_text

@@ -1,3 +1,5 @@
+-- @include group_wake
+-- @include group_keys
 -- @include record_group
 -- @include group_leave
 -- Takes job `id` out of the structure its state letter puts it in: the waiting list or prio zset (w),
