@@ -6,7 +6,8 @@
  * Data flows one way: the fetcher's claimed jobs become Jobs held here and go to the runner; the
  * runner's settled attempts come back as outcome rows for this lane's acker, which writes them through
  * this lane's calls; the lane then forgets their leases and reports each written outcome upward as one
- * LaneOutcome. The lane owns its maps (held, running): the runner asks through the methods below.
+ * LaneOutcome. The lane owns its held leases (the runner asks through the methods below); the runner
+ * owns the attempts that run (`running`).
  */
 import { type Clock, REAL_TIMERS } from '../clock.js';
 import type { SuretyError } from '../errors.js';
@@ -23,6 +24,7 @@ import { HeldLeases } from './held-leases.js';
 import { attemptOf, Job } from './job.js';
 import { LeaseRenewer } from './lease-renewer.js';
 import type { ResolvedWorkerOptions } from './options.js';
+import type { RunningView } from './running-jobs.js';
 import { encodeMarks, Starter } from './starter.js';
 
 /** A written outcome (or a refused one: the lease was lost and the fence said no), reported upward. */
@@ -55,6 +57,8 @@ export interface LaneRunner {
   leaseLost(lane: Lane, ids: string[]): void;
   /** A claim of this lane came back short: slots it had reserved are free for the other lanes. */
   claimReleased(): void;
+  /** The attempts of `lane` that run now. */
+  runningIn(lane: Lane): RunningView;
   handoffUnits(): number;
 }
 
@@ -86,19 +90,10 @@ export interface LaneDiagnostics {
   outcomesPending: number;
 }
 
-interface Running {
-  job: Job<unknown>;
-  startedAt: number;
-  /** Its timeout, on the worker's timers (Node's or a test clock's). */
-  timer: unknown;
-}
-
 export class Lane {
   readonly calls: WorkerCalls;
   /** Jobs whose lease this worker holds here: running, or finished with the outcome not yet written. */
   private readonly held = new HeldLeases();
-  /** Jobs of this partition whose processor is running, by id. */
-  private readonly running = new Map<string, Running>();
   private readonly fetcher: Fetcher;
   private readonly acker: Acker;
   private readonly renewer: LeaseRenewer;
@@ -233,7 +228,7 @@ export class Lane {
   /** queue.cancel already moved the job to dead: forget it, and stop its attempt if it is running. */
   private onCancelled(id: string): void {
     if (!this.held.forget(id)) return;
-    const job = this.running.get(id)?.job;
+    const job = this.host.runner.runningIn(this).get(id);
     if (job && !attemptOf(job).decided) {
       this.host.options.tracing.ended(job, 'cancelled');
       this.host.runner.cancelled(this, job);
@@ -241,18 +236,6 @@ export class Lane {
   }
 
   // ---- running jobs --------------------------------------------------------------------------
-
-  /** The job's processor is about to run. */
-  startRunning(job: Job<unknown>): void {
-    this.running.set(job.id, { job, startedAt: performance.now(), timer: undefined });
-  }
-
-  /** The attempt's timeout, cleared when it stops running (at once if it already has). */
-  armTimeout(job: Job<unknown>, timer: unknown): void {
-    const run = this.running.get(job.id);
-    if (run?.job === job) run.timer = timer;
-    else this.timers.clearTimeout(timer);
-  }
 
   /** The attempt's processor started: its start is marked with the lane's next call (starter.ts), never awaited. */
   markStart(job: Job<unknown>): void {
@@ -275,27 +258,6 @@ export class Lane {
     if (ids.length === 0) return;
     this.host.runner.leaseLost(this, ids);
     this.host.onLeaseLost(ids);
-  }
-
-  /** The job stopped running (settled, timed out, cancelled): how long it ran (ms), or undefined if it was not. */
-  stopRunning(id: string): number | undefined {
-    const run = this.running.get(id);
-    if (!run) return undefined;
-    this.timers.clearTimeout(run.timer);
-    this.running.delete(id);
-    return performance.now() - run.startedAt;
-  }
-
-  runningJob(id: string): Job<unknown> | undefined {
-    return this.running.get(id)?.job;
-  }
-
-  runningIds(): IterableIterator<string> {
-    return this.running.keys();
-  }
-
-  runningJobs(): Job<unknown>[] {
-    return [...this.running.values()].map((r) => r.job);
   }
 
   // ---- outcomes ------------------------------------------------------------------------------
@@ -420,8 +382,11 @@ export class Lane {
       partition: this.partition,
       held: this.held.ids(50),
       heldCount: this.held.size,
-      running: this.running.size,
-      runningJobs: [...this.running.values()].map(({ job }) => ({ id: job.id, token: job.token })),
+      running: this.host.runner.runningIn(this).size,
+      runningJobs: this.host.runner
+        .runningIn(this)
+        .jobs()
+        .map((job) => ({ id: job.id, token: job.token })),
       claimsRequested: this.claimsRequested,
       claimsSent: this.fetcher.claimsSent,
       drained: this.isDrained,

@@ -35,6 +35,7 @@ import { retryDelayMs } from './backoff.js';
 import { abortAttempt, attemptOf, type Job } from './job.js';
 import type { Lane, LaneRunner } from './lane.js';
 import type { ResolvedWorkerOptions } from './options.js';
+import { RunningJobs, type RunningView } from './running-jobs.js';
 import { handBack } from './shutdown.js';
 import { claimableSlots } from './slot-share.js';
 import { expiredUnstarted, isUnstarted } from './unstarted.js';
@@ -71,6 +72,8 @@ export interface RunnerDeps<Data, Result> {
 export class Runner<Data, Result> implements LaneRunner {
   /** Jobs whose processor is running, over all lanes. */
   private runningCount = 0;
+  /** The attempts running, per lane: started and stopped here, read by the lanes (runningIn). */
+  private readonly running = new Map<Lane, RunningJobs>();
   /** Claimed (leased) jobs waiting for a free slot: prefetched so the next batch is ready when slots free. */
   private readonly buffer: Job<Data>[] = [];
   /** Moving average of attempt durations (ms), for the automatic prefetch; starts at "not short". */
@@ -233,7 +236,7 @@ export class Runner<Data, Result> implements LaneRunner {
   // ---- running -------------------------------------------------------------------------------
 
   private run(lane: Lane, job: Job<Data>): void {
-    lane.startRunning(job as Job<unknown>);
+    this.runsOf(lane).start(job as Job<unknown>);
     // The attempt starts when its processor does: its start is marked and its timeout runs from then
     // (for a sandboxed module, once its sandbox took the job: a sandbox's start-up is not the job's).
     const attempt = attemptOf(job as Job<unknown>);
@@ -248,7 +251,7 @@ export class Runner<Data, Result> implements LaneRunner {
         abortAttempt(job as Job<unknown>, err);
         this.settle(job, undefined, normaliseThrown(err));
       }, job.timeoutMs);
-      lane.armTimeout(job as Job<unknown>, timer);
+      this.runsOf(lane).armTimeout(job as Job<unknown>, timer);
     };
     if (!this.deps.processorMarksStart) attempt.onStart();
     job.startedAt = Date.now();
@@ -281,7 +284,7 @@ export class Runner<Data, Result> implements LaneRunner {
 
   /** Frees the slot of a job that stopped running (settled, cancelled); returns how long it ran. */
   private stopRunning(lane: Lane, id: string): number | undefined {
-    const ranMs = lane.stopRunning(id);
+    const ranMs = this.runsOf(lane).stop(id);
     if (ranMs !== undefined) this.runningCount--;
     return ranMs;
   }
@@ -412,6 +415,20 @@ export class Runner<Data, Result> implements LaneRunner {
     });
   }
 
+  private runsOf(lane: Lane): RunningJobs {
+    let runs = this.running.get(lane);
+    if (!runs) {
+      runs = new RunningJobs(lane.timers);
+      this.running.set(lane, runs);
+    }
+    return runs;
+  }
+
+  /** The attempts of `lane` that run now. */
+  runningIn(lane: Lane): RunningView {
+    return this.runsOf(lane);
+  }
+
   // ---- attempts stopped from outside ---------------------------------------------------------
 
   /** queue.cancel already moved the job to dead: abort it and free its slot, sending no outcome. */
@@ -425,7 +442,7 @@ export class Runner<Data, Result> implements LaneRunner {
   /** Buffered jobs are skipped by runBuffered (their lease is forgotten); running ones are told. */
   leaseLost(lane: Lane, ids: string[]): void {
     for (const id of ids) {
-      const job = lane.runningJob(id);
+      const job = this.runsOf(lane).get(id);
       if (job)
         abortAttempt(
           job,
@@ -455,7 +472,7 @@ export class Runner<Data, Result> implements LaneRunner {
    */
   failStillRunning(): void {
     for (const lane of this.deps.lanes()) {
-      for (const job of lane.runningJobs()) {
+      for (const job of this.runsOf(lane).jobs()) {
         const err = new ClosedError(`Worker ${this.deps.name} (close timeout)`);
         abortAttempt(job, err);
         this.settle(job as Job<Data>, undefined, normaliseThrown(err));

@@ -205,7 +205,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       // Workers are listed in partition 0 only: the list is for people (queue.workers()), and
       // recovery never needs it, so one entry per worker is enough however many partitions it claims.
       beat: async (ttl) => {
-        const running = this.lanes.map((l) => l.runningIds());
+        const running = this.lanes.map((l) => this.runner.runningIn(l).ids());
         await this.lanes[0]?.calls.beat(
           this.id,
           ttl,
