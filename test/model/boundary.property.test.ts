@@ -185,13 +185,18 @@ const dataArb: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 1, arbitrary: anyValue },
 );
 
-/** Counts both outcomes of a property, so a run that only ever refuses (or accepts) fails. */
+/**
+ * Counts both outcomes of a property, so a run that only ever refuses (or accepts) fails. The floors
+ * sit far below what the generators give (add accepts about 16 % of its runs: 22 to 41 of 200 over
+ * four runs), so chance alone does not trip them (a floor of 10 % did, at 20 of 200, about once in a
+ * hundred runs); a generator that drifts to (nearly) one side still does.
+ */
 class Tally {
   accepted = 0;
   refused = 0;
   expectBoth(runs: number): void {
-    expect(this.accepted, 'accepted runs').toBeGreaterThan(runs * 0.1);
-    expect(this.refused, 'refused runs').toBeGreaterThan(runs * 0.05);
+    expect(this.accepted, 'accepted runs').toBeGreaterThan(runs * 0.03);
+    expect(this.refused, 'refused runs').toBeGreaterThan(runs * 0.03);
   }
 }
 
