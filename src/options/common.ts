@@ -47,18 +47,20 @@ export interface CommonOptions {
   clock?: Clock;
 }
 
-export function resolveCommon(
-  name: string,
-  o: CommonOptions,
-): {
+/** The shared options, resolved: part of a Queue's and of a Worker's resolved options. */
+export interface ResolvedCommon {
   prefix: string;
+  /** 0 = 'auto' (the count recorded in Redis). */
+  partitions: number;
+  eventsMaxLen: number;
   strict: boolean;
   logger: Logger;
-  eventsMaxLen: number;
-  partitions: number;
+  /** Spans of add calls (a Queue) or of attempts (a Worker): the telemetry option. */
   tracing: Tracing;
   clock: Clock | undefined;
-} {
+}
+
+export function resolveCommon(name: string, o: CommonOptions): ResolvedCommon {
   const logger = o.logger === undefined ? console : checkLogger(`${name}.logger`, o.logger);
   return {
     clock: checkClock(`${name}.clock`, o.clock),

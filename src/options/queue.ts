@@ -1,14 +1,8 @@
-/**
- * Options of a Queue: documented defaults, validated once, frozen.
- */
-import type { Clock } from '../clock.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '../defaults.js';
-import type { Logger } from '../redis/client.js';
 import type { ResolvedJobOptions } from '../store/job-record.js';
-import type { Tracing } from '../telemetry/tracing.js';
 import type { JobOptions } from '../types.js';
 import { checkInt, checkKnownKeys, checkObject } from '../validate.js';
-import { type CommonOptions, resolveCommon } from './common.js';
+import { type CommonOptions, type ResolvedCommon, resolveCommon } from './common.js';
 import { checkJobFields, DEFAULTS_KEYS, LIBRARY_JOB_DEFAULTS } from './job.js';
 
 export interface QueueOptions extends CommonOptions {
@@ -24,16 +18,7 @@ export interface QueueOptions extends CommonOptions {
   durability?: { waitReplicas: number; timeoutMs?: number };
 }
 
-export interface ResolvedQueueOptions {
-  prefix: string;
-  /** 0 = 'auto' (the count recorded in Redis). */
-  partitions: number;
-  eventsMaxLen: number;
-  strict: boolean;
-  logger: Logger;
-  /** Spans of add calls (telemetry option). */
-  tracing: Tracing;
-  clock: Clock | undefined;
+export interface ResolvedQueueOptions extends ResolvedCommon {
   defaults: ResolvedJobOptions;
   maxPayloadBytes: number;
   /** Replicas add() waits for (0: none) and for how long. */

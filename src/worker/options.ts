@@ -1,11 +1,7 @@
-/** Worker options: documented defaults, validated once, frozen. */
-import type { Clock } from '../clock.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '../defaults.js';
 import { ValidationError } from '../errors.js';
-import { type CommonOptions, resolveCommon } from '../options/common.js';
+import { type CommonOptions, type ResolvedCommon, resolveCommon } from '../options/common.js';
 import { resolveRetention } from '../options/retention.js';
-import type { Logger } from '../redis/client.js';
-import type { Tracing } from '../telemetry/tracing.js';
 import { MAX_TIMER_MS } from '../timers.js';
 import type { Retention } from '../types.js';
 import { checkBool, checkInt, checkKnownKeys, checkObject } from '../validate.js';
@@ -75,15 +71,7 @@ export interface WorkerOptions extends CommonOptions {
   sandboxMemoryMb?: number;
 }
 
-export interface ResolvedWorkerOptions {
-  prefix: string;
-  partitions: number;
-  eventsMaxLen: number;
-  strict: boolean;
-  logger: Logger;
-  /** Spans of attempts (telemetry option). */
-  tracing: Tracing;
-  clock: Clock | undefined;
+export interface ResolvedWorkerOptions extends ResolvedCommon {
   concurrency: number;
   retention: Retention;
   recoverIntervalMs: number;
