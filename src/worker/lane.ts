@@ -19,7 +19,7 @@ import { handoffChannel, type QueueKeys } from '../store/keys.js';
 import type { AttemptOutcome } from '../telemetry/tracing.js';
 import { Acker, type CompleteRow, type FailRow } from './acker.js';
 import { WorkerCalls } from './calls.js';
-import { Fetcher } from './fetcher.js';
+import { type ClaimReply, type ClaimTicket, Fetcher, type HandoffArgs } from './fetcher.js';
 import { HeldLeases } from './held-leases.js';
 import { attemptOf, Job } from './job.js';
 import { LeaseRenewer } from './lease-renewer.js';
@@ -121,24 +121,7 @@ export class Lane {
       freeSlots: () => runner.claimable(this) + this.fetcher.requestedCount,
       handoffChannel: options.limiter ? undefined : (fetcher) => handoffChannel(keys, fetcher),
       handoffUnits: () => runner.handoffUnits(),
-      claim: (count, ticket, handoff) => {
-        const startNow = runner.startable(count);
-        this.starts += startNow;
-        const sent = { at: this.timers.now(), redisNow: 0 };
-        const call = this.track(
-          this.calls.claim(count, startNow, ticket, handoff).then((reply) => {
-            sent.redisNow = reply.now;
-            for (const job of reply.jobs) job.sent = sent;
-            for (const job of reply.replayed) job.sent = sent;
-            return reply;
-          }),
-        );
-        void call.then(
-          () => (this.starts -= startNow),
-          () => (this.starts -= startNow),
-        );
-        return call;
-      },
+      claim: (count, ticket, handoff) => this.sendClaim(count, ticket, handoff),
       onJobs: (claimed) => runner.accept(this.toJobs(claimed)),
       onCancelled: (id) => this.onCancelled(id),
       onError,
@@ -159,15 +142,36 @@ export class Lane {
       timers: this.timers,
       leases: this.held,
       extend: (rows) => this.calls.extend(rows),
-      onLost: (ids) => {
-        runner.leaseLost(this, ids);
-        host.onLeaseLost(ids);
-      },
+      onLost: (ids) => this.leasesLost(ids),
       onError,
     });
   }
 
   // ---- claimed jobs --------------------------------------------------------------------------
+
+  /**
+   * One claim of the fetcher's: counts the free slots it may start at once (LaneRunner.startable)
+   * until it is answered, and stamps its jobs with the send time and Redis's time, which date their
+   * leases (toJobs).
+   */
+  private sendClaim(count: number, ticket: ClaimTicket, handoff: HandoffArgs): Promise<ClaimReply> {
+    const startNow = this.host.runner.startable(count);
+    this.starts += startNow;
+    const sent = { at: this.timers.now(), redisNow: 0 };
+    const call = this.track(
+      this.calls.claim(count, startNow, ticket, handoff).then((reply) => {
+        sent.redisNow = reply.now;
+        for (const job of reply.jobs) job.sent = sent;
+        for (const job of reply.replayed) job.sent = sent;
+        return reply;
+      }),
+    );
+    void call.then(
+      () => (this.starts -= startNow),
+      () => (this.starts -= startNow),
+    );
+    return call;
+  }
 
   /** The jobs of a claim reply, each held from now on. */
   private toJobs(claimed: readonly ClaimedJob[]): Job<unknown>[] {
@@ -255,6 +259,11 @@ export class Lane {
       this.held.forget(job.id);
       ids.push(job.id);
     }
+    this.leasesLost(ids);
+  }
+
+  /** Leases found lost (already forgotten), by a renewal or a refused start mark: their attempts stop. */
+  private leasesLost(ids: string[]): void {
     if (ids.length === 0) return;
     this.host.runner.leaseLost(this, ids);
     this.host.onLeaseLost(ids);
