@@ -1,7 +1,7 @@
 /**
- * The descriptions (see scripts.ts) of the admin scripts that change one job or a whole queue from the
+ * The descriptions (see specs.ts) of the admin scripts that change one job or a whole queue from the
  * outside: retry, remove, promote, cancel, the job edits (update data, change priority or delay), drain,
- * obliterate and clean. scripts.ts joins them into `scripts`; everyone imports them from there.
+ * obliterate and clean. specs.ts joins them into `scripts`; everyone imports them from there.
  */
 
 import { define } from './call.js';

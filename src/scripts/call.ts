@@ -1,11 +1,11 @@
 /**
- * Loading and calling the Lua scripts of src/scripts/ (their typed descriptions are in scripts.ts).
+ * Loading and calling the Lua scripts of src/scripts/ (their typed descriptions are in specs.ts).
  *
- * Scripts run as functions of one Redis Functions library (script-functions.ts: loaded once per
+ * Scripts run as functions of one Redis Functions library (functions.ts: loaded once per
  * server, called with FCALL), or, where the server cannot load it (Redis < 7, an ACL user without
  * FUNCTION LOAD), are loaded once (includes inlined), called with EVALSHA, and re-sent with EVAL on
  * NOSCRIPT (after a Redis restart or SCRIPT FLUSH). `callScript` decodes the reply with the script's decoder
- * (script-replies.ts) and turns refusals sent as error replies (`SURETY_<CODE> ...`) and over-maxmemory
+ * (replies.ts) and turns refusals sent as error replies (`SURETY_<CODE> ...`) and over-maxmemory
  * refusals into typed errors (errors.ts), so no caller reads a positional reply or an error message.
  */
 import { createHash } from 'node:crypto';
@@ -144,7 +144,7 @@ export async function runFlat(redis: RedisClient, spec: ScriptSpec, flat: string
       return await untilClosed(redis, redis.eval(spec.source, spec.keys.length, flat));
     }
   } catch (err) {
-    // Over maxmemory, Redis refuses every script without `allow-oom` before it runs (see scripts.ts).
+    // Over maxmemory, Redis refuses every script without `allow-oom` before it runs (see specs.ts).
     throw redisFullError(err, `${spec.name}.lua`) ?? err;
   }
 }

@@ -1,5 +1,5 @@
 #!lua flags=allow-oom
--- expire.lua: the expiry sweep (part of the recovery pass, src/recovery.ts). Jobs in `expiring` whose
+-- expire.lua: the expiry sweep (part of the recovery pass, src/queue/recovery.ts). Jobs in `expiring` whose
 -- expireAt has come and that have not started (waiting, delayed, blocked) end dead with an ExpiredError
 -- (includes/expire_jobs.lua), taken out of their structure (a grouped job out of its group's list).
 -- A job leased to a worker (active) is the worker's to start or hand back: it stays in the index, and

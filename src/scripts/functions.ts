@@ -1,5 +1,5 @@
 /**
- * Which scripts run as Redis Functions on which client, and loading the library (script-library.ts).
+ * Which scripts run as Redis Functions on which client, and loading the library (library.ts).
  *
  * A client calls FCALL first, without asking: the library is normally in Redis already (another client
  * loaded it; Redis keeps functions in its RDB and AOF files and replicates them). Only when Redis
@@ -11,7 +11,7 @@
 import { Cluster, type Redis, ReplyError } from 'ioredis';
 import { buildLibrary, type ScriptLibrary } from './library.js';
 
-/** A client as script-runner.ts takes it (not imported from there: that module imports this one). */
+/** A client as call.ts takes it (not imported from there: that module imports this one). */
 type RedisClient = Redis | Cluster;
 
 const registered: string[] = [];

@@ -1,7 +1,7 @@
 /**
  * Reading the Lua scripts of src/scripts/: the one place that resolves their `-- @include` lines,
  * for EVALSHA (loadLua: a whole script) and for the function library (scriptParts: a script's helpers
- * and its body apart, script-library.ts).
+ * and its body apart, library.ts).
  */
 import { readFileSync } from 'node:fs';
 

@@ -2,10 +2,10 @@
  * Typed descriptions of the Lua scripts in src/scripts/: one per atomic transition.
  *
  * Each description names the script's KEYS (as QueueKeys property names) and ARGV, in order, and the
- * decoder of its reply (script-replies.ts); callers pass the queue's keys and a named argument object to
- * callScript (script-runner.ts), so nobody writes `keys[7] = ...` or reads `reply[j * 3 + 1]`. A test
+ * decoder of its reply (replies.ts); callers pass the queue's keys and a named argument object to
+ * callScript (call.ts), so nobody writes `keys[7] = ...` or reads `reply[j * 3 + 1]`. A test
  * checks every description against the KEYS/ARGV header of its Lua file, so the two cannot drift.
- * The admin scripts' descriptions live in admin-scripts.ts and are joined in here.
+ * The admin scripts' descriptions live in admin-specs.ts and are joined in here.
  *
  * Line 1 of every script is its shebang, where Redis 7 reads its flags (only there, so includes and the
  * header come after it): `#!lua flags=allow-oom` for the transitions that move accepted jobs forward

@@ -44,7 +44,7 @@ export type TelemetryOption = boolean | { tracerProvider?: TracerProviderLike };
 
 const SYSTEM = 'surety';
 
-/** Where a Queue's contained telemetry failures go (options.ts's Logger). */
+/** Where a Queue's contained telemetry failures go (redis/client.ts's Logger). */
 interface Logger {
   warn(message: string): void;
 }

@@ -28,7 +28,7 @@ import type { RedisClient } from '../scripts/specs.js';
 import { reconnectDelayMs, safeTimeout } from '../timers.js';
 import { HandoffState, MAX_HANDOFF_UNITS, parseHandoff, type Registration } from './handoff.js';
 
-/** What claim.lua answers (decoded in script-replies.ts). */
+/** What claim.lua answers (decoded in replies.ts). */
 export type ClaimReply = ClaimAnswer;
 
 /** Names a claim: sent again after a failure, the same ticket returns that claim's jobs if it ran. */

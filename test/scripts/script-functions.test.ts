@@ -1,5 +1,5 @@
 /**
- * The scripts as a Redis Functions library (script-library.ts, script-functions.ts): loaded by the
+ * The scripts as a Redis Functions library (library.ts, functions.ts): loaded by the
  * first call that finds it missing, called with FCALL, loaded again after FUNCTION FLUSH, and replaced
  * by EVALSHA for a user that may not run functions. Every script of the library compiles and makes
  * its helpers (the first call of each runs them).

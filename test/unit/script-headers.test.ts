@@ -1,4 +1,4 @@
-/** Each script description in scripts.ts must match the KEYS/ARGV header of its Lua file. */
+/** Each script description in specs.ts must match the KEYS/ARGV header of its Lua file. */
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadLua, scripts } from '../../src/scripts/specs.js';

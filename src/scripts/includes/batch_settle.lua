@@ -5,7 +5,7 @@
 -- @include emit_event
 -- @include body_marker
 -- Batches (queue.addBatch): every member's record carries its batch id (header field 19, F_BATCH), and
--- the batch is the hash `{tag}:b:<id>` (src/keys.ts batchKey): total, pending, completed, dead, deadIds
+-- the batch is the hash `{tag}:b:<id>` (src/store/keys.ts batchKey): total, pending, completed, dead, deadIds
 -- (the first BATCH_DEAD_IDS_MAX dead members, newline-separated), createdAt, finishedAt, callbackId, and
 -- the callback spec written by add.lua (cbId, cbPriority, cbDelayMs, cbRunAt, cbTail, cbData, sfx, ev).
 -- A member is counted once per transition out of an unfinished state (waiting, delayed, blocked,

@@ -1,4 +1,4 @@
--- The group keys of the queue that `queue_key` (any of its keys, `{tag}:...`) belongs to, named as src/keys.ts
+-- The group keys of the queue that `queue_key` (any of its keys, `{tag}:...`) belongs to, named as src/store/keys.ts
 -- names them (QueueKeys.group*, groupKeys). Groups are open-ended, so a script cannot list their keys
 -- in KEYS; every name carries the queue's hash tag, so all of them live in the queue's cluster slot.
 -- The table is built once per script run.

@@ -1,5 +1,5 @@
 -- Header fields of a job record "header\ndata[\nresult]" (1-based; field n here is field n-1 in
--- src/job-record.ts). '' means the library default for the option fields.
+-- src/store/job-record.ts). '' means the library default for the option fields.
 local F_STATE, F_TOKEN, F_ATTEMPTS, F_BASE, F_CREATED, F_RUN_AT = 1, 2, 3, 4, 5, 6
 local F_STARTED, F_FINISHED, F_PRIORITY, F_MAX_ATTEMPTS, F_LEASE = 7, 8, 9, 10, 11
 local F_GROUP, F_DEDUPE, F_REFUNDS = 14, 15, 16
