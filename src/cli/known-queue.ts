@@ -25,9 +25,13 @@ export async function openKnownQueue<D = unknown, R = unknown>(
   );
 }
 
-/** The known name within a third of `name`'s length in edits (at least 1, at most 3), if any. */
+/**
+ * The known name within a few edits of `name`, if any: 1 for names of up to 3 characters, else a third
+ * of its length, at least 2 and at most 3 (`emial` is 2 edits from `emails`: a swap and a dropped
+ * letter, the commonest pair of typos).
+ */
 export function closest(name: string, known: readonly string[]): string | undefined {
-  const budget = Math.min(3, Math.max(1, Math.floor(name.length / 3)));
+  const budget = name.length <= 3 ? 1 : Math.min(3, Math.max(2, Math.floor(name.length / 3)));
   let best: string | undefined;
   let bestDistance = budget + 1;
   for (const k of known) {

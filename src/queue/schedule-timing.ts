@@ -171,6 +171,11 @@ export function validateSchedule<Data>(
   // (id, delayMs, runAt, dependsOn, partitionKey...) are refused, not stored and ignored.
   checkKnownKeys('schedule opts', checkObject('schedule opts', spec.opts), [...DEFAULTS_KEYS, 'group']);
   resolveAddOptions(spec.opts, LIBRARY_JOB_DEFAULTS);
+  if ('cron' in t && 'everyMs' in t) {
+    throw new ValidationError(
+      `schedule timing is either { cron, tz? } or { everyMs }, not both: got ${show(timing)}`,
+    );
+  }
   if ('cron' in t) {
     checkKnownKeys('schedule timing', t, ['cron', 'tz']);
     if (typeof t.cron !== 'string') throw new ValidationError(`cron must be a string, got ${show(t.cron)}`);

@@ -462,6 +462,16 @@ describe('defects the boundary property test found', () => {
     expect((await q.getJob(id2))!.runAt).toBe(99_999_999_999_997);
   });
 
+  it('a schedule timing with both cron and everyMs is refused as "not both", not as an unknown option', async () => {
+    const q = queue();
+    const both = q.schedule('tick', { cron: '* * * * *', everyMs: 60_000 } as never, { data: {} });
+    await expect(both).rejects.toBeInstanceOf(ValidationError);
+    await expect(
+      q.schedule('tick', { cron: '* * * * *', everyMs: 60_000 } as never, { data: {} }),
+    ).rejects.toThrow(/either \{ cron, tz\? \} or \{ everyMs \}, not both/);
+    await nothingWritten(q);
+  });
+
   it('schedule occurrence options an occurrence cannot honour (id, dependsOn, delayMs...) are refused, not ignored', async () => {
     const q = queue();
     for (const opts of [{ id: 'x' }, { dependsOn: ['a'] }, { delayMs: 5 }, { partitionKey: 'k' }]) {
