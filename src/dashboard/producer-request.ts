@@ -110,11 +110,15 @@ export function jobsOf(body: unknown): { bulk: boolean; items: JobItem[] } {
 function jobItem(where: string, value: unknown): JobItem {
   const what = where === '' ? 'the request body' : where;
   const o = checkObject(what, value);
-  checkKnownKeys(what, o, ['data', 'options']);
+  // `opts` is accepted too: it is addBulk's name for the same thing, so a body written from addBulk works.
+  checkKnownKeys(what, o, ['data', 'options', 'opts']);
   if (!('data' in o))
     throw new ValidationError(`${what} has no data: give "data" (any JSON value, null for none)`);
-  if (o.options === undefined) return { data: o.data };
-  const opts = jsonOptions(where === '' ? 'options' : `${where}.options`, o.options);
+  if (o.options !== undefined && o.opts !== undefined)
+    throw new ValidationError(`${what} has both "options" and "opts": give one (they are the same thing)`);
+  const key = o.options !== undefined ? 'options' : 'opts';
+  if (o[key] === undefined) return { data: o.data };
+  const opts = jsonOptions(where === '' ? key : `${where}.${key}`, o[key]);
   try {
     resolveAddOptions(opts, LIBRARY_JOB_DEFAULTS);
   } catch (err) {

@@ -144,6 +144,22 @@ describe('POST /api/queues/:q/jobs', () => {
     expect(await q.counts()).toMatchObject({ waiting: 2, delayed: 1 });
   });
 
+  it("takes addBulk's `opts` as well as `options`, and refuses a job that gives both", async () => {
+    const q = queue();
+    const path = `/api/queues/${q.name}/jobs`;
+    const one = await call('POST', path, { data: 1, opts: { id: 'via-opts', priority: 4 } });
+    expect(one.status).toBe(201);
+    expect(await q.getJob('via-opts')).toMatchObject({ data: 1, priority: 4 });
+    const bulk = await call('POST', path, { jobs: [{ data: 2, opts: { id: 'b-opts' } }, { data: 3 }] });
+    expect(bulk.status).toBe(201);
+    expect(await q.getJob('b-opts')).toMatchObject({ data: 2 });
+    const both = await call('POST', path, { data: 4, options: { id: 'x' }, opts: { id: 'y' } });
+    expect(both.status).toBe(400);
+    expect(both.body.error.message).toMatch(/both "options" and "opts"/);
+    expect(await q.getJob('x')).toBeNull();
+    expect(await q.getJob('y')).toBeNull();
+  });
+
   it('re-POSTing an id that exists returns that job with 200 and adds nothing', async () => {
     const q = queue();
     const path = `/api/queues/${q.name}/jobs`;
