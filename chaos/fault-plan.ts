@@ -88,6 +88,9 @@ const EXTRA_WEIGHTS: Record<FaultKind, number> = {
   oom: 6,
 };
 
+/** The share of the phase, from its start, in which every kind's mandatory fault is placed. */
+export const MANDATORY_SPAN = 0.75;
+
 /**
  * Every kind at least once, `redisKills` kills of Redis spread over the phase, and more faults at random
  * gaps of 0.4..1.6 x meanGapMs, all inside [2 s, durationMs - lease - 2.5 s] so that each one has
@@ -112,9 +115,16 @@ export function planFaults(
   const weights: Partial<Record<FaultKind, number>> = {};
   for (const k of o.kinds) weights[k] = EXTRA_WEIGHTS[k];
   const kinds: FaultKind[] = times.map(() => rng.weighted(weights as Record<FaultKind, number>));
-  // Mandatory: each kind once (redisKill planned separately), at distinct random positions.
-  const free = times.map((_, i) => i);
-  for (const kind of o.kinds.filter((k) => k !== 'redisKill')) {
+  // Mandatory: each kind once (redisKill planned separately), at distinct random positions in the first
+  // MANDATORY_SPAN of the phase. Faults play one after another, so one that overruns (a Redis restart
+  // that took 10 s on a loaded machine) delays the rest; a kind planned only near the end could then
+  // fall past the phase's end and fail the coverage verdict without any fault of Surety's.
+  // (With gaps of at most 1.6 x meanGapMs, the earliest positions always fit: see test/unit/fault-plan.test.ts.)
+  const mandatory = o.kinds.filter((k) => k !== 'redisKill');
+  const positions = times.map((_, i) => i);
+  const early = positions.filter((i) => times[i]! <= first + (last - first) * MANDATORY_SPAN);
+  const free = early.length >= mandatory.length ? early : positions.slice(0, mandatory.length);
+  for (const kind of mandatory) {
     if (free.length === 0) break;
     const i = free.splice(rng.int(0, free.length - 1), 1)[0]!;
     kinds[i] = kind;
