@@ -127,8 +127,7 @@ end
 local out = { now, next_due, 0, limited_ms, 0, 0 }
 local units = math.min(tonumber(arg_register_units) or 1, MAX_UNITS, (tonumber(arg_free_slots) or wanted) - #ids - unseen)
 if (tonumber(arg_register_ms) or 0) > 0 and units > 0 and expired == 0 then
-  register_fetcher(k.idle, arg_fetcher .. '|' .. string.match(arg_nonce, '^r?(.*)$') .. '|', units,
-    now + tonumber(arg_register_ms))
+  register_fetcher(k.idle, arg_fetcher, arg_nonce, units, now + tonumber(arg_register_ms))
   out[5] = units
 end
 if #ids == 0 then return reply(out) end

@@ -11,6 +11,8 @@ const INCLUDE = /^-- @include (\w+)$/gm;
 /** A script's parts for the library: its flags, its helpers (includes inlined), its body. */
 export interface ScriptParts {
   readonly name: string;
+  /** Its first line (`#!lua` and its flags). */
+  readonly shebang: string;
   readonly flags: readonly string[];
   readonly helpers: string;
   readonly body: string;
@@ -56,8 +58,7 @@ export function namePrelude(raw: string, body: string): string {
 /** src/scripts/<name>.lua with its includes inlined and its names bound: the source EVALSHA runs. */
 export function loadLua(name: string): string {
   const p = scriptParts(name);
-  const shebang = read(name).split('\n', 1)[0];
-  return `${shebang}\n${p.helpers}${p.body}`;
+  return `${p.shebang}\n${p.helpers}${p.body}`;
 }
 
 /**
@@ -75,6 +76,7 @@ export function scriptParts(name: string): ScriptParts {
   const body = rest.slice(cut);
   return {
     name,
+    shebang,
     flags,
     helpers: inlineIncludes(rest.slice(0, cut), new Set()),
     body: `\n${namePrelude(raw, body)}${body}`,

@@ -6,8 +6,10 @@
 -- each, and unpack's limit near 8 000 values).
 local MAX_UNITS = 1000
 
--- register_fetcher: registers `units` members `<prefix><u>` in `idle` until `deadline`.
-local function register_fetcher(idle, prefix, units, deadline)
+-- register_fetcher: registers `units` members of registration `nonce` of `fetcher` in `idle` until
+-- `deadline` (a retried claim's `r<nonce>` registers under the claim's own nonce).
+local function register_fetcher(idle, fetcher, nonce, units, deadline)
+  local prefix = fetcher .. '|' .. string.match(nonce, '^r?(.*)$') .. '|'
   local members = {}
   for u = 1, units do
     members[#members + 1] = deadline
