@@ -87,8 +87,7 @@ export type {
   RetentionRule,
   WorkerDescription,
 } from './types.js';
-export type { BackoffStrategy } from './worker/backoff.js';
 export { Job } from './worker/job.js';
 export type { ProcessorMap } from './worker/named-processors.js';
-export type { WorkerOptions } from './worker/options.js';
+export type { BackoffStrategy, WorkerOptions } from './worker/options.js';
 export { type Processor, Worker, type WorkerEvents } from './worker/worker.js';

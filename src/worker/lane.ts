@@ -1,13 +1,14 @@
 /**
  * One partition as a worker sees it: its keys and calls, the jobs the worker holds there, and the loops
  * that work per partition (fetch, mark starts, write outcomes, renew leases). One lane per partition (one
- * for an unpartitioned queue), sharing the worker's runner (slots), subscriber, heartbeat, recovery.
+ * for an unpartitioned queue), sharing the worker's slots, subscriber, heartbeat, recovery.
  *
- * Data flows one way: the fetcher's claimed jobs become Jobs held here and go to the runner; the
- * runner's settled attempts come back as outcome rows for this lane's acker, which writes them through
- * this lane's calls; the lane then forgets their leases and reports each written outcome upward as one
- * LaneOutcome. The lane owns its held leases (the runner asks through the methods below); the runner
- * owns the attempts that run (`running`).
+ * Data flows one way, and the lane knows neither the runner nor the other lanes: the fetcher's claimed
+ * jobs become Jobs held here and go up to the host (onClaimed: the worker gives them to the runner); the
+ * runner's settled attempts come down as outcome rows (completed, failed) for this lane's acker, which
+ * writes them through this lane's calls; the lane then forgets their leases and reports each written
+ * outcome upward as one LaneOutcome. Leases found lost and jobs cancelled go up as ids. The lane owns
+ * its held leases (others read them through holds and leaseLeft); the runner owns the attempts that run.
  */
 import { type Clock, REAL_TIMERS } from '../clock.js';
 import type { SuretyError } from '../errors.js';
@@ -24,7 +25,7 @@ import { HeldLeases } from './held-leases.js';
 import { attemptOf, Job } from './job.js';
 import { LeaseRenewer } from './lease-renewer.js';
 import type { ResolvedWorkerOptions } from './options.js';
-import type { RunningView } from './running-jobs.js';
+import type { LaneSlots } from './slot-share.js';
 import { encodeMarks, Starter } from './starter.js';
 
 /** A written outcome (or a refused one: the lease was lost and the fence said no), reported upward. */
@@ -43,34 +44,22 @@ function spanOutcome(r: { outcome: string } | { refusal: unknown }): AttemptOutc
   return r.outcome === 'dead' ? 'dead' : 'retry';
 }
 
-/** What the lanes hand their jobs to: the worker's runner, which owns the slots they share. */
-export interface LaneRunner {
-  /** Slots `lane` may claim now (free slots less every lane's claims in flight; see worker/slot-share.ts). */
-  claimable(lane: Lane): number;
-  /** Of `count` jobs claimed now, how many free slots could start at once (claim.lua's freeSlots). */
-  startable(count: number): number;
-  /** Jobs just claimed (and held by their lane): to run when a slot frees, or to hand back if closing. */
-  accept(jobs: Job<unknown>[]): void;
-  /** queue.cancel moved this running job to dead (its lease is already forgotten). */
-  cancelled(lane: Lane, job: Job<unknown>): void;
-  /** The renewer or a refused start mark found these leases lost (already forgotten): abort whatever of them runs. */
-  leaseLost(lane: Lane, ids: string[]): void;
-  /** A claim of this lane came back short: slots it had reserved are free for the other lanes. */
-  claimReleased(): void;
-  /** The attempts of `lane` that run now. */
-  runningIn(lane: Lane): RunningView;
-  handoffUnits(): number;
-}
-
 export interface LaneHost {
   client: RedisClient;
   subscriber: RedisClient;
   options: ResolvedWorkerOptions;
   queueName: string;
-  runner: LaneRunner;
+  /** The worker's slots, shared among its lanes: asked before each claim. */
+  slots: LaneSlots<Lane>;
+  /** Jobs just claimed (and held here): to run when a slot frees, or to hand back if closing. */
+  onClaimed(jobs: Job<unknown>[]): void;
+  /** A claim of this lane came back short: slots it had reserved are free for the other lanes. */
+  onClaimReleased(): void;
+  /** queue.cancel moved this job to dead; its lease is forgotten here (stop it if it runs). */
+  onCancelled(lane: Lane, id: string): void;
+  /** The renewer or a refused start mark found these leases lost (already forgotten here). */
+  onLeasesLost(lane: Lane, ids: string[]): void;
   onOutcome(outcome: LaneOutcome): void;
-  /** Leases this lane held and lost (after the runner aborted the attempts still running). */
-  onLeaseLost(ids: string[]): void;
   onError(err: unknown): void;
 }
 
@@ -80,9 +69,6 @@ export interface LaneDiagnostics {
   /** The first 50 ids whose lease this lane holds. */
   held: string[];
   heldCount: number;
-  running: number;
-  /** The attempts running: job id and fencing token (one per claim: a re-claimed job has a new one). */
-  runningJobs: { id: string; token: string }[];
   claimsRequested: number;
   /** Claims this lane has sent so far (surety/testing: did a claim follow a wake-up?). */
   claimsSent: number;
@@ -100,7 +86,7 @@ export class Lane {
   private readonly starter: Starter;
   /** Node's timers, or the test clock's (clock.ts) when the worker has one. */
   readonly timers: Clock;
-  /** Free slots counted by this lane's claims in flight (see LaneRunner.startable). */
+  /** Free slots counted by this lane's claims in flight (see LaneSlots.startable). */
   private starts = 0;
   /** Claims sent and not answered yet (close waits for them, so their jobs can be handed back). */
   private readonly claims = new Set<Promise<unknown>>();
@@ -110,7 +96,7 @@ export class Lane {
     readonly keys: QueueKeys,
     private readonly host: LaneHost,
   ) {
-    const { runner, onError, options } = host;
+    const { slots, onError, options } = host;
     this.timers = options.clock ?? REAL_TIMERS;
     this.calls = new WorkerCalls(host.client, keys, options);
     this.fetcher = new Fetcher({
@@ -118,14 +104,16 @@ export class Lane {
       wakeChannel: keys.wakeChannel,
       pollIntervalMs: options.pollIntervalMs,
       timers: this.timers,
-      freeSlots: () => runner.claimable(this) + this.fetcher.requestedCount,
+      freeSlots: () => slots.claimable(this) + this.fetcher.requestedCount,
       handoffChannel: options.limiter ? undefined : (fetcher) => handoffChannel(keys, fetcher),
-      handoffUnits: () => runner.handoffUnits(),
+      handoffUnits: () => slots.handoffUnits(),
       claim: (count, ticket, handoff) => this.sendClaim(count, ticket, handoff),
-      onJobs: (claimed) => runner.accept(this.toJobs(claimed)),
-      onCancelled: (id) => this.onCancelled(id),
+      onJobs: (claimed) => host.onClaimed(this.toJobs(claimed)),
+      onCancelled: (id) => {
+        if (this.held.forget(id)) host.onCancelled(this, id);
+      },
       onError,
-      onReleased: () => runner.claimReleased(),
+      onReleased: () => host.onClaimReleased(),
     });
     this.acker = new Acker({
       writeCompletions: (rows) => this.writeCompletions(rows),
@@ -150,12 +138,12 @@ export class Lane {
   // ---- claimed jobs --------------------------------------------------------------------------
 
   /**
-   * One claim of the fetcher's: counts the free slots it may start at once (LaneRunner.startable)
+   * One claim of the fetcher's: counts the free slots it may start at once (LaneSlots.startable)
    * until it is answered, and stamps its jobs with the send time and Redis's time, which date their
    * leases (toJobs).
    */
   private sendClaim(count: number, ticket: ClaimTicket, handoff: HandoffArgs): Promise<ClaimReply> {
-    const startNow = this.host.runner.startable(count);
+    const startNow = this.host.slots.startable(count);
     this.starts += startNow;
     const sent = { at: this.timers.now(), redisNow: 0 };
     const call = this.track(
@@ -216,10 +204,10 @@ export class Lane {
   }
 
   /**
-   * An attempt settled after its lease was lost while it ran: its outcome is still sent, and will be
+   * An attempt settled; if its lease was lost while it ran, its outcome is still sent, and will be
    * refused or accepted by the fence, so the lease is renewed again until it is written.
    */
-  holdForOutcome(job: Job<unknown>): void {
+  private holdForOutcome(job: Job<unknown>): void {
     // (until 0: a lost lease stands for nothing; only a buffered job's start reads it.)
     this.held.holdIfAbsent(job.id, { token: job.token, leaseMs: job.leaseMs, until: 0 });
   }
@@ -227,16 +215,6 @@ export class Lane {
   /** Forgets a lease (outcome written, handed back, lost) unless the job was claimed again meanwhile. */
   forget(id: string, token: string): void {
     this.held.forget(id, token);
-  }
-
-  /** queue.cancel already moved the job to dead: forget it, and stop its attempt if it is running. */
-  private onCancelled(id: string): void {
-    if (!this.held.forget(id)) return;
-    const job = this.host.runner.runningIn(this).get(id);
-    if (job && !attemptOf(job).decided) {
-      this.host.options.tracing.ended(job, 'cancelled');
-      this.host.runner.cancelled(this, job);
-    }
   }
 
   // ---- running jobs --------------------------------------------------------------------------
@@ -264,20 +242,20 @@ export class Lane {
 
   /** Leases found lost (already forgotten), by a renewal or a refused start mark: their attempts stop. */
   private leasesLost(ids: string[]): void {
-    if (ids.length === 0) return;
-    this.host.runner.leaseLost(this, ids);
-    this.host.onLeaseLost(ids);
+    if (ids.length > 0) this.host.onLeasesLost(this, ids);
   }
 
   // ---- outcomes ------------------------------------------------------------------------------
 
-  /** Queues a completion for the next batch (written at the next flushOutcomes). */
-  ackCompleted(row: CompleteRow): void {
+  /** A completion for the next batch (written at the next flushOutcomes). */
+  completed(row: CompleteRow): void {
+    this.holdForOutcome(row.job);
     this.acker.pushComplete(row);
   }
 
-  /** Queues a failure for the next batch (written at the next flushOutcomes). */
-  ackFailed(row: FailRow): void {
+  /** A failure, snooze or rate limit for the next batch (written at the next flushOutcomes). */
+  failed(row: FailRow): void {
+    this.holdForOutcome(row.job);
     this.acker.pushFail(row);
   }
 
@@ -353,7 +331,7 @@ export class Lane {
     }
   }
 
-  // ---- claiming, for the runner's slot sharing -----------------------------------------------
+  // ---- claiming, for the worker's slot sharing -----------------------------------------------
 
   /** Jobs asked for by this lane's claims in flight. */
   get claimsRequested(): number {
@@ -391,11 +369,6 @@ export class Lane {
       partition: this.partition,
       held: this.held.ids(50),
       heldCount: this.held.size,
-      running: this.host.runner.runningIn(this).size,
-      runningJobs: this.host.runner
-        .runningIn(this)
-        .jobs()
-        .map((job) => ({ id: job.id, token: job.token })),
       claimsRequested: this.claimsRequested,
       claimsSent: this.fetcher.claimsSent,
       drained: this.isDrained,

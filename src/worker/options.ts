@@ -1,11 +1,15 @@
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '../defaults.js';
 import { ValidationError } from '../errors.js';
+import type { BackoffStrategyOf } from '../options/backoff.js';
 import { type CommonOptions, type ResolvedCommon, resolveCommon } from '../options/common.js';
 import { resolveRetention } from '../options/retention.js';
 import { MAX_TIMER_MS } from '../timers.js';
 import type { Retention } from '../types.js';
 import { checkBool, checkInt, checkKnownKeys, checkObject } from '../validate.js';
-import type { BackoffStrategy } from './backoff.js';
+import type { Job } from './job.js';
+
+/** A custom backoff strategy: ms before the next attempt, or -1 or false for no retry (dead at once). */
+export type BackoffStrategy = BackoffStrategyOf<Job>;
 
 /**
  * Largest `concurrency` and numeric `prefetch`. A claim asks for at most concurrency + prefetch jobs

@@ -7,11 +7,13 @@
  * its retry delay) for the job's lane to write. Cancels and lost leases abort attempts; at close,
  * buffered jobs are handed back and attempts still running past the timeout are failed.
  *
- * It never touches a lane's maps: it asks the lane to start or stop running, forget, hand back or
- * acknowledge jobs, and the lane reports written outcomes to the worker. A job's processor runs as soon
- * as it has a slot: its start is marked with the lane's next call (starter.ts), never awaited.
+ * It knows no lane: jobs come in (accept), and what it decides goes out as values through its deps, which
+ * the worker routes to the job's lane: a start to mark, an outcome row to write, jobs to hand back, a
+ * freed slot. It reads one thing of the lanes, how long a job's lease surely stands. A job's processor
+ * runs as soon as it has a slot: its start is marked with the lane's next call (starter.ts), never awaited.
  */
 
+import { type Clock, REAL_TIMERS } from '../clock.js';
 import {
   type AttemptError,
   isA,
@@ -29,15 +31,15 @@ import {
   SnoozeLimitError,
   TimeoutError,
 } from '../errors.js';
+import { retryDelayMs } from '../options/backoff.js';
+import { decodeBackoff } from '../store/job-record.js';
 import { safeTimeout } from '../timers.js';
 import { toJson } from '../validate.js';
-import { retryDelayMs } from './backoff.js';
+import type { CompleteRow, FailRow } from './acker.js';
 import { abortAttempt, attemptOf, type Job } from './job.js';
-import type { Lane, LaneRunner } from './lane.js';
 import type { ResolvedWorkerOptions } from './options.js';
 import { RunningJobs, type RunningView } from './running-jobs.js';
-import { handBack } from './shutdown.js';
-import { claimableSlots } from './slot-share.js';
+import type { SlotCounters } from './slot-share.js';
 import { expiredUnstarted, isUnstarted } from './unstarted.js';
 
 /** See WorkerOptions.prefetch: a prefetched job waits locally for about this long at most. */
@@ -55,12 +57,25 @@ export interface RunnerDeps<Data, Result> {
   name: string;
   options: ResolvedWorkerOptions;
   processor: Processor<Data, Result>;
-  /** The worker's lanes, by partition (built at construction, or at start() for `partitions: 'auto'`). */
-  lanes(): readonly Lane[];
   /** False before start() and from close() on: then no job starts. */
   isRunning(): boolean;
+  /**
+   * How long this attempt's lease surely stands yet, as its lane knows it (-Infinity: its lane no
+   * longer holds it: lost, or claimed again meanwhile).
+   */
+  leaseLeft(job: Job<unknown>): number;
   /** A job's processor is about to be called (the worker advances its schedule, if it has one). */
-  onStart(lane: Lane, job: Job<Data>): void;
+  onStart(job: Job<Data>): void;
+  /** The attempt's processor started: its lane marks the start with its next call. */
+  started(job: Job<unknown>): void;
+  /** An attempt settled: its lane writes this completion (and holds the lease until it is written). */
+  completed(row: CompleteRow): void;
+  /** An attempt settled: its lane writes this failure, snooze or rate limit (as `completed`). */
+  failed(row: FailRow): void;
+  /** Jobs claimed and never started go back to waiting (release.lua, through their lanes). */
+  handBack(jobs: Job<unknown>[]): Promise<void>;
+  /** A slot freed: outcomes are written and claims made at the end of this event-loop turn (turns.ts). */
+  slotFreed(): void;
   /**
    * The processor marks its attempt's start itself, by calling attemptOf(job).onStart (a sandbox pool, when a
    * sandbox acknowledges the job); false: the runner marks it as it calls the processor.
@@ -69,19 +84,15 @@ export interface RunnerDeps<Data, Result> {
   onError(err: unknown): void;
 }
 
-export class Runner<Data, Result> implements LaneRunner {
-  /** Jobs whose processor is running, over all lanes. */
+export class Runner<Data, Result> implements SlotCounters {
+  /** Jobs whose processor is running, over all partitions. */
   private runningCount = 0;
-  /** The attempts running, per lane: started and stopped here, read by the lanes (runningIn). */
-  private readonly running = new Map<Lane, RunningJobs>();
+  /** The attempts running, per partition: started and stopped here, read by the worker (runningIn). */
+  private readonly running = new Map<number, RunningJobs>();
   /** Claimed (leased) jobs waiting for a free slot: prefetched so the next batch is ready when slots free. */
   private readonly buffer: Job<Data>[] = [];
   /** Moving average of attempt durations (ms), for the automatic prefetch; starts at "not short". */
   private avgDurationMs = 100;
-  /** Lane the next tick pumps first, so partitions take turns at freed slots. */
-  private nextLane = 0;
-  private tickScheduled = false;
-  private startsScheduled = false;
   private idleWaiters: (() => void)[] = [];
   /** Release calls in flight: jobs claimed but never started, handed back by a closing worker. */
   private readonly handingBack = new Set<Promise<void>>();
@@ -91,8 +102,12 @@ export class Runner<Data, Result> implements LaneRunner {
   /** worker.pause(): no claims and no starts until resume(); claimed jobs are handed back. */
   private paused = false;
 
+  /** Node's timers, or the test clock's (clock.ts) when the worker has one: attempts' timeouts. */
+  private readonly timers: Clock;
+
   constructor(private readonly deps: RunnerDeps<Data, Result>) {
     this.concurrencyNow = deps.options.concurrency;
+    this.timers = deps.options.clock ?? REAL_TIMERS;
   }
 
   get concurrency(): number {
@@ -125,30 +140,26 @@ export class Runner<Data, Result> implements LaneRunner {
     return this.runningCount;
   }
 
-  // ---- slots ---------------------------------------------------------------------------------
+  // ---- slots (read by the lanes' sharing: slot-share.ts) ---------------------------------
 
-  /** How many jobs `lane` may claim now: its share of the free slots (worker/slot-share.ts). */
-  claimable(lane: Lane): number {
-    if (this.paused) return 0;
-    const lanes = this.deps.lanes();
-    return claimableSlots(
-      {
-        lanes,
-        capacity: this.concurrencyNow + this.prefetchLimit(),
-        held: this.runningCount + this.buffer.length,
-        turnFirst: (this.nextLane + lanes.length - 1) % lanes.length,
-        shortJobs: this.avgDurationMs <= PREFETCH_HORIZON_MS,
-      },
-      lane,
-    );
+  /** Slots plus the prefetch limit: how many jobs may be held (running or buffered). */
+  get capacity(): number {
+    return this.concurrencyNow + this.prefetchLimit();
   }
 
-  /** Of `count` jobs claimed now, how many the free slots could start at once (claim.lua's freeSlots). */
-  startable(count: number): number {
-    let starting = 0;
-    for (const l of this.deps.lanes()) starting += l.startsRequested;
-    const free = this.concurrencyNow - this.runningCount - this.buffer.length - starting;
-    return Math.max(0, Math.min(count, free));
+  /** Jobs running or buffered (claimed, not started). */
+  get held(): number {
+    return this.runningCount + this.buffer.length;
+  }
+
+  /** Slots neither running nor holding a buffered job. */
+  get free(): number {
+    return this.concurrencyNow - this.runningCount - this.buffer.length;
+  }
+
+  /** Attempts last the prefetch horizon or less on average. */
+  get shortJobs(): boolean {
+    return this.avgDurationMs <= PREFETCH_HORIZON_MS;
   }
 
   /**
@@ -167,16 +178,6 @@ export class Runner<Data, Result> implements LaneRunner {
     );
   }
 
-  /** Jobs a lane may register for (worker/handoff.ts): its equal share of the free slots, 0 paused. */
-  handoffUnits(): number {
-    if (this.paused) return 0;
-    return Math.floor(this.startable(Number.MAX_SAFE_INTEGER) / this.deps.lanes().length);
-  }
-
-  claimReleased(): void {
-    if (this.deps.lanes().length > 1) this.scheduleTick();
-  }
-
   // ---- claimed jobs --------------------------------------------------------------------------
 
   accept(jobs: Job<unknown>[]): void {
@@ -193,7 +194,7 @@ export class Runner<Data, Result> implements LaneRunner {
 
   private handBack(jobs: Job<Data>[]): void {
     if (jobs.length === 0) return;
-    const call = handBack(this.deps.lanes(), jobs as Job<unknown>[]);
+    const call = this.deps.handBack(jobs as Job<unknown>[]);
     this.handingBack.add(call);
     void call.then(() => this.handingBack.delete(call));
   }
@@ -213,49 +214,45 @@ export class Runner<Data, Result> implements LaneRunner {
       this.buffer.length > 0
     ) {
       const job = this.buffer.shift()!;
-      const lane = this.laneOf(job);
-      if (!lane.holds(job)) continue;
+      const leaseLeft = this.deps.leaseLeft(job as Job<unknown>);
+      if (leaseLeft === Number.NEGATIVE_INFINITY) continue;
       // Never started, and past its expiry before a slot freed: it must not start. Handed back, the
       // next claim (or the expiry sweep) ends it dead with its ExpiredError on Redis's clock.
       // Nor may a job whose lease may run out before its start mark lands: renewals failed for two
       // thirds of it, so it may already be back in line, or done, elsewhere. Handed back (forgotten if
       // its lease is gone), it runs where a lease stands.
-      if (expiredUnstarted(job) || lane.leaseLeft(job) < job.leaseMs / 3) {
+      if (expiredUnstarted(job) || leaseLeft < job.leaseMs / 3) {
         this.handBack([job]);
         continue;
       }
       this.runningCount++;
-      this.run(lane, job);
+      this.run(job);
     }
-  }
-
-  private laneOf(job: Job<unknown>): Lane {
-    return this.deps.lanes()[job.partition]!;
   }
 
   // ---- running -------------------------------------------------------------------------------
 
-  private run(lane: Lane, job: Job<Data>): void {
-    this.runsOf(lane).start(job as Job<unknown>);
+  private run(job: Job<Data>): void {
+    const runs = this.runsOf(job.partition);
+    runs.start(job as Job<unknown>);
     // The attempt starts when its processor does: its start is marked and its timeout runs from then
     // (for a sandboxed module, once its sandbox took the job: a sandbox's start-up is not the job's).
     const attempt = attemptOf(job as Job<unknown>);
     attempt.onStart = () => {
       attempt.onStart = undefined;
-      lane.markStart(job as Job<unknown>);
-      this.scheduleStarts();
+      this.deps.started(job as Job<unknown>);
       if (job.timeoutMs <= 0) return;
-      const timer = lane.timers.setTimeout(() => {
+      const timer = this.timers.setTimeout(() => {
         if (attempt.decided) return;
         const err = new TimeoutError(job.id, job.timeoutMs);
         abortAttempt(job as Job<unknown>, err);
         this.settle(job, undefined, normaliseThrown(err));
       }, job.timeoutMs);
-      this.runsOf(lane).armTimeout(job as Job<unknown>, timer);
+      runs.armTimeout(job as Job<unknown>, timer);
     };
     if (!this.deps.processorMarksStart) attempt.onStart();
     job.startedAt = Date.now();
-    this.deps.onStart(lane, job);
+    this.deps.onStart(job);
     let promise: Promise<Result>;
     try {
       promise = Promise.resolve(this.deps.processor(job));
@@ -267,24 +264,24 @@ export class Runner<Data, Result> implements LaneRunner {
     promise.then(
       (result) => this.settle(job, result, undefined),
       (err: unknown) =>
-        isUnstarted(err) ? this.unstarted(lane, job) : this.settle(job, undefined, normaliseThrown(err)),
+        isUnstarted(err) ? this.unstarted(job) : this.settle(job, undefined, normaliseThrown(err)),
     );
   }
 
   /** The processor never started the job and it must not start (expired meanwhile): hand it back. */
-  private unstarted(lane: Lane, job: Job<Data>): void {
+  private unstarted(job: Job<Data>): void {
     const attempt = attemptOf(job as Job<unknown>);
     if (attempt.decided) return;
     attempt.decided = true;
     this.deps.options.tracing.ended(job as Job<unknown>, 'handed-back');
-    this.stopRunning(lane, job.id);
+    this.stopRunning(job.partition, job.id);
     this.handBack([job]);
     this.afterSlotFreed();
   }
 
   /** Frees the slot of a job that stopped running (settled, cancelled); returns how long it ran. */
-  private stopRunning(lane: Lane, id: string): number | undefined {
-    const ranMs = this.runsOf(lane).stop(id);
+  private stopRunning(partition: number, id: string): number | undefined {
+    const ranMs = this.runsOf(partition).stop(id);
     if (ranMs !== undefined) this.runningCount--;
     return ranMs;
   }
@@ -294,11 +291,8 @@ export class Runner<Data, Result> implements LaneRunner {
     const attempt = attemptOf(job as Job<unknown>);
     if (attempt.decided) return; // timed out or cancelled earlier: this late outcome is not the attempt's
     attempt.decided = true;
-    const lane = this.laneOf(job);
-    const ranMs = this.stopRunning(lane, job.id);
+    const ranMs = this.stopRunning(job.partition, job.id);
     if (ranMs !== undefined) this.avgDurationMs = this.avgDurationMs * 0.8 + ranMs * 0.2;
-    // The lease was lost while running: the outcome is still sent, and will be refused or accepted by the fence.
-    lane.holdForOutcome(job as Job<unknown>);
     if (failure === undefined) {
       let json: string | undefined;
       try {
@@ -311,7 +305,7 @@ export class Runner<Data, Result> implements LaneRunner {
         failure = normaliseThrown(resultError(job.id, err));
       }
       if (json !== undefined) {
-        lane.ackCompleted({ id: job.id, token: job.token, result: json, job, value: result });
+        this.deps.completed({ id: job.id, token: job.token, result: json, job, value: result });
       }
     }
     const pause = failure === undefined ? undefined : this.pauseOf(job, failure.error);
@@ -319,7 +313,7 @@ export class Runner<Data, Result> implements LaneRunner {
       failure = normaliseThrown(new SnoozeLimitError(job.id, this.deps.options.maxSnoozes));
     } else if (pause !== undefined) {
       failure = undefined;
-      lane.ackFailed({
+      this.deps.failed({
         id: job.id,
         token: job.token,
         retryDelayMs: pause.delayMs,
@@ -332,13 +326,21 @@ export class Runner<Data, Result> implements LaneRunner {
       let delay = -1;
       if (!failure.unrecoverable && !job.isLastAttempt) {
         try {
-          delay = retryDelayMs(job as Job, failure.error, this.deps.options.backoffStrategies);
+          const backoff = decodeBackoff(job.backoff);
+          const attempt = job.attempt - job.base;
+          delay = retryDelayMs(
+            backoff,
+            attempt,
+            failure.error,
+            job as Job,
+            this.deps.options.backoffStrategies,
+          );
         } catch (err) {
           this.deps.onError(err);
           delay = 0;
         }
       }
-      lane.ackFailed({
+      this.deps.failed({
         id: job.id,
         token: job.token,
         retryDelayMs: delay,
@@ -377,72 +379,46 @@ export class Runner<Data, Result> implements LaneRunner {
 
   private afterSlotFreed(): void {
     this.runBuffered();
-    this.scheduleTick();
+    this.deps.slotFreed();
     if (this.runningCount === 0 && this.buffer.length === 0) for (const w of this.idleWaiters.splice(0)) w();
   }
 
-  /**
-   * Once per event-loop turn: write buffered outcomes (start marks riding on the completions), send the
-   * marks left, and claim for the freed slots, back to back.
-   */
-  private scheduleTick(): void {
-    if (this.tickScheduled) return;
-    this.tickScheduled = true;
-    setImmediate(() => {
-      this.tickScheduled = false;
-      const lanes = this.deps.lanes();
-      const n = lanes.length;
-      for (const lane of lanes) lane.flushOutcomes();
-      for (const lane of lanes) lane.flushStarts();
-      // Lanes take turns at going first, so freed slots are shared among busy partitions.
-      const first = this.nextLane;
-      this.nextLane = (first + 1) % n;
-      for (let i = 0; i < n; i++) lanes[(first + i) % n]!.pumpClaims();
-    });
-  }
-
-  /**
-   * Start marks of processors started outside a tick (a claim's jobs, a handoff) go at the end of this
-   * turn; when a tick is due this turn, it sends them (after the completions they may ride on).
-   */
-  private scheduleStarts(): void {
-    if (this.startsScheduled) return;
-    this.startsScheduled = true;
-    setImmediate(() => {
-      this.startsScheduled = false;
-      if (this.tickScheduled) return;
-      for (const lane of this.deps.lanes()) lane.flushStarts();
-    });
-  }
-
-  private runsOf(lane: Lane): RunningJobs {
-    let runs = this.running.get(lane);
+  private runsOf(partition: number): RunningJobs {
+    let runs = this.running.get(partition);
     if (!runs) {
-      runs = new RunningJobs(lane.timers);
-      this.running.set(lane, runs);
+      runs = new RunningJobs(this.timers);
+      this.running.set(partition, runs);
     }
     return runs;
   }
 
-  /** The attempts of `lane` that run now. */
-  runningIn(lane: Lane): RunningView {
-    return this.runsOf(lane);
+  /** The attempts of `partition` that run now. */
+  runningIn(partition: number): RunningView {
+    return this.runsOf(partition);
   }
 
   // ---- attempts stopped from outside ---------------------------------------------------------
 
-  /** queue.cancel already moved the job to dead: abort it and free its slot, sending no outcome. */
-  cancelled(lane: Lane, job: Job<unknown>): void {
-    attemptOf(job).decided = true;
+  /**
+   * queue.cancel already moved the job to dead (its lease is forgotten): if it runs here, abort it and
+   * free its slot, sending no outcome.
+   */
+  cancelled(partition: number, id: string): void {
+    const job = this.runsOf(partition).get(id);
+    if (!job) return;
+    const attempt = attemptOf(job);
+    if (attempt.decided) return;
+    attempt.decided = true;
+    this.deps.options.tracing.ended(job, 'cancelled');
     abortAttempt(job, new CancelledError(job.id));
-    this.stopRunning(lane, job.id);
+    this.stopRunning(partition, job.id);
     this.afterSlotFreed();
   }
 
   /** Buffered jobs are skipped by runBuffered (their lease is forgotten); running ones are told. */
-  leaseLost(lane: Lane, ids: string[]): void {
+  leaseLost(partition: number, ids: readonly string[]): void {
     for (const id of ids) {
-      const job = this.runsOf(lane).get(id);
+      const job = this.runsOf(partition).get(id);
       if (job)
         abortAttempt(
           job,
@@ -471,8 +447,8 @@ export class Runner<Data, Result> implements LaneRunner {
    * whatever the processor does later is ignored, like a late result after a timeout.
    */
   failStillRunning(): void {
-    for (const lane of this.deps.lanes()) {
-      for (const job of this.runsOf(lane).jobs()) {
+    for (const runs of this.running.values()) {
+      for (const job of runs.jobs()) {
         const err = new ClosedError(`Worker ${this.deps.name} (close timeout)`);
         abortAttempt(job, err);
         this.settle(job as Job<Data>, undefined, normaliseThrown(err));

@@ -1,6 +1,7 @@
 /**
- * How a worker's free slots are shared between its lanes (one per partition): the rule behind
- * Runner.claimable, apart from the runner's counters so it reads, and can change, on its own.
+ * How a worker's free slots are shared between its lanes (one per partition): the rule each lane asks
+ * before it claims (SlotShare), over the runner's counters (how many jobs it runs and buffers) and the
+ * lanes' claims in flight, so it reads, and can change, on its own.
  *
  * Every lane may claim at most the free slots. In a partitioned queue a lane may claim at most a fair
  * share of the capacity among the lanes that are not drained, so one busy partition cannot starve the
@@ -56,4 +57,69 @@ function turnLane<L extends SharingLane>(lanes: readonly L[], first: number): L 
     if (!l.isDrained) return l;
   }
   return undefined;
+}
+
+/** What the sharing reads of the runner: its slots and what holds them. */
+export interface SlotCounters {
+  readonly isPaused: boolean;
+  /** Slots plus the prefetch limit. */
+  readonly capacity: number;
+  /** Jobs running or buffered (claimed, not started). */
+  readonly held: number;
+  /** Slots neither running nor holding a buffered job. */
+  readonly free: number;
+  /** Attempts are short (at most the prefetch horizon on average). */
+  readonly shortJobs: boolean;
+}
+
+/** A lane as the sharing sees it: its claims in flight. */
+export interface ClaimingLane extends SharingLane {
+  /** Jobs to be started at claim by the lane's claims in flight. */
+  readonly startsRequested: number;
+}
+
+/** What a lane asks before it claims: the worker's slots shared among its lanes. */
+export interface LaneSlots<L> {
+  /** How many jobs `lane` may claim now. */
+  claimable(lane: L): number;
+  /** Of `count` jobs claimed now, how many free slots could start at once (claim.lua's freeSlots). */
+  startable(count: number): number;
+  /** Jobs a lane may register for (worker/handoff.ts): its equal share of the free slots, 0 paused. */
+  handoffUnits(): number;
+}
+
+/** The rule above over the runner's counters and the worker's lanes. */
+export class SlotShare<L extends ClaimingLane> implements LaneSlots<L> {
+  constructor(
+    private readonly counters: SlotCounters,
+    private readonly lanes: () => readonly L[],
+    /** Index of the lane the latest turn pumped first (turns.ts). */
+    private readonly turnFirst: () => number,
+  ) {}
+
+  claimable(lane: L): number {
+    const c = this.counters;
+    if (c.isPaused) return 0;
+    return claimableSlots(
+      {
+        lanes: this.lanes(),
+        capacity: c.capacity,
+        held: c.held,
+        turnFirst: this.turnFirst(),
+        shortJobs: c.shortJobs,
+      },
+      lane,
+    );
+  }
+
+  startable(count: number): number {
+    let starting = 0;
+    for (const l of this.lanes()) starting += l.startsRequested;
+    return Math.max(0, Math.min(count, this.counters.free - starting));
+  }
+
+  handoffUnits(): number {
+    if (this.counters.isPaused) return 0;
+    return Math.floor(this.startable(Number.MAX_SAFE_INTEGER) / this.lanes().length);
+  }
 }

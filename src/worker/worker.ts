@@ -55,7 +55,7 @@ import {
 } from '../validate.js';
 import { Heartbeat, workerInfo } from './heartbeat.js';
 import { attemptOf, type Job } from './job.js';
-import { Lane, type LaneDiagnostics, type LaneHost, type LaneOutcome } from './lane.js';
+import { Lane, type LaneDiagnostics as LaneHolds, type LaneHost, type LaneOutcome } from './lane.js';
 import { type ProcessorMap, routeByName } from './named-processors.js';
 import {
   MAX_CONCURRENCY,
@@ -66,9 +66,18 @@ import {
 import { Recoverer, recoverEach } from './recoverer.js';
 import { type Processor, Runner } from './runner.js';
 import { modulePath, SandboxPool } from './sandbox/pool.js';
-import { settledWithin } from './shutdown.js';
+import { handBack, settledWithin } from './shutdown.js';
+import { SlotShare } from './slot-share.js';
+import { Turns } from './turns.js';
 
 export type { Processor } from './runner.js';
+
+/** @internal A lane's leases and claims, with the attempts the runner runs there (see diagnostics). */
+export interface LaneDiagnostics extends LaneHolds {
+  running: number;
+  /** The attempts running: job id and fencing token (one per claim: a re-claimed job has a new one). */
+  runningJobs: { id: string; token: string }[];
+}
 
 /** After closeTimeoutMs, how long close() still gives the outcomes of finished jobs to be written. */
 const OUTCOME_GRACE_MS = 1_000;
@@ -96,6 +105,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   /** One per partition; built at construction, or at start() for `partitions: 'auto'`. */
   private lanes: Lane[] = [];
   private readonly runner: Runner<Data, Result>;
+  /** Once per event-loop turn: outcomes written, starts marked, claims made, over all lanes. */
+  private readonly turns = new Turns(() => this.lanes);
   private readonly laneHost: LaneHost;
   private readonly recoverer: Recoverer;
   private readonly heartbeat: Heartbeat;
@@ -169,9 +180,17 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         processor as Processor<Data, Result>,
         (job) => attemptOf(job as Job<unknown>).trace,
       ),
-      lanes: () => this.lanes,
       isRunning: () => this.state === 'running',
-      onStart: (lane, job) => this.advanceScheduleOf(lane, job),
+      leaseLeft: (job) => this.laneOf(job).leaseLeft(job),
+      onStart: (job) => this.advanceScheduleOf(job),
+      started: (job) => {
+        this.laneOf(job).markStart(job);
+        this.turns.scheduleStarts();
+      },
+      completed: (row) => this.laneOf(row.job).completed(row),
+      failed: (row) => this.laneOf(row.job).failed(row),
+      handBack: (jobs) => handBack(this.lanes, jobs),
+      slotFreed: () => this.turns.schedule(),
       // A sandboxed module starts when its sandbox acknowledges the job (sandbox.ts): that marks it.
       processorMarksStart: this.sandboxes !== null,
       onError,
@@ -181,9 +200,21 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       subscriber: this.subscriber,
       options: this.options,
       queueName: this.name,
-      runner: this.runner,
+      slots: new SlotShare(
+        this.runner,
+        () => this.lanes,
+        () => this.turns.turnFirst,
+      ),
+      onClaimed: (jobs) => this.runner.accept(jobs),
+      onClaimReleased: () => {
+        if (this.lanes.length > 1) this.turns.schedule();
+      },
+      onCancelled: (lane, id) => this.runner.cancelled(lane.partition, id),
+      onLeasesLost: (lane, ids) => {
+        this.runner.leaseLost(lane.partition, ids);
+        this.notify('leaseLost', ids);
+      },
       onOutcome: (outcome) => this.onOutcome(outcome),
-      onLeaseLost: (ids) => this.notify('leaseLost', ids),
       onError,
     };
     if (this.options.partitions !== 0) {
@@ -205,7 +236,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       // Workers are listed in partition 0 only: the list is for people (queue.workers()), and
       // recovery never needs it, so one entry per worker is enough however many partitions it claims.
       beat: async (ttl) => {
-        const running = this.lanes.map((l) => this.runner.runningIn(l).ids());
+        const running = this.lanes.map((l) => this.runner.runningIn(l.partition).ids());
         await this.lanes[0]?.calls.beat(
           this.id,
           ttl,
@@ -219,6 +250,10 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
 
   private buildLanes(layout: Layout): void {
     this.lanes = layout.parts.map((k, p) => new Lane(p, k, this.laneHost));
+  }
+
+  private laneOf(job: Job<unknown>): Lane {
+    return this.lanes[job.partition]!;
   }
 
   /** Keys of partition 0: the queue's only keys when it is not partitioned. */
@@ -285,7 +320,14 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   diagnostics(): { running: number; lanes: LaneDiagnostics[]; state: string; scheduleAdvances: number } {
     return {
       running: this.activeCount,
-      lanes: this.lanes.map((l) => l.diagnostics()),
+      lanes: this.lanes.map((l) => {
+        const running = this.runner.runningIn(l.partition);
+        return {
+          ...l.diagnostics(),
+          running: running.size,
+          runningJobs: running.jobs().map((job) => ({ id: job.id, token: job.token })),
+        };
+      }),
       state: this.state,
       scheduleAdvances: this.scheduleAdvances,
     };
@@ -327,13 +369,13 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   }
 
   /** The next tick's job is created as this one starts (the recovery loop repairs it if we die first). */
-  private advanceScheduleOf(lane: Lane, job: Job<Data>): void {
+  private advanceScheduleOf(job: Job<Data>): void {
     const occurrence = parseOccurrenceId(job.id);
     if (!occurrence) return;
     // Not awaited (the job starts now), but counted: it reads the time, and the next occurrence is due
     // one period after the time it reads.
     this.scheduleAdvances++;
-    advanceSchedule(this.conn.client, lane.keys, occurrence.key, occurrence.tick)
+    advanceSchedule(this.conn.client, this.laneOf(job as Job<unknown>).keys, occurrence.key, occurrence.tick)
       .catch((err) => this.reportError(err))
       .finally(() => this.scheduleAdvances--);
   }

@@ -175,6 +175,59 @@ describe('Worker', () => {
     expect(calls).toEqual([1, 2]);
   });
 
+  it('a custom strategy that returns -1 or false ends the job dead at once, with the attempt error', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    const errors: unknown[] = [];
+    const runs = new Map<string, number>();
+    const w = worker(
+      name,
+      (job) => {
+        runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
+        throw new Error(`failed ${(job.data as { n: number }).n}`);
+      },
+      {
+        backoffStrategies: {
+          // Retry once after 5 ms, then give up: -1 on the second failure.
+          minusOne: (attempt: number) => (attempt < 2 ? 5 : -1),
+          never: () => false,
+          // Neither a delay nor "no retry": reported, and retried at once.
+          odd: (attempt: number) => (attempt < 2 ? -2 : false),
+        },
+      },
+    );
+    w.on('error', (err) => errors.push(err));
+    const opts = (strategy: string) =>
+      ({ maxAttempts: 5, backoff: { type: 'custom', name: strategy } }) as const;
+    const a = await q.add({ n: 1 }, opts('minusOne'));
+    const b = await q.add({ n: 2 }, opts('never'));
+    const c = await q.add({ n: 3 }, opts('odd'));
+    for (const [job, msg] of [
+      [a, 'failed 1'],
+      [b, 'failed 2'],
+      [c, 'failed 3'],
+    ] as const)
+      await expect(q.waitFor(job.id)).rejects.toMatchObject({
+        code: 'ERR_JOB_DEAD',
+        message: expect.stringContaining(msg),
+      });
+    expect([runs.get(a.id), runs.get(b.id), runs.get(c.id)]).toEqual([2, 1, 2]);
+    for (const [job, attempts] of [
+      [a, 2],
+      [b, 1],
+      [c, 2],
+    ] as const) {
+      const info = (await q.getJob(job.id))!;
+      expect(info).toMatchObject({ state: 'dead', attempts });
+      expect(info.errors).toHaveLength(attempts);
+    }
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({
+      code: 'ERR_INVALID_OPTION',
+      message: expect.stringContaining('returned -2'),
+    });
+  });
+
   it('an UnrecoverableError ends the job dead at once, without retries', async () => {
     const name = uniqueName();
     const q = queue(name);
