@@ -31,7 +31,23 @@ import { hash01 } from './rng.js';
  * refuses it. Without attempts that outlive the lease, a complete.lua that ignored the fencing token
  * while the job is active passed every check (mutation-tested); with them it fails "wrong outcome".
  */
-export type Kind = 'n' | 'f' | 'u' | 'd' | 'r' | 'i' | 's' | 'o' | 'h' | 'b' | '1' | 'z' | 'e' | 't' | 'w';
+export type Kind =
+  | 'n'
+  | 'f'
+  | 'u'
+  | 'd'
+  | 'r'
+  | 'i'
+  | 's'
+  | 'o'
+  | 'h'
+  | 'b'
+  | '1'
+  | 'z'
+  | 'e'
+  | 't'
+  | 'w'
+  | 'g';
 
 export const KIND_NAMES: Record<Kind, string> = {
   n: 'normal',
@@ -49,11 +65,12 @@ export const KIND_NAMES: Record<Kind, string> = {
   e: 'expiring',
   t: 'dedupe throttle',
   w: 'dedupe debounce',
+  g: 'custom backoff giving up',
 };
 
 /** Share of each kind among the adds (percent). */
 export const KIND_WEIGHTS: Record<Kind, number> = {
-  n: 43.8,
+  n: 42.3,
   f: 4,
   u: 2,
   d: 8,
@@ -68,6 +85,7 @@ export const KIND_WEIGHTS: Record<Kind, number> = {
   e: 4,
   t: 4,
   w: 3,
+  g: 1.5,
 };
 
 /** The kinds a processor misbehaves in (left out by `--workload plain`). */
@@ -119,6 +137,18 @@ export const MAX_RESULT_BYTES = 512 * 1024;
 export function maxAttemptsOf(kind: Kind): number {
   if (kind === '1') return 1;
   return kind === 'f' || kind === 'u' || kind === 'o' || kind === 'h' || kind === 'b' ? 3 : 5;
+}
+
+/**
+ * Kind g fails every attempt, and its custom backoff strategy (the chaos workers' `giveUp`) says "no
+ * retry" from this charged attempt on (-1, then false), well before its maxAttempts (5): the job must
+ * end dead at that attempt, with its planned failure.
+ */
+export const GIVE_UP_AT = 2;
+
+export function giveUpBackoff(attempt: number): number | false {
+  if (attempt < GIVE_UP_AT) return 10;
+  return attempt === GIVE_UP_AT ? -1 : false;
 }
 
 /**
@@ -194,7 +224,7 @@ export function planAttempt(seed: number, data: JobData, attempt: number, maxAtt
     data.k === 's' ? slowMin + Math.floor(r * (slowMax - slowMin)) : Math.floor(r * (MAX_JOB_MS + 1));
   let outcome: PlannedOutcome = 'ok';
   let variant = 0;
-  if (data.k === 'f') outcome = 'fail';
+  if (data.k === 'f' || data.k === 'g') outcome = 'fail';
   else if (data.k === 'u') outcome = 'unrec';
   else if (data.k === 'o' && !last && (attempt === 1 || r2 < 0.7)) {
     outcome = 'odd';

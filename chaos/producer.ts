@@ -130,6 +130,7 @@ export class Producer {
     const kind = this.rng.weighted(this.weights);
     const data: JobData = { s: ++this.seq, k: kind };
     const opts: JobOptions = { maxAttempts: maxAttemptsOf(kind) };
+    if (kind === 'g') opts.backoff = { type: 'custom', name: 'giveUp' };
     const rec: AddRecord = { seq: data.s, kind, notBefore: 0 };
     const now = Date.now();
     const horizon = Math.max(50, Math.min(10_000, remainingMs));

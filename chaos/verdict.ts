@@ -6,6 +6,7 @@
 import type { JobAttemptError } from '../src/index.js';
 import {
   expectedErrorName,
+  GIVE_UP_AT,
   KIND_NAMES,
   PLANNED_FAILURE_MESSAGE,
   planAttempt,
@@ -467,7 +468,8 @@ function outcomeProblem(seed: number, job: Info, selfExits: ReadonlySet<string>)
   const last = errors[errors.length - 1];
   const kind = job.data.k;
   if (job.state === 'completed') {
-    if (kind === 'f' || kind === 'u') return 'completed, but every attempt of this kind fails';
+    if (kind === 'f' || kind === 'u' || kind === 'g')
+      return 'completed, but every attempt of this kind fails';
     if (!job.result || job.result.a !== attempts)
       return `stale: completed at attempt ${attempts} with the result of attempt ${job.result?.a}`;
     if (kind === 'z' || kind === 'w') return stepProblem(job, kind === 'z' ? 'first' : 'charge');
@@ -480,6 +482,14 @@ function outcomeProblem(seed: number, job: Info, selfExits: ReadonlySet<string>)
       ? ''
       : `dead after ${attempts} of ${maxAttempts} attempts (${job.attemptsLeft} left)`;
   if (kind === 'u' && last?.name === 'UnrecoverableError') return '';
+  if (kind === 'g') {
+    // Its strategy gave up at the first planned failure from attempt GIVE_UP_AT on: no retry after it.
+    const gaveUp = errors.filter((e) => e.name !== LEASE_EXPIRED && e.attempt >= GIVE_UP_AT);
+    if (gaveUp.length === 1 && gaveUp[0] === last) return '';
+    if (gaveUp.length === 0 && last?.name === LEASE_EXPIRED && job.attemptsLeft === 0)
+      return 'dead-by-lease-loss';
+    return `custom backoff: dead at attempt ${attempts}/${maxAttempts} with failures at [${gaveUp.map((e) => e.attempt).join(',')}] from attempt ${GIVE_UP_AT} on; the strategy gives up at the first`;
+  }
   if (last?.name === LEASE_EXPIRED && job.attemptsLeft === 0) return 'dead-by-lease-loss';
   return `dead at attempt ${attempts}/${maxAttempts} (${job.attemptsLeft} left) with last error ${last?.name}: ${last?.message}`;
 }

@@ -8,9 +8,9 @@
  * It exits at once when the parent goes away (IPC disconnect), so a dead harness leaves no workers.
  */
 import { StaleJobError, Worker } from '../src/index.js';
-import type { LaneDiagnostics } from '../src/worker/lane.js';
+import type { LaneDiagnostics } from '../src/worker/worker.js';
 import { type ActEnv, actOut, type ChaosJob } from './act.js';
-import type { ChaosResult, JobData } from './behaviour.js';
+import { type ChaosResult, giveUpBackoff, type JobData } from './behaviour.js';
 import { ExecLogWriter } from './exec-log.js';
 import { throwingTracerProvider } from './tracer.js';
 
@@ -82,6 +82,7 @@ const worker = new Worker<JobData, ChaosResult>(
     heartbeatMs: cfg.heartbeatMs,
     pollIntervalMs: cfg.pollIntervalMs,
     closeTimeoutMs: 2_000,
+    backoffStrategies: { giveUp: giveUpBackoff },
     ...(cfg.sandbox ? { sandbox: cfg.sandbox } : {}),
     ...(cfg.tracerSeed === undefined
       ? {}
