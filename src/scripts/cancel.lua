@@ -48,8 +48,7 @@ if not rec then return 'NOT_FOUND' end
 local f, nl = parse_record(rec)
 local state = f[F_STATE]
 if state == 'c' or state == 'x' then return 'INVALID_STATE:' .. state end
-local k = { jobs = jobs, annex = annex, waiting = waiting, prio = prio, seq = seq_key, delayed = delayed, dead = dead,
-  active = active, deps = deps_key, dependents = dependents_key, wake = arg_wake_channel, done = arg_done_channel, stats = stats_key }
+local k = queue_keys
 local now = current_time(arg_now)
 unlink(k, id, state, rec, now)
 if state == 'b' then unlink_parents(k, id) end

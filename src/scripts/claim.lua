@@ -70,9 +70,7 @@
 -- @include claim_take
 -- @include claim_lease
 
-local k = { jobs = jobs_key, waiting = waiting_key, prio = prio_key, seq = seq_key, delayed = delayed_key,
-  active = active_key, meta = meta_key, events = events_key, annex = annex_key, claims = claims_key,
-  tokens = tokens_key, idle = idle_key }
+local k = queue_keys
 local now = current_time(arg_now)
 local wanted = tonumber(arg_count)
 local count = wanted

@@ -123,8 +123,7 @@ if #done > 0 then
   redis.call('SPUBLISH', arg_done_channel, 'c\n' .. table.concat(done, '\n'))
   wake_starved(meta_key, arg_wake_channel)
   emit_event(events_key, arg_events_max_len, 'completed', done)
-  local k = { jobs = jobs, annex = annex, waiting = waiting_key, prio = prio_key, seq = seq_key, delayed = delayed_key,
-    dead = dead_key, deps = deps_key, dependents = dependents_key, wake = arg_wake_channel, done = arg_done_channel, stats = stats_key }
+  local k = queue_keys
   count_stats(stats_key, now, 'c', #done)
   for j = 1, #done do batch_settle(jobs, done[j], finished_recs[j], true, now) end
   emit_event(events_key, arg_events_max_len, 'dead', settle_dependents(k, now, done, {}))

@@ -49,8 +49,7 @@ local jobs, annex, waiting, prio, delayed, deps = jobs_key, annex_key, waiting_k
 local budget = tonumber(arg_limit)
 local with_blocked = arg_blocked == '1'
 local max_len = arg_events_max_len
-local k = { jobs = jobs, annex = annex, waiting = waiting, prio = prio, seq = seq_key, delayed = delayed,
-  dead = dead_key, deps = deps, dependents = dependents_key, wake = arg_wake_channel, done = arg_done_channel, stats = stats_key }
+local k = queue_keys
 local now = current_time(arg_now)
 local gk = group_keys(jobs)
 

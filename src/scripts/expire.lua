@@ -40,9 +40,7 @@ local jobs, expiring = jobs_key, expiring_key
 local now = current_time(arg_now)
 local due = redis.call('ZRANGEBYSCORE', expiring, '-inf', now, 'LIMIT', 0, tonumber(arg_limit))
 if #due == 0 then return {} end
-local k = { jobs = jobs, annex = annex_key, waiting = waiting_key, prio = prio_key, seq = seq_key, delayed = delayed_key,
-  active = active_key, dead = dead_key, deps = deps_key, dependents = dependents_key, events = events_key, stats = stats_key,
-  expiring = expiring, wake = arg_wake_channel, done = arg_done_channel }
+local k = queue_keys
 local recs = chunked_hmget(jobs, due)
 local ids, old, stale = {}, {}, {}
 for i = 1, #due do

@@ -194,8 +194,7 @@ emit_event(events_key, max_len, 'snoozed', snoozed)
 emit_event(events_key, max_len, 'rateLimited', limited)
 emit_event(events_key, max_len, 'dead', dead_ids)
 if #dead_ids > 0 then
-  local k = { jobs = jobs, annex = annex, waiting = waiting, prio = prio, seq = seq, delayed = delayed, dead = dead,
-    deps = deps_key, dependents = dependents_key, wake = arg_wake_channel, done = arg_done_channel, stats = stats_key }
+  local k = queue_keys
   emit_event(events_key, max_len, 'dead', settle_dependents(k, now, {}, dead_ids))
 end
 announce_delayed(delayed, arg_wake_channel, min_due)

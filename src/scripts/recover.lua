@@ -131,8 +131,7 @@ count_stats(stats_key, now, 'f', #err_ids)
 count_stats(stats_key, now, 'x', #dead_ids)
 emit_event(events_key, arg_events_max_len, 'dead', dead_ids)
 if #dead_ids > 0 then
-  local k = { jobs = jobs, annex = annex, waiting = waiting, prio = prio, seq = seq, delayed = delayed_key, dead = dead,
-    deps = deps_key, dependents = dependents_key, wake = arg_wake_channel, done = arg_done_channel, stats = stats_key }
+  local k = queue_keys
   emit_event(events_key, arg_events_max_len, 'dead', settle_dependents(k, now, {}, dead_ids))
 end
 return { requeued, dead_ids }

@@ -44,8 +44,7 @@ local rec = redis.call('HGET', jobs, id)
 if not rec then return 'NOT_FOUND' end
 local state = string.sub(rec, 1, 1)
 if state == 'a' then return 'INVALID_STATE:a' end
-local k = { jobs = jobs, annex = annex, waiting = waiting, prio = prio, seq = seq_key, delayed = delayed, dead = dead,
-  completed = completed, deps = deps_key, dependents = dependents_key, wake = arg_wake_channel, done = arg_done_channel, stats = stats_key }
+local k = queue_keys
 local now = current_time(arg_now)
 unlink(k, id, state, rec, now)
 unlink_parents(k, id)

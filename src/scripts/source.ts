@@ -42,7 +42,8 @@ const camelToSnake = (name: string) => name.replace(/[A-Z]/g, (c) => `_${c.toLow
  * `-- ARGV[i] name`, which test/unit/script-headers.test.ts holds to the script's spec): key `name`
  * is the local `name_key`, argument `name` is `arg_name` (snake_case: `eventsMaxLen` is
  * `arg_events_max_len`). So a body reads `jobs_key` and `arg_now`, never a position. Only names the
- * body uses are bound (a local costs the call a table read).
+ * body uses are bound (a local costs the call a table read); a body that reads `queue_keys` gets the
+ * key table too (queueKeyTable).
  */
 export function namePrelude(raw: string, body: string): string {
   const bind = (table: 'KEYS' | 'ARGV', local: (name: string) => string) => {
@@ -52,7 +53,30 @@ export function namePrelude(raw: string, body: string): string {
     if (pairs.length === 0) return '';
     return `local ${pairs.map((p) => p.local).join(', ')} = ${pairs.map((p) => `${table}[${p.at}]`).join(', ')}\n`;
   };
-  return bind('KEYS', (n) => `${camelToSnake(n)}_key`) + bind('ARGV', (n) => `arg_${camelToSnake(n)}`);
+  return (
+    bind('KEYS', (n) => `${camelToSnake(n)}_key`) +
+    bind('ARGV', (n) => `arg_${camelToSnake(n)}`) +
+    (/\bqueue_keys\b/.test(body) ? queueKeyTable(raw) : '')
+  );
+}
+
+/** The channels a key table carries beside the keys, under the names the shared helpers read. */
+const TABLE_CHANNELS: Readonly<Record<string, string>> = { wakeChannel: 'wake', doneChannel: 'done' };
+
+/**
+ * `local queue_keys = { jobs = KEYS[1], ... }`: the queue's keys this script holds, by their header
+ * names in snake_case, with the wake and done channels: the one table the shared transitions (unlink,
+ * settle_dependents, expire_jobs, claim's stages) read a queue's keys from, built here so no script
+ * lists them by hand. A key the script does not hold is nil in it.
+ */
+function queueKeyTable(raw: string): string {
+  const fields = [
+    ...[...raw.matchAll(/^-- KEYS\[(\d+)\] (\w+)/gm)].map((m) => `${camelToSnake(m[2]!)} = KEYS[${m[1]}]`),
+    ...[...raw.matchAll(/^-- ARGV\[(\d+)\] (\w+)/gm)]
+      .filter((m) => TABLE_CHANNELS[m[2]!] !== undefined)
+      .map((m) => `${TABLE_CHANNELS[m[2]!]} = ARGV[${m[1]}]`),
+  ];
+  return `local queue_keys = { ${fields.join(', ')} }\n`;
 }
 
 /** src/scripts/<name>.lua with its includes inlined and its names bound: the source EVALSHA runs. */
