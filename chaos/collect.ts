@@ -94,6 +94,13 @@ export interface LogEvidence {
   /** `${id}#${attempt}` of completions/dead failures Redis acknowledged to a worker. */
   ackedComplete: Map<string, number>;
   ackedDead: Map<string, number>;
+  /** Worker `active` events ('v' lines). */
+  activeEvents: number;
+  /**
+   * Outcomes a worker reported ('c', 'd') with no `active` event of its own before them for that
+   * attempt (`id#attempt in log file`): each must have one, sandboxed or not.
+   */
+  outcomesWithoutActive: string[];
   /** When each acknowledged outcome arrived (epoch ms, worker clock), to see progress during a fault. */
   ackTimes: number[];
   staleRefusals: number;
@@ -117,6 +124,8 @@ export function readLogs(paths: readonly string[]): LogEvidence {
     begunAttempts: new Set(),
     ackedComplete: new Map(),
     ackedDead: new Map(),
+    activeEvents: 0,
+    outcomesWithoutActive: [],
     ackTimes: [],
     staleRefusals: 0,
     leaseLostEvents: 0,
@@ -129,7 +138,13 @@ export function readLogs(paths: readonly string[]): LogEvidence {
   for (const path of paths) {
     const { lines, torn } = readExecLog(path);
     ev.tornLines += torn;
-    for (const line of lines) absorb(ev, line);
+    const active = new Set<string>();
+    for (const line of lines) {
+      if (line.t === 'v') active.add(`${line.id}#${line.a}`);
+      else if ((line.t === 'c' || line.t === 'd') && !active.has(`${line.id}#${line.a}`))
+        ev.outcomesWithoutActive.push(`${line.id}#${line.a} in ${path}`);
+      absorb(ev, line);
+    }
   }
   return ev;
 }
@@ -147,6 +162,9 @@ function absorb(ev: LogEvidence, line: LogLine): void {
         at: line.at,
         ...(line.z === undefined ? {} : { z: line.z }),
       });
+      break;
+    case 'v':
+      ev.activeEvents++;
       break;
     case 'p':
       ev.stepRuns.push(line);

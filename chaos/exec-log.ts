@@ -45,6 +45,8 @@ export type LogLine =
   | { t: 'p'; id: string; s: number; a: number; z: number; name: string; pid: number; at: number }
   /** job.step(`name`) returned in that attempt after running its body: Redis stored the result. */
   | { t: 'q'; id: string; s: number; a: number; z: number; name: string; pid: number; at: number }
+  /** The worker's `active` event: the processor of attempt `a` of job `id` started in this process. */
+  | { t: 'v'; id: string; a: number; at: number }
   /** Redis accepted this completion (the worker's `completed` event), at `at`. */
   | { t: 'c'; id: string; a: number; at: number }
   /** Redis accepted this failure and the job is now dead (`failed` event with outcome dead), at `at`. */

@@ -195,6 +195,10 @@ export function judge(v: VerdictInput): Judgement {
     'late sandbox calls',
     "a sandboxed job's calls after it returned never land on another job: 0",
   );
+  const activeEvents = new Tally(
+    'active events',
+    "every outcome a worker reported followed that worker's own `active` event for the attempt: 0",
+  );
   const refusedWrote = new Tally(
     'refused adds wrote',
     `an add refused with a typed error (other than ${MAYBE_APPLIED_CODES.join(', ')}) wrote nothing: 0`,
@@ -390,6 +394,8 @@ export function judge(v: VerdictInput): Judgement {
   const allAdds = [...v.accepted, ...v.unknown];
   for (const x of dedupeViolations(jobList, allAdds, v.logs.begins, v.completedDeleted, v.t0)) dedupe.add(x);
   for (const x of lateCallViolations(jobList)) lateCalls.add(x);
+  for (const x of v.logs.outcomesWithoutActive)
+    activeEvents.add(`${x}: reported with no active event before it`);
   for (const x of accountingViolations(jobList, v.logs.begins)) accounting.add(x);
 
   const all = [
@@ -417,6 +423,7 @@ export function judge(v: VerdictInput): Judgement {
     dedupe,
     lateCalls,
     accounting,
+    activeEvents,
   ];
   const checks = all.map((t) => t.check());
   return { checks, deadByLeaseLoss, deadByLeaseLossExamples, fromUnknownAdds };

@@ -92,6 +92,7 @@ const worker = new Worker<JobData, ChaosResult>(
   },
 );
 
+worker.on('active', (job) => log.write({ t: 'v', id: job.id, a: job.attempt, at: Date.now() }));
 worker.on('completed', (job) => log.write({ t: 'c', id: job.id, a: job.attempt, at: Date.now() }));
 worker.on('failed', (job, _err, outcome) => {
   if (outcome === 'dead') log.write({ t: 'd', id: job.id, a: job.attempt, at: Date.now() });

@@ -83,6 +83,11 @@ export interface LaneDiagnostics extends LaneHolds {
 const OUTCOME_GRACE_MS = 1_000;
 
 export interface WorkerEvents<Data, Result> {
+  /**
+   * The job's processor started (for a processor given as a module, once its sandbox took the job):
+   * this attempt now counts (`job.attempt`).
+   */
+  active: [job: Job<Data>];
   completed: [job: Job<Data>, result: Result];
   failed: [job: Job<Data>, error: Error, outcome: 'waiting' | 'delayed' | 'dead'];
   /** Leases this worker held and lost (it stalled or was cut off): those jobs may run elsewhere. */
@@ -186,6 +191,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       started: (job) => {
         this.laneOf(job).markStart(job);
         this.turns.scheduleStarts();
+        this.notify('active', job as Job<Data>);
       },
       completed: (row) => this.laneOf(row.job).completed(row),
       failed: (row) => this.laneOf(row.job).failed(row),
@@ -408,10 +414,9 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
    * captureRejections) never disturbs the engine: the outcome it was told about stays recorded once,
    * and the exception is reported as an `error` event (ListenerError).
    */
-  private notify<E extends 'completed' | 'failed' | 'leaseLost' | 'recovered' | 'snoozed' | 'rateLimited'>(
-    event: E,
-    ...args: WorkerEvents<Data, Result>[E]
-  ): void {
+  private notify<
+    E extends 'active' | 'completed' | 'failed' | 'leaseLost' | 'recovered' | 'snoozed' | 'rateLimited',
+  >(event: E, ...args: WorkerEvents<Data, Result>[E]): void {
     try {
       (this.emit as (e: E, ...a: WorkerEvents<Data, Result>[E]) => boolean)(event, ...args);
     } catch (err) {

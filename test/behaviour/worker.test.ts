@@ -175,6 +175,32 @@ describe('Worker', () => {
     expect(calls).toEqual([1, 2]);
   });
 
+  it('emits active as each attempt starts, before its outcome; a throwing active listener changes nothing', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    const seen: string[] = [];
+    const errors: unknown[] = [];
+    const w = worker(name, (job) => {
+      seen.push(`run ${job.attempt}`);
+      if (job.attempt === 1) throw new Error('again');
+      return 'ok';
+    });
+    w.on('error', (err) => errors.push(err));
+    w.on('active', (job) => {
+      seen.push(`active ${job.attempt}`);
+      throw new Error('listener bug');
+    });
+    w.on('failed', (job) => seen.push(`failed ${job.attempt}`));
+    w.on('completed', (job) => seen.push(`completed ${job.attempt}`));
+    const added = await q.add({}, { backoff: { type: 'fixed', delayMs: 0 } });
+    expect(await q.waitFor(added.id)).toBe('ok');
+    await waitUntil(() => seen.includes('completed 2'), 'the completed event');
+    expect(seen).toEqual(['active 1', 'run 1', 'failed 1', 'active 2', 'run 2', 'completed 2']);
+    expect(errors).toHaveLength(2);
+    expect(errors[0]).toMatchObject({ code: 'ERR_LISTENER', event: 'active' });
+    expect(await q.getJob(added.id)).toMatchObject({ state: 'completed', attempts: 2 });
+  });
+
   it('a custom strategy that returns -1 or false ends the job dead at once, with the attempt error', async () => {
     const name = uniqueName();
     const q = queue(name);
