@@ -18,6 +18,8 @@ export interface ChildConfig {
   queue: string;
   concurrency: number;
   mode: ChildMode;
+  /** Run a batch worker of this batch size (Surety's `batch` option; concurrency then counts batches). */
+  batchSize?: number;
   /** Completions after which the child reports `done`. */
   expect: number;
   /** Write a V8 CPU profile of the measured window (start -> done) to this file. */

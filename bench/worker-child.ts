@@ -119,6 +119,7 @@ async function start(): Promise<void> {
     concurrency: config.concurrency,
     delayed: config.mode === 'delayed',
     noPrefetch: config.mode === 'hold',
+    ...(config.batchSize === undefined ? {} : { batchSize: config.batchSize }),
     processor: record,
     onCompleted,
     onFailed,

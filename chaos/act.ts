@@ -42,6 +42,8 @@ export interface ActEnv {
   log: ExecLogWriter;
   /** The sandbox mode this attempt runs in, or null for a function processor. */
   sandbox: 'thread' | 'process' | null;
+  /** A batch worker's: each attempt runs in a batch (its 'x' line says so). */
+  batch?: boolean;
   /** Called after each 'x' line (the worker child's liveness diagnostics). */
   onExecuted?: () => void;
 }
@@ -71,6 +73,7 @@ export async function actOut(job: ChaosJob, env: ActEnv): Promise<ChaosResult> {
       z,
       ...sb,
       ...(act === 'none' ? {} : { m: act }),
+      ...(env.batch ? { bt: 1 as const } : {}),
     });
     env.onExecuted?.();
   };

@@ -197,6 +197,9 @@ export const SANDBOX_CONCURRENCY = 3;
  * runs its processor in process sandboxes and the one before it in thread sandboxes (at most
  * SANDBOX_CONCURRENCY at once: each sandbox is a tsx-loaded thread or process on 2 shared cores), and
  * the first slot and the thread-sandbox slot carry a tracer that throws at random (seeded per spawn).
+ * Slot 1 is a batch worker (Worker option `batch`): a size of 1-50 drawn per spawn, concurrency
+ * counting batches (so it holds about the run's concurrency in jobs), some spawns with a minSize and a
+ * wait.
  */
 export function roleOf(
   c: Pick<ChaosConfig, 'seed' | 'workers' | 'concurrency' | 'prefetch'>,
@@ -212,5 +215,11 @@ export function roleOf(
     if (typeof c.prefetch === 'number') role.prefetch = Math.min(c.prefetch, role.concurrency);
   }
   if (slot === 0 || slot === c.workers - 2) role.tracerSeed = hash32(c.seed, 77, n);
+  if (slot === 1 && !role.sandbox) {
+    const size = 1 + (hash32(c.seed, 78, n) % 50);
+    const minSize = hash32(c.seed, 79, n) % 2 === 0 ? 1 : 1 + (hash32(c.seed, 80, n) % size);
+    role.batch = { size, minSize, waitMs: minSize > 1 ? 20 + (hash32(c.seed, 81, n) % 200) : 0 };
+    role.concurrency = Math.max(1, Math.floor(c.concurrency / size));
+  }
   return role;
 }

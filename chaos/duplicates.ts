@@ -48,6 +48,9 @@ const LEASE_EXPIRED = 'LeaseExpiredError';
 
 /** Did Redis record this execution's outcome? */
 export function outcomeRecorded(e: Execution, job: Info): boolean {
+  // In a batch, the attempt's timeout covers its batch: a sibling that hangs times it out, and that
+  // TimeoutError is its recorded outcome, whatever its own run did.
+  if (e.bt && job.errors.some((err) => err.attempt === e.a && err.name === 'TimeoutError')) return true;
   if (e.o === 'ok') return job.state === 'completed' && job.attempts === e.a;
   // A snooze is recorded when the job's snooze count passed the one the execution ran with.
   if (e.o === 'snooze') return job.snoozes > (e.z ?? 0);

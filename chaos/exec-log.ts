@@ -40,6 +40,11 @@ export type LogLine =
       /** Ran in a sandbox of this mode; `m`: what it did besides its plan (behaviour.ts sandboxAct). */
       sb?: 'thread' | 'process';
       m?: SandboxAct;
+      /**
+       * Ran in a batch (a batch worker): its outcome waited for the batch's processor to return, so
+       * its timeout covers the whole batch, and a sibling that hangs can time it out.
+       */
+      bt?: 1;
     }
   /** The body of durable step `name` ran in attempt `a` (snoozes `z`) of job `id` (data `s`), at `at`. */
   | { t: 'p'; id: string; s: number; a: number; z: number; name: string; pid: number; at: number }

@@ -282,9 +282,11 @@ export function judge(v: VerdictInput): Judgement {
   const selfExits = new Set(
     v.logs.executions.filter((e) => e.m === 'exit').map((e) => `${e.id}#${e.s}#${e.a}`),
   );
+  // Attempts run in a batch: a sibling that hangs may time them out (their timeout covers the batch).
+  const batchRuns = new Set(v.logs.executions.filter((e) => e.bt).map((e) => `${e.id}#${e.s}#${e.a}`));
   for (const job of jobs.values()) {
     if (job.state !== 'completed' && job.state !== 'dead') continue;
-    const problem = outcomeProblem(v.seed, job, selfExits);
+    const problem = outcomeProblem(v.seed, job, selfExits, batchRuns);
     if (job.state === 'dead' && job.errors[job.errors.length - 1]?.name === EXPIRED) {
       if (job.data.k !== 'e') wrong.add(`${job.id} (${KIND_NAMES[job.data.k]}): expired, but had no expiry`);
       continue; // expiring jobs: judged by the expiry check
@@ -457,7 +459,12 @@ const EXPIRED = 'ExpiredError';
 export const EXPIRY_SLACK_MS = 250;
 
 /** What is wrong with a finished job, '' if nothing, or 'dead-by-lease-loss' when lost leases spent its attempts. */
-function outcomeProblem(seed: number, job: Info, selfExits: ReadonlySet<string>): string {
+function outcomeProblem(
+  seed: number,
+  job: Info,
+  selfExits: ReadonlySet<string>,
+  batchRuns: ReadonlySet<string>,
+): string {
   const { attempts, maxAttempts, errors } = job;
   const attemptsSeen = errors.map((e) => e.attempt);
   if (new Set(attemptsSeen).size !== attemptsSeen.length)
@@ -469,7 +476,7 @@ function outcomeProblem(seed: number, job: Info, selfExits: ReadonlySet<string>)
   if (attemptsSeen.length !== want || attemptsSeen.some((a) => a < 1 || a > attempts))
     return `${job.state} at attempt ${attempts} (${job.snoozes} snoozed) with errors for attempts [${attemptsSeen.join(',')}], expected ${want} of 1..${attempts}`;
   for (const e of errors) {
-    const bad = errorProblem(seed, job, e, selfExits);
+    const bad = errorProblem(seed, job, e, selfExits, batchRuns);
     if (bad) return bad;
   }
   const last = errors[errors.length - 1];
@@ -498,6 +505,13 @@ function outcomeProblem(seed: number, job: Info, selfExits: ReadonlySet<string>)
     return `custom backoff: dead at attempt ${attempts}/${maxAttempts} with failures at [${gaveUp.map((e) => e.attempt).join(',')}] from attempt ${GIVE_UP_AT} on; the strategy gives up at the first`;
   }
   if (last?.name === LEASE_EXPIRED && job.attemptsLeft === 0) return 'dead-by-lease-loss';
+  // Its last attempt ran in a batch that a hanging sibling held past that attempt's timeout.
+  if (
+    last?.name === 'TimeoutError' &&
+    job.attemptsLeft === 0 &&
+    batchRuns.has(`${job.id}#${job.data.s}#${last.attempt}`)
+  )
+    return '';
   return `dead at attempt ${attempts}/${maxAttempts} (${job.attemptsLeft} left) with last error ${last?.name}: ${last?.message}`;
 }
 
@@ -524,11 +538,18 @@ const STEP_FAULT_CODES: readonly (string | undefined)[] = [
 ];
 
 /** An error line must be a lost lease, or the failure the plan prescribes for that attempt. */
-function errorProblem(seed: number, job: Info, e: JobAttemptError, selfExits: ReadonlySet<string>): string {
+function errorProblem(
+  seed: number,
+  job: Info,
+  e: JobAttemptError,
+  selfExits: ReadonlySet<string>,
+  batchRuns: ReadonlySet<string>,
+): string {
   if (e.name === LEASE_EXPIRED) return '';
   if (STEP_KINDS.includes(job.data.k) && STEP_FAULT_CODES.includes(e.code)) return '';
   // A sandbox that exits just after its job returned may lose the result on its way: that attempt fails.
   if (e.name === 'SandboxError' && selfExits.has(`${job.id}#${job.data.s}#${e.attempt}`)) return '';
+  if (e.name === 'TimeoutError' && batchRuns.has(`${job.id}#${job.data.s}#${e.attempt}`)) return '';
   const planned = planAttempt(seed, job.data, e.attempt, job.maxAttempts).outcome;
   const want = expectedErrorName(planned);
   // An odd throw may be recorded under any name: what matters is that the attempt failed and says so.

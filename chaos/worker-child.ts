@@ -33,6 +33,8 @@ export interface ChildConfig {
   sandbox?: 'thread' | 'process';
   /** Give the worker a tracer provider that throws at random, seeded with this (chaos/tracer.ts). */
   tracerSeed?: number;
+  /** Run as a batch worker (Worker option `batch`): each job of a batch acts out its own plan. */
+  batch?: { size: number; minSize: number; waitMs: number };
 }
 
 /** Internal state of a Worker, read only to explain a stuck run in the report (never to drive the test). */
@@ -59,6 +61,7 @@ const env: ActEnv = {
   pid: process.pid,
   log,
   sandbox: null,
+  ...(cfg.batch ? { batch: true } : {}),
   onExecuted: () => {
     lastExecutionAt = Date.now();
   },
@@ -70,9 +73,29 @@ process.env.CHAOS_LOG = cfg.logPath;
 if (cfg.sandbox) process.env.CHAOS_SANDBOX = cfg.sandbox;
 const SANDBOX_MODULE = new URL('./sandbox-processor.ts', import.meta.url);
 
+/**
+ * A batch worker's processor: every job of the batch acts out its own plan at once, and the batch
+ * returns one outcome per job (its result, or the Error it threw; an odd thrown value is wrapped in an
+ * Error, as a batch can only fail a job with an Error).
+ */
+const actBatch = (jobs: ChaosJob[]) =>
+  Promise.all(
+    jobs.map((job) =>
+      actOut(job, env).catch((err: unknown) =>
+        err instanceof Error ? err : new Error(`odd value thrown: ${typeof err}`),
+      ),
+    ),
+  );
+
+const processor = cfg.batch
+  ? (actBatch as unknown as (jobs: unknown[]) => Promise<ChaosResult[]>)
+  : cfg.sandbox
+    ? SANDBOX_MODULE
+    : (job: unknown) => actOut(job as ChaosJob, env);
+
 const worker = new Worker<JobData, ChaosResult>(
   cfg.queue,
-  cfg.sandbox ? SANDBOX_MODULE : (job) => actOut(job as unknown as ChaosJob, env),
+  processor as (job: unknown) => Promise<ChaosResult>,
   {
     // An options object (not a client), so Surety applies its own connection settings under test.
     connection: { host: '127.0.0.1', port: cfg.port, connectionName: `chaos-w-${process.pid}` },
@@ -84,6 +107,7 @@ const worker = new Worker<JobData, ChaosResult>(
     closeTimeoutMs: 2_000,
     backoffStrategies: { giveUp: giveUpBackoff },
     ...(cfg.sandbox ? { sandbox: cfg.sandbox } : {}),
+    ...(cfg.batch ? { batch: cfg.batch } : {}),
     ...(cfg.tracerSeed === undefined
       ? {}
       : { telemetry: { tracerProvider: throwingTracerProvider(cfg.tracerSeed) } }),

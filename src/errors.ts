@@ -174,6 +174,16 @@ export class TimeoutError extends SuretyError {
   }
 }
 
+/**
+ * A batch processor (Worker option `batch`) returned something other than one outcome per job (an
+ * array as long as the batch) or nothing: every job of the batch fails with this error, and is retried.
+ */
+export class BatchResultError extends SuretyError {
+  constructor(message: string) {
+    super('ERR_BATCH_RESULT', message);
+  }
+}
+
 /** Recorded as the error of a job ended by `queue.cancel`; also the reason of its job.signal. */
 export class CancelledError extends SuretyError {
   constructor(jobId: string) {

@@ -1,6 +1,7 @@
 // Every error class (docs/errors.md); the script-refusal mapping stays internal.
 export {
   BatchExistsError,
+  BatchResultError,
   CancelledError,
   ClosedError,
   ConnectionError,
@@ -89,5 +90,5 @@ export type {
 } from './types.js';
 export { Job } from './worker/job.js';
 export type { ProcessorMap } from './worker/named-processors.js';
-export type { BackoffStrategy, WorkerOptions } from './worker/options.js';
-export { type Processor, Worker, type WorkerEvents } from './worker/worker.js';
+export type { BackoffStrategy, WorkerBatchOptions, WorkerOptions } from './worker/options.js';
+export { type BatchProcessor, type Processor, Worker, type WorkerEvents } from './worker/worker.js';

@@ -59,13 +59,23 @@ export const surety: Adapter = {
   },
 
   async worker(spec: WorkerSpec): Promise<WorkerHandle> {
-    const worker = new Worker<JobData>(spec.queue, (job) => spec.processor(job.data), {
+    const options = {
       connection: spec.server.url,
       concurrency: spec.concurrency,
       ...(spec.noPrefetch ? { prefetch: 0 } : {}),
       events: EVENTS,
       ...(process.env.SURETY_BENCH_NO_OTEL ? { telemetry: false } : {}),
-    });
+    };
+    const worker =
+      spec.batchSize === undefined
+        ? new Worker<JobData>(spec.queue, (job) => spec.processor(job.data), options)
+        : new Worker<JobData>(
+            spec.queue,
+            async (jobs) => {
+              await Promise.all(jobs.map((job) => spec.processor(job.data)));
+            },
+            { ...options, batch: { size: spec.batchSize } },
+          );
     worker.on('completed', () => spec.onCompleted());
     worker.on('failed', (_job, err) => spec.onFailed(err));
     worker.on('error', (err) => spec.onFailed(err));

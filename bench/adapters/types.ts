@@ -48,6 +48,8 @@ export interface WorkerSpec {
    * active); BullMQ and Bee-Queue never do.
    */
   noPrefetch?: boolean;
+  /** A batch worker of this size (Surety only: the others have no free batch worker). */
+  batchSize?: number;
   /**
    * Runs at the start of every job; the job ends when it returns, or when the promise it returns
    * settles (the scale stage's held set: jobs kept active until the bench lets them go).

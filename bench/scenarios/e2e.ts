@@ -13,12 +13,19 @@ import { addSerial, confirmDrained, fillBulk, perSecond, withProducer, withWorke
 export const E2E_CONCURRENCY = [1, 10, 50] as const;
 export const LIVE_CONCURRENCY = 50;
 
-async function drainOnce(ctx: RunContext, concurrency: number, n = ctx.sizes.n): Promise<Sample> {
+async function drainOnce(
+  ctx: RunContext,
+  concurrency: number,
+  n = ctx.sizes.n,
+  batchSize?: number,
+): Promise<Sample> {
   await ctx.flush();
-  const queue = ctx.queueName(`e2e-c${concurrency}-${n}`);
+  const queue = ctx.queueName(`e2e-c${concurrency}-${n}${batchSize ? `-b${batchSize}` : ''}`);
+  const batch = batchSize === undefined ? {} : { batchSize };
   return withProducer(ctx, queue, async (producer) => {
     await fillBulk(producer, n);
-    const jobsPerSec = await withWorker(ctx, { queue, concurrency, mode: 'noop', expect: n }, async (w) => {
+    const spec = { queue, concurrency, mode: 'noop' as const, expect: n, ...batch };
+    const jobsPerSec = await withWorker(ctx, spec, async (w) => {
       const t0 = monoMs();
       await w.start();
       const done = await w.done();
@@ -40,6 +47,25 @@ export const e2eLarge: Scenario = {
     const c = E2E_CONCURRENCY.at(-1)!;
     const sample = await drainOnce(ctx, c, LARGE_FACTOR * ctx.sizes.n);
     return [{ ...sample, variant: `c=${c}, ${LARGE_FACTOR * ctx.sizes.n} jobs` }];
+  },
+};
+
+/** Batch sizes of `e2e-batch`, one batch at a time (concurrency 1), beside single jobs at the top concurrency. */
+export const BATCH_SIZES = [50, 200] as const;
+
+export const e2eBatch: Scenario = {
+  name: 'e2e-batch',
+  describe: (s) =>
+    `${s.n} pre-filled jobs drained by one Surety batch worker (batch sizes ${BATCH_SIZES.join('/')}, one batch at a time) beside single jobs at concurrency ${E2E_CONCURRENCY.at(-1)}; BullMQ and Bee-Queue have no free batch worker and are not run`,
+  async run(ctx) {
+    if (ctx.adapter.lib !== 'surety') return [];
+    const c = E2E_CONCURRENCY.at(-1)!;
+    const out: Sample[] = [{ ...(await drainOnce(ctx, c)), variant: `single c=${c}` }];
+    for (const size of BATCH_SIZES) {
+      const sample = await drainOnce(ctx, 1, ctx.sizes.n, size);
+      out.push({ ...sample, variant: `batch ${size} c=1` });
+    }
+    return out;
   },
 };
 

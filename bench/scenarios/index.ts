@@ -1,6 +1,6 @@
 /** Every scenario, in the order they run and are reported. */
 import type { Scenario } from './context.js';
-import { e2e, e2eLarge, e2eLive } from './e2e.js';
+import { e2e, e2eBatch, e2eLarge, e2eLive } from './e2e.js';
 import { enqueueBulk, enqueueSerial } from './enqueue.js';
 import { cost, memory } from './resources.js';
 import { delayed, latency } from './timing.js';
@@ -10,6 +10,7 @@ export const SCENARIOS: readonly Scenario[] = [
   enqueueBulk,
   e2e,
   e2eLarge,
+  e2eBatch,
   e2eLive,
   latency,
   delayed,

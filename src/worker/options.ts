@@ -20,6 +20,21 @@ export type BackoffStrategy = BackoffStrategyOf<Job>;
  */
 export const MAX_CONCURRENCY = 10_000;
 export const MAX_PREFETCH = 10_000;
+/** Largest `batch.size`. A batch worker holds concurrency x size jobs, at most MAX_CONCURRENCY. */
+export const MAX_BATCH_SIZE = 1_000;
+
+/**
+ * Batch consumption (docs/batches.md "Batch workers"): the processor is given up to `size` jobs at
+ * once, `(jobs) => results`. Each job keeps its own lease, attempt, retries and fencing.
+ */
+export interface WorkerBatchOptions {
+  /** Most jobs per call of the processor, 1..MAX_BATCH_SIZE (1 000). */
+  size: number;
+  /** A batch starts once it has this many jobs (default 1); with fewer it waits up to `waitMs` for more. */
+  minSize?: number;
+  /** How long a batch smaller than `minSize` waits for more jobs before it starts with what it has. Default 0. */
+  waitMs?: number;
+}
 
 export interface WorkerOptions extends CommonOptions {
   /** Jobs run at once by this worker. Default 1, at most MAX_CONCURRENCY (10 000). */
@@ -73,6 +88,11 @@ export interface WorkerOptions extends CommonOptions {
    * Node's own limit. 16..65 536.
    */
   sandboxMemoryMb?: number;
+  /**
+   * Run the processor on batches of jobs instead of one job at a time (a function processor only):
+   * `concurrency` then counts batches, so a worker holds up to concurrency x size jobs.
+   */
+  batch?: WorkerBatchOptions;
 }
 
 export interface ResolvedWorkerOptions extends ResolvedCommon {
@@ -91,6 +111,8 @@ export interface ResolvedWorkerOptions extends ResolvedCommon {
   /** undefined when not given (a module processor then runs in 'process' sandboxes). */
   sandbox: 'thread' | 'process' | undefined;
   sandboxMemoryMb: number | undefined;
+  /** null: one job per call. */
+  batch: Readonly<Required<WorkerBatchOptions>> | null;
 }
 
 const KEYS = [
@@ -114,6 +136,7 @@ const KEYS = [
   'maxSnoozes',
   'sandbox',
   'sandboxMemoryMb',
+  'batch',
   'telemetry',
   'clock',
 ] as const;
@@ -133,6 +156,27 @@ function resolveSandbox(value: unknown): 'thread' | 'process' | undefined {
   throw new ValidationError(`sandbox must be 'thread' or 'process', got ${String(value)}`);
 }
 
+function resolveBatch(value: unknown): Readonly<Required<WorkerBatchOptions>> | null {
+  if (value === undefined) return null;
+  const b = checkObject('batch', value);
+  checkKnownKeys('batch', b, ['size', 'minSize', 'waitMs']);
+  const size = checkInt('batch.size', b.size, 1, MAX_BATCH_SIZE);
+  return Object.freeze({
+    size,
+    minSize: b.minSize === undefined ? 1 : checkInt('batch.minSize', b.minSize, 1, size),
+    waitMs: b.waitMs === undefined ? 0 : checkInt('batch.waitMs', b.waitMs, 0, MAX_TIMER_MS),
+  });
+}
+
+/** A batch worker's concurrency counts batches: concurrency x batch.size jobs, at most MAX_CONCURRENCY. */
+export function checkBatchConcurrency(concurrency: number, batch: { size: number } | null): number {
+  if (batch !== null && concurrency * batch.size > MAX_CONCURRENCY)
+    throw new ValidationError(
+      `concurrency x batch.size must be at most ${MAX_CONCURRENCY} jobs, got ${concurrency} x ${batch.size}`,
+    );
+  return concurrency;
+}
+
 export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions {
   const o = checkObject('Worker options', opts);
   checkKnownKeys('Worker options', o, KEYS);
@@ -142,9 +186,10 @@ export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions
   }
   const int = (name: keyof WorkerOptions, dflt: number, min: number, max?: number) =>
     o[name] === undefined ? dflt : checkInt(name, o[name], min, max);
+  const batch = resolveBatch(o.batch);
   return Object.freeze({
     ...resolveCommon('Worker options', opts),
-    concurrency: int('concurrency', 1, 1, MAX_CONCURRENCY),
+    concurrency: checkBatchConcurrency(int('concurrency', 1, 1, MAX_CONCURRENCY), batch),
     retention: resolveRetention('retention', opts.retention),
     // Durations that reach a timer stop at 2^31-1 ms (MAX_TIMER_MS), the most setTimeout holds.
     recoverIntervalMs: int('recoverIntervalMs', 5_000, 10, MAX_TIMER_MS),
@@ -165,5 +210,6 @@ export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions
       o.sandboxMemoryMb === undefined
         ? undefined
         : checkInt('sandboxMemoryMb', o.sandboxMemoryMb, 16, 65_536),
+    batch,
   });
 }

@@ -1,11 +1,11 @@
 /**
  * The runner: runs the processor for the jobs the lanes claim, `concurrency` at a time over all lanes.
  *
- * It owns the slots (how many jobs run, how many each lane may claim, how many a claim starts at
- * once), the buffer of jobs claimed but not started, the automatic prefetch estimate, the timeouts, and
- * settling: whatever the processor returns or throws becomes one outcome row (complete, or fail with
- * its retry delay) for the job's lane to write. Cancels and lost leases abort attempts; at close,
- * buffered jobs are handed back and attempts still running past the timeout are failed.
+ * It owns the slots (how many jobs run, in batches of batch.size with the `batch` option), the buffer
+ * of jobs claimed but not started, the automatic prefetch estimate, the timeouts, and settling:
+ * whatever the processor returns or throws becomes one outcome row (outcome-rows.ts) for the job's
+ * lane to write. Cancels and lost leases abort attempts; at close, buffered jobs are handed back and
+ * attempts still running past the timeout are failed.
  *
  * It knows no lane: jobs come in (accept), and what it decides goes out as values through its deps, which
  * the worker routes to the job's lane: a start to mark, an outcome row to write, jobs to hand back, a
@@ -14,30 +14,13 @@
  */
 
 import { type Clock, REAL_TIMERS } from '../clock.js';
-import {
-  type AttemptError,
-  isA,
-  normaliseThrown,
-  resultError,
-  serializeAttemptError,
-} from '../error-normaliser.js';
-import {
-  CancelledError,
-  ClosedError,
-  isPauseMs,
-  LeaseExpiredError,
-  RateLimitError,
-  SnoozeError,
-  SnoozeLimitError,
-  TimeoutError,
-} from '../errors.js';
-import { retryDelayMs } from '../options/backoff.js';
-import { decodeBackoff } from '../store/job-record.js';
+import { type AttemptError, normaliseThrown } from '../error-normaliser.js';
+import { BatchResultError, CancelledError, ClosedError, LeaseExpiredError, TimeoutError } from '../errors.js';
 import { safeTimeout } from '../timers.js';
-import { toJson } from '../validate.js';
 import type { CompleteRow, FailRow } from './acker.js';
 import { abortAttempt, attemptOf, type Job } from './job.js';
 import type { ResolvedWorkerOptions } from './options.js';
+import { outcomeRow, readBatchOutcomes } from './outcome-rows.js';
 import { RunningJobs, type RunningView } from './running-jobs.js';
 import type { SlotCounters } from './slot-share.js';
 import { expiredUnstarted, isUnstarted } from './unstarted.js';
@@ -52,11 +35,31 @@ export function autoPrefetchCap(concurrency: number): number {
 
 export type Processor<Data, Result> = (job: Job<Data>) => Promise<Result> | Result;
 
+/**
+ * A batch worker's processor (Worker option `batch`): one outcome per job, in the order given (a
+ * result, or an Error for a job that failed), or nothing (every job completes with no result); a
+ * throw fails every job of the batch with that error.
+ */
+export type BatchProcessor<Data, Result> = (
+  jobs: Job<Data>[],
+  // biome-ignore lint/suspicious/noConfusingVoidType: an async processor that returns nothing is Promise<void>
+) => Promise<readonly (Result | Error)[] | undefined | void> | readonly (Result | Error)[] | undefined | void;
+
+/** A batch running: its slot is free once the processor returned or every job of it stopped running. */
+interface RunningBatch {
+  open: number;
+  released: boolean;
+}
+
 export interface RunnerDeps<Data, Result> {
   /** The queue's name, for the ClosedError of attempts failed at close. */
   name: string;
   options: ResolvedWorkerOptions;
   processor: Processor<Data, Result>;
+  /** With the `batch` option: the processor, called with up to batch.size jobs (`processor` unused). */
+  batchProcessor?: BatchProcessor<Data, Result>;
+  /** Opens the attempt's `process` span (tracing.ts) for a job run in a batch. */
+  traceBatchJob?(job: Job<Data>): void;
   /** False before start() and from close() on: then no job starts. */
   isRunning(): boolean;
   /**
@@ -101,6 +104,13 @@ export class Runner<Data, Result> implements SlotCounters {
   private concurrencyNow: number;
   /** worker.pause(): no claims and no starts until resume(); claimed jobs are handed back. */
   private paused = false;
+  /** Batches whose processor runs (`batch` option): at most `concurrency` of them. */
+  private batchesRunning = 0;
+  /** The running batch of each job run in one. */
+  private readonly batchOf = new WeakMap<Job<unknown>, RunningBatch>();
+  /** A batch short of batch.minSize waits for more jobs until this timer fires. */
+  private batchWait: unknown;
+  private batchWaitOver = false;
 
   /** Node's timers, or the test clock's (clock.ts) when the worker has one: attempts' timeouts. */
   private readonly timers: Clock;
@@ -142,9 +152,14 @@ export class Runner<Data, Result> implements SlotCounters {
 
   // ---- slots (read by the lanes' sharing: slot-share.ts) ---------------------------------
 
+  /** Jobs run at once: concurrency, or with the `batch` option concurrency x batch.size. */
+  private get jobSlots(): number {
+    return this.concurrencyNow * (this.deps.options.batch?.size ?? 1);
+  }
+
   /** Slots plus the prefetch limit: how many jobs may be held (running or buffered). */
   get capacity(): number {
-    return this.concurrencyNow + this.prefetchLimit();
+    return this.jobSlots + this.prefetchLimit();
   }
 
   /** Jobs running or buffered (claimed, not started). */
@@ -154,7 +169,7 @@ export class Runner<Data, Result> implements SlotCounters {
 
   /** Slots neither running nor holding a buffered job. */
   get free(): number {
-    return this.concurrencyNow - this.runningCount - this.buffer.length;
+    return this.jobSlots - this.runningCount - this.buffer.length;
   }
 
   /** Attempts last the prefetch horizon or less on average. */
@@ -171,11 +186,14 @@ export class Runner<Data, Result> implements SlotCounters {
   private prefetchLimit(): number {
     const p = this.deps.options.prefetch;
     if (p !== 'auto') return p;
-    const c = this.concurrencyNow;
-    return Math.min(
+    const c = this.jobSlots;
+    const auto = Math.min(
       Math.floor((c * PREFETCH_HORIZON_MS) / Math.max(this.avgDurationMs, 0.01)),
       autoPrefetchCap(c),
     );
+    // A batch worker holds the next batch ready, so a freed batch slot starts a full batch, not the
+    // few jobs that happen to be buffered.
+    return Math.max(auto, this.deps.options.batch?.size ?? 0);
   }
 
   // ---- claimed jobs --------------------------------------------------------------------------
@@ -206,33 +224,150 @@ export class Runner<Data, Result> implements SlotCounters {
 
   /** Starts buffered jobs while slots are free (skipping any whose lease was lost meanwhile). */
   private runBuffered(): void {
+    if (this.deps.options.batch) {
+      this.runBatches(this.deps.options.batch);
+      return;
+    }
     // A closing worker starts nothing: close() hands its buffered jobs back instead.
-    while (
-      this.deps.isRunning() &&
-      !this.paused &&
-      this.runningCount < this.concurrencyNow &&
-      this.buffer.length > 0
-    ) {
-      const job = this.buffer.shift()!;
-      const leaseLeft = this.deps.leaseLeft(job as Job<unknown>);
-      if (leaseLeft === Number.NEGATIVE_INFINITY) continue;
-      // Never started, and past its expiry before a slot freed: it must not start. Handed back, the
-      // next claim (or the expiry sweep) ends it dead with its ExpiredError on Redis's clock.
-      // Nor may a job whose lease may run out before its start mark lands: renewals failed for two
-      // thirds of it, so it may already be back in line, or done, elsewhere. Handed back (forgotten if
-      // its lease is gone), it runs where a lease stands.
-      if (expiredUnstarted(job) || leaseLeft < job.leaseMs / 3) {
-        this.handBack([job]);
-        continue;
-      }
+    while (this.mayStart() && this.runningCount < this.concurrencyNow) {
+      const job = this.takeStartable();
+      if (job === undefined) return;
       this.runningCount++;
       this.run(job);
     }
   }
 
+  private mayStart(): boolean {
+    return this.deps.isRunning() && !this.paused && this.buffer.length > 0;
+  }
+
+  /**
+   * The next buffered job that may start, or undefined. A job whose lease this worker no longer holds
+   * is dropped. Never started, and past its expiry before a slot freed, a job must not start: handed
+   * back, the next claim (or the expiry sweep) ends it dead with its ExpiredError on Redis's clock.
+   * Nor may a job whose lease may run out before its start mark lands: renewals failed for two thirds
+   * of it, so it may already be back in line, or done, elsewhere. Handed back (forgotten if its lease
+   * is gone), it runs where a lease stands.
+   */
+  private takeStartable(): Job<Data> | undefined {
+    while (this.buffer.length > 0) {
+      const job = this.buffer.shift()!;
+      const leaseLeft = this.deps.leaseLeft(job as Job<unknown>);
+      if (leaseLeft === Number.NEGATIVE_INFINITY) continue;
+      if (expiredUnstarted(job) || leaseLeft < job.leaseMs / 3) {
+        this.handBack([job]);
+        continue;
+      }
+      return job;
+    }
+    return undefined;
+  }
+
+  /**
+   * Batch mode: starts batches of up to batch.size buffered jobs while fewer than `concurrency` run.
+   * A batch short of batch.minSize waits (for claims and handoffs to bring more) until batch.waitMs
+   * after it first came up short, then starts with what it has.
+   */
+  private runBatches(batch: { size: number; minSize: number; waitMs: number }): void {
+    while (this.mayStart() && this.batchesRunning < this.concurrencyNow) {
+      const jobs: Job<Data>[] = [];
+      while (jobs.length < batch.size) {
+        const job = this.takeStartable();
+        if (job === undefined) break;
+        jobs.push(job);
+      }
+      if (jobs.length === 0) return;
+      if (jobs.length < batch.minSize && !this.batchWaitOver && batch.waitMs > 0) {
+        this.buffer.unshift(...jobs);
+        this.batchWait ??= this.timers.setTimeout(() => {
+          this.batchWait = undefined;
+          this.batchWaitOver = true;
+          this.runBuffered();
+        }, batch.waitMs);
+        return;
+      }
+      this.endBatchWait();
+      this.runBatch(jobs);
+    }
+  }
+
+  private endBatchWait(): void {
+    if (this.batchWait !== undefined) this.timers.clearTimeout(this.batchWait);
+    this.batchWait = undefined;
+    this.batchWaitOver = false;
+  }
+
   // ---- running -------------------------------------------------------------------------------
 
   private run(job: Job<Data>): void {
+    this.begin(job, !this.deps.processorMarksStart);
+    let promise: Promise<Result>;
+    try {
+      promise = Promise.resolve(this.deps.processor(job));
+    } catch (err) {
+      promise = Promise.reject(err);
+    }
+    // Whatever the processor threw or rejected with is read once, defensively (normaliseThrown never
+    // throws), so every attempt ends with a recorded outcome and its slot freed.
+    promise.then(
+      (result) => this.settle(job, result, undefined),
+      (err: unknown) =>
+        isUnstarted(err) ? this.unstarted(job) : this.settle(job, undefined, normaliseThrown(err)),
+    );
+  }
+
+  /**
+   * Batch mode: one call of the processor for `jobs`, each job started, timed out, settled and fenced
+   * on its own. Its outcomes are read once, defensively: one per job in order (an Error fails that
+   * job), or nothing; anything else fails every job with BatchResultError, as a throw fails them all.
+   */
+  private runBatch(jobs: Job<Data>[]): void {
+    const batch: RunningBatch = { open: jobs.length, released: false };
+    this.batchesRunning++;
+    this.runningCount += jobs.length;
+    for (const job of jobs) {
+      this.batchOf.set(job as Job<unknown>, batch);
+      this.deps.traceBatchJob?.(job);
+      this.begin(job, true);
+    }
+    let promise: Promise<unknown>;
+    try {
+      promise = Promise.resolve(this.deps.batchProcessor!(jobs));
+    } catch (err) {
+      promise = Promise.reject(err);
+    }
+    promise.then(
+      (outcomes) => {
+        this.releaseBatch(batch);
+        const list = readBatchOutcomes(outcomes, jobs.length);
+        if (typeof list === 'string') {
+          const f = normaliseThrown(new BatchResultError(list));
+          for (const job of jobs) this.settle(job, undefined, f);
+          return;
+        }
+        jobs.forEach((job, i) => {
+          const o = list[i];
+          if (o instanceof Error) this.settle(job, undefined, normaliseThrown(o));
+          else this.settle(job, o as Result, undefined);
+        });
+      },
+      (err: unknown) => {
+        this.releaseBatch(batch);
+        const f = normaliseThrown(err);
+        for (const job of jobs) this.settle(job, undefined, f);
+      },
+    );
+  }
+
+  /** A batch's slot is free: its processor returned, or every job of it stopped running (timed out, cancelled). */
+  private releaseBatch(batch: RunningBatch): void {
+    if (batch.released) return;
+    batch.released = true;
+    this.batchesRunning--;
+  }
+
+  /** The job's processor is about to be called: it runs, and starts (now, or when its sandbox takes it). */
+  private begin(job: Job<Data>, startNow: boolean): void {
     const runs = this.runsOf(job.partition);
     runs.start(job as Job<unknown>);
     // The attempt starts when its processor does: its start is marked and its timeout runs from then
@@ -250,22 +385,9 @@ export class Runner<Data, Result> implements SlotCounters {
       }, job.timeoutMs);
       runs.armTimeout(job as Job<unknown>, timer);
     };
-    if (!this.deps.processorMarksStart) attempt.onStart();
+    if (startNow) attempt.onStart();
     job.startedAt = Date.now();
     this.deps.onStart(job);
-    let promise: Promise<Result>;
-    try {
-      promise = Promise.resolve(this.deps.processor(job));
-    } catch (err) {
-      promise = Promise.reject(err);
-    }
-    // Whatever the processor threw or rejected with is read once, defensively (normaliseThrown never
-    // throws), so every attempt ends with a recorded outcome and its slot freed.
-    promise.then(
-      (result) => this.settle(job, result, undefined),
-      (err: unknown) =>
-        isUnstarted(err) ? this.unstarted(job) : this.settle(job, undefined, normaliseThrown(err)),
-    );
   }
 
   /** The processor never started the job and it must not start (expired meanwhile): hand it back. */
@@ -281,8 +403,13 @@ export class Runner<Data, Result> implements SlotCounters {
 
   /** Frees the slot of a job that stopped running (settled, cancelled); returns how long it ran. */
   private stopRunning(partition: number, id: string): number | undefined {
-    const ranMs = this.runsOf(partition).stop(id);
-    if (ranMs !== undefined) this.runningCount--;
+    const runs = this.runsOf(partition);
+    const job = runs.get(id);
+    const ranMs = runs.stop(id);
+    if (ranMs === undefined) return undefined;
+    this.runningCount--;
+    const batch = job && this.batchOf.get(job);
+    if (batch && --batch.open === 0) this.releaseBatch(batch);
     return ranMs;
   }
 
@@ -293,88 +420,10 @@ export class Runner<Data, Result> implements SlotCounters {
     attempt.decided = true;
     const ranMs = this.stopRunning(job.partition, job.id);
     if (ranMs !== undefined) this.avgDurationMs = this.avgDurationMs * 0.8 + ranMs * 0.2;
-    if (failure === undefined) {
-      let json: string | undefined;
-      try {
-        json =
-          result === undefined
-            ? ''
-            : toJson(`result of job ${job.id}`, result, this.deps.options.maxPayloadBytes);
-      } catch (err) {
-        // Not JSON, too large, or a getter / Proxy trap that throws: a typed error fails the attempt.
-        failure = normaliseThrown(resultError(job.id, err));
-      }
-      if (json !== undefined) {
-        this.deps.completed({ id: job.id, token: job.token, result: json, job, value: result });
-      }
-    }
-    const pause = failure === undefined ? undefined : this.pauseOf(job, failure.error);
-    if (pause === 'limit') {
-      failure = normaliseThrown(new SnoozeLimitError(job.id, this.deps.options.maxSnoozes));
-    } else if (pause !== undefined) {
-      failure = undefined;
-      this.deps.failed({
-        id: job.id,
-        token: job.token,
-        retryDelayMs: pause.delayMs,
-        error: pause.kind,
-        job,
-        cause: pause.cause,
-      });
-    }
-    if (failure !== undefined) {
-      let delay = -1;
-      if (!failure.unrecoverable && !job.isLastAttempt) {
-        try {
-          const backoff = decodeBackoff(job.backoff);
-          const attempt = job.attempt - job.base;
-          delay = retryDelayMs(
-            backoff,
-            attempt,
-            failure.error,
-            job as Job,
-            this.deps.options.backoffStrategies,
-          );
-        } catch (err) {
-          this.deps.onError(err);
-          delay = 0;
-        }
-      }
-      this.deps.failed({
-        id: job.id,
-        token: job.token,
-        retryDelayMs: delay,
-        error: serializeAttemptError(failure),
-        job,
-        cause: failure.error,
-      });
-    }
+    const row = outcomeRow(job as Job<unknown>, result, failure, this.deps.options, this.deps.onError);
+    if (row.kind === 'complete') this.deps.completed(row.row);
+    else this.deps.failed(row.row);
     this.afterSlotFreed();
-  }
-
-  /**
-   * A SnoozeError or RateLimitError is no failure: its row's `error` is `S` or `R`, and fail.lua gives
-   * the attempt back (and counts it in the job's snoozes). 'limit': a snooze or rate limit past the
-   * Worker's maxSnoozes (both count, so a RateLimitError(0) thrown on every run cannot loop for ever),
-   * which fails the attempt instead. undefined: any other error, and one of these classes whose
-   * delayMs is not one its constructor accepts (changed after construction, or a sandbox's error
-   * rebuilt with a bad one): an ordinary failure.
-   */
-  private pauseOf(
-    job: Job<Data>,
-    e: Error,
-  ): { kind: 'S' | 'R'; delayMs: number; cause: Error } | 'limit' | undefined {
-    const kind = isA(e, RateLimitError) ? 'R' : isA(e, SnoozeError) ? 'S' : undefined;
-    if (kind === undefined) return undefined;
-    let delayMs: unknown;
-    try {
-      delayMs = (e as SnoozeError).delayMs;
-    } catch {
-      return undefined; // a getter that throws: not a pause the library made
-    }
-    if (!isPauseMs(delayMs)) return undefined;
-    if (job.snoozes >= this.deps.options.maxSnoozes) return 'limit';
-    return { kind, delayMs, cause: e };
   }
 
   private afterSlotFreed(): void {

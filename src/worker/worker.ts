@@ -58,19 +58,21 @@ import { attemptOf, type Job } from './job.js';
 import { Lane, type LaneDiagnostics as LaneHolds, type LaneHost, type LaneOutcome } from './lane.js';
 import { type ProcessorMap, routeByName } from './named-processors.js';
 import {
+  checkBatchConcurrency,
   MAX_CONCURRENCY,
   type ResolvedWorkerOptions,
   resolveWorkerOptions,
+  type WorkerBatchOptions,
   type WorkerOptions,
 } from './options.js';
 import { Recoverer, recoverEach } from './recoverer.js';
-import { type Processor, Runner } from './runner.js';
+import { type BatchProcessor, type Processor, Runner } from './runner.js';
 import { modulePath, SandboxPool } from './sandbox/pool.js';
 import { handBack, settledWithin } from './shutdown.js';
 import { SlotShare } from './slot-share.js';
 import { Turns } from './turns.js';
 
-export type { Processor } from './runner.js';
+export type { BatchProcessor, Processor } from './runner.js';
 
 /** @internal A lane's leases and claims, with the attempts the runner runs there (see diagnostics). */
 export interface LaneDiagnostics extends LaneHolds {
@@ -131,22 +133,37 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
    * `processor`: a function, or `{ [jobName]: function }` to route jobs by their name (key '*' for the
    * rest; see named-processors.ts), or a module (a file URL or an absolute path) whose default export
    * or `process` export is the processor, run in sandboxes (options.sandbox; docs/sandbox.md).
+   * With the `batch` option, a function given up to batch.size jobs at once (docs/batches.md).
    */
   constructor(
     name: string,
+    processor: BatchProcessor<Data, Result>,
+    opts: WorkerOptions & { batch: WorkerBatchOptions },
+  );
+  constructor(
+    name: string,
     processor: Processor<Data, Result> | ProcessorMap<Data, Result> | URL | string,
+    opts?: WorkerOptions,
+  );
+  constructor(
+    name: string,
+    processor:
+      | Processor<Data, Result>
+      | ProcessorMap<Data, Result>
+      | URL
+      | string
+      | BatchProcessor<Data, Result>,
     opts: WorkerOptions = {},
   ) {
     // Async listeners that reject are reported like listeners that throw (see notify), not left as
     // unhandled rejections.
     super({ captureRejections: true });
     this.name = checkQueueName(name);
-    if (
+    const isMap =
       processor !== null &&
       typeof processor === 'object' &&
-      Object.getPrototypeOf(processor) === Object.prototype
-    )
-      processor = routeByName(processor as ProcessorMap<Data, Result>);
+      Object.getPrototypeOf(processor) === Object.prototype;
+    if (isMap) processor = routeByName(processor as ProcessorMap<Data, Result>);
     const module = modulePath(processor);
     if (typeof processor !== 'function' && module === null)
       throw new SuretyError(
@@ -154,6 +171,11 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         'processor must be a function, a { [jobName]: function } map, or a module (file URL or absolute path)',
       );
     this.options = resolveWorkerOptions(opts);
+    const batch = this.options.batch !== null;
+    if (batch && (module !== null || isMap))
+      throw new ValidationError(
+        'batch applies to a function processor (given the jobs of a batch), not to a module or a { [jobName]: function } map',
+      );
     if (module === null && this.options.sandbox !== undefined)
       throw new ValidationError(
         `sandbox applies to a processor given as a module (URL or absolute path), got a function with sandbox '${this.options.sandbox}'`,
@@ -174,17 +196,21 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     this.conn = connect(opts.connection, 'worker', this.options.clock, this);
     this.subscriber = duplicate(this.conn.client);
     const onError = (err: unknown) => this.reportError(err);
+    const traceOf = (job: Job<Data>) => attemptOf(job as Job<unknown>).trace;
     // A tracer that throws is reported here (ERR_TELEMETRY, once per kind of call), never to a job.
     this.options.tracing.reportTo(onError);
     this.runner = new Runner<Data, Result>({
       name: this.name,
       options: this.options,
       // Checked above: a function by now. Traced: each attempt runs inside its `process` span.
-      processor: this.options.tracing.wrap(
-        name,
-        processor as Processor<Data, Result>,
-        (job) => attemptOf(job as Job<unknown>).trace,
-      ),
+      processor: this.options.tracing.wrap(name, processor as Processor<Data, Result>, traceOf),
+      ...(batch
+        ? {
+            batchProcessor: processor as BatchProcessor<Data, Result>,
+            // Each job of a batch has its own `process` span; the batch's code runs outside them.
+            traceBatchJob: this.options.tracing.wrap(name, () => undefined, traceOf),
+          }
+        : {}),
       isRunning: () => this.state === 'running',
       leaseLeft: (job) => this.laneOf(job).leaseLeft(job),
       onStart: (job) => this.advanceScheduleOf(job),
@@ -288,7 +314,9 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
    * until fewer run than the new value.
    */
   set concurrency(n: number) {
-    this.runner.setConcurrency(checkInt('concurrency', n, 1, MAX_CONCURRENCY));
+    this.runner.setConcurrency(
+      checkBatchConcurrency(checkInt('concurrency', n, 1, MAX_CONCURRENCY), this.options.batch),
+    );
   }
 
   /** True between pause() and resume(). */
