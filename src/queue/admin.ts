@@ -85,7 +85,12 @@ export async function cleanJobs(
     for (;;) {
       if (removed >= limit) return { removed, more: true };
       const batch = Math.min(SCRIPT_BATCH_LIMIT, limit - removed);
-      const r = await callScript(ctx.client, scripts.clean, keys, { cutoff, limit: batch });
+      const r = await callScript(ctx.client, scripts.clean, keys, {
+        cutoff,
+        limit: batch,
+        state,
+        eventsMaxLen: ctx.options.eventsMaxLen,
+      });
       removed += r.removed;
       if (!r.more) break;
     }
@@ -93,9 +98,12 @@ export async function cleanJobs(
   return { removed, more: false };
 }
 
-/** Pauses or resumes claiming in every partition (resume wakes idle workers). */
+/**
+ * Pauses or resumes claiming in every partition (resume wakes idle workers); each partition whose
+ * state changes appends `paused` or `resumed` to its event stream.
+ */
 export async function setPaused(ctx: QueueContext, paused: boolean): Promise<void> {
-  await setPausedAll(ctx.client, (await ctx.open()).parts, paused);
+  await setPausedAll(ctx.client, (await ctx.open()).parts, paused, ctx.options.eventsMaxLen);
 }
 
 /** True when the queue is paused (in a partitioned queue: when any partition is). */

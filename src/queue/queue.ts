@@ -287,7 +287,7 @@ export class Queue<Data = unknown, Result = unknown> {
   /**
    * Deletes completed or dead jobs that finished more than `olderThanMs` ago (Redis clock; 0: all),
    * oldest first, atomically per batch of up to 1 000, at most `limit` in all (default 10 000).
-   * Resolves with how many went and whether old ones remain.
+   * Resolves with how many went and whether old ones remain. Each batch appends a `cleaned` event.
    */
   clean(state: 'completed' | 'dead', opts: admin.CleanOptions = {}): Promise<admin.CleanOutcome> {
     return admin.cleanJobs(this.ctx, state, opts);
@@ -295,12 +295,15 @@ export class Queue<Data = unknown, Result = unknown> {
 
   // ---- queue settings ------------------------------------------------------------------------
 
-  /** Stops every worker of this queue from claiming jobs (active ones finish). */
+  /** Stops every worker of this queue from claiming jobs (active ones finish). A `paused` event if it was not paused. */
   pause(): Promise<void> {
     return admin.setPaused(this.ctx, true);
   }
 
-  /** Lets workers claim again; also lifts a pause set by a processor's RateLimitError. */
+  /**
+   * Lets workers claim again; also lifts a pause set by a processor's RateLimitError. A `resumed`
+   * event if it was paused (or held by a RateLimitError).
+   */
   resume(): Promise<void> {
     return admin.setPaused(this.ctx, false);
   }
@@ -391,8 +394,10 @@ export class Queue<Data = unknown, Result = unknown> {
   // ---- events and closing --------------------------------------------------------------------
 
   /**
-   * Lifecycle events of this queue (added, active, progress, completed, failed, retrying, dead,
-   * recovered, retried, promoted, cancelled, removed), from any process, as an async iterator.
+   * Lifecycle events of this queue, from any process, as an async iterator: per job (added, active,
+   * progress, completed with its `result`, failed, retrying, dead, recovered, retried, promoted,
+   * cancelled, removed, released, snoozed, rateLimited, duplicated, deduplicated with its `key`) and
+   * queue-wide, with jobId '' (paused, resumed, drained, cleaned with its `count`). docs/events.md.
    * Uses its own connection(s), closed when the loop ends (break, or `signal` aborted). A partitioned
    * queue reads each partition's stream and yields events as they arrive (ordered per partition;
    * `event.partition` says which, and a `from` stream id applies to every partition's stream).

@@ -123,5 +123,11 @@ export const adminScripts = {
     [],
     decodeObliterate,
   ),
-  clean: define('clean', ['jobs', 'annex', 'finished'], ['cutoff', 'limit'], [], decodeClean),
+  clean: define(
+    'clean',
+    ['jobs', 'annex', 'finished', 'events'],
+    ['cutoff', 'limit', 'state', 'eventsMaxLen'],
+    [],
+    decodeClean,
+  ),
 } as const;
