@@ -4,7 +4,7 @@
  *   updateData      update-data.lua      any job but an active one: new data (validated like add)
  *   changePriority  change-priority.lua  waiting / delayed / blocked: new priority (and place in line)
  *   changeDelay     change-delay.lua     waiting / delayed / blocked: due delayMs from now
- *   drain           drain.lua            delete every waiting and delayed job (and blocked ones), in batches
+ *   drain           drain.lua            delete every waiting job, delayed ones (unless kept), blocked ones if asked
  *   obliterate      obliterate.lua       delete every key of the queue, in bounded steps
  *
  * Per-job edits run in the partition that holds the job (admin.ts runJobScript: unknown ids throw
@@ -40,14 +40,24 @@ export async function changeDelay(ctx: QueueContext, id: string, delayMs: number
   await runJobScript(ctx, scripts.changeDelay, 'change the delay of', id, { delayMs: ms });
 }
 
+/** Options of queue.drain. */
+export interface DrainOptions {
+  /** Delete blocked jobs too (default false). */
+  blocked?: boolean;
+  /** Delete delayed jobs too (default true; false keeps them, due or not). */
+  delayed?: boolean;
+}
+
 /**
- * Deletes every waiting and delayed job (and blocked ones with `blocked: true`) of every partition,
- * at most SCRIPT_BATCH_LIMIT per script call; returns how many went. The first call's count of what
- * is left bounds the calls per partition, so producers adding meanwhile cannot keep a drain going.
+ * Deletes every waiting job, and delayed ones (unless `delayed: false`) and blocked ones (with
+ * `blocked: true`), of every partition, at most SCRIPT_BATCH_LIMIT per script call; returns how many
+ * went. The first call's count of what is left bounds the calls per partition, so producers adding
+ * meanwhile cannot keep a drain going.
  */
-export async function drain(ctx: QueueContext, opts: { blocked?: boolean } = {}): Promise<number> {
-  checkCallOptions('drain options', opts, ['blocked']);
+export async function drain(ctx: QueueContext, opts: DrainOptions = {}): Promise<number> {
+  checkCallOptions('drain options', opts, ['blocked', 'delayed']);
   const blocked = checkBool('blocked', opts.blocked ?? false);
+  const delayed = checkBool('delayed', opts.delayed ?? true);
   const layout = await ctx.open();
   let removed = 0;
   for (const k of layout.parts) {
@@ -58,6 +68,7 @@ export async function drain(ctx: QueueContext, opts: { blocked?: boolean } = {})
         now: '',
         limit: SCRIPT_BATCH_LIMIT,
         blocked: blocked ? '1' : '',
+        delayed: delayed ? '1' : '',
         eventsMaxLen: ctx.options.eventsMaxLen,
         wakeChannel: k.wakeChannel,
         doneChannel: k.doneChannel,

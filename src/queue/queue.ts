@@ -62,6 +62,7 @@ import {
   type SearchResult,
   searchJobs,
 } from './insights.js';
+import type { DrainOptions } from './job-edits.js';
 import * as edits from './job-edits.js';
 import { readMetrics, setMetricsRetention } from './metrics-history.js';
 import { LayoutOpener } from './opener.js';
@@ -254,8 +255,11 @@ export class Queue<Data = unknown, Result = unknown> {
     return edits.changeDelay(this.ctx, id, delayMs);
   }
 
-  /** Deletes every waiting and delayed job (and blocked ones with `blocked`); returns how many. docs/admin.md. */
-  drain(opts: { blocked?: boolean } = {}): Promise<number> {
+  /**
+   * Deletes every waiting job and every delayed one (`delayed: false` keeps the delayed ones), and
+   * blocked ones with `blocked: true`; returns how many. docs/admin.md.
+   */
+  drain(opts: DrainOptions = {}): Promise<number> {
     return edits.drain(this.ctx, opts);
   }
 

@@ -81,7 +81,7 @@ export const adminScripts = {
   drain: define(
     'drain',
     ['jobs', 'annex', 'waiting', 'prio', 'seq', 'delayed', 'dead', 'deps', 'dependents', 'events', 'stats'],
-    ['now', 'limit', 'blocked', 'eventsMaxLen', 'wakeChannel', 'doneChannel'],
+    ['now', 'limit', 'blocked', 'delayed', 'eventsMaxLen', 'wakeChannel', 'doneChannel'],
     [],
     decodeDrain,
   ),

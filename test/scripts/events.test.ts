@@ -2,7 +2,7 @@
  * The event stream entries the scripts append (docs/events.md), read back exactly with XRANGE: the
  * claim that takes the last waiting job appends `drained` once per emptying (never a claim that takes
  * nothing), a completion batch carries one result line per job, pause and resume append only on a
- * change, and clean appends one `cleaned` per call.
+ * change, clean appends one `cleaned` per call, and drain keeps delayed jobs when asked.
  *
  * Claims and completions run the scripts on an injected clock with events on; jobs are added through
  * the public API.
@@ -175,5 +175,24 @@ describe('cleaned (clean.lua)', () => {
       { event: 'cleaned', count: '2', state: 'completed' },
       { event: 'cleaned', count: '1', state: 'completed' },
     ]);
+  });
+});
+
+describe('drain.lua with delayed jobs kept', () => {
+  it('deletes waiting jobs only, and counts only the drained states as left', async () => {
+    const q = queue();
+    await q.addBulk([
+      { data: 1 },
+      { data: 2, opts: { priority: 2 } },
+      { data: 3, opts: { delayMs: 3_600_000 } },
+      { data: 4, opts: { delayMs: 3_600_000 } },
+    ]);
+    const drain = (delayed: string, limit: number) =>
+      run(q, scripts.drain, { limit, blocked: '', delayed }) as Promise<[number, number]>;
+    expect(await drain('', 1)).toEqual([1, 1]);
+    expect(await drain('', 5)).toEqual([1, 0]);
+    expect(await q.counts()).toMatchObject({ waiting: 0, delayed: 2 });
+    expect(await drain('1', 5)).toEqual([2, 0]);
+    expect(await q.counts()).toMatchObject({ waiting: 0, delayed: 0 });
   });
 });
