@@ -9,7 +9,8 @@
  *   reads.ts      getJob, getJobs, counts, exists, workers (insights.ts: search, stats;
  *                 metrics-history.ts: metrics and their retention)
  *   explain.ts    explain: why a job is where it is
- *   admin.ts      retry, remove, promote, cancel, clean, pause/resume, global concurrency, recovery
+ *   admin.ts      retry, remove, promote, cancel, addJobLog, clean, pause/resume, global concurrency,
+ *                 recovery
  *   flow-control.ts  stored rate limit, group limits, the list of groups
  *   bulk.ts       retryJobs / removeJobs over many jobs (used by the CLI and the dashboard)
  *   job-edits.ts  updateData, changePriority, changeDelay, drain, obliterate
@@ -225,6 +226,16 @@ export class Queue<Data = unknown, Result = unknown> {
   /** Deletes a job that is not active. */
   remove(id: string): Promise<void> {
     return admin.changeJob(this.ctx, 'remove', id);
+  }
+
+  /**
+   * Appends a line to a job's log from outside its processor (an operator's note, a webhook's
+   * answer), in any state: the log `job.log` writes, read back with `getJob(id).logs`. Same limits: a
+   * line is cut at 2 000 characters and the last 100 lines are kept. Resolves with the number of lines
+   * the log holds; JobNotFoundError for an unknown id.
+   */
+  addJobLog(id: string, line: string): Promise<number> {
+    return admin.addJobLog(this.ctx, id, line);
   }
 
   /** Makes a delayed job due now. */

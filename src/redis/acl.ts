@@ -27,7 +27,7 @@ const WORKER_COMMANDS = {
   hgetall: 'schedules, repair of schedules, batch()',
   hkeys: "getJobs('blocked')",
   hlen: 'counts (blocked)',
-  hexists: 'isPaused; scripts (add: dependencies, batch callbacks; schedules: pending entries)',
+  hexists: 'isPaused; scripts (add: dependencies, batch callbacks; schedules: pending entries; addJobLog)',
   hset: 'scripts (job records, meta: pause, global concurrency; heartbeats, metrics)',
   hdel: 'scripts (removal, retention, heartbeats, meta); setMetricsRetention (counters past the retention)',
   hscan: 'setMetricsRetention (finds the counters past the new retention, in pages)',

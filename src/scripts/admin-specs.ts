@@ -1,11 +1,12 @@
 /**
  * The descriptions (see specs.ts) of the admin scripts that change one job or a whole queue from the
  * outside: retry, remove, promote, cancel, the job edits (update data, change priority or delay), drain,
- * obliterate and clean. specs.ts joins them into `scripts`; everyone imports them from there.
+ * obliterate, clean, and a log line added from outside a processor. specs.ts joins them into
+ * `scripts`; everyone imports them from there.
  */
 
 import { define } from './call.js';
-import { decodeClean, decodeDrain, decodeJobChange, decodeObliterate } from './replies.js';
+import { decodeClean, decodeDrain, decodeJobChange, decodeLogLines, decodeObliterate } from './replies.js';
 
 export const adminScripts = {
   retry: define(
@@ -130,4 +131,5 @@ export const adminScripts = {
     [],
     decodeClean,
   ),
+  addLog: define('add-log', ['jobs', 'annex'], ['id', 'maxLines', 'line'], [], decodeLogLines),
 } as const;
