@@ -12,7 +12,7 @@
  * partition. docs/admin.md describes what each one does and does not do.
  */
 
-import { SCRIPT_BATCH_LIMIT } from '../defaults.js';
+import { MAX_PRIORITY, SCRIPT_BATCH_LIMIT } from '../defaults.js';
 import { QueueActiveError } from '../errors.js';
 import { MAX_DELAY_MS } from '../options/backoff.js';
 import { callScript, scripts } from '../scripts/specs.js';
@@ -30,7 +30,7 @@ export async function updateData(ctx: QueueContext, id: string, data: unknown): 
 
 /** New priority for a waiting, delayed or blocked job; a waiting one goes to the back of that priority. */
 export async function changePriority(ctx: QueueContext, id: string, priority: number): Promise<void> {
-  const p = checkInt('priority', priority, -1_000_000, 1_000_000);
+  const p = checkInt('priority', priority, -MAX_PRIORITY, MAX_PRIORITY);
   await runJobScript(ctx, scripts.changePriority, 'change the priority of', id, { priority: p });
 }
 

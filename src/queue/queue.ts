@@ -7,7 +7,8 @@
  *   batches.ts    addBatch, batch: jobs counted together, with a callback job when all finished
  *   wait-for.ts   waitFor (done channel, no polling)
  *   reads.ts      getJob, getJobs, counts, exists, workers (insights.ts: search, stats;
- *                 metrics-history.ts: metrics and their retention)
+ *                 metrics-history.ts: metrics and their retention; priority-counts.ts:
+ *                 getCountsPerPriority)
  *   explain.ts    explain: why a job is where it is
  *   admin.ts      retry, remove, promote, cancel, addJobLog, clean, pause/resume, global concurrency,
  *                 recovery
@@ -68,6 +69,7 @@ import * as edits from './job-edits.js';
 import { readMetrics, setMetricsRetention } from './metrics-history.js';
 import { LayoutOpener } from './opener.js';
 import type { Layout } from './partitions.js';
+import { countPerPriority } from './priority-counts.js';
 import { countJobs, type ListOptions, listJobs, listWorkers, queueExists, readJob } from './reads.js';
 import type { RecoveredJobs } from './recovery.js';
 import type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './schedule-timing.js';
@@ -162,11 +164,25 @@ export class Queue<Data = unknown, Result = unknown> {
   /**
    * Jobs in one state, oldest first (waiting: ungrouped ones in claim order, then each group's in its own
    * claim order, groups with the most waiting first: claims interleave groups, so not the order of
-   * claims across groups), paged;
+   * claims across groups), paged (`offset`, default 0; `limit`, default 100, at most 10 000);
    * `order: 'desc'`: newest first. With `group` (state waiting only): that group's waiting jobs.
+   *
+   * Several states (`['completed', 'waiting']`, each at most once): their lists one after another,
+   * in the order given, each in its own order (`order` applies inside each state), and `offset` and
+   * `limit` page through that concatenation. Not a snapshot: a job that changes state during the
+   * call may be listed twice or missed. docs/inspecting.md.
    */
-  getJobs(state: JobState, opts: ListOptions = {}): Promise<JobInfo<Data, Result>[]> {
+  getJobs(state: JobState | readonly JobState[], opts: ListOptions = {}): Promise<JobInfo<Data, Result>[]> {
     return listJobs<Data, Result>(this.ctx, state, opts);
+  }
+
+  /**
+   * How many jobs wait at each priority given (integers from -1 000 000 to 1 000 000, at most 1 000
+   * of them): `{ 0: n, 1: n, ... }`, grouped jobs included, over every partition. Delayed and blocked
+   * jobs are not waiting yet and are not counted. docs/inspecting.md.
+   */
+  getCountsPerPriority(priorities: readonly number[]): Promise<Record<number, number>> {
+    return countPerPriority(this.ctx, priorities);
   }
 
   /** Jobs of one state whose data matches `text` or `field`/`value`, newest first; scans at most `scan`. */

@@ -34,7 +34,7 @@ const WORKER_COMMANDS = {
   hsetnx: 'scripts: add (a job record is created once)',
   hrandfield: "scripts: claim (a few random fields of `claims`, to prune stopped workers' records)",
   hincrby: 'scripts: per-minute metrics counters, batch counts',
-  llen: 'counts (waiting)',
+  llen: 'counts (waiting), getCountsPerPriority',
   lrange: "getJobs('waiting')",
   lindex: 'stats() (the job at the front of each waiting line)',
   lpop: 'scripts: claim (priority-0 waiting list)',
@@ -42,10 +42,12 @@ const WORKER_COMMANDS = {
   lpush: 'scripts: recovered jobs go back to the front of the waiting list',
   lrem: 'scripts: remove, cancel (a waiting job)',
   zcard: 'counts; scripts (retention, enqueue)',
-  zcount: "getJobs('waiting') (how many prioritised jobs come before the list), explain; scripts: retention",
+  zcount:
+    "getJobs('waiting') (how many prioritised jobs come before the list), explain, getCountsPerPriority; scripts: retention",
   zscore: "explain (a waiting job's place, a running job's lease)",
   lpos: "explain (a waiting job's place in the list)",
-  zrangebyscore: 'getJobs, workers; scripts (claim, recover, clean, heartbeats)',
+  zrangebyscore:
+    'getJobs, workers, getCountsPerPriority (groups); scripts (claim, recover, clean, heartbeats)',
   zrange:
     'scripts: claim by priority, delayed wake-ups, the group rotation, retention (the oldest finished jobs)',
   zrevrange: 'groups() (groups by backlog), stats()',
@@ -103,13 +105,14 @@ const MONITOR_COMMANDS = {
   hkeys: "getJobs('blocked')",
   hlen: 'counts (blocked)',
   hexists: 'isPaused',
-  llen: 'counts (waiting)',
+  llen: 'counts (waiting), getCountsPerPriority',
   lrange: "getJobs('waiting')",
   zcard: 'counts',
-  zcount: "getJobs('waiting') (how many prioritised jobs come before the list), explain",
+  zcount:
+    "getJobs('waiting') (how many prioritised jobs come before the list), explain, getCountsPerPriority",
   zscore: "explain (a waiting job's place, a running job's lease)",
   lpos: "explain (a waiting job's place in the list)",
-  zrangebyscore: 'getJobs, workers',
+  zrangebyscore: 'getJobs, workers, getCountsPerPriority (groups)',
   xread: 'queue.events(), QueueEvents',
 } as const;
 
