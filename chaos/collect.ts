@@ -203,13 +203,17 @@ function absorb(ev: LogEvidence, line: LogLine): void {
 }
 
 /**
- * Ids of every job the queue's events stream says completed: with retention 0 the completed record is
- * deleted in the same script that writes this event, so the event is Redis's own record of the outcome.
- * (Read page by page with XRANGE on the key keys.ts derives: the public events() reader blocks for new
- * entries and has no "up to now".)
+ * Every job the queue's events stream says completed, with the result each `completed` event carried
+ * (undefined where none; an id completes more than once when retention 0 lets an add reuse it): with
+ * retention 0 the completed record is deleted in the same script that writes this event, so the event
+ * is Redis's own record of the outcome and of the result. (Read page by page with XRANGE on the key
+ * keys.ts derives: the public events() reader blocks for new entries and has no "up to now". The entry
+ * format: docs/events.md.)
  */
-export async function completedFromEvents(queue: Queue<JobData, ChaosResult>): Promise<Set<string>> {
-  const done = new Set<string>();
+export async function completedFromEvents(
+  queue: Queue<JobData, ChaosResult>,
+): Promise<Map<string, (ChaosResult | undefined)[]>> {
+  const done = new Map<string, (ChaosResult | undefined)[]>();
   const stream = queue.keys.events;
   let from = '-';
   for (;;) {
@@ -217,7 +221,13 @@ export async function completedFromEvents(queue: Queue<JobData, ChaosResult>): P
     for (const [, fields] of page) {
       const f = new Map<string, string>();
       for (let i = 0; i + 1 < fields.length; i += 2) f.set(fields[i]!, fields[i + 1]!);
-      if (f.get('event') === 'completed') for (const id of (f.get('ids') ?? '').split('\n')) done.add(id);
+      if (f.get('event') !== 'completed') continue;
+      const ids = (f.get('ids') ?? '').split('\n');
+      const results = f.get('results')?.split('\n');
+      ids.forEach((id, i) => {
+        const result = results?.[i] ? (JSON.parse(results[i]!) as ChaosResult) : undefined;
+        done.set(id, [...(done.get(id) ?? []), result]);
+      });
     }
     if (page.length < 5_000) return done;
     from = `(${page[page.length - 1]![0]}`;

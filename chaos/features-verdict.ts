@@ -1,6 +1,7 @@
 /**
  * The verdicts on the features the chaos workload added after the core (verdict.ts): per-group FIFO
- * at concurrency 1, parked groups, durable steps, expiring jobs, dedupe, and late sandbox calls. Each
+ * at concurrency 1, parked groups, durable steps, expiring jobs, dedupe, late sandbox calls, and the
+ * results `completed` events carry. Each
  * is a pure function of small inputs (jobs as Redis left them, the adds, the workers' log lines, group
  * samples), so test/unit/chaos-verdict.test.ts shows each one failing on a violating log.
  *
@@ -436,6 +437,39 @@ export function accountingViolations(jobs: readonly AccountView[], begins: reado
       out.push(
         `${j.id} (${j.state}): ${lines} error lines for ${want} charged attempts that did not complete`,
       );
+  }
+  return out;
+}
+
+/** A run that returned (an 'ok' execution line), keyed as `${id}#${attempt}#${snoozes}@${pid}`. */
+export function okRunKey(id: string, a: number, z: number | undefined, pid: number): string {
+  return `${id}#${a}#${z ?? 0}@${pid}`;
+}
+
+/**
+ * Retention 0: a completed job's record is deleted in the script that appends its `completed` event,
+ * so the event's `result` is Redis's only record of what the job returned. Every such result must be
+ * the return value of a run the workers logged as returning (a chaos result names its attempt,
+ * snoozes and pid): not missing (every chaos processor that returns, returns a value), and not the
+ * value of a run whose outcome was refused. `results`: per job id, the result of each of its
+ * `completed` events (an id can complete more than once: retention 0 frees it for a new add).
+ */
+export function eventResultViolations(
+  results: ReadonlyMap<string, readonly unknown[]>,
+  okRuns: ReadonlySet<string>,
+): string[] {
+  const out: string[] = [];
+  for (const [id, list] of results) {
+    for (const r of list) {
+      const res = r as { a?: unknown; p?: unknown; z?: unknown } | undefined;
+      if (typeof res?.a !== 'number' || typeof res.p !== 'number') {
+        out.push(`${id}: a completed event carries ${JSON.stringify(r) ?? 'no result'}, not a chaos result`);
+      } else if (!okRuns.has(okRunKey(id, res.a, typeof res.z === 'number' ? res.z : 0, res.p))) {
+        out.push(
+          `${id}: a completed event carries the result of attempt ${res.a} in pid ${res.p}, which no logged run returned`,
+        );
+      }
+    }
   }
   return out;
 }

@@ -257,7 +257,7 @@ async function main(c: ChaosConfig): Promise<number> {
   const completedEvents =
     c.keepCompleted === 0
       ? await within(completedFromEvents(queue), 60_000, 'reading the events stream')
-      : new Set<string>();
+      : new Map<string, (ChaosResult | undefined)[]>();
   const missing = [...new Set(producer.accepted.map((a) => a.id!))].filter(
     (id) => !snapshot.jobs.has(id) && !completedEvents.has(id),
   );
@@ -266,7 +266,7 @@ async function main(c: ChaosConfig): Promise<number> {
   await network.close();
   const logs = readLogs(pool.all.map((w) => w.logPath));
   const completedDeleted =
-    c.keepCompleted === 0 ? new Set([...completedEvents, ...logs.ackedComplete.keys()]) : null;
+    c.keepCompleted === 0 ? new Set([...completedEvents.keys(), ...logs.ackedComplete.keys()]) : null;
   // Measured event-loop stalls count as causes after the injected faults (same order as the timeline).
   const causes: FaultRecord[] = [
     ...faults.records,
@@ -302,6 +302,7 @@ async function main(c: ChaosConfig): Promise<number> {
     minRedisKills: c.redisKills,
     faults: causes,
     completedDeleted,
+    completedEventResults: c.keepCompleted === 0 ? completedEvents : null,
     fifoGroups: GroupWatch.FIFO_GROUPS,
     groupSamples: watch.samples,
     backoffMs: c.backoffMs,

@@ -19,10 +19,12 @@ import type { FaultRecord } from './fault-plan.js';
 import {
   accountingViolations,
   dedupeViolations,
+  eventResultViolations,
   expiryViolations,
   fifoViolations,
   type GroupSample,
   lateCallViolations,
+  okRunKey,
   parkedViolations,
   stepViolations,
 } from './features-verdict.js';
@@ -63,6 +65,8 @@ export interface VerdictInput {
    * completed, whose records retention deleted. null when completed jobs are kept.
    */
   completedDeleted: ReadonlySet<string> | null;
+  /** Retention 0: the result each `completed` event carried, per job id (null when completed jobs are kept). */
+  completedEventResults: ReadonlyMap<string, readonly unknown[]> | null;
   /** Groups held at concurrency 1 for the whole run (their order is judged). */
   fifoGroups: readonly string[];
   /** queue.groups() read every second or so through the chaos and drain phases. */
@@ -199,6 +203,10 @@ export function judge(v: VerdictInput): Judgement {
     'active events',
     "every outcome a worker reported followed that worker's own `active` event for the attempt: 0",
   );
+  const eventResults = new Tally(
+    'completed event results',
+    'retention 0: every `completed` event carries the result a logged run returned: 0',
+  );
   const refusedWrote = new Tally(
     'refused adds wrote',
     `an add refused with a typed error (other than ${MAYBE_APPLIED_CODES.join(', ')}) wrote nothing: 0`,
@@ -305,6 +313,7 @@ export function judge(v: VerdictInput): Judgement {
     } else if (problem) wrong.add(`${job.id} (${KIND_NAMES[job.data.k]}): ${problem}`);
   }
   const okExecs = new Set<string>();
+  const okRuns = new Set<string>();
   const perToken = new Map<string, Execution>();
   for (const e of v.logs.executions) {
     // One attempt is one lease: its fencing token, unique in the queue's history. (The attempt number
@@ -318,7 +327,10 @@ export function judge(v: VerdictInput): Judgement {
       );
     perToken.set(key, e);
     // A result names its attempt, snoozes and pid (not its token): the completed jobs' check below.
-    if (e.o === 'ok') okExecs.add(`${e.id}#${e.s}#${e.a}#${e.z ?? 0}@${e.pid}`);
+    if (e.o === 'ok') {
+      okExecs.add(`${e.id}#${e.s}#${e.a}#${e.z ?? 0}@${e.pid}`);
+      okRuns.add(okRunKey(e.id, e.a, e.z, e.pid));
+    }
     if (e.start < e.runAt - EARLY_TOLERANCE_MS)
       early.add(`${e.id} attempt ${e.a}: started ${e.runAt - e.start} ms before its runAt ${e.runAt}`);
     const origin = bySeq.get(e.s);
@@ -399,6 +411,7 @@ export function judge(v: VerdictInput): Judgement {
   for (const x of v.logs.outcomesWithoutActive)
     activeEvents.add(`${x}: reported with no active event before it`);
   for (const x of accountingViolations(jobList, v.logs.begins)) accounting.add(x);
+  for (const x of eventResultViolations(v.completedEventResults ?? new Map(), okRuns)) eventResults.add(x);
 
   const all = [
     lost,
@@ -426,6 +439,7 @@ export function judge(v: VerdictInput): Judgement {
     lateCalls,
     accounting,
     activeEvents,
+    eventResults,
   ];
   const checks = all.map((t) => t.check());
   return { checks, deadByLeaseLoss, deadByLeaseLossExamples, fromUnknownAdds };

@@ -53,7 +53,9 @@ export type {
   RateLimit,
 } from './queue/flow-control.js';
 export type { QueueStats, SearchOptions, SearchResult } from './queue/insights.js';
+export type { DrainOptions } from './queue/job-edits.js';
 export { MAX_METRICS_RETENTION_MS } from './queue/metrics-history.js';
+export { MAX_PRIORITIES_PER_CALL } from './queue/priority-counts.js';
 export { Queue } from './queue/queue.js';
 export type { ListOptions } from './queue/reads.js';
 export type { RecoveredJobs } from './queue/recovery.js';

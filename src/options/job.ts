@@ -1,4 +1,4 @@
-import { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from '../defaults.js';
+import { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, MAX_PRIORITY } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import type { ResolvedJobOptions } from '../store/job-record.js';
 import { MAX_TIMER_MS } from '../timers.js';
@@ -53,7 +53,7 @@ export function checkJobFields(
     priority:
       o.priority === undefined
         ? base.priority
-        : checkInt(`${name}priority`, o.priority, -1_000_000, 1_000_000),
+        : checkInt(`${name}priority`, o.priority, -MAX_PRIORITY, MAX_PRIORITY),
     maxAttempts:
       o.maxAttempts === undefined
         ? base.maxAttempts

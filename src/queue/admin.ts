@@ -1,16 +1,17 @@
 /**
- * The queue's admin writes: per-job changes (retry, remove, promote, cancel), clean, pause and resume,
- * the global concurrency limit, and a recovery pass. Every write goes through a script, and in a
+ * The queue's admin writes: per-job changes (retry, remove, promote, cancel, a log line), clean, pause
+ * and resume, the global concurrency limit, and a recovery pass. Every write goes through a script, and in a
  * partitioned queue applies to the partition that holds the job (per-job) or to every partition.
  * Bulk operations over many jobs are in bulk.ts.
  */
-import { DEFAULT_RETENTION, SCRIPT_BATCH_LIMIT } from '../defaults.js';
+import { DEFAULT_RETENTION, MAX_LOG_LINE_CHARS, MAX_LOG_LINES, SCRIPT_BATCH_LIMIT } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import { resolveRetentionRule } from '../options/retention.js';
 import { settling } from '../redis/in-flight.js';
 import { serverNow } from '../redis/server-clock.js';
 import { type Refusal, refusalError } from '../scripts/refusals.js';
 import { type ArgValue, callScript, type ScriptSpec, scripts } from '../scripts/specs.js';
+import type { QueueKeys } from '../store/keys.js';
 import type { RetentionRule } from '../types.js';
 import { checkCallOptions, checkInt, checkJobId, show } from '../validate.js';
 import type { QueueContext } from './context.js';
@@ -43,11 +44,7 @@ export async function runJobScript(
   id: string,
   args: Record<string, ArgValue> = {},
 ): Promise<void> {
-  checkJobId(id);
-  const layout = await ctx.open();
-  // One partition: the script itself answers NOT_FOUND, no lookup needed.
-  const found = layout.partitioned ? await locate(ctx.client, layout, id) : 0;
-  const k = layout.parts[found < 0 ? layout.home(id) : found]!;
+  const k = await jobPartition(ctx, id);
   const refusal = await callScript(ctx.client, spec, k, {
     now: '',
     id,
@@ -57,6 +54,35 @@ export async function runJobScript(
     ...args,
   });
   if (refusal) throw refusalError(refusal, { operation, jobId: id });
+}
+
+/** The keys of the partition that holds job `id` (its home when none does: the script answers NOT_FOUND). */
+async function jobPartition(ctx: QueueContext, id: string): Promise<QueueKeys> {
+  checkJobId(id);
+  const layout = await ctx.open();
+  // One partition: the script itself answers NOT_FOUND, no lookup needed.
+  const found = layout.partitioned ? await locate(ctx.client, layout, id) : 0;
+  return layout.parts[found < 0 ? layout.home(id) : found]!;
+}
+
+/**
+ * Appends `line` to job `id`'s log, as a processor's job.log does (add-log.lua: the same annex field,
+ * cut at MAX_LOG_LINE_CHARS, the last MAX_LOG_LINES kept), in any state; resolves with the number of
+ * lines the log holds now. JobNotFoundError for an unknown id.
+ */
+export async function addJobLog(ctx: QueueContext, id: string, line: string): Promise<number> {
+  checkJobId(id);
+  if (typeof line !== 'string') {
+    throw new ValidationError(`addJobLog takes a log line as a string, got ${show(line)}`);
+  }
+  const k = await jobPartition(ctx, id);
+  const r = await callScript(ctx.client, scripts.addLog, k, {
+    id,
+    maxLines: MAX_LOG_LINES,
+    line: JSON.stringify(line.slice(0, MAX_LOG_LINE_CHARS)),
+  });
+  if (typeof r !== 'number') throw refusalError(r, { operation: 'add a log line to', jobId: id });
+  return r;
 }
 
 /**
@@ -85,7 +111,12 @@ export async function cleanJobs(
     for (;;) {
       if (removed >= limit) return { removed, more: true };
       const batch = Math.min(SCRIPT_BATCH_LIMIT, limit - removed);
-      const r = await callScript(ctx.client, scripts.clean, keys, { cutoff, limit: batch });
+      const r = await callScript(ctx.client, scripts.clean, keys, {
+        cutoff,
+        limit: batch,
+        state,
+        eventsMaxLen: ctx.options.eventsMaxLen,
+      });
       removed += r.removed;
       if (!r.more) break;
     }
@@ -93,9 +124,12 @@ export async function cleanJobs(
   return { removed, more: false };
 }
 
-/** Pauses or resumes claiming in every partition (resume wakes idle workers). */
+/**
+ * Pauses or resumes claiming in every partition (resume wakes idle workers); each partition whose
+ * state changes appends `paused` or `resumed` to its event stream.
+ */
 export async function setPaused(ctx: QueueContext, paused: boolean): Promise<void> {
-  await setPausedAll(ctx.client, (await ctx.open()).parts, paused);
+  await setPausedAll(ctx.client, (await ctx.open()).parts, paused, ctx.options.eventsMaxLen);
 }
 
 /** True when the queue is paused (in a partitioned queue: when any partition is). */

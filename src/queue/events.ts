@@ -1,7 +1,9 @@
 /**
- * Reading a queue's lifecycle events. Scripts append one stream entry per transition per call
- * (`event`, newline-separated `ids`, optional `data`); readers expand them into one event per job.
- * Usable from any process: the stream lives in Redis, capped near `events.maxLen` entries.
+ * Reading a queue's lifecycle events (docs/events.md). Scripts append one stream entry per transition
+ * per call (`event`, newline-separated `ids`, and optionally `data` for all of them, `results` or
+ * `keys` with one line per id, `count` and `state`); readers expand them into one event per job. A
+ * queue-wide entry (paused, resumed, drained, cleaned) has no ids and is read as one event whose
+ * jobId is ''. Usable from any process: the stream lives in Redis, capped near `events.maxLen` entries.
  */
 import { EventEmitter } from 'node:events';
 import { DEFAULT_PREFIX } from '../defaults.js';
@@ -37,10 +39,23 @@ export type QueueEventName =
   /** A processor snoozed the job (SnoozeError): delayed, attempt not spent. */
   | 'snoozed'
   /** A processor hit a rate limit (RateLimitError): back to waiting, attempt not spent, claims paused. */
-  | 'rateLimited';
+  | 'rateLimited'
+  /** An add named an id that exists (or came earlier in the same addBulk): nothing was added. */
+  | 'duplicated'
+  /** An add that a dedupe key took (throttled, or debounced into the pending job): `jobId` is the holder's, `key` the key. */
+  | 'deduplicated'
+  /** queue.pause() paused the queue (it was not paused). Queue-wide: jobId ''. */
+  | 'paused'
+  /** queue.resume() resumed the queue (it was paused, or held by a RateLimitError). Queue-wide: jobId ''. */
+  | 'resumed'
+  /** A claim took the last waiting job: none is waiting now (delayed ones may be). Queue-wide: jobId ''. */
+  | 'drained'
+  /** queue.clean() deleted `count` finished jobs of `state` (one event per batch of up to 1 000). Queue-wide: jobId ''. */
+  | 'cleaned';
 
 export interface QueueEvent {
   event: QueueEventName;
+  /** The job's id; '' for the queue-wide events (paused, resumed, drained, cleaned). */
   jobId: string;
   /** Redis time of the transition (epoch ms). */
   at: number;
@@ -48,7 +63,18 @@ export interface QueueEvent {
   streamId: string;
   /** The progress value, for `progress` events. */
   data?: unknown;
-  /** The partition the job lives in (partitioned queues only). */
+  /**
+   * For `completed` events: the processor's return value, parsed (as `getJob(id).result`; bounded by
+   * the Worker's maxPayloadBytes). Absent when it returned undefined.
+   */
+  result?: unknown;
+  /** For `deduplicated` events: the dedupe key that took the add. */
+  key?: string;
+  /** For `cleaned` events: how many jobs this batch deleted. */
+  count?: number;
+  /** For `cleaned` events: the state the deleted jobs were in. */
+  state?: 'completed' | 'dead';
+  /** The partition the job (or the queue-wide event) belongs to (partitioned queues only). */
   partition?: number;
 }
 
@@ -60,6 +86,36 @@ export interface ReadEventsOptions {
 }
 
 type StreamReply = [string, [string, string[]][]][] | null;
+
+/** The events of one stream entry: one per id (one with jobId '' for a queue-wide entry). */
+function* entryEvents(
+  streamId: string,
+  f: Record<string, string>,
+  partition: number | undefined,
+): Generator<QueueEvent> {
+  const at = Number(streamId.slice(0, streamId.indexOf('-')));
+  const data = f.data === undefined ? undefined : JSON.parse(f.data);
+  const ids = (f.ids ?? '').split('\n');
+  // One line per id; a count that does not match (never written so) is ignored, not misassigned.
+  const perId = (field: string | undefined) => {
+    const lines = field?.split('\n');
+    return lines?.length === ids.length ? lines : undefined;
+  };
+  const results = perId(f.results);
+  const keys = perId(f.keys);
+  for (let i = 0; i < ids.length; i++) {
+    const e: QueueEvent = { event: f.event as QueueEventName, jobId: ids[i] as string, at, streamId };
+    if (data !== undefined) e.data = data;
+    const result = results?.[i];
+    if (result) e.result = JSON.parse(result);
+    const key = keys?.[i];
+    if (key !== undefined) e.key = key;
+    if (f.count !== undefined) e.count = Number(f.count);
+    if (f.state === 'completed' || f.state === 'dead') e.state = f.state;
+    if (partition !== undefined) e.partition = partition;
+    yield e;
+  }
+}
 
 /** Yields events from `client` (which it blocks on: give it a dedicated connection). */
 export async function* readEvents(
@@ -82,14 +138,7 @@ export async function* readEvents(
         last = streamId;
         const f: Record<string, string> = {};
         for (let i = 0; i < fields.length; i += 2) f[fields[i] as string] = fields[i + 1] as string;
-        const at = Number(streamId.slice(0, streamId.indexOf('-')));
-        const data = f.data === undefined ? undefined : JSON.parse(f.data);
-        for (const jobId of (f.ids ?? '').split('\n')) {
-          const e: QueueEvent = { event: f.event as QueueEventName, jobId, at, streamId };
-          if (data !== undefined) e.data = data;
-          if (partition !== undefined) e.partition = partition;
-          yield e;
-        }
+        yield* entryEvents(streamId, f, partition);
       }
     }
   }

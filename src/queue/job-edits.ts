@@ -4,7 +4,7 @@
  *   updateData      update-data.lua      any job but an active one: new data (validated like add)
  *   changePriority  change-priority.lua  waiting / delayed / blocked: new priority (and place in line)
  *   changeDelay     change-delay.lua     waiting / delayed / blocked: due delayMs from now
- *   drain           drain.lua            delete every waiting and delayed job (and blocked ones), in batches
+ *   drain           drain.lua            delete every waiting job, delayed ones (unless kept), blocked ones if asked
  *   obliterate      obliterate.lua       delete every key of the queue, in bounded steps
  *
  * Per-job edits run in the partition that holds the job (admin.ts runJobScript: unknown ids throw
@@ -12,7 +12,7 @@
  * partition. docs/admin.md describes what each one does and does not do.
  */
 
-import { SCRIPT_BATCH_LIMIT } from '../defaults.js';
+import { MAX_PRIORITY, SCRIPT_BATCH_LIMIT } from '../defaults.js';
 import { QueueActiveError } from '../errors.js';
 import { MAX_DELAY_MS } from '../options/backoff.js';
 import { callScript, scripts } from '../scripts/specs.js';
@@ -30,7 +30,7 @@ export async function updateData(ctx: QueueContext, id: string, data: unknown): 
 
 /** New priority for a waiting, delayed or blocked job; a waiting one goes to the back of that priority. */
 export async function changePriority(ctx: QueueContext, id: string, priority: number): Promise<void> {
-  const p = checkInt('priority', priority, -1_000_000, 1_000_000);
+  const p = checkInt('priority', priority, -MAX_PRIORITY, MAX_PRIORITY);
   await runJobScript(ctx, scripts.changePriority, 'change the priority of', id, { priority: p });
 }
 
@@ -40,14 +40,24 @@ export async function changeDelay(ctx: QueueContext, id: string, delayMs: number
   await runJobScript(ctx, scripts.changeDelay, 'change the delay of', id, { delayMs: ms });
 }
 
+/** Options of queue.drain. */
+export interface DrainOptions {
+  /** Delete blocked jobs too (default false). */
+  blocked?: boolean;
+  /** Delete delayed jobs too (default true; false keeps them, due or not). */
+  delayed?: boolean;
+}
+
 /**
- * Deletes every waiting and delayed job (and blocked ones with `blocked: true`) of every partition,
- * at most SCRIPT_BATCH_LIMIT per script call; returns how many went. The first call's count of what
- * is left bounds the calls per partition, so producers adding meanwhile cannot keep a drain going.
+ * Deletes every waiting job, and delayed ones (unless `delayed: false`) and blocked ones (with
+ * `blocked: true`), of every partition, at most SCRIPT_BATCH_LIMIT per script call; returns how many
+ * went. The first call's count of what is left bounds the calls per partition, so producers adding
+ * meanwhile cannot keep a drain going.
  */
-export async function drain(ctx: QueueContext, opts: { blocked?: boolean } = {}): Promise<number> {
-  checkCallOptions('drain options', opts, ['blocked']);
+export async function drain(ctx: QueueContext, opts: DrainOptions = {}): Promise<number> {
+  checkCallOptions('drain options', opts, ['blocked', 'delayed']);
   const blocked = checkBool('blocked', opts.blocked ?? false);
+  const delayed = checkBool('delayed', opts.delayed ?? true);
   const layout = await ctx.open();
   let removed = 0;
   for (const k of layout.parts) {
@@ -58,6 +68,7 @@ export async function drain(ctx: QueueContext, opts: { blocked?: boolean } = {})
         now: '',
         limit: SCRIPT_BATCH_LIMIT,
         blocked: blocked ? '1' : '',
+        delayed: delayed ? '1' : '',
         eventsMaxLen: ctx.options.eventsMaxLen,
         wakeChannel: k.wakeChannel,
         doneChannel: k.doneChannel,

@@ -88,15 +88,23 @@ export class Layout {
   }
 }
 
-/** Pauses or resumes every partition given (resume wakes their idle workers). */
+/**
+ * Pauses or resumes every partition given (resume wakes their idle workers). A partition whose state
+ * changes appends `paused` or `resumed` to its event stream, capped at `eventsMaxLen` (0: no event).
+ */
 export async function setPausedAll(
   client: RedisClient,
   parts: readonly QueueKeys[],
   paused: boolean,
+  eventsMaxLen: number,
 ): Promise<void> {
   await Promise.all(
     parts.map((k) =>
-      callScript(client, scripts.setPaused, k, { paused: paused ? '1' : '0', wakeChannel: k.wakeChannel }),
+      callScript(client, scripts.setPaused, k, {
+        paused: paused ? '1' : '0',
+        wakeChannel: k.wakeChannel,
+        eventsMaxLen,
+      }),
     ),
   );
 }

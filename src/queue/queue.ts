@@ -7,9 +7,11 @@
  *   batches.ts    addBatch, batch: jobs counted together, with a callback job when all finished
  *   wait-for.ts   waitFor (done channel, no polling)
  *   reads.ts      getJob, getJobs, counts, exists, workers (insights.ts: search, stats;
- *                 metrics-history.ts: metrics and their retention)
+ *                 metrics-history.ts: metrics and their retention; priority-counts.ts:
+ *                 getCountsPerPriority)
  *   explain.ts    explain: why a job is where it is
- *   admin.ts      retry, remove, promote, cancel, clean, pause/resume, global concurrency, recovery
+ *   admin.ts      retry, remove, promote, cancel, addJobLog, clean, pause/resume, global concurrency,
+ *                 recovery
  *   flow-control.ts  stored rate limit, group limits, the list of groups
  *   bulk.ts       retryJobs / removeJobs over many jobs (used by the CLI and the dashboard)
  *   job-edits.ts  updateData, changePriority, changeDelay, drain, obliterate
@@ -62,10 +64,12 @@ import {
   type SearchResult,
   searchJobs,
 } from './insights.js';
+import type { DrainOptions } from './job-edits.js';
 import * as edits from './job-edits.js';
 import { readMetrics, setMetricsRetention } from './metrics-history.js';
 import { LayoutOpener } from './opener.js';
 import type { Layout } from './partitions.js';
+import { countPerPriority } from './priority-counts.js';
 import { countJobs, type ListOptions, listJobs, listWorkers, queueExists, readJob } from './reads.js';
 import type { RecoveredJobs } from './recovery.js';
 import type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './schedule-timing.js';
@@ -160,11 +164,25 @@ export class Queue<Data = unknown, Result = unknown> {
   /**
    * Jobs in one state, oldest first (waiting: ungrouped ones in claim order, then each group's in its own
    * claim order, groups with the most waiting first: claims interleave groups, so not the order of
-   * claims across groups), paged;
+   * claims across groups), paged (`offset`, default 0; `limit`, default 100, at most 10 000);
    * `order: 'desc'`: newest first. With `group` (state waiting only): that group's waiting jobs.
+   *
+   * Several states (`['completed', 'waiting']`, each at most once): their lists one after another,
+   * in the order given, each in its own order (`order` applies inside each state), and `offset` and
+   * `limit` page through that concatenation. Not a snapshot: a job that changes state during the
+   * call may be listed twice or missed. docs/inspecting.md.
    */
-  getJobs(state: JobState, opts: ListOptions = {}): Promise<JobInfo<Data, Result>[]> {
+  getJobs(state: JobState | readonly JobState[], opts: ListOptions = {}): Promise<JobInfo<Data, Result>[]> {
     return listJobs<Data, Result>(this.ctx, state, opts);
+  }
+
+  /**
+   * How many jobs wait at each priority given (integers from -1 000 000 to 1 000 000, at most 1 000
+   * of them): `{ 0: n, 1: n, ... }`, grouped jobs included, over every partition. Delayed and blocked
+   * jobs are not waiting yet and are not counted. docs/inspecting.md.
+   */
+  getCountsPerPriority(priorities: readonly number[]): Promise<Record<number, number>> {
+    return countPerPriority(this.ctx, priorities);
   }
 
   /** Jobs of one state whose data matches `text` or `field`/`value`, newest first; scans at most `scan`. */
@@ -226,6 +244,16 @@ export class Queue<Data = unknown, Result = unknown> {
     return admin.changeJob(this.ctx, 'remove', id);
   }
 
+  /**
+   * Appends a line to a job's log from outside its processor (an operator's note, a webhook's
+   * answer), in any state: the log `job.log` writes, read back with `getJob(id).logs`. Same limits: a
+   * line is cut at 2 000 characters and the last 100 lines are kept. Resolves with the number of lines
+   * the log holds; JobNotFoundError for an unknown id.
+   */
+  addJobLog(id: string, line: string): Promise<number> {
+    return admin.addJobLog(this.ctx, id, line);
+  }
+
   /** Makes a delayed job due now. */
   promote(id: string): Promise<void> {
     return admin.changeJob(this.ctx, 'promote', id);
@@ -254,8 +282,11 @@ export class Queue<Data = unknown, Result = unknown> {
     return edits.changeDelay(this.ctx, id, delayMs);
   }
 
-  /** Deletes every waiting and delayed job (and blocked ones with `blocked`); returns how many. docs/admin.md. */
-  drain(opts: { blocked?: boolean } = {}): Promise<number> {
+  /**
+   * Deletes every waiting job and every delayed one (`delayed: false` keeps the delayed ones), and
+   * blocked ones with `blocked: true`; returns how many. docs/admin.md.
+   */
+  drain(opts: DrainOptions = {}): Promise<number> {
     return edits.drain(this.ctx, opts);
   }
 
@@ -287,7 +318,7 @@ export class Queue<Data = unknown, Result = unknown> {
   /**
    * Deletes completed or dead jobs that finished more than `olderThanMs` ago (Redis clock; 0: all),
    * oldest first, atomically per batch of up to 1 000, at most `limit` in all (default 10 000).
-   * Resolves with how many went and whether old ones remain.
+   * Resolves with how many went and whether old ones remain. Each batch appends a `cleaned` event.
    */
   clean(state: 'completed' | 'dead', opts: admin.CleanOptions = {}): Promise<admin.CleanOutcome> {
     return admin.cleanJobs(this.ctx, state, opts);
@@ -295,12 +326,15 @@ export class Queue<Data = unknown, Result = unknown> {
 
   // ---- queue settings ------------------------------------------------------------------------
 
-  /** Stops every worker of this queue from claiming jobs (active ones finish). */
+  /** Stops every worker of this queue from claiming jobs (active ones finish). A `paused` event if it was not paused. */
   pause(): Promise<void> {
     return admin.setPaused(this.ctx, true);
   }
 
-  /** Lets workers claim again; also lifts a pause set by a processor's RateLimitError. */
+  /**
+   * Lets workers claim again; also lifts a pause set by a processor's RateLimitError. A `resumed`
+   * event if it was paused (or held by a RateLimitError).
+   */
   resume(): Promise<void> {
     return admin.setPaused(this.ctx, false);
   }
@@ -391,8 +425,10 @@ export class Queue<Data = unknown, Result = unknown> {
   // ---- events and closing --------------------------------------------------------------------
 
   /**
-   * Lifecycle events of this queue (added, active, progress, completed, failed, retrying, dead,
-   * recovered, retried, promoted, cancelled, removed), from any process, as an async iterator.
+   * Lifecycle events of this queue, from any process, as an async iterator: per job (added, active,
+   * progress, completed with its `result`, failed, retrying, dead, recovered, retried, promoted,
+   * cancelled, removed, released, snoozed, rateLimited, duplicated, deduplicated with its `key`) and
+   * queue-wide, with jobId '' (paused, resumed, drained, cleaned with its `count`). docs/events.md.
    * Uses its own connection(s), closed when the loop ends (break, or `signal` aborted). A partitioned
    * queue reads each partition's stream and yields events as they arrive (ordered per partition;
    * `event.partition` says which, and a `from` stream id applies to every partition's stream).

@@ -67,33 +67,76 @@ export interface ListOptions {
   group?: string;
   /**
    * 'asc' (default): oldest first, waiting in claim order (with groups: ungrouped jobs in claim order,
-   * then each group's in its own, not the order of claims across groups); 'desc': the reverse.
+   * then each group's in its own, not the order of claims across groups); 'desc': the reverse. With
+   * several states, each state's list in this order; the states stay in the order given.
    */
   order?: 'asc' | 'desc';
 }
 
-/** Jobs in one state, oldest first (waiting: in claim order) or the reverse, paged, merged over the partitions. */
+/**
+ * Jobs in one state or several, paged, merged over the partitions. One state: oldest first (waiting:
+ * in claim order) or the reverse. Several: the states' lists one after another, in the order given,
+ * each in its own order; offset and limit apply to that concatenation (the states' sizes, read first,
+ * say where it starts).
+ */
 export async function listJobs<D, R>(
   ctx: QueueContext,
-  state: JobState,
+  state: JobState | readonly JobState[],
   opts: ListOptions,
 ): Promise<JobInfo<D, R>[]> {
   checkCallOptions('getJobs options', opts, ['offset', 'limit', 'group', 'order']);
   const offset = checkInt('offset', opts.offset ?? 0, 0);
   const limit = checkInt('limit', opts.limit ?? 100, 1, 10_000);
   const group = opts.group === undefined ? undefined : checkLabel('group', opts.group);
-  if (group !== undefined && state !== 'waiting') {
-    throw new ValidationError(`getJobs lists a group's jobs in state waiting only, got ${String(state)}`);
+  const states = checkStates(state);
+  if (group !== undefined && (states.length !== 1 || states[0] !== 'waiting')) {
+    throw new ValidationError(`getJobs lists a group's jobs in state waiting only, got ${show(state)}`);
   }
   const order = opts.order ?? 'asc';
   if (order !== 'asc' && order !== 'desc') {
     throw new ValidationError(`order must be 'asc' or 'desc', got ${show(order)}`);
   }
+  if (states.length === 1) return listState<D, R>(ctx, states[0]!, offset, limit, group, order);
+  const sizes = await countJobs(ctx.client, await ctx.open());
+  const out: JobInfo<D, R>[] = [];
+  let skip = offset;
+  for (const s of states) {
+    if (out.length >= limit) break;
+    if (skip >= sizes[s]) {
+      skip -= sizes[s];
+      continue;
+    }
+    out.push(...(await listState<D, R>(ctx, s, skip, limit - out.length, undefined, order)));
+    skip = 0;
+  }
+  return out;
+}
+
+/** getJobs' `state`: one state, or a list of 1 to 6 different states. */
+function checkStates(state: unknown): JobState[] {
+  const list: unknown[] = Array.isArray(state) ? state : [state];
+  const allowed = `one of ${JOB_STATES.join(', ')}`;
+  if (list.length === 0) throw new ValidationError(`getJobs needs at least one state (${allowed}), got []`);
+  for (const s of list) {
+    if (!isJobState(s)) throw new ValidationError(`state must be ${allowed}, got ${show(s)}`);
+  }
+  if (new Set(list).size !== list.length) {
+    throw new ValidationError(`getJobs takes each state at most once, got ${show(state)}`);
+  }
+  return list as JobState[];
+}
+
+/** One state's page: oldest first (waiting: in claim order), or newest first with order 'desc'. */
+async function listState<D, R>(
+  ctx: QueueContext,
+  state: JobState,
+  offset: number,
+  limit: number,
+  group: string | undefined,
+  order: 'asc' | 'desc',
+): Promise<JobInfo<D, R>[]> {
   if (order === 'desc') return listNewest<D, R>(ctx, state, offset, limit, group);
   const layout = await ctx.open();
-  if (!isJobState(state)) {
-    throw new ValidationError(`state must be one of ${JOB_STATES.join(', ')}, got ${String(state)}`);
-  }
   const client = settling(ctx.client);
   if (group !== undefined) {
     // One group lives in one partition: its waiting jobs in claim order.

@@ -99,7 +99,8 @@ export async function repartition(
   const wasPaused = (await Promise.all(old.parts.map((k) => client.hget(k.meta, 'paused')))).some(
     (v) => v !== null,
   );
-  await setPausedAll(client, old.parts, true);
+  // The move's own pause and its restoring are no lifecycle events (eventsMaxLen 0).
+  await setPausedAll(client, old.parts, true, 0);
   await waitIdle(client, old, waitMs, say);
 
   // Switch. The mark `movedFrom` says a move is under way, so a cut-off run can be resumed. The old
@@ -107,7 +108,7 @@ export async function repartition(
   // tag's switch finds the old count still recorded and does it all again.
   if (to === 1) for (const k of old.parts) await client.hset(k.meta, 'moved', 1);
   await callScript(client, scripts.switchPartitions, base, { to, from });
-  await setPausedAll(client, target.parts, wasPaused);
+  await setPausedAll(client, target.parts, wasPaused, 0);
   say(`recorded ${to} partition(s); producers and workers on ${from} are now refused`);
 
   await moveFlowControl(client, old, target);

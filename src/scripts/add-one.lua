@@ -37,6 +37,7 @@
 -- ARGV[11] ttlMs        '' = none: the job expires at now + ttlMs on Redis's clock (an expireAt given
 --                       instead comes in the option tail)
 -- ARGV[12] leaseMs      the lease of a job handed off without a leaseMs of its own
+-- Events: `added` (and `active` when handed off), or `duplicated` when the id exists.
 -- Returns: { id, isNew (1|0), state letter } as add.lua does for one job ('a' when handed off);
 --   error `SURETY_PARTITIONS <n>` when this tag belongs to a queue of n partitions (or was moved)
 -- @include current_time
@@ -79,6 +80,7 @@ local id = arg_id
 if id ~= '' then
   if redis.call('HSETNX', jobs, id, record) == 0 then
     if taker then redis.call('ZADD', idle, taker_deadline, taker) end
+    emit_event(events_key, arg_events_max_len, 'duplicated', { id })
     return { id, 0, string.sub(redis.call('HGET', jobs, id), 1, 1) }
   end
 else

@@ -49,6 +49,9 @@
 --   also a retry, a snoozed job or one in job.sleep, whose steps must survive), the add creates a new
 --   job that takes the key.
 --   Jobs with a dedupe key are written at once (not batched), so later items of the call see them.
+-- Events: `added` (the jobs created), `duplicated` (items whose id existed, or came earlier in the
+--   call), `deduplicated` (items a dedupe key took: throttled, or debounced into the pending job;
+--   with `keys`, one dedupe key per id).
 -- Returns: { id, isNew (1|0), state letter, ... } per job, in order ({} with checkOnly); a debounced
 --   add answers the rewritten job with isNew 0;
 --   error `SURETY_UNKNOWN_PARENT <id>` when a parent neither exists nor is added earlier in the call;
@@ -150,13 +153,16 @@ for from = 1, n, CHUNK do
 end
 local out, records, to_list, delayed_args = {}, {}, {}, {}
 local seen, woken, min_due, added = {}, false, nil, {}
+-- Adds that created nothing: an id that exists (`duplicated`), and adds a dedupe key took (`deduplicated`:
+-- the holder's id and the key).
+local duplicated, deduped_ids, deduped_keys = {}, {}, {}
 local gk = group_keys(jobs)
 for i = 1, n do
   local base = FIXED + 1 + (i - 1) * R
   local id = ids[i]
   local group = ARGV[base + 8] ~= '' and ARGV[base + 8] or nil
   local dedupe_key, dedupe_mode = ARGV[base + 9], ARGV[base + 10]
-  local holder, holder_rec, replace = nil, nil, false
+  local holder, holder_rec, replace, deduped = nil, nil, false, false
   if dedupe_key ~= '' and not existing[i] and not seen[id] then
     holder = redis.call('GET', gk.dedupe .. dedupe_key)
     holder_rec = holder and redis.call('HGET', jobs, holder)
@@ -164,6 +170,7 @@ for i = 1, n do
     if dedupe_mode == 'd' and (hs == 'w' or hs == 'd') and not record_started(holder_rec) then
       -- Debounce: the pending job is rewritten in place under its own id.
       replace = true
+      deduped = true
       id = holder
       unlink({ jobs = jobs, waiting = waiting, prio = prio, delayed = delayed }, id, hs, holder_rec, now)
       redis.call('ZREM', expiring_key, id)
@@ -175,17 +182,25 @@ for i = 1, n do
       if holder_rec then
         existing[i] = holder_rec
         id = holder
+        deduped = true
       elseif redis.call('PTTL', gk.dedupe .. dedupe_key) > 0 then
         existing[i] = 'c'
         id = holder
+        deduped = true
       end
     end
   end
+  if deduped then
+    deduped_ids[#deduped_ids + 1] = id
+    deduped_keys[#deduped_ids] = dedupe_key
+  end
   if existing[i] then
+    if not deduped then duplicated[#duplicated + 1] = id end
     out[#out + 1] = id
     out[#out + 1] = 0
     out[#out + 1] = string.sub(existing[i], 1, 1)
   elseif seen[id] and not replace then
+    duplicated[#duplicated + 1] = id
     out[#out + 1] = id
     out[#out + 1] = 0
     out[#out + 1] = seen[id]
@@ -287,6 +302,10 @@ if #delayed_args > 0 then
 end
 if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end
 emit_event(events_key, arg_events_max_len, 'added', added)
+emit_event(events_key, arg_events_max_len, 'duplicated', duplicated)
+if #deduped_ids > 0 then
+  emit_event(events_key, arg_events_max_len, 'deduplicated', deduped_ids, table.concat(deduped_keys, '\n'), 'keys')
+end
 if batch_hash then
   -- Members: the jobs this call created (ids that existed are not). Some may be dead already.
   local dead_now, dead_count = {}, 0

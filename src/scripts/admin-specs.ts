@@ -1,11 +1,12 @@
 /**
  * The descriptions (see specs.ts) of the admin scripts that change one job or a whole queue from the
  * outside: retry, remove, promote, cancel, the job edits (update data, change priority or delay), drain,
- * obliterate and clean. specs.ts joins them into `scripts`; everyone imports them from there.
+ * obliterate, clean, and a log line added from outside a processor. specs.ts joins them into
+ * `scripts`; everyone imports them from there.
  */
 
 import { define } from './call.js';
-import { decodeClean, decodeDrain, decodeJobChange, decodeObliterate } from './replies.js';
+import { decodeClean, decodeDrain, decodeJobChange, decodeLogLines, decodeObliterate } from './replies.js';
 
 export const adminScripts = {
   retry: define(
@@ -81,7 +82,7 @@ export const adminScripts = {
   drain: define(
     'drain',
     ['jobs', 'annex', 'waiting', 'prio', 'seq', 'delayed', 'dead', 'deps', 'dependents', 'events', 'stats'],
-    ['now', 'limit', 'blocked', 'eventsMaxLen', 'wakeChannel', 'doneChannel'],
+    ['now', 'limit', 'blocked', 'delayed', 'eventsMaxLen', 'wakeChannel', 'doneChannel'],
     [],
     decodeDrain,
   ),
@@ -123,5 +124,12 @@ export const adminScripts = {
     [],
     decodeObliterate,
   ),
-  clean: define('clean', ['jobs', 'annex', 'finished'], ['cutoff', 'limit'], [], decodeClean),
+  clean: define(
+    'clean',
+    ['jobs', 'annex', 'finished', 'events'],
+    ['cutoff', 'limit', 'state', 'eventsMaxLen'],
+    [],
+    decodeClean,
+  ),
+  addLog: define('add-log', ['jobs', 'annex'], ['id', 'maxLines', 'line'], [], decodeLogLines),
 } as const;

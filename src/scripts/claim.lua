@@ -11,7 +11,8 @@
 -- The stages, each in its include: withdraw the fetcher's last handoff registration
 -- (includes/registration.lua), promote due jobs, the room the limits leave (claim_room.lua), take the
 -- jobs (claim_take.lua: groups, and expired jobs that end dead instead), register the fetcher for
--- handoffs when the claim leaves the worker free slots (registration.lua), lease (claim_lease.lua).
+-- handoffs when the claim leaves the worker free slots (registration.lua), lease (claim_lease.lua),
+-- and `drained` when the claim took the last waiting job (emit_drained.lua).
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] waiting         LIST
 -- KEYS[3] prio            ZSET
@@ -69,6 +70,7 @@
 -- @include claim_room
 -- @include claim_take
 -- @include claim_lease
+-- @include emit_drained
 
 local k = queue_keys
 local now = current_time(arg_now)
@@ -128,8 +130,13 @@ if (tonumber(arg_register_ms) or 0) > 0 and units > 0 and expired == 0 then
   register_fetcher(k.idle, arg_fetcher, arg_nonce, units, now + tonumber(arg_register_ms))
   out[5] = units
 end
-if #ids == 0 then return reply(out) end
+if #ids == 0 then
+  -- Only expired jobs were taken: they may have been the last waiting ones.
+  if expired > 0 then emit_drained(k, gk, arg_events_max_len) end
+  return reply(out)
+end
 
 local expiry = lease_jobs(k, ids, recs, now, tonumber(arg_default_lease_ms), out, arg_events_max_len)
+emit_drained(k, gk, arg_events_max_len)
 record_claim(k.claims, arg_claimer, arg_nonce, now, out, expiry)
 return reply(out)

@@ -30,6 +30,8 @@
 -- ARGV[9..] repeated: id, token, result
 --   token (fencing token from claim), result (JSON, '' = undefined)
 -- A completion implies its start: a job completed before its start mark arrived counts the attempt here.
+-- The `completed` event entry carries the results (`results`, one line per id; '' = undefined) when
+-- any job of the call returned one.
 -- Returns: { id, reason, ... } for each refused outcome; reason is `STALE:<state>:<attempts>` or
 --   `NOT_FOUND`; then { id, 'START_LOST' } for each start mark whose lease the worker no longer holds
 -- @include current_time
@@ -74,6 +76,10 @@ local recs = chunked_hmget(jobs, ids)
 
 local refused, done, updated, scores = {}, {}, {}, {}
 local left_groups, finished_recs = {}, {}
+-- The `completed` event carries each job's result (one line per id: JSON has no raw newline), only
+-- when events are on and some job returned a value.
+local with_events = (tonumber(arg_events_max_len) or 0) > 0
+local results, any_result = {}, false
 for i = 1, n do
   local base = FIXED + 1 + (i - 1) * 3
   local rec = recs[i]
@@ -94,6 +100,14 @@ for i = 1, n do
       note_header_end(rec, late, 8)
       done[#done + 1] = ids[i]
       finished_recs[#done] = rec
+      if with_events and (any_result or ARGV[base + 2] ~= '') then
+        if not any_result then
+          -- The first result: the jobs before it returned undefined.
+          any_result = true
+          for j = 1, #done - 1 do results[j] = '' end
+        end
+        results[#done] = ARGV[base + 2]
+      end
       local group = record_group(rec)
       if group then left_groups[group] = (left_groups[group] or 0) + 1 end
       updated[#updated + 1] = ids[i]
@@ -122,7 +136,7 @@ if #done > 0 then
   end
   redis.call('SPUBLISH', arg_done_channel, 'c\n' .. table.concat(done, '\n'))
   wake_starved(meta_key, arg_wake_channel)
-  emit_event(events_key, arg_events_max_len, 'completed', done)
+  emit_event(events_key, arg_events_max_len, 'completed', done, any_result and table.concat(results, '\n') or nil, 'results')
   local k = queue_keys
   count_stats(stats_key, now, 'c', #done)
   for j = 1, #done do batch_settle(jobs, done[j], finished_recs[j], true, now) end

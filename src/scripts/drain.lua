@@ -1,6 +1,7 @@
 #!lua flags=allow-oom
 -- drain.lua: delete up to `limit` jobs that have not started (queue.drain): blocked ones first (only
--- when asked), then delayed, then waiting ones (the waiting list, the prio zset, each group's list).
+-- when asked), then delayed (unless asked to keep them), then waiting ones (the waiting list, the prio
+-- zset, each group's list). Kept delayed jobs stay delayed even when due (nothing is promoted here).
 -- Active jobs keep running; completed and dead ones stay. Each deleted job is cleaned up as remove.lua
 -- does: its record and annex fields, its dedupe key (if it still holds it), its batch count (an
 -- unfinished member counts as dead), its group's bookkeeping (backlog, waiting count, rotation), and
@@ -24,10 +25,11 @@
 -- ARGV[1] now             epoch ms ('' = Redis clock)
 -- ARGV[2] limit           most jobs deleted by this call
 -- ARGV[3] blocked         '1': blocked jobs too
--- ARGV[4] eventsMaxLen    event stream cap (0 = no events)
--- ARGV[5] wakeChannel
--- ARGV[6] doneChannel
--- Returns: { jobs deleted, jobs left in the drained states (blocked counted only when asked) }
+-- ARGV[4] delayed         '1': delayed jobs too ('' keeps them)
+-- ARGV[5] eventsMaxLen    event stream cap (0 = no events)
+-- ARGV[6] wakeChannel
+-- ARGV[7] doneChannel
+-- Returns: { jobs deleted, jobs left in the drained states (blocked and delayed counted only when asked) }
 -- @include current_time
 -- @include parse_record
 -- @include with_header
@@ -48,6 +50,7 @@
 local jobs, annex, waiting, prio, delayed, deps = jobs_key, annex_key, waiting_key, prio_key, delayed_key, deps_key
 local budget = tonumber(arg_limit)
 local with_blocked = arg_blocked == '1'
+local with_delayed = arg_delayed == '1'
 local max_len = arg_events_max_len
 local k = queue_keys
 local now = current_time(arg_now)
@@ -68,7 +71,7 @@ if with_blocked and budget > 0 then
   chunked_call('HDEL', deps, ids)
   take(ids, 'b')
 end
-if budget > 0 then
+if with_delayed and budget > 0 then
   local ids = redis.call('ZRANGE', delayed, 0, budget - 1)
   chunked_call('ZREM', delayed, ids)
   take(ids, 'd')
@@ -130,7 +133,7 @@ if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end
 emit_event(events_key, max_len, 'removed', gone)
 emit_event(events_key, max_len, 'dead', settle_dependents(k, now, {}, settle))
 
-local left = redis.call('LLEN', waiting) + redis.call('ZCARD', prio) + redis.call('ZCARD', delayed)
-  + tonumber(redis.call('GET', gk.waiting) or '0')
+local left = redis.call('LLEN', waiting) + redis.call('ZCARD', prio) + tonumber(redis.call('GET', gk.waiting) or '0')
+if with_delayed then left = left + redis.call('ZCARD', delayed) end
 if with_blocked then left = left + redis.call('HLEN', deps) end
 return { #gone, left }

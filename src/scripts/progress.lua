@@ -15,6 +15,7 @@
 -- Returns: 1 when applied, 0 when the caller no longer holds the job
 -- @include held_record
 -- @include emit_event
+-- @include append_log
 
 local annex = annex_key
 local id = arg_id
@@ -24,15 +25,8 @@ if arg_progress ~= '' then
   emit_event(events_key, arg_events_max_len, 'progress', { id }, arg_progress)
 end
 if #ARGV >= 6 then
-  local field = id .. '\1l'
   local lines = {}
-  local old = redis.call('HGET', annex, field)
-  if old then
-    for line in string.gmatch(old, '[^\n]+') do lines[#lines + 1] = line end
-  end
   for i = 6, #ARGV do lines[#lines + 1] = ARGV[i] end
-  local max = tonumber(arg_max_lines)
-  local first = math.max(1, #lines - max + 1)
-  redis.call('HSET', annex, field, table.concat(lines, '\n', first))
+  append_log(annex, id, lines, tonumber(arg_max_lines))
 end
 return 1

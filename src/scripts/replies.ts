@@ -164,6 +164,11 @@ export function decodeClean(reply: unknown): CleanAnswer {
   return { removed: Number(r[0] ?? 0), more: r[1] === 1 };
 }
 
+/** add-log.lua: the lines the job's log holds now, or the refusal (NOT_FOUND). */
+export function decodeLogLines(reply: unknown): number | Refusal {
+  return typeof reply === 'number' ? reply : refusalOf(reply);
+}
+
 /** drain.lua: jobs deleted by the call, and jobs still in the drained states after it. */
 export interface DrainAnswer {
   removed: number;

@@ -275,7 +275,13 @@ export const scripts = {
   step: define('step', ['jobs', 'annex'], ['id', 'token', 'name', 'value', 'maxBytes'], [], decodeNumber),
   readSteps: define('read-steps', ['jobs', 'annex'], ['id', 'token'], [], decodeStepsField),
   setData: define('set-data', ['jobs', 'annex'], ['id', 'token', 'data'], [], decodeFlag),
-  setPaused: define('set-paused', ['meta'], ['paused', 'wakeChannel'], [], decodeNothing),
+  setPaused: define(
+    'set-paused',
+    ['meta', 'events'],
+    ['paused', 'wakeChannel', 'eventsMaxLen'],
+    [],
+    decodeNothing,
+  ),
   setConcurrency: define('set-concurrency', ['meta'], ['concurrency', 'wakeChannel'], [], decodeNothing),
   setRateLimit: define(
     'set-rate-limit',

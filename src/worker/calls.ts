@@ -2,7 +2,14 @@
  * The worker's Redis calls: each builds one script's arguments from the worker's options and parses
  * the reply. No state and no decisions: the Worker decides what the replies mean for its jobs.
  */
-import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, MAX_STEPS_BYTES, SCRIPT_BATCH_LIMIT } from '../defaults.js';
+import {
+  DEFAULT_LEASE_MS,
+  DEFAULT_MAX_ATTEMPTS,
+  MAX_LOG_LINE_CHARS,
+  MAX_LOG_LINES,
+  MAX_STEPS_BYTES,
+  SCRIPT_BATCH_LIMIT,
+} from '../defaults.js';
 import { recoverExpired } from '../queue/recovery.js';
 import { untilClosed } from '../redis/in-flight.js';
 import type { Refusal } from '../scripts/refusals.js';
@@ -14,8 +21,6 @@ import type { CompleteRow, FailRow } from './acker.js';
 import type { ClaimReply, ClaimTicket, HandoffArgs } from './fetcher.js';
 import type { Job } from './job.js';
 import type { ResolvedWorkerOptions } from './options.js';
-
-const MAX_LOG_LINES = 100;
 export class WorkerCalls {
   constructor(
     private readonly client: RedisClient,
@@ -191,7 +196,7 @@ export class WorkerCalls {
         maxLines: MAX_LOG_LINES,
         eventsMaxLen: this.options.eventsMaxLen,
       },
-      lines.map((l) => ({ line: JSON.stringify(l.slice(0, 2_000)) })),
+      lines.map((l) => ({ line: JSON.stringify(l.slice(0, MAX_LOG_LINE_CHARS)) })),
     );
   }
 

@@ -81,6 +81,124 @@ describe('lifecycle events', () => {
   });
 });
 
+/** Every event of `name` from the start of its stream, collected as they arrive. */
+function collect(name: string): { seen: QueueEvent[]; of: (event: string) => QueueEvent[] } {
+  const ev = new QueueEvents(name, { connection: fx.url, from: '0' });
+  open.push(ev);
+  const seen: QueueEvent[] = [];
+  ev.on('event', (e: QueueEvent) => seen.push(e));
+  return { seen, of: (event) => seen.filter((e) => e.event === event) };
+}
+
+describe('queue-wide events and what adds did not add', () => {
+  it('pause and resume appear once per change, as queue-wide events (jobId empty)', async () => {
+    const name = uniqueName();
+    const q = new Queue(name, { connection: fx.url });
+    open.push(q);
+    const { seen } = collect(name);
+    await q.pause();
+    await q.pause();
+    await q.resume();
+    await q.resume();
+    await q.add({}, { id: 'marker' });
+    await waitUntil(() => seen.some((e) => e.jobId === 'marker'), 'the marker job');
+    expect(seen.map((e) => [e.event, e.jobId])).toEqual([
+      ['paused', ''],
+      ['resumed', ''],
+      ['added', 'marker'],
+    ]);
+  });
+
+  it("a worker's completions carry their results; drained comes once each time the workers empty the queue", async () => {
+    const name = uniqueName();
+    const q = new Queue<{ n: number }, { twice: number } | undefined>(name, { connection: fx.url });
+    open.push(q);
+    const { seen, of } = collect(name);
+    // addBulk puts jobs in waiting (no handoff), so the workers' claims empty the queue.
+    const first = await q.addBulk([1, 2, 3, 4].map((n) => ({ data: { n } })));
+    const w = new Worker<{ n: number }, { twice: number } | undefined>(
+      name,
+      async (job) => (job.data.n === 3 ? undefined : { twice: job.data.n * 2 }),
+      { connection: fx.url, concurrency: 1 },
+    );
+    open.push(w);
+    await waitUntil(() => of('completed').length === 4 && of('drained').length >= 1, 'the first batch');
+    expect(of('completed').map((e) => [e.jobId, e.result])).toEqual(
+      first.map((a, i) => [a.id, i === 2 ? undefined : { twice: (i + 1) * 2 }]),
+    );
+    expect(of('completed')[2]).not.toHaveProperty('result');
+    const second = await q.addBulk([{ data: { n: 5 } }, { data: { n: 6 } }]);
+    await waitUntil(() => of('completed').length === 6 && of('drained').length >= 2, 'the second batch');
+    for (const [i, a] of second.entries()) expect(await q.waitFor(a.id)).toEqual({ twice: (5 + i) * 2 });
+    // Each drained follows the claim of its batch's last job and comes before the next batch is added:
+    // the claims that found the queue empty in between appended none.
+    const order = seen.filter((e) => e.event !== 'completed').map((e) => `${e.event}:${e.jobId}`);
+    const lastActive = (ids: string[]) => Math.max(...ids.map((id) => order.indexOf(`active:${id}`)));
+    const drained = order.flatMap((e, i) => (e === 'drained:' ? [i] : []));
+    expect(drained).toHaveLength(2);
+    expect(drained[0]).toBeGreaterThan(lastActive(first.map((a) => a.id)));
+    expect(drained[0]).toBeLessThan(order.indexOf(`added:${second[0]!.id}`));
+    expect(drained[1]).toBeGreaterThan(lastActive(second.map((a) => a.id)));
+  });
+
+  it('an add naming an existing id appends duplicated; one a dedupe key takes appends deduplicated with the holder and key', async () => {
+    const name = uniqueName();
+    const q = new Queue(name, { connection: fx.url });
+    open.push(q);
+    const { seen } = collect(name);
+    await q.add({}, { id: 'plain' });
+    await q.add({}, { id: 'plain' }); // add-one.lua
+    await q.add({}, { id: 'urgent', priority: -1 });
+    await q.add({}, { id: 'urgent', priority: -1 }); // add.lua
+    await q.addBulk([
+      { data: 1, opts: { id: 'twice' } },
+      { data: 2, opts: { id: 'twice' } },
+    ]);
+    const holder = await q.add({ v: 1 }, { dedupe: { key: 'sync' } });
+    const swallowed = await q.add({ v: 2 }, { dedupe: { key: 'sync' } });
+    const pending = await q.add({ v: 1 }, { delayMs: 60_000, dedupe: { key: 'typing', mode: 'debounce' } });
+    const rewritten = await q.add({ v: 2 }, { delayMs: 60_000, dedupe: { key: 'typing', mode: 'debounce' } });
+    expect([swallowed.id, swallowed.isNew, rewritten.id, rewritten.isNew]).toEqual([
+      holder.id,
+      false,
+      pending.id,
+      false,
+    ]);
+    await q.add({}, { id: 'marker' });
+    await waitUntil(() => seen.some((e) => e.jobId === 'marker'), 'the marker job');
+    const notAdded = seen.filter((e) => e.event === 'duplicated' || e.event === 'deduplicated');
+    expect(notAdded.map((e) => ({ event: e.event, jobId: e.jobId, key: e.key }))).toEqual([
+      { event: 'duplicated', jobId: 'plain', key: undefined },
+      { event: 'duplicated', jobId: 'urgent', key: undefined },
+      { event: 'duplicated', jobId: 'twice', key: undefined },
+      { event: 'deduplicated', jobId: holder.id, key: 'sync' },
+      { event: 'deduplicated', jobId: pending.id, key: 'typing' },
+    ]);
+    expect(seen.filter((e) => e.event === 'added').map((e) => e.jobId)).toEqual([
+      'plain',
+      'urgent',
+      'twice',
+      holder.id,
+      pending.id,
+      'marker',
+    ]);
+  });
+
+  it('clean appends cleaned with the number of jobs it deleted and their state', async () => {
+    const name = uniqueName();
+    const q = new Queue(name, { connection: fx.url });
+    open.push(q);
+    const { of } = collect(name);
+    for (const id of ['a', 'b', 'c']) await q.cancel((await q.add({}, { id })).id);
+    expect(await q.clean('dead')).toEqual({ removed: 3, more: false });
+    expect(await q.clean('dead')).toEqual({ removed: 0, more: false });
+    await waitUntil(() => of('cleaned').length === 1, 'the cleaned event');
+    expect(of('cleaned').map(({ jobId, count, state }) => ({ jobId, count, state }))).toEqual([
+      { jobId: '', count: 3, state: 'dead' },
+    ]);
+  });
+});
+
 describe('QueueEvents on a partitioned queue', () => {
   it('reads the events of every partition, each tagged with its partition', async () => {
     const name = uniqueName();
@@ -98,6 +216,20 @@ describe('QueueEvents on a partitioned queue', () => {
     const all = [...before, ...later];
     expect(new Set(all.map((a) => added.get(a.id))).size).toBe(3);
     for (const a of all) expect(added.get(a.id)).toBe(Number(a.id.split('@')[1])); // generated ids: n@p
+  });
+
+  it('a pause appears once per partition, each tagged with its partition', async () => {
+    const name = uniqueName();
+    const q = new Queue(name, { connection: fx.url, partitions: 3 });
+    open.push(q);
+    await q.pause();
+    const { of } = collect(name);
+    await waitUntil(() => of('paused').length === 3, 'a paused event per partition');
+    expect(
+      of('paused')
+        .map((e) => e.partition)
+        .sort(),
+    ).toEqual([0, 1, 2]);
   });
 });
 

@@ -3,8 +3,15 @@
  * bounded scan, latency and throughput (queue.stats), metrics kept longer than an hour with bounded
  * memory, and serverInfo's warnings for settings that can lose acknowledged jobs.
  */
-import { describe, expect, it } from 'vitest';
-import { Queue, serverInfo, ValidationError, Worker } from '../../src/index.js';
+import { describe, expect, expectTypeOf, it } from 'vitest';
+import {
+  type JobInfo,
+  MAX_PRIORITIES_PER_CALL,
+  Queue,
+  serverInfo,
+  ValidationError,
+  Worker,
+} from '../../src/index.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { ACL_MODE, closeAfterEach, uniqueName, useRedis, waitUntil } from '../helpers/setup.js';
 
@@ -48,6 +55,110 @@ describe("getJobs(state, { order: 'desc' })", () => {
     await expect(q.getJobs('dead', { order: 'up' as never })).rejects.toThrow(
       /order must be 'asc' or 'desc', got "up"/,
     );
+  });
+});
+
+describe("getJobs(['completed', 'waiting'])", () => {
+  for (const partitions of [1, 3]) {
+    it(`lists the states one after another, in the order given, and pages through them (${partitions} partition(s))`, async () => {
+      const q = queue({ partitions });
+      await q.addBulk(Array.from({ length: 5 }, (_, n) => ({ data: { n }, opts: { id: `w${n}` } })));
+      await q.addBulk(
+        Array.from({ length: 3 }, (_, n) => ({ data: { n }, opts: { id: `d${n}`, delayMs: 60_000 + n } })),
+      );
+      for (let n = 0; n < 4; n++) await q.cancel((await q.add({ n }, { id: `x${n}` })).id);
+      const ids = async (states: Parameters<typeof q.getJobs>[0], opts = {}) =>
+        (await q.getJobs(states, opts)).map((j) => j.id);
+      const dead = await ids('dead');
+      const waiting = await ids('waiting');
+      const delayed = await ids('delayed');
+      expect([dead.length, waiting.length, delayed.length]).toEqual([4, 5, 3]);
+      expect(await ids(['dead', 'waiting', 'delayed'])).toEqual([...dead, ...waiting, ...delayed]);
+      expect(await ids(['delayed', 'dead'])).toEqual([...delayed, ...dead]);
+      // One state in a list is that state; empty states are skipped.
+      expect(await ids(['waiting'])).toEqual(waiting);
+      expect(await ids(['active', 'waiting', 'completed'])).toEqual(waiting);
+      // Pages cross from one state into the next.
+      const all = [...dead, ...waiting, ...delayed];
+      const pages: string[] = [];
+      for (let offset = 0; offset < all.length; offset += 5)
+        pages.push(...(await ids(['dead', 'waiting', 'delayed'], { offset, limit: 5 })));
+      expect(pages).toEqual(all);
+      expect(await ids(['dead', 'waiting'], { offset: 3, limit: 3 })).toEqual([
+        dead[3],
+        waiting[0],
+        waiting[1],
+      ]);
+      expect(await ids(['dead', 'waiting'], { offset: 9 })).toEqual([]);
+      // order 'desc' applies inside each state; the states keep the order given.
+      const newest = await ids(['dead', 'delayed'], { order: 'desc' });
+      expect(newest).toEqual([...[...dead].reverse(), ...[...delayed].reverse()]);
+    });
+  }
+
+  it('refuses an empty list, an unknown or repeated state, and a group with any state list but waiting', async () => {
+    const q = queue();
+    await expect(q.getJobs([])).rejects.toThrow(/getJobs needs at least one state/);
+    await expect(q.getJobs(['waiting', 'gone' as never])).rejects.toThrow(
+      /state must be one of .*, got "gone"/,
+    );
+    await expect(q.getJobs(['dead', 'dead'])).rejects.toThrow(
+      /each state at most once, got \["dead","dead"\]/,
+    );
+    await expect(q.getJobs(['waiting', 'delayed'], { group: 'g' })).rejects.toThrow(/state waiting only/);
+    await expect(q.getJobs('bogus' as never, { order: 'desc' })).rejects.toThrow(ValidationError);
+    expect(await q.getJobs(['waiting'], { group: 'g' })).toEqual([]);
+    expectTypeOf(q.getJobs(['completed', 'waiting'])).resolves.toEqualTypeOf<
+      JobInfo<{ n: number; user?: { id: number } }, unknown>[]
+    >();
+  });
+});
+
+describe('queue.getCountsPerPriority()', () => {
+  it('counts the waiting jobs of each priority asked for, grouped ones included, over every partition', async () => {
+    const q = queue({ partitions: 3 });
+    const at = (priority: number, n: number, extra = {}) =>
+      Array.from({ length: n }, (_, i) => ({ data: { n: i }, opts: { priority, ...extra } }));
+    await q.addBulk([
+      ...at(0, 4),
+      ...at(1, 3),
+      ...at(-1_000_000, 2),
+      ...at(1_000_000, 1),
+      ...at(2, 2, { group: 'g' }),
+      ...at(0, 2, { group: 'h' }),
+      ...at(1, 5, { delayMs: 60_000 }), // delayed: not waiting
+    ]);
+    const counts = await q.getCountsPerPriority([0, 1, 2, 3, -1_000_000, 1_000_000, 1, -1]);
+    expect(counts).toEqual({ 0: 6, 1: 3, 2: 2, 3: 0, [-1_000_000]: 2, 1000000: 1, [-1]: 0 });
+    const sum = Object.values(counts).reduce((a, b) => a + b, 0);
+    expect(sum).toBe((await q.counts()).waiting);
+    expect(await q.getCountsPerPriority([])).toEqual({});
+    expectTypeOf(counts).toEqualTypeOf<Record<number, number>>();
+  });
+
+  it('follows jobs as they are claimed and reprioritised', async () => {
+    const q = queue();
+    await q.addBulk([...Array(3)].map((_, n) => ({ data: { n }, opts: { id: `p${n}`, priority: 5 } })));
+    await q.changePriority('p0', 0);
+    expect(await q.getCountsPerPriority([0, 5])).toEqual({ 0: 1, 5: 2 });
+    const w = new Worker(q.name, async () => {}, { connection: fx.url, concurrency: 1 });
+    open.push(w);
+    await waitUntil(async () => (await q.counts()).completed === 3, 'the jobs to complete');
+    expect(await q.getCountsPerPriority([0, 5])).toEqual({ 0: 0, 5: 0 });
+  });
+
+  it(`refuses priorities out of range or not integers, and more than ${MAX_PRIORITIES_PER_CALL} of them`, async () => {
+    const q = queue();
+    const all = Array.from({ length: MAX_PRIORITIES_PER_CALL }, (_, i) => i - 500);
+    expect(Object.keys(await q.getCountsPerPriority(all))).toHaveLength(MAX_PRIORITIES_PER_CALL);
+    await expect(q.getCountsPerPriority([...all, 600])).rejects.toThrow(
+      /priorities must be an array of at most 1000 integers from -1000000 to 1000000, got an array of 1001/,
+    );
+    await expect(q.getCountsPerPriority([1_000_001])).rejects.toThrow(
+      /priorities\[0\] must be an integer from -1000000 to 1000000, got 1000001/,
+    );
+    await expect(q.getCountsPerPriority([0, 1.5])).rejects.toThrow(/priorities\[1\] must be an integer/);
+    await expect(q.getCountsPerPriority('0' as never)).rejects.toThrow(ValidationError);
   });
 });
 

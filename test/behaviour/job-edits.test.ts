@@ -362,6 +362,34 @@ describe('queue.drain', () => {
     expect(await refusal(q.drain({ blocked: 'yes' } as never))).toBeInstanceOf(ValidationError);
     expect(await refusal(q.drain({ blockd: true } as never))).toBeInstanceOf(ValidationError);
   });
+  it('keeps delayed jobs with { delayed: false }, due or not, in every partition; children of kept jobs stay blocked', async () => {
+    const q = queue(uniqueName(), { partitions: 2 });
+    const later = await q.addBulk(
+      Array.from({ length: 6 }, (_, i) => ({ data: { i }, opts: { delayMs: 3_600_000 } })),
+    );
+    const waiting = await q.addBulk(
+      Array.from({ length: 1_203 }, (_, i) => ({ data: { i }, opts: i % 2 ? { priority: 4 } : {} })),
+    );
+    const { id: child } = await q.add({}, { dependsOn: [later[0]!.id] });
+    // Added last (an add that enqueues promotes the due jobs of its partition first).
+    const { id: due } = await q.add({ due: true }, { delayMs: 1 });
+    const dueAt = (await q.getJob(due))!.runAt;
+    await waitUntil(async () => {
+      const [s, us] = await fx.redis.time();
+      return Number(s) * 1000 + Number(us) / 1000 > dueAt;
+    }, 'the due time on the Redis clock');
+    expect(await q.drain({ delayed: false })).toBe(waiting.length);
+    expect(await q.counts()).toMatchObject({ waiting: 0, delayed: 7, blocked: 1 });
+    // A delayed job already due is kept too: drain promotes nothing.
+    expect((await q.getJob(due))?.state).toBe('delayed');
+    expect((await q.getJob(child))?.state).toBe('blocked');
+    expect(await q.drain({ delayed: false })).toBe(0);
+    // The default is unchanged: delayed jobs go (and the child of a drained parent fails).
+    expect(await q.drain()).toBe(7);
+    expect(await q.counts()).toMatchObject({ delayed: 0, blocked: 0, dead: 1 });
+    expect(await refusal(q.drain({ delayed: 0 } as never))).toBeInstanceOf(ValidationError);
+  });
+
   it('counts drained batch members as dead; the callback job the finished batch adds is drained too', async () => {
     const q = queue();
     const b = await q.addBatch([{ data: 1 }, { data: 2 }], { id: 'b1', onComplete: { data: { note: 'x' } } });

@@ -118,9 +118,12 @@ describe('surety drain, obliterate', () => {
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/refused without --yes \(stdin is not a terminal\)/);
     expect(await q.counts()).toMatchObject({ waiting: 2, delayed: 1, blocked: 1 });
+    const kept = await surety('--json', 'drain', q.name, '--keep-delayed', '--yes');
+    expect(JSON.parse(kept.stdout)).toEqual({ queue: q.name, removed: 2 });
+    expect(await q.counts()).toMatchObject({ waiting: 0, delayed: 1, blocked: 1 });
     const r = await surety('--json', 'drain', q.name, '--blocked', '--yes');
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.stdout)).toEqual({ queue: q.name, removed: 4 });
+    expect(JSON.parse(r.stdout)).toEqual({ queue: q.name, removed: 2 });
     expect(await q.counts()).toMatchObject({ waiting: 0, delayed: 0, blocked: 0, dead: 0 });
   });
 

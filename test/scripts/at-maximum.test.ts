@@ -231,7 +231,7 @@ describe('every batch script at the largest batch a worker sends', () => {
     const [cleaned] = (await call(
       scripts.clean,
       { ...keys, finished: keys.dead },
-      { cutoff: T + 700, limit: n },
+      { cutoff: T + 700, limit: n, state: 'dead', eventsMaxLen: 0 },
     )) as [number];
     expect(cleaned).toBe(failed.length);
     expect(await q.counts()).toMatchObject({ waiting: stalled.length, active: 0, completed: 0, dead: 0 });

@@ -9,11 +9,13 @@ import {
   accountingViolations,
   type Begin,
   dedupeViolations,
+  eventResultViolations,
   expiryViolations,
   fifoViolations,
   type GroupSample,
   type JobView,
   lateCallViolations,
+  okRunKey,
   parkedViolations,
   stepViolations,
 } from '../../chaos/features-verdict.js';
@@ -269,6 +271,36 @@ describe('chaos verdict: late sandbox calls', () => {
     ).toEqual([]);
     expect(lateCallViolations([job({ id: 'j2', data: { s: 1, k: 'n', late: 'j1' } })])).toHaveLength(1);
     expect(lateCallViolations([job({ id: 'j2', steps: { 'late:j1': 1 } })])).toHaveLength(1);
+  });
+});
+
+describe('chaos verdict: results of completed events (retention 0)', () => {
+  const ran = new Set([okRunKey('j1', 1, 0, 7), okRunKey('j1', 2, 1, 8), okRunKey('j2', 3, undefined, 7)]);
+
+  it('passes results of logged runs, an id completed twice included', () => {
+    const results = new Map([
+      [
+        'j1',
+        [
+          { a: 1, p: 7, z: 0 },
+          { a: 2, p: 8, z: 1, pad: 'xx' },
+        ],
+      ],
+      ['j2', [{ a: 3, p: 7 }]],
+    ]);
+    expect(eventResultViolations(results, ran)).toEqual([]);
+  });
+
+  it('fails a missing result, one that is no chaos result, and one no logged run returned', () => {
+    const results = new Map<string, unknown[]>([
+      ['j1', [undefined, { a: 2, p: 7, z: 1 }]],
+      ['j2', ['done']],
+    ]);
+    expect(eventResultViolations(results, ran)).toEqual([
+      'j1: a completed event carries no result, not a chaos result',
+      'j1: a completed event carries the result of attempt 2 in pid 7, which no logged run returned',
+      'j2: a completed event carries "done", not a chaos result',
+    ]);
   });
 });
 

@@ -108,21 +108,33 @@ export function registerEdits(program: Command): void {
   const drain = program
     .command('drain')
     .description(
-      'delete every waiting and delayed job of a queue (and blocked ones with --blocked); running jobs finish. Asks first on a terminal',
+      'delete every waiting and delayed job of a queue (and blocked ones with --blocked; delayed ones stay with --keep-delayed); running jobs finish. Asks first on a terminal',
     )
     .argument('<queue>', 'queue name')
     .option('--blocked', 'also delete blocked jobs (waiting for the jobs they depend on)')
+    .option('--keep-delayed', 'keep delayed jobs (retries in backoff, snoozed jobs, future runs)')
     .option('-y, --yes', 'do not ask (required when stdin is not a terminal)')
-    .action(async (queueName: string, o: { blocked?: boolean; yes?: boolean }, c: Command) => {
-      checkNames([queueName]);
-      const what = `every waiting and delayed${o.blocked ? ' and blocked' : ''} job of ${queueName}`;
-      if (!o.yes && !(await confirm(`delete ${what}?`))) return cancelled();
-      const { queue, json } = await queueOf(queueName, c);
-      const removed = await queue.drain({ blocked: o.blocked === true });
-      if (json) return out.json({ queue: queueName, removed });
-      out.line(`${queueName}: removed ${formatCount(removed)} job${removed === 1 ? '' : 's'}`);
-    });
-  examples(drain, ['surety drain emails', 'surety drain emails --blocked --yes']);
+    .action(
+      async (
+        queueName: string,
+        o: { blocked?: boolean; keepDelayed?: boolean; yes?: boolean },
+        c: Command,
+      ) => {
+        checkNames([queueName]);
+        const states = ['waiting', ...(o.keepDelayed ? [] : ['delayed']), ...(o.blocked ? ['blocked'] : [])];
+        const what = `every ${states.join(' and ')} job of ${queueName}`;
+        if (!o.yes && !(await confirm(`delete ${what}?`))) return cancelled();
+        const { queue, json } = await queueOf(queueName, c);
+        const removed = await queue.drain({ blocked: o.blocked === true, delayed: o.keepDelayed !== true });
+        if (json) return out.json({ queue: queueName, removed });
+        out.line(`${queueName}: removed ${formatCount(removed)} job${removed === 1 ? '' : 's'}`);
+      },
+    );
+  examples(drain, [
+    'surety drain emails',
+    'surety drain emails --blocked --yes',
+    'surety drain emails --keep-delayed',
+  ]);
 
   const obliterate = program
     .command('obliterate')
