@@ -266,7 +266,8 @@ for i = 1, n do
     end
     local record, expire_at = new_record(state, now, due, finished, ARGV[base + 4], data, ARGV[base + 12])
     if expire_at and expire_at ~= '' and state ~= 'x' then redis.call('ZADD', expiring_key, expire_at, id) end
-    local lifo = tail_lifo(ARGV[base + 4])
+    local tail = ARGV[base + 4]
+    local lifo = #tail > 14 and tail_lifo(tail)
     if behind then
       -- The running job's one successor (includes/dedupe_successor.lua): a dependency of it that
       -- runs whatever its end, named by the key's `dn:` string; the key stays with the running job.
