@@ -271,7 +271,11 @@ describe('dedupe: debounce with keepLastIfActive', () => {
       dependsOn: [first.id],
     });
     expect(await q.counts()).toMatchObject({ active: 1, blocked: 1, waiting: 0 });
-    expect((await q.explain(second.id)).reasons[0]).toMatchObject({ code: 'BLOCKED', parents: [first.id] });
+    expect((await q.explain(second.id)).reasons[0]).toEqual({
+      code: 'BLOCKED',
+      message: `waits for parent job(s) ${first.id} to finish (complete or end dead)`,
+      parents: [first.id],
+    });
     g.open();
     expect(await q.waitFor(second.id, { timeoutMs: 10_000 })).toBe(3);
     expect(runs.map((r) => r.n)).toEqual([1, 3]);
