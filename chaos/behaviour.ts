@@ -24,6 +24,11 @@ import { hash01 } from './rng.js';
  * t throttle: added with a dedupe key (data.dk, a small pool per run), some with a ttlMs window; like n.
  * w debounce: added with a debounce key and a delay; stores a durable step ('charge'), sleeps once with
  *   job.sleep (a started job, delayed: a debounce add must not rewrite it), then like n.
+ * l keep last: added with a debounce key and keepLastIfActive (data.dk, its own small pool of keys),
+ *   mostly lifo (to the front of the line, so it would start at once if nothing held it back), often
+ *   with a short delay; runs 200-700 ms, so adds often meet its job running, and fails at random like n
+ *   (a retry keeps the key's successor behind it). Two jobs of one key never run at once, and the
+ *   last add's data is what runs (features-verdict.ts keepLastViolations).
  * Every kind but f and u succeeds on its last attempt (e may also end dead by expiry, unrun).
  *
  * Why slow jobs, when the workload is 0-50 ms jobs: an attempt shorter than its lease never needs a
@@ -47,7 +52,8 @@ export type Kind =
   | 'e'
   | 't'
   | 'w'
-  | 'g';
+  | 'g'
+  | 'l';
 
 export const KIND_NAMES: Record<Kind, string> = {
   n: 'normal',
@@ -66,11 +72,12 @@ export const KIND_NAMES: Record<Kind, string> = {
   t: 'dedupe throttle',
   w: 'dedupe debounce',
   g: 'custom backoff giving up',
+  l: 'dedupe keep last',
 };
 
 /** Share of each kind among the adds (percent). */
 export const KIND_WEIGHTS: Record<Kind, number> = {
-  n: 42.3,
+  n: 39.3,
   f: 4,
   u: 2,
   d: 8,
@@ -86,6 +93,7 @@ export const KIND_WEIGHTS: Record<Kind, number> = {
   t: 4,
   w: 3,
   g: 1.5,
+  l: 3,
 };
 
 /** The kinds a processor misbehaves in (left out by `--workload plain`). */
@@ -166,7 +174,7 @@ export type ExecutionOutcome = PlannedOutcome | 'snooze' | 'stepfail';
 /** The kinds that store durable steps (their step runs are logged and judged: chaos/features-verdict.ts). */
 export const STEP_KINDS: readonly Kind[] = ['z', 'w'];
 /** Kinds that snooze or sleep for long (their group would be held that long): kept out of groups. */
-export const UNGROUPED_KINDS: readonly Kind[] = ['e', 'w', 't'];
+export const UNGROUPED_KINDS: readonly Kind[] = ['e', 'w', 't', 'l'];
 
 /**
  * What a sandboxed attempt does besides its plan (chaos workers with a `sandbox` option): `exit` ends
@@ -184,6 +192,9 @@ export function sandboxAct(seed: number, s: number, attempt: number): SandboxAct
   if (r < SANDBOX_EXIT_RATE) return 'exit';
   return r < SANDBOX_EXIT_RATE + SANDBOX_LATE_RATE ? 'late' : 'none';
 }
+
+/** Kind l's runs: long enough that adds of its key often meet it running. */
+export const KEEP_LAST_JOB_MS = [200, 700] as const;
 
 /** Kind e: whether its first run snoozes (for data.zs ms). */
 export function expiringSnoozes(seed: number, s: number): boolean {
@@ -220,8 +231,13 @@ export function planAttempt(seed: number, data: JobData, attempt: number, maxAtt
   const r2 = hash01(seed, data.s, attempt, 2);
   const last = attempt >= maxAttempts;
   const [slowMin, slowMax] = SLOW_JOB_MS;
+  const [keepMin, keepMax] = KEEP_LAST_JOB_MS;
   let durationMs =
-    data.k === 's' ? slowMin + Math.floor(r * (slowMax - slowMin)) : Math.floor(r * (MAX_JOB_MS + 1));
+    data.k === 's'
+      ? slowMin + Math.floor(r * (slowMax - slowMin))
+      : data.k === 'l'
+        ? keepMin + Math.floor(r * (keepMax - keepMin))
+        : Math.floor(r * (MAX_JOB_MS + 1));
   let outcome: PlannedOutcome = 'ok';
   let variant = 0;
   if (data.k === 'f' || data.k === 'g') outcome = 'fail';

@@ -43,7 +43,9 @@ export interface AddView {
   sentAt?: number;
   delayMs?: number;
   runAt?: number;
-  dedupe?: { key: string; mode: 'throttle' | 'debounce'; ttlMs?: number };
+  dedupe?: { key: string; mode: 'throttle' | 'debounce'; ttlMs?: number; keepLastIfActive?: true };
+  /** When the add's promise resolved (accepted adds). */
+  repliedAt?: number;
 }
 
 const LEASE_EXPIRED = 'LeaseExpiredError';
@@ -365,6 +367,75 @@ export function dedupeViolations(
   for (const [id, set] of seqs)
     if (set.size > 1)
       out.push(`debounce ${id}: rewritten after it began (it ran data #${[...set].join(', #')})`);
+  return out;
+}
+
+/**
+ * Dedupe with keepLastIfActive (docs/groups.md, "Keep the last add while the job runs"), kind l:
+ * - never two jobs of one key at once: the key's jobs in creation order (an add creates a job only
+ *   once the one before it runs or has finished, and a rewrite happens before its job begins) each
+ *   begin their first attempt only after the job before them has finished, by Redis's finishedAt
+ *   (`toleranceMs` for the two clocks). A run of the earlier job that lost its lease may still be
+ *   going on then (at-least-once): Redis's record of its end is what is judged, not that run's end.
+ *   A job whose record retention deleted is skipped: the chain is compared across it.
+ * - the last add's data runs: an add answered by job J was applied while J had not begun (J was
+ *   pending, or blocked behind the running job), so if its reply came before J's first begin, J's
+ *   first run must not carry the data of an add whose reply came before this add was sent (that add
+ *   was applied first, so this one replaced its data).
+ */
+export function keepLastViolations(
+  jobs: readonly JobView[],
+  adds: readonly AddView[],
+  begins: readonly Begin[],
+  toleranceMs: number,
+  t0: number,
+): string[] {
+  const out: string[] = [];
+  const first = new Map<string, Begin>();
+  for (const b of begins) {
+    const prev = first.get(b.id);
+    if (!prev || b.at < prev.at) first.set(b.id, b);
+  }
+  const perKey = new Map<string, JobView[]>();
+  for (const j of jobs) {
+    if (j.data.k !== 'l' || j.data.dk === undefined) continue;
+    perKey.set(j.data.dk, [...(perKey.get(j.data.dk) ?? []), j]);
+  }
+  for (const [key, list] of perKey) {
+    list.sort((x, y) => x.createdAt - y.createdAt);
+    for (let i = 1; i < list.length; i++) {
+      const prev = list[i - 1]!;
+      const next = list[i]!;
+      const began = first.get(next.id);
+      if (!began) continue;
+      if (prev.finishedAt === undefined)
+        out.push(
+          `keep-last ${key}: ${next.id} began at ${t(began.at, t0)} while ${prev.id}, created before it, is ${prev.state}`,
+        );
+      else if (began.at < prev.finishedAt - toleranceMs)
+        out.push(
+          `keep-last ${key}: ${next.id} began at ${t(began.at, t0)}, before ${prev.id} (created before it) finished at ${t(prev.finishedAt, t0)}`,
+        );
+    }
+  }
+  const bySeq = new Map(adds.map((a) => [a.seq, a]));
+  const answered = new Map<string, AddView[]>();
+  for (const a of adds) {
+    if (!a.dedupe?.keepLastIfActive || a.id === undefined || a.repliedAt === undefined) continue;
+    answered.set(a.id, [...(answered.get(a.id) ?? []), a]);
+  }
+  for (const [id, list] of answered) {
+    const began = first.get(id);
+    const ran = began && bySeq.get(began.s);
+    if (!began || ran?.repliedAt === undefined) continue;
+    for (const x of list) {
+      if (x.seq === ran.seq || x.sentAt === undefined) continue;
+      if (ran.repliedAt < x.sentAt && x.repliedAt! < began.at)
+        out.push(
+          `keep-last ${x.dedupe!.key}: ${id} first ran the data of add #${ran.seq} (answered at ${t(ran.repliedAt, t0)}), but add #${x.seq}, sent after that at ${t(x.sentAt, t0)}, was answered with ${id} at ${t(x.repliedAt!, t0)}, before it began at ${t(began.at, t0)}`,
+        );
+    }
+  }
   return out;
 }
 

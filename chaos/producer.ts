@@ -29,8 +29,12 @@ export interface AddRecord {
   delayMs?: number;
   runAt?: number;
   group?: string;
-  /** Kinds t and w: the dedupe key, mode and window. */
-  dedupe?: { key: string; mode: 'throttle' | 'debounce'; ttlMs?: number };
+  /** Kinds t, w and l: the dedupe key, mode and window (l: keepLastIfActive). */
+  dedupe?: { key: string; mode: 'throttle' | 'debounce'; ttlMs?: number; keepLastIfActive?: true };
+  /** Added with lifo: true (a share of the ungrouped kinds that take no dedupe key). */
+  lifo?: boolean;
+  /** Accepted adds: when the add's promise resolved (Date.now()): it was applied in Redis before this. */
+  repliedAt?: number;
   /** Kind e: the job's expiry (epoch ms; for ttlMs: sentAt + ttlMs, which Redis's is a little after). */
   expireAt?: number;
   ttlMs?: number;
@@ -41,6 +45,12 @@ export interface AddRecord {
 /** Dedupe keys per run: few enough that adds meet a held key often. */
 const THROTTLE_KEYS = 40;
 const DEBOUNCE_KEYS = 25;
+/** Few keys for kind l, so adds meet a running job of their key often. */
+const KEEP_LAST_KEYS = 4;
+/** Share of the plain ungrouped adds sent with lifo: true. */
+const LIFO_SHARE = 0.25;
+/** Kinds that may be added with lifo (no dedupe key, no explicit id: their order is judged by none). */
+const LIFO_KINDS: readonly Kind[] = ['n', 'f', 'u', 'd', 'r', 's', 'o', 'h', 'b', '1', 'z', 'e'];
 
 interface Item {
   data: JobData;
@@ -175,6 +185,22 @@ export class Producer {
       rec.dedupe = { key, mode: 'debounce' };
       data.dk = key;
       data.zs = this.rng.int(100, 1_500);
+    } else if (kind === 'l') {
+      const key = `l${this.rng.int(1, KEEP_LAST_KEYS)}`;
+      opts.dedupe = { key, mode: 'debounce', keepLastIfActive: true };
+      rec.dedupe = { key, mode: 'debounce', keepLastIfActive: true };
+      if (this.rng.chance(0.5)) {
+        opts.delayMs = this.rng.int(1, 300);
+        rec.delayMs = opts.delayMs;
+        rec.notBefore = now + opts.delayMs;
+      }
+      // Mostly lifo: a job that waits its turn behind a backlog would rarely meet its key's running
+      // one, so a second job started beside it (the fault this kind is here to catch) would go unseen.
+      if (this.rng.chance(0.75)) {
+        opts.lifo = true;
+        rec.lifo = true;
+      }
+      data.dk = key;
     }
     if (kind === 'd') rec.delayMs = opts.delayMs as number;
     if (kind === 'r') rec.runAt = opts.runAt as number;
@@ -184,6 +210,12 @@ export class Producer {
     if (!UNGROUPED_KINDS.includes(kind) && this.rng.chance(0.3)) {
       opts.group = `g${this.rng.int(1, 20)}`;
       rec.group = opts.group;
+    }
+    // Last in, first out for a share of the others (not in groups: g1's FIFO is judged), so the front
+    // of the line goes through every fault too: at the add, when due, on retries.
+    if (opts.group === undefined && LIFO_KINDS.includes(kind) && this.rng.chance(LIFO_SHARE)) {
+      opts.lifo = true;
+      rec.lifo = true;
     }
     return { data, opts, rec, state: 'pending' };
   }
@@ -235,6 +267,7 @@ export class Producer {
       it.rec.id = a.id;
       it.rec.isNew = a.isNew;
       it.rec.state = a.state;
+      it.rec.repliedAt = Date.now();
       if (a.isNew && a.state === 'active') it.rec.handedOff = true;
       this.accepted.push(it.rec);
       it.state = 'settled';

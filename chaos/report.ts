@@ -44,6 +44,14 @@ export interface ChaosReport {
     accepted: number;
     /** Accepted adds that handed their job to an idle worker (add-one.lua): they must end like any other. */
     handedOff: number;
+    /** Accepted adds sent with lifo: true. */
+    lifo: number;
+    /**
+     * Accepted keepLastIfActive adds answered with a job blocked behind its key's running one: new
+     * successors, and rewrites of a pending one.
+     */
+    successors: number;
+    successorRewrites: number;
     distinctJobs: number;
     unknown: number;
     neverSettled: number;
@@ -154,6 +162,9 @@ export function buildReport(i: ReportInput): ChaosReport {
       accepted: producer.accepted.length,
       distinctJobs: new Set(producer.accepted.map((a) => a.id)).size,
       handedOff: producer.accepted.filter((a) => a.handedOff).length,
+      lifo: producer.accepted.filter((a) => a.lifo).length,
+      successors: producer.accepted.filter((a) => a.state === 'blocked' && a.isNew).length,
+      successorRewrites: producer.accepted.filter((a) => a.state === 'blocked' && !a.isNew).length,
       unknown: producer.unknown.length,
       neverSettled: producer.neverSettled,
       unknownByCode: countBy(producer.unknown.map((u) => u.code ?? 'none')),
@@ -286,7 +297,8 @@ export function printReport(r: ChaosReport): void {
   );
   out.push(
     `adds       ${r.adds.made} made, ${r.adds.accepted} accepted (${r.adds.distinctJobs} distinct jobs, ` +
-      `${r.adds.handedOff} handed off), ` +
+      `${r.adds.handedOff} handed off, ${r.adds.lifo} lifo, ${r.adds.successors} keep-last successors ` +
+      `rewritten ${r.adds.successorRewrites} times), ` +
       `${r.adds.unknown} unknown (${r.adds.neverSettled} never settled; by code ${JSON.stringify(r.adds.unknownByCode)})`,
   );
   out.push(

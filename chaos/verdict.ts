@@ -23,6 +23,7 @@ import {
   expiryViolations,
   fifoViolations,
   type GroupSample,
+  keepLastViolations,
   lateCallViolations,
   okRunKey,
   parkedViolations,
@@ -190,6 +191,10 @@ export function judge(v: VerdictInput): Judgement {
   const dedupe = new Tally(
     'dedupe',
     'throttle: one job per key and window; debounce: a started job is never rewritten: 0',
+  );
+  const keepLast = new Tally(
+    'dedupe keep last',
+    'keepLastIfActive: a job of a key begins only after the one before it finished; the last add answered before a job began is the data it runs: 0',
   );
   const accounting = new Tally(
     'attempt accounting',
@@ -407,6 +412,8 @@ export function judge(v: VerdictInput): Judgement {
   // The unknown adds too: one that wrote (a rejected add may have) holds a key with its own window.
   const allAdds = [...v.accepted, ...v.unknown];
   for (const x of dedupeViolations(jobList, allAdds, v.logs.begins, v.completedDeleted, v.t0)) dedupe.add(x);
+  for (const x of keepLastViolations(jobList, v.accepted, v.logs.begins, EARLY_TOLERANCE_MS, v.t0))
+    keepLast.add(x);
   for (const x of lateCallViolations(jobList)) lateCalls.add(x);
   for (const x of v.logs.outcomesWithoutActive)
     activeEvents.add(`${x}: reported with no active event before it`);
@@ -436,6 +443,7 @@ export function judge(v: VerdictInput): Judgement {
     stepTwice,
     expiry,
     dedupe,
+    keepLast,
     lateCalls,
     accounting,
     activeEvents,

@@ -54,6 +54,14 @@ export interface JobOptions {
   runAt?: Date | number;
   /** Lower runs first; FIFO within a priority. Integer in [-1 000 000, 1 000 000], default 0. */
   priority?: number;
+  /**
+   * Last in, first out: the job goes to the front of its priority (of its group's line, when it has a
+   * group) instead of the back, so the newest such job runs first. It goes to the front each time it
+   * becomes waiting: at the add, when it falls due (delayMs, runAt, a retry's backoff, a snooze), on a
+   * retry without backoff, and on promote, retry, changeDelay or changePriority. Default false. See
+   * docs/data-layout.md, "Order inside a priority".
+   */
+  lifo?: boolean;
   /** Attempts before the job goes dead. Integer 1..1000, default 3. */
   maxAttempts?: number;
   /** Lease (visibility timeout) of one attempt, renewed by the worker while it runs. Default 30 000. */
@@ -89,7 +97,8 @@ export interface JobOptions {
    * the key is unfinished, or for `ttlMs` after it was added when given, adds with the key return that
    * job (`isNew: false`) and enqueue nothing. `debounce`: while that job is waiting or delayed, an add
    * rewrites it (new data and options, due time pushed back) and returns it with `isNew: false`; once
-   * it has started, an add creates a new job. Not with dependsOn.
+   * it has started, an add creates a new job (with `keepLastIfActive`, one that waits until the running
+   * job has finished). Not with dependsOn.
    */
   dedupe?: DedupeOptions;
 }
@@ -101,6 +110,14 @@ export interface DedupeOptions {
   mode?: 'throttle' | 'debounce';
   /** Throttle: the window lasts this long from the add, whether or not the job finished. Debounce: the key is forgotten after this long. 1 ms .. 2^31-1 ms. */
   ttlMs?: number;
+  /**
+   * Debounce only (not with ttlMs): while the key's job has started and not finished (it runs, or
+   * waits for its retry), an add is not run beside it: it becomes the key's one pending successor,
+   * `blocked` behind that job (a later add rewrites the successor), and it becomes waiting only when
+   * that job completes, ends dead, or is cancelled or removed. Two jobs of the key never run at once.
+   * Default false. See docs/groups.md, "Keep the last add while the job runs".
+   */
+  keepLastIfActive?: boolean;
 }
 
 export interface JobInfo<Data = unknown, Result = unknown> {
@@ -133,6 +150,8 @@ export interface JobInfo<Data = unknown, Result = unknown> {
   batch?: string;
   /** Its own retention, when set at add. */
   keep?: { completed: boolean; dead: boolean };
+  /** True when it was added with `lifo: true`. */
+  lifo?: boolean;
   result?: Result;
   errors: JobAttemptError[];
   /** Results of the job's durable steps (job.step), by step name, when it has any. */

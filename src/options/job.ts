@@ -34,6 +34,7 @@ const JOB_OPTION_KEYS = [
   'partitionKey',
   'group',
   'dedupe',
+  'lifo',
 ] as const;
 /** The job options a Queue's `defaults` and a schedule's occurrence `opts` may set. */
 export const DEFAULTS_KEYS = ['priority', 'maxAttempts', 'leaseMs', 'backoff', 'timeoutMs'] as const;
@@ -90,7 +91,7 @@ export interface ResolvedAdd extends ResolvedJobOptions {
   group: string;
   /** '' = no dedupe. */
   dedupeKey: string;
-  /** 't' throttle, 'd' debounce, '' none. */
+  /** 't' throttle, 'd' debounce, 'k' debounce keeping the last add while the key's job runs, '' none. */
   dedupeMode: string;
   /** '' = no ttl. */
   dedupeTtlMs: string;
@@ -102,17 +103,32 @@ export interface ResolvedAdd extends ResolvedJobOptions {
   ttlMs: string;
   /** 'c', 'x', 'cx' or '' (see job-record.ts). */
   keep: string;
+  /** '1' = last in, first out (the record's lifo field), '' = not. */
+  lifo: string;
 }
 
 function resolveDedupe(value: unknown): { key: string; mode: string; ttl: string } {
   const d = checkObject('dedupe', value);
-  checkKnownKeys('dedupe', d, ['key', 'mode', 'ttlMs']);
+  checkKnownKeys('dedupe', d, ['key', 'mode', 'ttlMs', 'keepLastIfActive']);
   const key = checkLabel('dedupe.key', d.key);
   if (d.mode !== undefined && d.mode !== 'throttle' && d.mode !== 'debounce') {
     throw new ValidationError(`dedupe.mode must be 'throttle' or 'debounce', got ${show(d.mode)}`);
   }
   const ttl = d.ttlMs === undefined ? '' : String(checkInt('dedupe.ttlMs', d.ttlMs, 1, MAX_TIMER_MS));
-  return { key, mode: d.mode === 'debounce' ? 'd' : 't', ttl };
+  const keepLast =
+    d.keepLastIfActive === undefined ? false : checkBool('dedupe.keepLastIfActive', d.keepLastIfActive);
+  if (keepLast && d.mode !== 'debounce') {
+    throw new ValidationError(
+      `dedupe.keepLastIfActive needs mode 'debounce', got mode ${show(d.mode ?? 'throttle')}`,
+    );
+  }
+  if (keepLast && ttl !== '') {
+    // A key that expires while its job runs would let the next add start a second job beside it.
+    throw new ValidationError(
+      `dedupe.keepLastIfActive cannot be combined with dedupe.ttlMs (got ttlMs ${ttl}): the key must last until its job has finished`,
+    );
+  }
+  return { key, mode: keepLast ? 'k' : d.mode === 'debounce' ? 'd' : 't', ttl };
 }
 
 const NO_ADD_EXTRAS = Object.freeze({
@@ -130,6 +146,7 @@ const NO_ADD_EXTRAS = Object.freeze({
   expireAt: '',
   ttlMs: '',
   keep: '',
+  lifo: '',
 });
 
 /** add() options as the add script wants them: '' where absent. */
@@ -189,6 +206,7 @@ export function resolveAddOptions(opts: JobOptions | undefined, defaults: Resolv
     expireAt,
     ttlMs: o.ttlMs === undefined ? '' : String(checkInt('ttlMs', o.ttlMs, 1, MAX_DELAY_MS)),
     keep: o.keep === undefined ? '' : resolveKeep(o.keep),
+    lifo: o.lifo === undefined ? '' : checkBool('lifo', o.lifo) ? '1' : '',
   };
 }
 

@@ -151,6 +151,7 @@ function rowOf(o: ResolvedAdd, batch: string, trace: string, data: string): Rout
       keep: o.keep,
       batch,
       trace,
+      lifo: o.lifo,
     }),
     data,
     dependsOn: o.dependsOn,
@@ -241,7 +242,7 @@ export async function addBatchRows(
 
 /**
  * A job add-one.lua can add: no parents, group, dedupe key or priority (those need add.lua's
- * checks and structures).
+ * checks and structures). A lifo job is plain: add-one.lua reads it from the option tail.
  */
 function isPlain(row: AddRow): boolean {
   return row.dependsOn === '' && row.group === '' && row.dedupeKey === '' && Number(row.priority) === 0;

@@ -262,12 +262,18 @@ async function blocked(
   k: QueueKeys,
   job: JobInfo<unknown, unknown>,
 ): Promise<ExplainReason> {
-  const records = job.dependsOn.length === 0 ? [] : await client.hmget(k.jobs, ...job.dependsOn);
+  const [records, link] = await Promise.all([
+    job.dependsOn.length === 0 ? [] : client.hmget(k.jobs, ...job.dependsOn),
+    client.hget(k.deps, job.id),
+  ]);
   // A parent that completed starts its record with 'c'; the others (or those gone) still hold it back.
   const parents = job.dependsOn.filter((_, i) => records[i]?.[0] !== 'c');
+  // `|i`: it runs whatever its parents' end (ignoreDependencyFailure, or a dedupe keepLastIfActive
+  // successor behind its key's running job).
+  const end = link?.endsWith('|i') ? 'to finish (complete or end dead)' : 'to complete';
   return {
     code: 'BLOCKED',
-    message: `waits for parent job(s) ${parents.join(', ')} to complete`,
+    message: `waits for parent job(s) ${parents.join(', ')} ${end}`,
     parents,
   };
 }

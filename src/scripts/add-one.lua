@@ -53,6 +53,7 @@
 -- @include active_sentinel
 -- @include record_handoff
 -- @include enqueue
+-- @include tail_lifo
 
 local jobs, waiting, delayed, ids_key = jobs_key, waiting_key, delayed_key, ids_key
 local refusal = layout_refusal(meta_key, arg_partitions)
@@ -120,10 +121,15 @@ if state == 'd' then
   redis.call('ZADD', delayed, due, id)
   announce_delayed(delayed, arg_wake_channel, due)
 else
-  -- Jobs due by now go first (includes/enqueue.lua); the list was empty: idle workers must be woken.
+  -- Jobs due by now go first (includes/enqueue.lua), then this one at the back (or, lifo, the front);
+  -- the list was empty: idle workers must be woken.
   local promoted = redis.call('EXISTS', delayed) == 1
     and promote_due(jobs, waiting, tag_key(jobs, 'prio'), tag_key(jobs, 'seq'), delayed, now, 1000) > 0
-  if redis.call('RPUSH', waiting, id) == 1 or promoted then redis.call('SPUBLISH', arg_wake_channel, 'w') end
+  -- A lifo tail holds at least 15 characters: a plain job's (`|||`) pays a length test, not a call.
+  local lifo = #arg_option_tail > 14 and tail_lifo(arg_option_tail)
+  if redis.call(lifo and 'LPUSH' or 'RPUSH', waiting, id) == 1 or promoted then
+    redis.call('SPUBLISH', arg_wake_channel, 'w')
+  end
 end
 emit_event(events_key, arg_events_max_len, 'added', { id })
 return { id, 1, state }

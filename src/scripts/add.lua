@@ -38,16 +38,24 @@
 --   optionTail (header fields 9.. in Lua numbering, see job-record.ts), data (JSON),
 --   dependsOn (parent ids, newline-separated, '' = none), depMode ('i' = run even if a parent dies, else 's'),
 --   group ('' = none: the job waits in its group's list, includes/enqueue.lua),
---   dedupeKey ('' = none), dedupeMode ('t' throttle, 'd' debounce), dedupeTtlMs ('' = until the job finishes),
+--   dedupeKey ('' = none), dedupeMode ('t' throttle, 'd' debounce, 'k' debounce with keepLastIfActive),
+--   dedupeTtlMs ('' = until the job finishes),
 --   ttlMs ('' = none): the job expires at now + ttlMs on Redis's clock (header field F_EXPIRE); an
 --   expireAt given instead comes in the option tail. A job with an expiry that is not dead at once is
 --   indexed in `expiring`. A debounced rewrite takes the new add's expiry (or none).
+-- A job whose option tail says lifo (header field 22, includes/tail_lifo.lua) goes to the front of its
+--   priority, or of its group's line, instead of the back.
 -- Dedupe: the key `{tag}:dd:<dedupeKey>` holds the id of the job that took it. Throttle: while that
 --   job exists unfinished (or, with a ttl, until the key expires) an add returns it and writes nothing.
 --   Debounce: while that job is waiting or delayed and has never started, an add rewrites it in place
 --   (same id, new data and options, new due time); once it has started (attempts > 0 or a startedAt:
 --   also a retry, a snoozed job or one in job.sleep, whose steps must survive), the add creates a new
 --   job that takes the key.
+--   Debounce with keepLastIfActive ('k'): while the key's job is active, or has started and not
+--   finished, the add does not start a job beside it: it creates (or, when one is pending, rewrites in
+--   place) the key's one successor, blocked behind that job as a dependency that runs whatever the
+--   job's end, named by `{tag}:dn:<key>` (includes/dedupe_successor.lua); the key stays with the
+--   running job, and passes to the successor when that job ends (release_dedupe).
 --   Jobs with a dedupe key are written at once (not batched), so later items of the call see them.
 -- Events: `added` (the jobs created), `duplicated` (items whose id existed, or came earlier in the
 --   call), `deduplicated` (items a dedupe key took: throttled, or debounced into the pending job;
@@ -73,6 +81,9 @@
 -- @include new_record
 -- @include layout_refusal
 -- @include record_started
+-- @include dedupe_successor
+-- @include tag_key
+-- @include tail_lifo
 
 local jobs, waiting, prio, seq, delayed, ids_key = jobs_key, waiting_key, prio_key, seq_key, delayed_key, ids_key
 local annex, dead, deps, dependents = annex_key, dead_key, deps_key, dependents_key
@@ -163,11 +174,24 @@ for i = 1, n do
   local group = ARGV[base + 8] ~= '' and ARGV[base + 8] or nil
   local dedupe_key, dedupe_mode = ARGV[base + 9], ARGV[base + 10]
   local holder, holder_rec, replace, deduped = nil, nil, false, false
+  -- keepLastIfActive: the running job the new (or rewritten) successor waits behind.
+  local behind = nil
   if dedupe_key ~= '' and not existing[i] and not seen[id] then
     holder = redis.call('GET', gk.dedupe .. dedupe_key)
     holder_rec = holder and redis.call('HGET', jobs, holder)
     local hs = holder_rec and string.sub(holder_rec, 1, 1)
-    if dedupe_mode == 'd' and (hs == 'w' or hs == 'd') and not record_started(holder_rec) then
+    local debounce = dedupe_mode == 'd' or dedupe_mode == 'k'
+    local successor = dedupe_mode == 'k' and holder_rec and dedupe_successor(jobs, dedupe_key, holder)
+    if successor then
+      -- keepLastIfActive: the pending successor is rewritten in place, still behind the holder.
+      replace = true
+      deduped = true
+      id = successor
+      behind = holder
+      unlink({ jobs = jobs, deps = deps }, id, 'b', nil, now)
+      redis.call('ZREM', expiring_key, id)
+      redis.call('HDEL', annex, unpack(annex_fields({ id })))
+    elseif debounce and (hs == 'w' or hs == 'd') and not record_started(holder_rec) then
       -- Debounce: the pending job is rewritten in place under its own id.
       replace = true
       deduped = true
@@ -176,7 +200,11 @@ for i = 1, n do
       redis.call('ZREM', expiring_key, id)
       -- A new job under the old id: the old one's payload, errors, progress and logs go with it.
       redis.call('HDEL', annex, unpack(annex_fields({ id })))
-    elseif dedupe_mode ~= 'd' and holder then
+    elseif dedupe_mode == 'k' and (hs == 'a' or hs == 'w' or hs == 'd') then
+      -- keepLastIfActive: the key's job runs, or has started and waits for its retry: a new job
+      -- waits behind it (the key stays with the running job until it ends).
+      behind = holder
+    elseif not debounce and holder then
       -- Throttle: a key without ttl is freed when its job ends, so one that is set means the window is
       -- open; a ttl key outlives its job (which retention may have deleted: reported as completed).
       if holder_rec then
@@ -214,6 +242,8 @@ for i = 1, n do
     end
     local state = 'w'
     if due ~= nil and due > now then state = 'd' end
+    -- A successor is blocked until the job it waits behind ends (then waiting, or delayed until due).
+    if behind then state = 'b' end
     local finished = ''
     if ARGV[base + 6] ~= '' then
       -- Dependencies: count parents not yet completed; a dead parent fails the job unless ignored.
@@ -252,7 +282,20 @@ for i = 1, n do
     end
     local record, expire_at = new_record(state, now, due, finished, ARGV[base + 4], data, ARGV[base + 12])
     if expire_at and expire_at ~= '' and state ~= 'x' then redis.call('ZADD', expiring_key, expire_at, id) end
-    if dedupe_key ~= '' then
+    local tail = ARGV[base + 4]
+    local lifo = #tail > 14 and tail_lifo(tail)
+    if behind then
+      -- The running job's one successor (includes/dedupe_successor.lua): a dependency of it that
+      -- runs whatever its end, named by the key's `dn:` string; the key stays with the running job.
+      redis.call('HSET', jobs, id, record)
+      redis.call('HSET', deps, id, '1|i')
+      redis.call('HSET', annex, id .. '\1d', behind)
+      if not replace then
+        local old = redis.call('HGET', dependents, behind)
+        redis.call('HSET', dependents, behind, old and (old .. '\n' .. id) or id)
+        redis.call('SET', tag_key(jobs, 'dn:' .. dedupe_key), id)
+      end
+    elseif dedupe_key ~= '' then
       -- Written at once (see the header), with its structure, so later items of the call see it.
       redis.call('HSET', jobs, id, record)
       local ttl = ARGV[base + 11]
@@ -265,7 +308,7 @@ for i = 1, n do
         redis.call('ZADD', delayed, due, id)
         if min_due == nil or due < min_due then min_due = due end
       elseif state == 'w' then
-        if enqueue(waiting, prio, seq, id, priority, false, group, now) then woken = true end
+        if enqueue(waiting, prio, seq, id, priority, lifo, group, now) then woken = true end
       end
     else
       records[#records + 1] = id
@@ -277,11 +320,12 @@ for i = 1, n do
       delayed_args[#delayed_args + 1] = due
       delayed_args[#delayed_args + 1] = id
       if min_due == nil or due < min_due then min_due = due end
-    elseif priority == 0 and not group then
+    elseif priority == 0 and not group and not lifo then
       to_list[#to_list + 1] = id
     else
-      -- Written below with the other records; enqueue only touches the prio zset or the group here.
-      if enqueue(waiting, prio, seq, id, priority, false, group, now) then woken = true end
+      -- Written below with the other records; enqueue only touches the list's front, the prio zset
+      -- or the group here.
+      if enqueue(waiting, prio, seq, id, priority, lifo, group, now) then woken = true end
     end
     seen[id] = state
     out[#out + 1] = id

@@ -16,7 +16,7 @@
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>' (active, completed, dead)
 -- A group held behind the delayed job (concurrency 1, includes/group_hold.lua) is held until its new
 -- due time, or woken when it becomes waiting (going first in its group when it has started before,
--- as when it falls due).
+-- as when it falls due). A lifo job that becomes waiting goes first in its priority.
 -- @include parse_record
 -- @include with_header
 -- @include current_time
@@ -48,7 +48,7 @@ if delay == 0 then
   redis.call('HSET', jobs, id, with_header(f, rec, nl))
   local group = record_group(rec)
   local started = group ~= nil and (f[F_ATTEMPTS] ~= '0' or f[F_STARTED] ~= '')
-  local woken = enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, started, group, now)
+  local woken = enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, started or f[F_LIFO] == '1', group, now)
   if group and group_unhold(group_keys(jobs), group, id, now) then woken = true end
   if woken then redis.call('SPUBLISH', wake, 'w') end
   return 'OK'

@@ -1,7 +1,7 @@
 #!lua flags=allow-oom
 -- change-priority.lua: give a job that has not started a new priority (queue.changePriority):
--- waiting, delayed or blocked. A waiting job moves to the back of its new priority in the claim
--- order (negative priorities first, then priority 0 FIFO, then positive ones: includes/enqueue.lua),
+-- waiting, delayed or blocked. A waiting job moves to the back of its new priority (a lifo job: the
+-- front) in the claim order (negative priorities first, then priority 0 FIFO, then positive ones: includes/enqueue.lua),
 -- inside its group's list when it has a group; the group keeps its place in the rotation. The same
 -- priority again changes nothing (the job keeps its place). A delayed or blocked job keeps the new
 -- priority for when it becomes waiting.
@@ -37,6 +37,7 @@ if state == 'w' then
   end
   -- Still waiting and not claimed: the job is in exactly one of the two structures.
   if redis.call('ZREM', prio, id) == 0 then redis.call('LREM', waiting, 1, id) end
-  enqueue_in(waiting, prio, seq, id, priority, false)
+  -- At the back of its new priority (a lifo job: the front).
+  enqueue_in(waiting, prio, seq, id, priority, f[F_LIFO] == '1')
 end
 return 'OK'

@@ -151,8 +151,10 @@ for i = 1, n do
         retrying[#retrying + 1] = id
         f[F_STATE] = 'w'
         if group then group_leave(group_keys(jobs), group, 1, now) end
-        -- A grouped retry goes first in its group (per-group FIFO across retries).
-        if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, group ~= nil, group, now) then woken = true end
+        -- A grouped retry goes first in its group (per-group FIFO across retries); a lifo job first in
+        -- its priority, as at its add.
+        local front = group ~= nil or f[F_LIFO] == '1'
+        if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, front, group, now) then woken = true end
       else
         retrying[#retrying + 1] = id
         delay_job(f, id, group, now + delay)

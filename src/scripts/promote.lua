@@ -12,7 +12,7 @@
 -- ARGV[4] now             epoch ms, '' = Redis TIME
 -- Returns: 'OK', 'NOT_FOUND' or 'INVALID_STATE:<state letter>'
 -- A grouped job that has started before (a retry or a snoozed job) goes first in its group, as when it
--- falls due; a group held behind it (concurrency 1) is woken (includes/group_hold.lua).
+-- falls due, and a lifo job first in its priority; a group held behind it (concurrency 1) is woken (includes/group_hold.lua).
 -- @include parse_record
 -- @include with_header
 -- @include current_time
@@ -36,7 +36,8 @@ if string.sub(redis.call('HGET', jobs, id), 1, 1) == 'd' then
   f[F_STATE] = 'w'
   redis.call('HSET', jobs, id, with_header(f, rec, nl))
   local started = group ~= nil and (f[F_ATTEMPTS] ~= '0' or f[F_STARTED] ~= '')
-  if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, started, group, now) then woken = true end
+  local front = started or f[F_LIFO] == '1'
+  if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, front, group, now) then woken = true end
 end
 if group and group_unhold(group_keys(jobs), group, id, now) then woken = true end
 if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end

@@ -38,6 +38,10 @@ if f[F_EXPIRE] and f[F_EXPIRE] ~= '' then f[F_EXPIRE] = '' end
 local nl2 = string.find(rec, '\n', nl + 1, true)
 local body = nl2 and string.sub(rec, nl, nl2 - 1) or string.sub(rec, nl)
 redis.call('HSET', jobs, id, table.concat(f, '|') .. body)
-if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), current_time(arg_now)) then redis.call('SPUBLISH', arg_wake_channel, 'w') end
+-- At the back of its priority, or the front for a lifo job (as at its add).
+local front = f[F_LIFO] == '1'
+if enqueue(waiting, prio, seq, id, tonumber(f[F_PRIORITY]) or 0, front, record_group(rec), current_time(arg_now)) then
+  redis.call('SPUBLISH', arg_wake_channel, 'w')
+end
 emit_event(events_key, arg_events_max_len, 'retried', { id })
 return 'OK'

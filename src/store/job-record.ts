@@ -8,7 +8,7 @@
  *
  *   0 state  1 token  2 attempts  3 base  4 createdAt  5 runAt  6 startedAt  7 finishedAt
  *   8 priority  9 maxAttempts  10 leaseMs  11 backoff  [12 timeoutMs  [13 group  [14 dedupe  [15 refunds
- *   [16 name  [17 expireAt  [18 snoozes  [19 batch  [20 keep  [21 trace]]]]]]]]]]
+ *   [16 name  [17 expireAt  [18 snoozes  [19 batch  [20 keep  [21 trace  [22 lifo]]]]]]]]]]]
  *
  * (`HEADER` below names each position.) Fields 8.. are written by the client ("option tail") and are
  * empty when they equal the library default. `group` is the job's group ('' = none); `dedupe` the
@@ -25,6 +25,8 @@
  * ('' = none); `keep` its own retention: 'c' delete when completed, 'x' delete when dead, 'cx' both;
  * `trace` the producer's trace context (W3C traceparent [space tracestate], src/telemetry/trace-field.ts;
  * '' = none), which every attempt's span continues. Records written before it existed have no field 21.
+ * `lifo` is '1' for a job added with `lifo: true` (it enters waiting at the front of its priority each
+ * time it becomes waiting: includes/enqueue.lua), '' otherwise.
  * A field a script writes past the end of a shorter header pads the fields before it with ''.
  * Keep in step with src/scripts/includes/parse_record.lua.
  */
@@ -59,6 +61,7 @@ export const HEADER = Object.freeze({
   batch: 19,
   keep: 20,
   trace: 21,
+  lifo: 22,
 });
 
 /** The header fields of a record, with the library defaults filled in for empty option fields. */
@@ -95,6 +98,8 @@ export interface RecordHeader {
   keep: string;
   /** The producer's trace context ('' = none): see src/telemetry/trace-field.ts. */
   trace: string;
+  /** Added with `lifo: true`: enters waiting at the front of its priority. */
+  lifo: boolean;
 }
 
 /** Header field `i` as a number, or `fallback` when it is empty (an option left at its default). */
@@ -134,6 +139,7 @@ export function readHeader(header: string): RecordHeader {
     batch: h[HEADER.batch] ?? '',
     keep: h[HEADER.keep] ?? '',
     trace: h[HEADER.trace] ?? '',
+    lifo: h[HEADER.lifo] === '1',
   };
 }
 
@@ -157,11 +163,13 @@ export interface TailExtras {
   keep?: string;
   /** The trace field (src/telemetry/trace-field.ts: no `|`, no newline). */
   trace?: string;
+  /** '1' = lifo, '' = not. */
+  lifo?: string;
 }
 
 /**
  * Fields 8.. of the header: 8..11 always, then up to the last non-empty one of 12 (timeoutMs), 13
- * group, 14 dedupe, 16 name, 17 expireAt, 19 batch, 20 keep, 21 trace; empty where the value is the library
+ * group, 14 dedupe, 16 name, 17 expireAt, 19 batch, 20 keep, 21 trace, 22 lifo; empty where the value is the library
  * default. 15 (refunds) and 18 (snoozes) start empty: only scripts write them.
  */
 export function encodeOptionTail(o: ResolvedJobOptions, x: TailExtras = {}): string {
@@ -181,6 +189,7 @@ export function encodeOptionTail(o: ResolvedJobOptions, x: TailExtras = {}): str
     x.batch ?? '',
     x.keep ?? '',
     x.trace ?? '',
+    x.lifo ?? '',
   ];
   let last = rest.length;
   while (last > 0 && rest[last - 1] === '') last--;
@@ -319,6 +328,7 @@ export function decodeRecord<D, R>(id: string, record: string, annex: Annex): Jo
   if (h.name !== '') info.name = h.name;
   if (h.expireAt > 0) info.expireAt = h.expireAt;
   if (h.batch !== '') info.batch = h.batch;
+  if (h.lifo) info.lifo = true;
   if (h.keep !== '') info.keep = { completed: !h.keep.includes('c'), dead: !h.keep.includes('x') };
   if (h.startedAt !== undefined) info.startedAt = h.startedAt;
   if (h.finishedAt !== undefined) info.finishedAt = h.finishedAt;

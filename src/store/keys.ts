@@ -150,6 +150,16 @@ export function dedupeKey(k: QueueKeys, key: string): string {
 }
 
 /**
+ * STRING `{tag}:dn:<key>`: the id of the pending successor of dedupe key `key` (`keepLastIfActive`):
+ * a job blocked behind the key's running job, which an add with the key rewrites. Deleted when that
+ * job ends (the successor takes `dd:<key>`) or the successor leaves; a name found stale is deleted
+ * where it is read. Lua builds it the same way (includes/dedupe_successor.lua, release_dedupe, add.lua).
+ */
+export function dedupeNextKey(k: QueueKeys, key: string): string {
+  return `${k.tag}:dn:${key}`;
+}
+
+/**
  * HASH `{tag}:b:<id>`: batch `id` of queue.addBatch: total, pending, completed, dead, deadIds (first
  * 100, newline-separated), createdAt, finishedAt, callbackId, and the callback's spec (cbId, cbPriority,
  * cbDelayMs, cbRunAt, cbTail, cbData; sfx: the id suffix, ev: the events cap). Expires 7 days after it

@@ -217,6 +217,159 @@ describe('dedupe: debounce', () => {
   });
 });
 
+/** A gate a processor waits on until the test opens it. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { opened, open };
+}
+
+describe('dedupe: debounce with keepLastIfActive', () => {
+  const keepLast = { key: 'k', mode: 'debounce', keepLastIfActive: true } as const;
+
+  /**
+   * A worker at concurrency 5 that logs each run's start and end; a run of data n = 1 waits for `hold`
+   * (a function of the attempt, or one promise for every attempt).
+   */
+  function worker(
+    q: Queue<{ n: number }>,
+    hold: Promise<void> | ((attempt: number) => Promise<void>),
+    fail?: (n: number, attempt: number) => boolean,
+  ) {
+    const runs: { id: string; n: number; start: number; end?: number }[] = [];
+    const w = new Worker<{ n: number }>(
+      q.name,
+      async (job) => {
+        const run: (typeof runs)[number] = { id: job.id, n: job.data.n, start: Date.now() };
+        runs.push(run);
+        if (job.data.n === 1) await (typeof hold === 'function' ? hold(job.attempt) : hold);
+        run.end = Date.now();
+        if (fail?.(job.data.n, job.attempt)) throw new Error('planned');
+        return job.data.n;
+      },
+      { connection: fx.url, concurrency: 5 },
+    );
+    open.push(w);
+    return runs;
+  }
+
+  it('adds while the job runs keep the last one as its successor, which runs after it, never beside it', async () => {
+    const q = queue();
+    const g = gate();
+    const runs = worker(q, g.opened);
+    const first = await q.add({ n: 1 }, { dedupe: keepLast });
+    await waitUntil(() => runs.length === 1, 'first running');
+    const second = await q.add({ n: 2 }, { dedupe: keepLast });
+    expect(second).toMatchObject({ isNew: true, state: 'blocked' });
+    const third = await q.add({ n: 3 }, { dedupe: keepLast });
+    expect(third).toEqual({ id: second.id, isNew: false, state: 'blocked' });
+    expect(await q.getJob(second.id)).toMatchObject({
+      state: 'blocked',
+      data: { n: 3 },
+      dependsOn: [first.id],
+    });
+    expect(await q.counts()).toMatchObject({ active: 1, blocked: 1, waiting: 0 });
+    expect((await q.explain(second.id)).reasons[0]).toEqual({
+      code: 'BLOCKED',
+      message: `waits for parent job(s) ${first.id} to finish (complete or end dead)`,
+      parents: [first.id],
+    });
+    g.open();
+    expect(await q.waitFor(second.id, { timeoutMs: 10_000 })).toBe(3);
+    expect(runs.map((r) => r.n)).toEqual([1, 3]);
+    expect(runs[1]!.start).toBeGreaterThanOrEqual(runs[0]!.end!);
+    // The successor held the key once it ran; now that it has finished, the next add is a new job.
+    const next = await q.add({ n: 4 }, { dedupe: keepLast });
+    expect(next.isNew).toBe(true);
+    expect(next.id).not.toBe(second.id);
+  });
+
+  it('a pending job that has not started is rewritten as by plain debounce: no successor', async () => {
+    const q = queue();
+    const a = await q.add({ n: 1 }, { dedupe: keepLast, delayMs: 60_000 });
+    const b = await q.add({ n: 2 }, { dedupe: keepLast, delayMs: 60_000 });
+    expect(b).toEqual({ id: a.id, isNew: false, state: 'delayed' });
+    expect(await q.counts()).toMatchObject({ delayed: 1, blocked: 0 });
+  });
+
+  it('a retry keeps the successor behind the job until it completes; a job that ends dead releases it', async () => {
+    const q = queue();
+    const g1 = gate();
+    const g2 = gate();
+    // Data 1 fails its first attempt (retried after 100 ms); its second waits at the second gate.
+    const runs = worker(
+      q,
+      (attempt) => (attempt === 1 ? g1.opened : g2.opened),
+      (n, a) => n === 1 && a === 1,
+    );
+    const backoff = { type: 'fixed', delayMs: 100 } as const;
+    const first = await q.add({ n: 1 }, { dedupe: keepLast, backoff });
+    await waitUntil(() => runs.length === 1, 'first attempt running');
+    const succ = await q.add({ n: 2 }, { dedupe: keepLast });
+    expect(succ).toMatchObject({ isNew: true, state: 'blocked' });
+    g1.open(); // the first attempt fails: the job waits for its retry, then runs again
+    await waitUntil(() => runs.length === 2, 'second attempt running');
+    // Still behind the job, which is running its retry: a new add rewrites the successor.
+    expect(await q.getJob(succ.id)).toMatchObject({ state: 'blocked' });
+    expect(await q.add({ n: 3 }, { dedupe: keepLast })).toEqual({
+      id: succ.id,
+      isNew: false,
+      state: 'blocked',
+    });
+    g2.open();
+    expect(await q.waitFor(first.id, { timeoutMs: 10_000 })).toBe(1);
+    expect(await q.waitFor(succ.id, { timeoutMs: 10_000 })).toBe(3);
+    expect(runs.map((r) => r.n)).toEqual([1, 1, 3]);
+    expect(runs[2]!.start).toBeGreaterThanOrEqual(runs[1]!.end!);
+
+    // Dead: maxAttempts 1 and a failure.
+    const q2 = queue();
+    const g3 = gate();
+    const runs2 = worker(q2, g3.opened, (n) => n === 1);
+    const doomed = await q2.add({ n: 1 }, { dedupe: keepLast, maxAttempts: 1 });
+    await waitUntil(() => runs2.length === 1, 'doomed running');
+    const after = await q2.add({ n: 2 }, { dedupe: keepLast });
+    expect(after.state).toBe('blocked');
+    g3.open();
+    expect(await q2.waitFor(after.id, { timeoutMs: 10_000 })).toBe(2);
+    expect((await q2.getJob(doomed.id))?.state).toBe('dead');
+  });
+
+  it('removing the successor leaves the key with the running job; cancelling the running job releases the next one', async () => {
+    const q = queue();
+    const g = gate();
+    const runs = worker(q, g.opened);
+    const first = await q.add({ n: 1 }, { dedupe: keepLast });
+    await waitUntil(() => runs.length === 1, 'first running');
+    const a = await q.add({ n: 2 }, { dedupe: keepLast });
+    await q.remove(a.id);
+    // The key is still the running job's: the next add waits behind it again.
+    const b = await q.add({ n: 3 }, { dedupe: keepLast });
+    expect(b).toMatchObject({ isNew: true, state: 'blocked' });
+    expect(b.id).not.toBe(a.id);
+    await q.cancel(first.id);
+    expect(await q.waitFor(b.id, { timeoutMs: 10_000 })).toBe(3);
+    expect((await q.getJob(first.id))?.state).toBe('dead');
+    g.open();
+  });
+
+  it('refuses keepLastIfActive with throttle, with ttlMs, or not a boolean, and writes nothing', async () => {
+    const q = queue();
+    await expect(q.add({ n: 1 }, { dedupe: { key: 'k', keepLastIfActive: true } })).rejects.toThrow(
+      'dedupe.keepLastIfActive needs mode \'debounce\', got mode "throttle"',
+    );
+    await expect(
+      q.add({ n: 1 }, { dedupe: { key: 'k', mode: 'debounce', keepLastIfActive: true, ttlMs: 1_000 } }),
+    ).rejects.toThrow(/keepLastIfActive cannot be combined with dedupe.ttlMs \(got ttlMs 1000\)/);
+    const bad = q.add({ n: 1 }, { dedupe: { key: 'k', mode: 'debounce', keepLastIfActive: 'yes' as never } });
+    await expect(bad).rejects.toBeInstanceOf(ValidationError);
+    await expect(bad).rejects.toThrow('dedupe.keepLastIfActive must be true or false, got "yes"');
+    expect(await q.counts()).toMatchObject({ waiting: 0 });
+  });
+});
+
 describe('queue-wide stored rate limit', () => {
   it('setRateLimit holds across workers that set no limiter, and wins over a worker limiter', async () => {
     const q = queue();

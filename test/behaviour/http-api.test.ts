@@ -107,7 +107,7 @@ describe('POST /api/queues/:q/jobs', () => {
     const q = queue();
     const { res, status, body } = await call('POST', `/api/queues/${q.name}/jobs`, {
       data: { to: 'ada@example.com' },
-      options: { name: 'welcome', priority: 5, maxAttempts: 7, runAt: '2099-01-01T00:00:00Z' },
+      options: { name: 'welcome', priority: 5, maxAttempts: 7, runAt: '2099-01-01T00:00:00Z', lifo: true },
     });
     expect(status).toBe(201);
     expect(body).toEqual({ id: expect.any(String), state: 'delayed', isNew: true });
@@ -121,6 +121,7 @@ describe('POST /api/queues/:q/jobs', () => {
       priority: 5,
       maxAttempts: 7,
       runAt: Date.parse('2099-01-01T00:00:00Z'),
+      lifo: true,
     });
   });
 
@@ -182,6 +183,16 @@ describe('POST /api/queues/:q/jobs', () => {
         /priority must be an integer .* got 1\.5/,
       ],
       [{ data: 1, options: { retries: 3 } }, 'ERR_INVALID_OPTION', /unknown option "retries"/],
+      [
+        { data: 1, options: { lifo: 'yes' } },
+        'ERR_INVALID_OPTION',
+        /^lifo must be true or false, got "yes"$/,
+      ],
+      [
+        { data: 1, options: { dedupe: { key: 'k', keepLastIfActive: true } } },
+        'ERR_INVALID_OPTION',
+        /keepLastIfActive needs mode 'debounce'/,
+      ],
       [
         { data: 1, options: { runAt: '2030-02-30T00:00:00Z' } },
         'ERR_INVALID_OPTION',

@@ -3,15 +3,18 @@
  * script headers, not from the Lua code. test/model/state-machine.model.test.ts runs random operations against it and
  * against the real scripts and compares the two after every step: a divergence is a bug in one of them.
  *
- * Waiting jobs are kept as one FIFO line per priority; claim takes the lines in priority order
+ * Waiting jobs are kept as one line per priority; claim takes the lines in priority order
  * (negative first, then 0, then positive), which is what the prio zset scores and the waiting list
- * implement together.
+ * implement together. A job joins the back of its line, or the front when it is lifo (each time it
+ * becomes waiting) or put back (recovered, released, rate-limited).
  */
 
-export type Letter = 'w' | 'd' | 'a' | 'c' | 'x';
+/** `b` (blocked): here only a dedupe successor waiting behind its key's running job (keepLastIfActive). */
+export type Letter = 'w' | 'd' | 'b' | 'a' | 'c' | 'x';
 export const STATE_NAMES = {
   w: 'waiting',
   d: 'delayed',
+  b: 'blocked',
   a: 'active',
   c: 'completed',
   x: 'dead',
@@ -38,15 +41,19 @@ export interface ModelJobOptions {
   leaseMs?: number | undefined;
   /** Epoch ms after which it must not start (ttlMs or expireAt, on the add script's clock). */
   expireAt?: number | undefined;
+  /** Last in, first out: the front of its line each time it becomes waiting. */
+  lifo?: boolean | undefined;
 }
 
 /**
  * A dedupe add (docs/groups.md): throttle (`t`) or debounce (`d`), with a window of `windowMs` or
- * none (throttle: until the job finishes; debounce: while it has not started).
+ * none (throttle: until the job finishes; debounce: while it has not started); `k` is debounce with
+ * keepLastIfActive (never a window): while the key's job runs or has started, the add becomes its one
+ * pending successor, blocked behind it until it ends.
  */
 export interface ModelDedupe {
   key: string;
-  mode: 't' | 'd';
+  mode: 't' | 'd' | 'k';
   windowMs?: number | undefined;
 }
 
@@ -94,6 +101,8 @@ export interface ModelJob {
   priority: number;
   maxAttempts: number | undefined;
   leaseMs: number | undefined;
+  /** Added with lifo: true. */
+  lifo: boolean;
   /** Delayed jobs: due time. */
   dueAt: number;
   /** When it was added, on the add script's clock: due ties are promoted in add order. */
@@ -108,6 +117,8 @@ export interface ModelJob {
   expireAt: number | undefined;
   /** The dedupe key its record names (it frees the key when it ends), if any. */
   dedupe: string | undefined;
+  /** A blocked dedupe successor: the id of the running job it waits behind (keepLastIfActive). */
+  behind: string | undefined;
   errors: ModelError[];
   /**
    * The attempt whose claim's token the record still carries: set by claim, kept by complete and fail
@@ -189,6 +200,12 @@ export class QueueModel {
   readonly expiring = new Map<string, number>();
   /** Dedupe keys held (docs/groups.md). A window ends on the model's clock (the harness deletes the key). */
   readonly dedupeKeys = new Map<string, DedupeKey>();
+  /**
+   * keepLastIfActive: key -> the id its `dn:` string names (the pending successor). The scripts check
+   * it where they read it (the successor must still be blocked behind the key's holder) and delete a
+   * stale one there, so the model keeps stale names exactly as long as Redis does.
+   */
+  readonly dedupeNext = new Map<string, string>();
   /** priority -> waiting ids of that priority, in claim order. */
   private readonly lines = new Map<number, string[]>();
   private idCounter = 0;
@@ -243,10 +260,12 @@ export class QueueModel {
     this.push(j);
   }
 
+  /** Back of its line; a lifo job, the front (each time it becomes waiting: docs/data-layout.md). */
   private push(j: ModelJob): void {
     j.state = 'w';
     const line = this.lines.get(j.priority) ?? [];
-    line.push(j.id);
+    if (j.lifo) line.unshift(j.id);
+    else line.push(j.id);
     this.lines.set(j.priority, line);
   }
 
@@ -278,6 +297,43 @@ export class QueueModel {
   }
 
   // ---- transitions -------------------------------------------------------------------------------
+
+  /** A new incarnation of job `jobId` in the jobs map, waiting, not yet in any line. */
+  private createJob(
+    jobId: string,
+    opts: ModelJobOptions,
+    dueAt: number | null,
+    data: unknown,
+    scriptNow: number,
+  ): ModelJob {
+    const j: ModelJob = {
+      id: jobId,
+      incarnation: ++this.incarnations,
+      state: 'w',
+      attempts: 0,
+      base: 0,
+      refunds: 0,
+      snoozes: 0,
+      priority: opts.priority,
+      maxAttempts: opts.maxAttempts,
+      leaseMs: opts.leaseMs,
+      lifo: opts.lifo === true,
+      dueAt: dueAt ?? this.now,
+      createdAt: scriptNow,
+      leaseUntil: 0,
+      startedAt: undefined,
+      finishedAt: undefined,
+      data,
+      expireAt: opts.expireAt,
+      dedupe: undefined,
+      behind: undefined,
+      errors: [],
+      tokenOf: null,
+      leases: 0,
+    };
+    this.jobs.set(jobId, j);
+    return j;
+  }
 
   /**
    * add: idempotent by id while the job exists; generated ids are the counter's next numbers, skipping
@@ -311,30 +367,7 @@ export class QueueModel {
       if (taker) this.registrations.push(taker);
       return { id: jobId, isNew: false, state: existing.state };
     }
-    const j: ModelJob = {
-      id: jobId,
-      incarnation: ++this.incarnations,
-      state: 'w',
-      attempts: 0,
-      base: 0,
-      refunds: 0,
-      snoozes: 0,
-      priority: opts.priority,
-      maxAttempts: opts.maxAttempts,
-      leaseMs: opts.leaseMs,
-      dueAt: dueAt ?? this.now,
-      createdAt: scriptNow,
-      leaseUntil: 0,
-      startedAt: undefined,
-      finishedAt: undefined,
-      data,
-      expireAt: opts.expireAt,
-      dedupe: undefined,
-      errors: [],
-      tokenOf: null,
-      leases: 0,
-    };
-    this.jobs.set(jobId, j);
+    const j = this.createJob(jobId, opts, dueAt, data, scriptNow);
     if (taker && !this.gone.has(taker.fetcher)) {
       // Handed off: leased in the add, as a claim would lease it (not started, lease 1 of this incarnation).
       j.state = 'a';
@@ -357,6 +390,8 @@ export class QueueModel {
     // (A registration whose fetcher is gone was taken and dropped: nobody received the job.)
     if (j.expireAt !== undefined) this.expiring.set(jobId, j.expireAt);
     if (dueAt !== null && dueAt > this.now) j.state = 'd';
+    // Lifo ones too: add.lua puts them at the front at once, after promoting, and pushes at the front
+    // and at the back commute, so pushing all at the end of the call gives the same line.
     else if (deferred) deferred.push(j);
     else {
       // Jobs due by the add script's clock are claimable first (includes/enqueue.lua promote_due).
@@ -387,7 +422,9 @@ export class QueueModel {
    * Otherwise, with the key held: throttle answers the holder, or `completed` when the holder is gone but
    * its window lasts; debounce rewrites a holder that is waiting or delayed and has never started (same
    * id; in every other respect a new job: data, options, due time, expiry, add time, and its window
-   * restarts as this add says). In every other case a new job is added and takes the key.
+   * restarts as this add says). keepLastIfActive (`k`) first rewrites the key's pending successor if it
+   * has one; else, with the holder active or started and unfinished, adds a successor blocked behind it
+   * (the key stays with the holder). In every other case a new job is added and takes the key.
    */
   addDedupe(
     id: string | null,
@@ -405,16 +442,47 @@ export class QueueModel {
     if (existing) return { id: jobId, isNew: false, state: existing.state };
     const held = this.dedupeKeys.get(d.key);
     const holder = held && this.jobs.get(held.holder);
+    const debounce = d.mode === 'd' || d.mode === 'k';
+    const successor = d.mode === 'k' && holder ? this.successorOf(d.key, holder.id) : undefined;
     let isNew = true;
-    if (d.mode === 'd' && holder && (holder.state === 'w' || holder.state === 'd') && !this.started(holder)) {
+    let behind: string | undefined;
+    if (successor) {
+      // The pending successor, rewritten in place: a new incarnation, still behind the holder.
+      jobId = successor.id;
+      this.delete(successor);
+      this.expiring.delete(jobId);
+      behind = holder!.id;
+      isNew = false;
+    } else if (
+      debounce &&
+      holder &&
+      (holder.state === 'w' || holder.state === 'd') &&
+      !this.started(holder)
+    ) {
       // A new incarnation under the holder's id: tokens of the old one never match it.
       jobId = holder.id;
       this.delete(holder);
       this.expiring.delete(jobId);
       isNew = false;
+    } else if (
+      d.mode === 'k' &&
+      holder &&
+      (holder.state === 'a' || holder.state === 'w' || holder.state === 'd')
+    ) {
+      behind = holder.id;
     } else if (d.mode === 't' && held) {
       if (holder) return { id: holder.id, isNew: false, state: holder.state };
       if (held.until !== null) return { id: held.holder, isNew: false, state: 'c' };
+    }
+    if (behind !== undefined) {
+      // Blocked behind the running job: not in any line, nothing promoted by this add.
+      const j = this.createJob(jobId, opts, dueAt, data, this.now);
+      j.state = 'b';
+      j.behind = behind;
+      j.dedupe = d.key;
+      if (j.expireAt !== undefined) this.expiring.set(jobId, j.expireAt);
+      this.dedupeNext.set(d.key, jobId);
+      return { id: jobId, isNew, state: 'b' };
     }
     this.add(jobId, opts, dueAt, data);
     const j = this.jobs.get(jobId)!;
@@ -424,6 +492,35 @@ export class QueueModel {
       until: d.windowMs === undefined ? null : this.now + d.windowMs,
     });
     return { id: jobId, isNew, state: j.state };
+  }
+
+  /**
+   * The key's pending successor (includes/dedupe_successor.lua): the job its `dn:` string names, if
+   * that job is still blocked behind `holder`; a stale name is deleted.
+   */
+  private successorOf(key: string, holder: string): ModelJob | undefined {
+    const id = this.dedupeNext.get(key);
+    if (id === undefined) return undefined;
+    const j = this.jobs.get(id);
+    if (j?.state === 'b' && j.behind === holder) return j;
+    this.dedupeNext.delete(key);
+    return undefined;
+  }
+
+  /**
+   * Jobs `ended` (in the order the script settles them) finished, died or were removed: the successors
+   * blocked behind them become waiting (lifo-aware), or delayed when their due time is later
+   * (includes/settle_dependents.lua: the link runs whatever the end).
+   */
+  private releaseSuccessors(ended: readonly ModelJob[]): void {
+    for (const h of ended) {
+      for (const j of this.jobs.values()) {
+        if (j.state !== 'b' || j.behind !== h.id) continue;
+        j.behind = undefined;
+        if (j.dueAt > this.now) j.state = 'd';
+        else this.enqueue(j);
+      }
+    }
   }
 
   /** Dedupe windows that ended by now (Redis expires a key when its time has passed): the keys freed. */
@@ -450,7 +547,18 @@ export class QueueModel {
   private releaseDedupe(j: ModelJob, withdrawn = false): void {
     if (j.dedupe === undefined) return;
     const held = this.dedupeKeys.get(j.dedupe);
-    if (held?.holder !== j.id) return;
+    if (held?.holder !== j.id) {
+      // A successor that leaves before its holder ended drops its name; the holder keeps the key.
+      if (held && this.dedupeNext.get(j.dedupe) === j.id) this.dedupeNext.delete(j.dedupe);
+      return;
+    }
+    // keepLastIfActive: the pending successor takes the key (it is released in the same script).
+    const successor = this.successorOf(j.dedupe, j.id);
+    if (successor) {
+      this.dedupeNext.delete(j.dedupe);
+      this.dedupeKeys.set(j.dedupe, { holder: successor.id, until: null });
+      return;
+    }
     if (withdrawn || held.until === null) this.dedupeKeys.delete(j.dedupe);
   }
 
@@ -470,12 +578,13 @@ export class QueueModel {
       // It never ran: its throttle window is given back, as for a job removed before it started.
       this.releaseDedupe(j, true);
     }
+    this.releaseSuccessors(list);
   }
 
   /**
    * The expiry sweep of the recovery pass (expire.lua): the entries of `expiring` due by now, in index
-   * order. A job leased and not started is its worker's (entry kept); a waiting or delayed one that
-   * expired ends dead; any other entry (started, finished, gone, expiry cleared) is dropped.
+   * order. A job leased and not started is its worker's (entry kept); a waiting, delayed or blocked one
+   * that expired ends dead; any other entry (started, finished, gone, expiry cleared) is dropped.
    */
   expire(): string[] {
     const due = [...this.expiring]
@@ -485,7 +594,7 @@ export class QueueModel {
     for (const [id] of due) {
       const j = this.jobs.get(id);
       if (j?.state === 'a' && j.startedAt === undefined) continue;
-      if (j && (j.state === 'w' || j.state === 'd') && this.expired(j)) {
+      if (j && (j.state === 'w' || j.state === 'd' || j.state === 'b') && this.expired(j)) {
         if (j.state === 'w') this.unqueue(j);
         ended.push(j);
       } else this.expiring.delete(id);
@@ -693,6 +802,7 @@ export class QueueModel {
       this.releaseDedupe(j);
     }
     if (done.length > 0) this.trim('c');
+    this.releaseSuccessors(done);
     for (const id of lostStarts) refused.push([id, 'START_LOST']);
     return refused;
   }
@@ -743,14 +853,14 @@ export class QueueModel {
     }
     // Each goes to the front in turn, as fail.lua enqueues them one by one (the last row ends first).
     for (const j of limited) this.enqueueFront([j]);
-    let died = false;
+    const died: ModelJob[] = [];
     for (const j of accepted) {
       j.errors.push({ at: this.now, attempt: j.attempts, code: WORKER_ERROR_CODE });
       if (retryDelayMs < 0 || !this.attemptsLeft(j)) {
         j.state = 'x';
         j.finishedAt = this.now;
         this.releaseDedupe(j);
-        died = true;
+        died.push(j);
       } else if (retryDelayMs === 0) {
         this.enqueue(j);
       } else {
@@ -758,7 +868,8 @@ export class QueueModel {
         j.dueAt = this.now + retryDelayMs;
       }
     }
-    if (died) this.trim('x');
+    if (died.length > 0) this.trim('x');
+    this.releaseSuccessors(died);
     return out;
   }
 
@@ -808,7 +919,7 @@ export class QueueModel {
       .filter(([, until]) => until < this.now)
       .map(([id]) => this.jobs.get(id)!);
     const requeued: ModelJob[] = [];
-    const dead: string[] = [];
+    const dead: ModelJob[] = [];
     for (const j of expired) {
       let free = j.startedAt === undefined;
       if (free && j.refunds < this.cfg.freeReturns) j.refunds += 1;
@@ -823,12 +934,14 @@ export class QueueModel {
         j.state = 'x';
         j.finishedAt = this.now;
         this.releaseDedupe(j);
-        dead.push(j.id);
+        dead.push(j);
       }
     }
     this.enqueueFront(requeued);
     if (dead.length > 0) this.trim('x');
-    return { requeued: requeued.map((j) => j.id), dead };
+    // recover.lua walks the expired jobs backwards: their successors are released in that order.
+    this.releaseSuccessors([...dead].reverse());
+    return { requeued: requeued.map((j) => j.id), dead: dead.map((j) => j.id) };
   }
 
   /**
@@ -872,6 +985,8 @@ export class QueueModel {
     if (j.state === 'a') return 'INVALID_STATE:a';
     this.releaseDedupe(j, j.state !== 'c' && j.state !== 'x' && !this.started(j));
     this.delete(j);
+    // An unfinished job removed counts as dead for the jobs behind it (remove.lua: settle_dependents).
+    if (j.state !== 'c') this.releaseSuccessors([j]);
     return 'OK';
   }
 
@@ -886,6 +1001,7 @@ export class QueueModel {
     j.tokenOf = null;
     j.finishedAt = this.now;
     j.errors.push({ at: this.now, attempt: j.attempts, code: CANCELLED });
+    this.releaseSuccessors([j]);
     return 'OK';
   }
 

@@ -24,7 +24,7 @@ import { Queue } from '../../src/index.js';
 import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../../src/options/job.js';
 import { type ArgValue, runScript, type ScriptSpec, scripts } from '../../src/scripts/specs.js';
 import { decodeClaimed, encodeOptionTail } from '../../src/store/job-record.js';
-import { dedupeKey, handoffChannel, queueKeys } from '../../src/store/keys.js';
+import { dedupeKey, dedupeNextKey, handoffChannel, queueKeys } from '../../src/store/keys.js';
 import type { JobInfo, JobOptions } from '../../src/types.js';
 import { NO_HANDOFF } from '../helpers/claim-args.js';
 import {
@@ -77,6 +77,8 @@ interface AddOpts {
   priority: number;
   maxAttempts?: number | undefined;
   leaseMs?: number | undefined;
+  /** Last in, first out (docs/data-layout.md): the front of its line each time it becomes waiting. */
+  lifo?: boolean | undefined;
 }
 /** An expiry (docs/job-control.md): `ttlMs`, or `expireAt` this long after the add (on the model's clock). */
 type Expiry = { ttlMs: number } | { expireAtIn: number };
@@ -89,13 +91,14 @@ interface Later {
 
 type Op =
   | ({ op: 'add'; id: number | null } & AddOpts)
-  | { op: 'bulk'; items: { id: number | null; priority: number }[] }
+  | { op: 'bulk'; items: { id: number | null; priority: number; lifo?: boolean | undefined }[] }
   | ({ op: 'addLater' } & Later & AddOpts)
   | ({
       op: 'dedupe';
       /** Index into DEDUPE_KEYS. */
       key: number;
-      mode: 't' | 'd';
+      /** k: debounce with keepLastIfActive (never with a window). */
+      mode: 't' | 'd' | 'k';
       windowMs?: number | undefined;
     } & Later &
       AddOpts)
@@ -135,6 +138,7 @@ const optsArb = fc.record(
     priority: fc.constantFrom(0, 0, 0, -2, -1, 1, 4),
     maxAttempts: fc.constantFrom(undefined, 1, 2),
     leaseMs: fc.constantFrom(undefined, undefined, 2_500),
+    lifo: fc.constantFrom(undefined, undefined, true, false),
   },
   { requiredKeys: ['priority'] },
 );
@@ -158,20 +162,24 @@ const expiryArb: fc.Arbitrary<Expiry | undefined> = fc.option(
   { nil: undefined, freq: 2 },
 );
 
-/** Adds with a dedupe key: throttle (with and without a window) and debounce (often delayed). */
+/**
+ * Adds with a dedupe key: throttle (with and without a window), debounce (often delayed) and debounce
+ * with keepLastIfActive, on the same few keys, so the modes meet each other's keys too.
+ */
 const dedupeArb: fc.Arbitrary<Op> = fc
   .record(
     {
       op: fc.constant('dedupe' as const),
       id: fc.option(fc.nat({ max: POOL.length - 1 }), { nil: null, freq: 4 }),
       key: fc.nat({ max: DEDUPE_KEYS.length - 1 }),
-      mode: fc.constantFrom<'t' | 'd'>('t', 't', 'd', 'd'),
+      mode: fc.constantFrom<'t' | 'd' | 'k'>('t', 't', 'd', 'd', 'k', 'k'),
       windowMs: fc.constantFrom(undefined, undefined, 1_000, 4_000),
       delayMs: fc.constantFrom(0, 500, 1_500),
       expiry: expiryArb,
     },
     { requiredKeys: ['op', 'id', 'key', 'mode'] },
   )
+  .map((o) => (o.mode === 'k' ? { ...o, windowMs: undefined } : o))
   .chain(withOpts);
 
 /** Explicit ids of a bulk that generated ids would take ('1', '2' on a new queue) next to the pool's. */
@@ -190,10 +198,13 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     weight: 2,
     arbitrary: fc.record({
       op: fc.constant('bulk' as const),
-      items: fc.array(fc.record({ id: bulkIdArb, priority: fc.constantFrom(0, 0, -1, 4) }), {
-        minLength: 1,
-        maxLength: 6,
-      }),
+      items: fc.array(
+        fc.record(
+          { id: bulkIdArb, priority: fc.constantFrom(0, 0, -1, 4), lifo: fc.constantFrom(undefined, true) },
+          { requiredKeys: ['id', 'priority'] },
+        ),
+        { minLength: 1, maxLength: 6 },
+      ),
     }),
   },
   {
@@ -385,6 +396,70 @@ const featureOpArb: fc.Arbitrary<Op> = fc.oneof(
   },
 );
 
+/**
+ * Dedupe with keepLastIfActive around the transitions that end or keep a running job: adds on one key
+ * (sometimes a plain debounce add, with or without a window, meeting it), claims, start marks,
+ * completions, failures with and without a retry, snoozes, recoveries (free returns, charged losses),
+ * releases, expiries, and cancel or remove of the running job or of its pending successor.
+ */
+const keepLastOpArb: fc.Arbitrary<Op> = fc.oneof(
+  {
+    weight: 6,
+    arbitrary: fc
+      .record(
+        {
+          op: fc.constant('dedupe' as const),
+          id: fc.constant(null),
+          key: fc.constantFrom(0, 0, 0, 1),
+          mode: fc.constantFrom<'d' | 'k'>('k', 'k', 'k', 'k', 'd'),
+          windowMs: fc.constantFrom(undefined, undefined, 1_000),
+          delayMs: fc.constantFrom(0, 0, 500),
+          expiry: fc.option(fc.record({ ttlMs: fc.constantFrom(250, 2_500) }), { nil: undefined, freq: 4 }),
+        },
+        { requiredKeys: ['op', 'id', 'key', 'mode'] },
+      )
+      .map((o) => (o.mode === 'k' ? { ...o, windowMs: undefined } : o))
+      .chain(withOpts),
+  },
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      op: fc.constant('claim' as const),
+      w: workerArb,
+      count: fc.integer({ min: 1, max: 2 }),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('start' as const), w: workerArb }) },
+  { weight: 3, arbitrary: completeArb },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      op: fc.constant('fail' as const),
+      w: workerArb,
+      pick: pickArb,
+      retryDelayMs: fc.constantFrom(0, 500, -1),
+      as: fc.constantFrom<FailKind>('E', 'E', 'S'),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('release' as const), w: workerArb }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      op: fc.constant('tick' as const),
+      ms: fc.integer({ min: 1, max: 6 }).map((x) => x * 250),
+    }),
+  },
+  { weight: 2, arbitrary: fc.constant({ op: 'recover' as const }) },
+  { weight: 1, arbitrary: fc.constant({ op: 'expire' as const }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constantFrom('remove' as const, 'cancel' as const, 'retry' as const),
+      target: fc.record({ known: fc.nat({ max: 7 }) }),
+    }),
+  },
+);
+
 function withOpts<T extends object>(base: T): fc.Arbitrary<T & AddOpts> {
   return optsArb.map((o) => ({ ...base, ...o }));
 }
@@ -570,6 +645,7 @@ class Harness {
           priority: op.priority,
           maxAttempts: op.maxAttempts,
           leaseMs: op.leaseMs,
+          lifo: op.lifo,
         };
         if (id !== null) jobOpts.id = id;
         const data = { n: ++this.adds };
@@ -594,13 +670,13 @@ class Harness {
       case 'bulk': {
         const items = op.items.map((it) => ({
           id: it.id === null ? null : BULK_IDS[it.id]!,
-          opts: { priority: it.priority },
+          opts: { priority: it.priority, lifo: it.lifo },
           data: { n: ++this.adds },
         }));
         const got = await this.queue.addBulk(
           items.map((it) => ({
             data: it.data,
-            opts: clean({ id: it.id ?? undefined, priority: it.opts.priority }),
+            opts: clean({ id: it.id ?? undefined, priority: it.opts.priority, lifo: it.opts.lifo }),
           })),
         );
         // queue.addBulk runs on Redis's clock, years past the model's: every delayed job is due to it.
@@ -889,6 +965,7 @@ class Harness {
       priority: op.priority,
       maxAttempts: op.maxAttempts,
       leaseMs: op.leaseMs,
+      lifo: op.lifo,
     };
     if (id !== null) jobOpts.id = id;
     if (op.delayMs !== undefined) jobOpts.delayMs = op.delayMs;
@@ -902,7 +979,7 @@ class Harness {
       id: o.id,
       delayMs: o.delayMs,
       runAt: o.runAt,
-      optionTail: encodeOptionTail(o, { dedupe, expireAt: o.expireAt }),
+      optionTail: encodeOptionTail(o, { dedupe, expireAt: o.expireAt, lifo: o.lifo }),
       data: JSON.stringify(data),
       ttlMs: o.ttlMs,
     };
@@ -962,36 +1039,71 @@ class Harness {
    * An add with a dedupe key (add.lua, on the model's clock). Besides the model's prediction, what
    * Redis held before the add is checked against the reply: the key names the job the add answered;
    * a throttle add meeting an unfinished holder, or a debounce add meeting an unstarted waiting or
-   * delayed holder, creates no job; and a holder that had started is left exactly as it was.
+   * delayed holder, creates no job; and a holder that had started is left exactly as it was. With
+   * keepLastIfActive, an add meeting a holder that runs or has started (and has not finished) answers
+   * a job blocked behind it, the pending successor if there was one, and the key stays with the holder.
    */
   private async addDeduped(op: Extract<Op, { op: 'dedupe' }>): Promise<void> {
     const d: ModelDedupe = { key: DEDUPE_KEYS[op.key]!, mode: op.mode, windowMs: op.windowMs };
     const a = this.laterArgs(op, d.key);
     const redisKey = dedupeKey(this.keys, d.key);
-    const [exists, holder] = await Promise.all([
+    const nextKey = dedupeNextKey(this.keys, d.key);
+    const [exists, holder, next] = await Promise.all([
       a.id === null ? 0 : fx.redis.hexists(this.keys.jobs, a.id),
       fx.redis.get(redisKey),
+      fx.redis.get(nextKey),
     ]);
     const before = holder === null ? null : await this.queue.getJob(holder);
+    const pendingNext = next === null ? null : await this.queue.getJob(next);
     const reply = (await this.run(scripts.add, {}, [this.addRow(a, d)])) as [string, number, string];
     this.lastReply = reply;
     const want = this.model.addDedupe(a.id, a.modelOpts, a.due, a.data, d);
     const window = d.windowMs === undefined ? '' : ` window=${d.windowMs}`;
-    const mode = d.mode === 't' ? 'throttle' : 'debounce';
+    const mode = d.mode === 't' ? 'throttle' : d.mode === 'd' ? 'debounce' : 'debounce keepLastIfActive';
     this.log(`add(${a.fmt}, dedupe ${d.key} ${mode}${window}) -> ${reply.join(' ')}`);
     // The invariants first: they say what went wrong more plainly than a diff with the model.
     if (exists === 0) {
-      const [id, isNew] = reply;
+      const [id, isNew, state] = reply;
       const after = await Promise.all([
         fx.redis.get(redisKey),
         holder === null ? null : this.queue.getJob(holder),
+        fx.redis.get(nextKey),
+        this.queue.getJob(id),
       ]);
-      this.check(`a dedupe key names the job its add answered (${d.key} after the add)`, after[0], id);
+      if (state === 'b') {
+        this.check(
+          `a pending successor leaves the key with the job it waits behind (${d.key} after the add)`,
+          [after[0], after[2], after[3]?.dependsOn],
+          [holder, id, [holder]],
+        );
+      } else {
+        this.check(`a dedupe key names the job its add answered (${d.key} after the add)`, after[0], id);
+      }
+      // The key's pending successor before the add (keepLastIfActive): blocked behind the holder.
+      const successor =
+        d.mode === 'k' && pendingNext?.state === 'blocked' && pendingNext.dependsOn.join() === holder
+          ? pendingNext
+          : null;
+      if (before !== null && d.mode === 'k') {
+        const running =
+          before.state === 'active' ||
+          ((before.state === 'waiting' || before.state === 'delayed') &&
+            (before.attempts > 0 || before.startedAt !== undefined));
+        if (running || successor) {
+          this.check(
+            `keepLastIfActive never starts a job beside the key's running job (${d.key} held by ${holder}, ${before.state})`,
+            [state, after[3]?.dependsOn, successor ? [id, isNew] : null],
+            ['b', [holder], successor ? [successor.id, 0] : null],
+          );
+        }
+      }
       if (before !== null) {
         const pending = before.state === 'waiting' || before.state === 'delayed';
         const started = before.attempts > 0 || before.startedAt !== undefined;
         const held =
-          d.mode === 't' ? before.state !== 'completed' && before.state !== 'dead' : pending && !started;
+          d.mode === 't'
+            ? before.state !== 'completed' && before.state !== 'dead'
+            : pending && !started && successor === null;
         if (held) {
           this.check(
             `a held dedupe key makes no second job (${d.key} held by ${holder}, ${before.state})`,
@@ -1077,6 +1189,7 @@ class Harness {
       infos,
       expiring,
       held,
+      nexts,
     ] = await Promise.all([
       fx.redis.hkeys(k.jobs),
       fx.redis.hkeys(k.annex),
@@ -1096,6 +1209,7 @@ class Harness {
           return holder === null ? null : { holder, window: ttl > 0 };
         }),
       ),
+      Promise.all(DEDUPE_KEYS.map((key) => fx.redis.get(dedupeNextKey(k, key)))),
     ]);
     // Only a job that never started expires (docs/job-control.md), whatever the model says. (A retry
     // clears the expiry, so a dead job whose last error is an expiry died of it.)
@@ -1110,10 +1224,16 @@ class Harness {
       }
     }
     this.agree('job ids in the jobs hash', stored.sort(), ids);
+    // Annex fields of other parts (a successor's parent: `id\x01d`) belong to jobs that exist.
     this.agree(
       'job ids in the errors hash',
-      errorIds.sort(),
+      errorIds.filter((f) => !f.includes('\x01')).sort(),
       ids.filter((id) => m.jobs.get(id)!.errors.length > 0),
+    );
+    this.agree(
+      'annex parts of jobs that exist',
+      errorIds.filter((f) => f.includes('\x01') && !m.jobs.has(f.slice(0, f.indexOf('\x01')))),
+      [],
     );
     ids.forEach((id, i) => {
       const info = infos[i];
@@ -1130,7 +1250,7 @@ class Harness {
           finishedAt: at(info.finishedAt),
           data: info.data,
           result: info.result,
-          options: [info.priority, info.maxAttempts, info.leaseMs],
+          options: [info.priority, info.maxAttempts, info.leaseMs, info.lifo === true],
           expireAt: at(info.expireAt),
         },
         {
@@ -1143,7 +1263,7 @@ class Harness {
           finishedAt: at(j.finishedAt),
           data: j.data,
           result: j.state === 'c' ? RESULT : undefined,
-          options: [j.priority, j.maxAttempts ?? DEFAULT_MAX_ATTEMPTS, j.leaseMs ?? DEFAULT_LEASE_MS],
+          options: [j.priority, j.maxAttempts ?? DEFAULT_MAX_ATTEMPTS, j.leaseMs ?? DEFAULT_LEASE_MS, j.lifo],
           expireAt: at(j.expireAt),
         },
       );
@@ -1179,6 +1299,11 @@ class Harness {
         const d = m.dedupeKeys.get(key);
         return d ? { holder: d.holder, window: d.until !== null } : null;
       }),
+    );
+    this.agree(
+      `dedupe successors (${DEDUPE_KEYS.join(', ')}): the id each key's dn: string names`,
+      nexts,
+      DEDUPE_KEYS.map((key) => m.dedupeNext.get(key) ?? null),
     );
   }
 
@@ -1222,6 +1347,7 @@ function fmtOpts(o: AddOpts, id: string | null): string {
   if (o.priority !== 0) parts.push(`priority=${o.priority}`);
   if (o.maxAttempts !== undefined) parts.push(`maxAttempts=${o.maxAttempts}`);
   if (o.leaseMs !== undefined) parts.push(`leaseMs=${o.leaseMs}`);
+  if (o.lifo) parts.push('lifo');
   return parts.join(' ');
 }
 
@@ -1273,6 +1399,12 @@ describe('expiring jobs and dedupe keys agree with the model', () => {
   it(
     'on random sequences of expiring and deduplicated adds among claims, outcomes, recoveries, sweeps and admin calls',
     agreeOn(featureOpArb, 5, Math.ceil(RUNS / 2)),
+    PROPERTY_TIMEOUT_MS,
+  );
+
+  it(
+    'on random sequences of keepLastIfActive adds around the running job: outcomes, retries, recoveries, cancels and removes',
+    agreeOn(keepLastOpArb, 8, Math.ceil(RUNS / 2)),
     PROPERTY_TIMEOUT_MS,
   );
 });

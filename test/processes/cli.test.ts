@@ -265,6 +265,12 @@ describe('surety add', () => {
       leaseMs: 2_000,
     });
     expect(await q.counts()).toMatchObject({ waiting: 1, delayed: 2 });
+
+    // --lifo: the newest such job is claimed first (docs/data-layout.md).
+    const lifo = await cli(['add', name, '{"n":4}', '--lifo', '--json']);
+    const lifoJob = await q.getJob((JSON.parse(lifo.stdout) as { id: string }).id);
+    expect(lifoJob).toMatchObject({ state: 'waiting', lifo: true });
+    expect((await q.getJobs('waiting')).map((j) => j.id)).toEqual([lifoJob!.id, added.id]);
   });
 
   it('--file imports every good line and reports each bad one by line number, without stopping', async () => {

@@ -5,6 +5,9 @@
  * promotion is lazy (no claim ran at its due time).
  *
  * Claims and failures run the scripts on an injected clock, so due times are exact, not raced.
+ *
+ * `lifo: true` (docs/data-layout.md): the job goes to the front of its priority (of its group's line)
+ * each time it becomes waiting: at its add, when it falls due, on a retry, on promote.
  */
 import { describe, expect, it } from 'vitest';
 import { Queue } from '../../src/index.js';
@@ -83,5 +86,83 @@ describe('claim order', () => {
     const plain = await q.addBulk(Array.from({ length: 3 }, () => ({ data: {}, opts: { priority: 3 } })));
     const claimed = await claim(q, await redisNow(), 10);
     expect(claimed.map((j) => j.id)).toEqual([retry, ...plain.map((p) => p.id)]);
+  });
+});
+
+describe('claim order with lifo', () => {
+  const ids = (xs: { id: string }[]) => xs.map((x) => x.id);
+
+  it('lifo adds are claimed newest first, before the FIFO jobs of their priority (add and addBulk)', async () => {
+    const q = queue();
+    const fifo = await q.addBulk([{ data: {} }, { data: {} }]);
+    const one = await q.add({}, { lifo: true }); // add-one.lua
+    const bulk = await q.addBulk([
+      { data: {}, opts: { lifo: true } },
+      { data: {} },
+      { data: {}, opts: { lifo: true } },
+    ]);
+    const claimed = await claim(q, await redisNow(), 10);
+    expect(ids(claimed)).toEqual([bulk[2]!.id, bulk[0]!.id, one.id, ...ids(fifo), bulk[1]!.id]);
+  });
+
+  it('the same holds within a priority, and priorities still come first', async () => {
+    const q = queue();
+    const a = await q.add({}, { priority: 3 });
+    const b = await q.add({}, { priority: 3, lifo: true });
+    const c = await q.add({}, { priority: 3, lifo: true });
+    const d = await q.add({}, { priority: 3 });
+    const plain = await q.add({}, { lifo: true });
+    const urgent = await q.add({}, { priority: -1 });
+    const claimed = await claim(q, await redisNow(), 10);
+    // Negative priorities, then priority 0, then positive ones (docs/data-layout.md).
+    expect(ids(claimed)).toEqual([urgent.id, plain.id, c.id, b.id, a.id, d.id]);
+  });
+
+  it('a lifo job that falls due goes to the front, before jobs that were waiting already', async () => {
+    const q = queue();
+    const now = await redisNow();
+    const later = await q.add({}, { runAt: now + 60_000, lifo: true });
+    const fifo = await q.addBulk([{ data: {} }, { data: {} }]);
+    const claimed = await claim(q, now + 60_001, 10);
+    expect(ids(claimed)).toEqual([later.id, ...ids(fifo)]);
+  });
+
+  it('a lifo job retried without backoff goes back to the front; with a backoff, to the front when due', async () => {
+    const q = queue();
+    const now = await redisNow();
+    const job = await q.add({}, { lifo: true });
+    const fifo = await q.addBulk([{ data: {} }, { data: {} }]);
+    const error = JSON.stringify({ name: 'Error', message: 'boom' });
+    const [first] = await claim(q, now, 1);
+    expect(first?.id).toBe(job.id);
+    await run(q, scripts.fail, now, {}, [{ id: job.id, token: first!.token, retryDelayMs: 0, error }]);
+    const [again] = await claim(q, now + 1, 1);
+    expect(again?.id).toBe(job.id);
+    await run(q, scripts.fail, now + 1, {}, [{ id: job.id, token: again!.token, retryDelayMs: 500, error }]);
+    const claimed = await claim(q, now + 501, 10);
+    expect(ids(claimed)).toEqual([job.id, ...ids(fifo)]);
+  });
+
+  it('promote and a manual retry put a lifo job at the front', async () => {
+    const q = queue();
+    const now = await redisNow();
+    const delayed = await q.add({}, { delayMs: 3_600_000, lifo: true });
+    const fifo = await q.add({});
+    await q.promote(delayed.id);
+    const [first] = await claim(q, await redisNow(), 1);
+    expect(first?.id).toBe(delayed.id);
+    await run(q, scripts.complete, now, {}, [{ id: delayed.id, token: first!.token, result: '' }]);
+    await q.retry(delayed.id);
+    const claimed = await claim(q, await redisNow(), 10);
+    expect(ids(claimed)).toEqual([delayed.id, fifo.id]);
+  });
+
+  it("in a group, a lifo job goes to the front of its group's line", async () => {
+    const q = queue();
+    const a = await q.add({}, { group: 'g' });
+    const b = await q.add({}, { group: 'g' });
+    const c = await q.add({}, { group: 'g', lifo: true });
+    const claimed = await claim(q, await redisNow(), 10);
+    expect(ids(claimed)).toEqual([c.id, a.id, b.id]);
   });
 });

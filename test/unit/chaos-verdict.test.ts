@@ -14,6 +14,7 @@ import {
   fifoViolations,
   type GroupSample,
   type JobView,
+  keepLastViolations,
   lateCallViolations,
   okRunKey,
   parkedViolations,
@@ -261,6 +262,46 @@ describe('chaos verdict: dedupe', () => {
     const begins = [begin('j1', 1, 1, T0 + 200), begin('j1', 2, 1, T0 + 900)];
     expect(dedupeViolations([w], adds, begins, null, T0)).toHaveLength(2);
     expect(dedupeViolations([w], adds, [begin('j1', 2, 1, T0 + 900)], null, T0)).toEqual([]);
+  });
+});
+
+describe('chaos verdict: dedupe keep last', () => {
+  const l = (id: string, s: number, over: Partial<JobView> = {}) =>
+    job({ id, data: { s, k: 'l', dk: 'k1' }, ...over });
+  const keepLast = { key: 'k1', mode: 'debounce', keepLastIfActive: true } as const;
+  const add = (seq: number, over: Partial<AddView> = {}): AddView => ({
+    seq,
+    isNew: true,
+    dedupe: keepLast,
+    ...over,
+  });
+
+  it('passes a successor that began after the job before it finished', () => {
+    const jobs = [l('j1', 1, { finishedAt: T0 + 300 }), l('j2', 3, { createdAt: T0 + 100 })];
+    const begins = [begin('j1', 1, 1, T0 + 10), begin('j2', 3, 1, T0 + 300)];
+    expect(keepLastViolations(jobs, [], begins, 1, T0)).toEqual([]);
+  });
+
+  it('fails a job that began before the one created before it finished, or while it was unfinished', () => {
+    const jobs = [l('j1', 1, { finishedAt: T0 + 300 }), l('j2', 3, { createdAt: T0 + 100 })];
+    const overlap = [begin('j1', 1, 1, T0 + 10), begin('j2', 3, 1, T0 + 200)];
+    expect(keepLastViolations(jobs, [], overlap, 1, T0)).toHaveLength(1);
+    const running = [l('j1', 1, { state: 'active' }), l('j2', 3, { createdAt: T0 + 100 })];
+    expect(keepLastViolations(running, [], overlap, 1, T0)).toHaveLength(1);
+  });
+
+  it('fails a job whose first run carries the data of an add answered before a later add was sent', () => {
+    const jobs = [l('j2', 3)];
+    const adds = [
+      add(2, { id: 'j2', sentAt: T0, repliedAt: T0 + 5 }),
+      add(3, { id: 'j2', isNew: false, sentAt: T0 + 10, repliedAt: T0 + 15 }),
+    ];
+    // It ran data #3: the last add's.
+    expect(keepLastViolations(jobs, adds, [begin('j2', 3, 1, T0 + 50)], 1, T0)).toEqual([]);
+    // It ran data #2, though #3 was applied after #2 and before the job began.
+    expect(keepLastViolations(jobs, adds, [begin('j2', 2, 1, T0 + 50)], 1, T0)).toHaveLength(1);
+    // #3 answered only after the job began: it may have come too late (a new successor, not judged here).
+    expect(keepLastViolations(jobs, adds, [begin('j2', 2, 1, T0 + 12)], 1, T0)).toEqual([]);
   });
 });
 

@@ -54,6 +54,7 @@ describe('job record layout', () => {
       F_BATCH: 'batch',
       F_KEEP: 'keep',
       F_TRACE: 'trace',
+      F_LIFO: 'lifo',
     };
     expect([...byName.keys()].sort()).toEqual(Object.keys(lua2ts).sort());
     for (const [luaName, pos] of byName) expect(HEADER[lua2ts[luaName]!] + 1, luaName).toBe(pos);

@@ -16,6 +16,7 @@ interface AddOptions {
   priority?: number;
   maxAttempts?: number;
   lease?: string;
+  lifo?: boolean;
 }
 
 export function parseJsonArg(text: string, what = 'job data'): unknown {
@@ -46,6 +47,7 @@ export function jobOptions(o: AddOptions): JobOptions {
   if (o.priority !== undefined) opts.priority = o.priority;
   if (o.maxAttempts !== undefined) opts.maxAttempts = o.maxAttempts;
   if (o.lease !== undefined) opts.leaseMs = parseDuration(o.lease, '--lease');
+  if (o.lifo) opts.lifo = true;
   return opts;
 }
 
@@ -71,6 +73,7 @@ export function registerAdd(program: Command): void {
     )
     .option('--max-attempts <n>', 'attempts before the job goes dead', intOption('--max-attempts', 1, 1_000))
     .option('--lease <duration>', 'lease (visibility timeout) of each attempt')
+    .option('--lifo', 'last in, first out: the job goes to the front of its priority')
     .action(async (queueName: string, json: string | undefined, o: AddOptions, c: Command) => {
       const g = globals(c);
       checkNames([queueName]);
@@ -112,6 +115,7 @@ export function registerAdd(program: Command): void {
     `surety add emails '{"to":"ada@example.com"}'`,
     `surety add emails '{"to":"bob@example.com"}' --delay 5m --id welcome:bob`,
     `surety add reports '{"month":"2030-01"}' --at 2030-02-01T06:00:00Z --priority -10`,
+    `surety add thumbnails '{"image":42}' --lifo      # newest first`,
     'surety add emails --file users.ndjson            # one JSON job data per line',
     'surety add emails --file jobs.ndjson --envelope  # lines like {"data":{...},"opts":{"id":"x"}}',
     'cat jobs.ndjson | surety add emails --file - --json',

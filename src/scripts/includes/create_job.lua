@@ -12,5 +12,5 @@ local function create_job(jobs_key, waiting_key, prio_key, seq_key, delayed_key,
     redis.call('ZADD', delayed_key, due, id)
     return false
   end
-  return enqueue(waiting_key, prio_key, seq_key, id, priority, false, record_group(rec), now)
+  return enqueue(waiting_key, prio_key, seq_key, id, priority, record_lifo(rec), record_group(rec), now)
 end

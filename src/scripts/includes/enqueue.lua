@@ -6,7 +6,8 @@
 -- @include chunked_call
 -- @include chunked_hmget
 -- Makes job `id` claimable. Priority 0 goes to the waiting list (at the back, or the front when
--- `front`). Other priorities go to the prio zset, scored priority * 2^32 + 2^31 + n at the back or
+-- `front`: a job put back unstarted or rate-limited, a grouped retry, or a lifo job, F_LIFO, wherever
+-- it becomes waiting). Other priorities go to the prio zset, scored priority * 2^32 + 2^31 + n at the back or
 -- - n at the front, n drawn from the order counter `seq`: inside a priority, back inserts stay FIFO
 -- and each front insert goes before the earlier ones (like LPUSH).
 -- A score is only exact below 2^53, and priorities (up to +/- 10^6) take 21 of those bits, so n must
@@ -85,7 +86,8 @@ end
 -- became ready: due time, then insertion. Jobs due at the same moment go in the order they were added
 -- (createdAt, then id: shorter first, then by text, so generated ids go in number order), not in the
 -- text order of their ids that the delayed zset gives ties. A retry of a grouped job goes first in
--- its group (per-group FIFO across retries). A queue without delayed jobs pays one EXISTS per run;
+-- its group (per-group FIFO across retries), and a lifo job (F_LIFO) goes first in its priority: it
+-- became ready last. A queue without delayed jobs pays one EXISTS per run;
 -- one with delayed jobs none of which is due, an O(log n) ZRANGEBYSCORE.
 -- Returns how many jobs were promoted (the caller wakes idle workers when that is > 0).
 local PROMOTED_DUE = false -- @per-call
@@ -131,13 +133,15 @@ local function promote_due(jobs, waiting, prio, seq, delayed, now, limit)
       updated[#updated + 1] = with_header(f, rec, nl)
       local priority = tonumber(f[F_PRIORITY]) or 0
       local group = record_group(rec)
+      local lifo = f[F_LIFO] == '1'
       if group then
-        -- A retry goes first in its group (per-group FIFO across retries).
-        enqueue_grouped(waiting, prio, seq, id, priority, f[F_ATTEMPTS] ~= '0', group, now)
-      elseif priority == 0 then
+        -- A retry goes first in its group (per-group FIFO across retries); so does a lifo job.
+        enqueue_grouped(waiting, prio, seq, id, priority, lifo or f[F_ATTEMPTS] ~= '0', group, now)
+      elseif priority == 0 and not lifo then
         to_list[#to_list + 1] = id
       else
-        enqueue_in(waiting, prio, seq, id, priority, false)
+        -- A lifo job goes to the front: of the jobs promoted together, the last due is first.
+        enqueue_in(waiting, prio, seq, id, priority, lifo)
       end
     end
   end

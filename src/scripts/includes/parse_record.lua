@@ -7,6 +7,9 @@ local F_NAME, F_EXPIRE, F_SNOOZES, F_BATCH, F_KEEP = 17, 18, 19, 20, 21
 -- trace: the producer's trace context, written by the client at add and read only by workers; no
 -- script reads it, every rewrite of the header keeps it (set_field, with_header).
 local F_TRACE = 22
+-- lifo: '1' when the job was added with `lifo: true` (it enters waiting at the front of its priority:
+-- includes/enqueue.lua), else ''; written by the client at add, kept by every rewrite of the header.
+local F_LIFO = 23
 -- state: w d a c x; token: the fencing token (lease id) of the latest claim, '' once the lease is
 -- revoked (recovered, cancelled, retried); attempts: starts (start marks, never given back); startedAt:
 -- the start of the current lease ('' until its mark); base: starts not charged (those before the last

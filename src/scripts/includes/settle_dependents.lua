@@ -73,7 +73,8 @@ local function settle_dependents(k, now, completed_ids, dead_ids)
             later = true
           else
             f[F_STATE] = 'w'
-            if enqueue(k.waiting, k.prio, k.seq, child, tonumber(f[F_PRIORITY]) or 0, false, record_group(rec), now) then woken = true end
+            local front = f[F_LIFO] == '1'
+            if enqueue(k.waiting, k.prio, k.seq, child, tonumber(f[F_PRIORITY]) or 0, front, record_group(rec), now) then woken = true end
           end
           redis.call('HSET', k.jobs, child, with_header(f, rec, nl))
         end
