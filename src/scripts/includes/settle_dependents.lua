@@ -48,7 +48,9 @@ end
 
 local function settle_dependents(k, now, completed_ids, dead_ids)
   -- Most queues have no dependencies: one integer reply instead of a table per call.
-  if redis.call('EXISTS', k.dependents, tag_key(k.jobs, 'xdependents')) == 0 then return {}, 0 end
+  -- (`xdependents` named from `dependents`, `{tag}:dependents`, by a cut: cheaper than tag_key's match
+  -- on this path, which every completion takes.)
+  if redis.call('EXISTS', k.dependents, string.sub(k.dependents, 1, -11) .. 'xdependents') == 0 then return {}, 0 end
   local woken, later, failed = false, false, {}
   local pending = {}
   local function collect(ids, parent_failed)
