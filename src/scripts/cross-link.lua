@@ -1,7 +1,9 @@
-#!lua
+#!lua flags=allow-oom
 -- cross-link.lua: in a parent's queue, link a child of another queue to the parent (dependsOn
 -- `{ queue, id }`), so that the parent's end notifies it (includes/settle_dependents.lua notify_cross).
 -- Idempotent: a link that exists is not added twice, so the recovery pass may send it again.
+-- allow-oom: it carries on an add that was accepted (the child is written), so a full Redis must not
+-- leave that child blocked.
 -- KEYS[1] jobs          HASH id -> record
 -- KEYS[2] xdependents   HASH parent id -> its children in other queues, lines
 --                       `child tag \t child id \t parent queue \t parent partition`
