@@ -103,10 +103,14 @@ export class RateLimitError extends SuretyError {
 }
 
 export class JobNotFoundError extends SuretyError {
-  constructor(readonly jobId: string) {
+  constructor(
+    readonly jobId: string,
+    /** The queue looked in, when it is not the caller's own (a dependsOn `{ queue, id }` parent). */
+    readonly queue?: string,
+  ) {
     super(
       'ERR_JOB_NOT_FOUND',
-      `job ${JSON.stringify(jobId)} does not exist (never added, removed, or trimmed by retention)`,
+      `job ${JSON.stringify(jobId)} ${queue === undefined ? '' : `of queue ${JSON.stringify(queue)} `}does not exist (never added, removed, or trimmed by retention)`,
     );
   }
 }

@@ -11,6 +11,14 @@ export interface JobAttemptError {
   at: number;
 }
 
+/** A parent job of another queue under the same prefix (the `dependsOn` option). */
+export interface CrossQueueParent {
+  /** The parent's queue (a queue name: the same prefix is implied). */
+  queue: string;
+  /** The parent's job id in that queue. */
+  id: string;
+}
+
 /** `blocked`: waiting for the jobs it depends on (dependsOn) to complete. */
 export type JobState = JobStateName;
 
@@ -74,11 +82,13 @@ export interface JobOptions {
    */
   timeoutMs?: number;
   /**
-   * Ids of jobs that must complete before this one runs (it is `blocked` until then). If one of them
-   * ends dead, this job ends dead with a DependencyFailedError, unless ignoreDependencyFailure.
-   * Parents must exist already (or be added earlier in the same addBulk call).
+   * Jobs that must complete before this one runs (it is `blocked` until then): ids of this queue's
+   * jobs, or `{ queue, id }` for a job of another queue under the same prefix (partitioned or not). If
+   * one of them ends dead, this job ends dead with a DependencyFailedError, unless
+   * ignoreDependencyFailure. Parents must exist already (or, of this queue, be added earlier in the
+   * same addBulk call); a missing one is refused with ERR_JOB_NOT_FOUND and nothing is written.
    */
-  dependsOn?: string[];
+  dependsOn?: (string | CrossQueueParent)[];
   /** Run once every parent has finished, even if some ended dead. Default false. */
   ignoreDependencyFailure?: boolean;
   /**
@@ -160,8 +170,10 @@ export interface JobInfo<Data = unknown, Result = unknown> {
   progress?: unknown;
   /** Lines from job.log(), oldest first (the last 100 are kept). */
   logs: string[];
-  /** Jobs this one depends on (dependsOn). */
+  /** Jobs of this queue this one depends on (dependsOn). */
   dependsOn: string[];
+  /** Jobs of other queues this one depends on (dependsOn `{ queue, id }`); absent when none. */
+  dependsOnQueues?: CrossQueueParent[];
   createdAt: number;
   runAt: number;
   startedAt?: number;

@@ -10,6 +10,7 @@ import {
   checkKnownKeys,
   checkLabel,
   checkObject,
+  checkQueueName,
   checkString,
   show,
 } from '../validate.js';
@@ -83,6 +84,11 @@ export interface ResolvedAdd extends ResolvedJobOptions {
   runAt: string;
   /** Parent ids joined by newlines ('' = none). */
   dependsOn: string;
+  /**
+   * Parents given as `{ queue, id }` (of any queue, this one included: enqueue.ts sorts them), lines
+   * `queue \t id` ('' = none).
+   */
+  crossDependsOn: string;
   /** 'i' = run even if a parent dies, 's' = fail with it, '' = no parents. */
   depMode: string;
   /** Jobs with one partitionKey share a partition ('' = by group, then dedupe key, then id). */
@@ -136,6 +142,7 @@ const NO_ADD_EXTRAS = Object.freeze({
   delayMs: '',
   runAt: '',
   dependsOn: '',
+  crossDependsOn: '',
   depMode: '',
   partitionKey: '',
   group: '',
@@ -165,19 +172,36 @@ export function resolveAddOptions(opts: JobOptions | undefined, defaults: Resolv
   }
   const id = o.id === undefined ? '' : checkOwnJobId(o.id);
   let dependsOn = '';
+  let crossDependsOn = '';
   if (o.dependsOn !== undefined) {
     if (!Array.isArray(o.dependsOn) || o.dependsOn.length > 1_000) {
       throw new ValidationError(
-        `dependsOn must be an array of at most 1000 job ids, got ${show(o.dependsOn)}`,
+        `dependsOn must be an array of at most 1000 job ids or { queue, id }, got ${show(o.dependsOn)}`,
       );
     }
-    const parents = [...new Set(o.dependsOn.map((p) => checkJobId(p)))];
-    if (id !== '' && parents.includes(id))
-      throw new ValidationError(`job ${show(id)} cannot depend on itself`);
-    dependsOn = parents.join('\n');
+    const local = new Set<string>();
+    const cross = new Set<string>();
+    o.dependsOn.forEach((p: unknown, i: number) => {
+      if (typeof p === 'string') {
+        local.add(checkJobId(p));
+        return;
+      }
+      const ref = checkObject(`dependsOn[${i}]`, p);
+      checkKnownKeys(`dependsOn[${i}]`, ref, ['queue', 'id']);
+      if (ref.queue === undefined || ref.id === undefined) {
+        throw new ValidationError(
+          `dependsOn[${i}] must be a job id or { queue, id } with both set, got ${show(p)}`,
+        );
+      }
+      cross.add(`${checkQueueName(ref.queue)}\t${checkJobId(ref.id)}`);
+    });
+    if (id !== '' && local.has(id)) throw new ValidationError(`job ${show(id)} cannot depend on itself`);
+    dependsOn = [...local].join('\n');
+    crossDependsOn = [...cross].join('\n');
   }
   const dedupe = o.dedupe === undefined ? undefined : resolveDedupe(o.dedupe);
-  if (dedupe && dependsOn !== '') throw new ValidationError('dedupe cannot be combined with dependsOn');
+  if (dedupe && (dependsOn !== '' || crossDependsOn !== ''))
+    throw new ValidationError('dedupe cannot be combined with dependsOn');
   if (o.expireAt !== undefined && o.ttlMs !== undefined) {
     throw new ValidationError('give either expireAt or ttlMs, not both');
   }
@@ -196,7 +220,8 @@ export function resolveAddOptions(opts: JobOptions | undefined, defaults: Resolv
     delayMs: o.delayMs === undefined ? '' : String(checkInt('delayMs', o.delayMs, 0, MAX_DELAY_MS)),
     runAt,
     dependsOn,
-    depMode: dependsOn === '' ? '' : ignore ? 'i' : 's',
+    crossDependsOn,
+    depMode: dependsOn === '' && crossDependsOn === '' ? '' : ignore ? 'i' : 's',
     partitionKey: o.partitionKey === undefined ? '' : checkString('partitionKey', o.partitionKey, 1, 256),
     group: o.group === undefined ? '' : checkLabel('group', o.group),
     dedupeKey: dedupe?.key ?? '',

@@ -15,6 +15,7 @@ import type { QueueKeys } from '../store/keys.js';
 import type { RetentionRule } from '../types.js';
 import { checkCallOptions, checkInt, checkJobId, show } from '../validate.js';
 import type { QueueContext } from './context.js';
+import { forwardCross } from './cross-queue.js';
 import { setPausedAll } from './partitions.js';
 import { locate } from './reads.js';
 import { type RecoveredJobs, recoverExpired } from './recovery.js';
@@ -28,8 +29,10 @@ const CHANGE_SCRIPTS = {
 } as const;
 
 /** Runs a single-job admin script in the partition that holds the job; unknown ids fail in their home. */
-export function changeJob(ctx: QueueContext, change: JobChange, id: string): Promise<void> {
-  return runJobScript(ctx, CHANGE_SCRIPTS[change], change, id);
+export async function changeJob(ctx: QueueContext, change: JobChange, id: string): Promise<void> {
+  const k = await runJobScript(ctx, CHANGE_SCRIPTS[change], change, id);
+  // A removed or cancelled job's children in other queues fail with it: told now (cross-queue.ts).
+  if (change === 'remove' || change === 'cancel') await forwardCross(ctx.client, k, ctx.options.eventsMaxLen);
 }
 
 /**
@@ -43,7 +46,7 @@ export async function runJobScript(
   operation: string,
   id: string,
   args: Record<string, ArgValue> = {},
-): Promise<void> {
+): Promise<QueueKeys> {
   const k = await jobPartition(ctx, id);
   const refusal = await callScript(ctx.client, spec, k, {
     now: '',
@@ -54,6 +57,7 @@ export async function runJobScript(
     ...args,
   });
   if (refusal) throw refusalError(refusal, { operation, jobId: id });
+  return k;
 }
 
 /** The keys of the partition that holds job `id` (its home when none does: the script answers NOT_FOUND). */
@@ -168,13 +172,14 @@ export async function recoverAll(
       ? undefined
       : resolveRetentionRule('deadRetention', opts.deadRetention, DEFAULT_RETENTION.dead);
   const layout = await ctx.open();
-  const out: RecoveredJobs = { requeued: [], dead: [], expired: [], repairedSchedules: 0 };
+  const out: RecoveredJobs = { requeued: [], dead: [], expired: [], repairedSchedules: 0, crossQueue: 0 };
   for (const k of layout.parts) {
     const r = await recoverExpired(ctx.client, k, deadRetention, ctx.options.eventsMaxLen);
     out.requeued.push(...r.requeued);
     out.dead.push(...r.dead);
     out.expired.push(...r.expired);
     out.repairedSchedules += r.repairedSchedules;
+    out.crossQueue += r.crossQueue;
   }
   return out;
 }

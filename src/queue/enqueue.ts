@@ -14,6 +14,7 @@ import type { QueueKeys } from '../store/keys.js';
 import type { AddedJob, JobOptions } from '../types.js';
 import { checkKnownKeys, checkObject, toJson } from '../validate.js';
 import type { QueueContext } from './context.js';
+import { linkCrossParents, readCrossParents } from './cross-queue.js';
 import type { Layout } from './partitions.js';
 
 type AddRow = Record<
@@ -29,10 +30,11 @@ type AddRow = Record<
   | 'dedupeKey'
   | 'dedupeMode'
   | 'dedupeTtlMs'
-  | 'ttlMs',
+  | 'ttlMs'
+  | 'xDependsOn',
   string | number
 >;
-export type RoutedRow = AddRow & { partitionKey: string };
+export type RoutedRow = AddRow & { partitionKey: string; crossDependsOn: string };
 
 /** add.lua's batch arguments (queue.addBatch, batches.ts); NO_BATCH for every other add. */
 export type BatchArgs = Record<
@@ -62,6 +64,7 @@ export async function addJob(
     async (trace) => {
       const row = toRow(ctx, data, opts, 'job data', '', trace);
       const layout = await ctx.open();
+      if (row.crossDependsOn !== '') await readCrossParents(ctx, [row]);
       const p = route(layout, row);
       if (!isPlain(row)) return (await runAdd(ctx, layout, [row], [p]))[0]!;
       const [added] = await addOneScript(ctx, layout, p, row);
@@ -100,6 +103,8 @@ export async function addJobs(
       return toRow(ctx, item.data, item.opts, `item ${i} data`, '', trace);
     });
     const layout = await ctx.open();
+    // Parents in other queues are read first: a missing one is refused before anything is written.
+    await readCrossParents(ctx, rows);
     // Route every item before sending anything: one refused (CrossPartitionError) writes nothing.
     const parts = rows.map((row) => route(layout, row));
     return runAdd(ctx, layout, rows, parts);
@@ -155,6 +160,8 @@ function rowOf(o: ResolvedAdd, batch: string, trace: string, data: string): Rout
     }),
     data,
     dependsOn: o.dependsOn,
+    crossDependsOn: o.crossDependsOn,
+    xDependsOn: '',
     depMode: o.depMode,
     group: o.group,
     dedupeKey: o.dedupeKey,
@@ -203,7 +210,7 @@ async function runAdd(
       [...groups].map(([p, indexes]) => {
         const checked = indexes
           .map((i) => rows[i]!)
-          .filter((r) => r.id !== '' || r.dependsOn !== '')
+          .filter((r) => r.id !== '' || r.dependsOn !== '' || r.xDependsOn !== '')
           .map((r) => ({ ...r, data: '' }));
         return addScript(ctx, layout, p, checked, true);
       }),
@@ -222,6 +229,12 @@ async function runAdd(
         out[rowIndex] = added[j]!;
       });
       await waitReplicas(ctx, layout.parts[p]!);
+      const crossRows = indexes.map((i) => rows[i]!);
+      if (crossRows.some((r) => r.xDependsOn !== '')) {
+        // After the add (and its replicas): the links in the parents' queues (src/queue/cross-queue.ts).
+        const childKeys = indexes.map(() => layout.parts[p]!);
+        await linkCrossParents(ctx.client, crossRows, childKeys, added, ctx.options.eventsMaxLen);
+      }
     }),
   );
   return out;
@@ -245,7 +258,13 @@ export async function addBatchRows(
  * checks and structures). A lifo job is plain: add-one.lua reads it from the option tail.
  */
 function isPlain(row: AddRow): boolean {
-  return row.dependsOn === '' && row.group === '' && row.dedupeKey === '' && Number(row.priority) === 0;
+  return (
+    row.dependsOn === '' &&
+    row.xDependsOn === '' &&
+    row.group === '' &&
+    row.dedupeKey === '' &&
+    Number(row.priority) === 0
+  );
 }
 
 /** The arguments add.lua and add-one.lua share: the partition's channel, the layout, the events cap. */

@@ -20,6 +20,7 @@ import type { QueueKeys } from '../store/keys.js';
 import { checkBool, checkCallOptions, checkInt, toJson } from '../validate.js';
 import { runJobScript } from './admin.js';
 import type { QueueContext } from './context.js';
+import { forwardCross } from './cross-queue.js';
 import { countJobs } from './reads.js';
 
 /** Replaces the data of a job that is not active (an active one: job.updateData, from its attempt). */
@@ -79,6 +80,8 @@ export async function drain(ctx: QueueContext, opts: DrainOptions = {}): Promise
       if (n === 0) calls = 2 + Math.ceil(r.left / SCRIPT_BATCH_LIMIT);
       before = r.left;
     }
+    // Children in other queues of the jobs drained (they fail with them): told now.
+    await forwardCross(ctx.client, k, ctx.options.eventsMaxLen);
   }
   return removed;
 }

@@ -89,6 +89,14 @@ export async function readMany<D, R>(
   ids: string[],
 ): Promise<JobInfo<D, R>[]> {
   if (ids.length === 0) return [];
+  if (ids.length > READ_CHUNK) {
+    // In chunks: a spread of every annex field of tens of thousands of ids overflows the call stack.
+    const parts: Promise<JobInfo<D, R>[]>[] = [];
+    for (let from = 0; from < ids.length; from += READ_CHUNK) {
+      parts.push(readMany<D, R>(client, k, ids.slice(from, from + READ_CHUNK)));
+    }
+    return (await Promise.all(parts)).flat();
+  }
   const [records, annex] = await Promise.all([
     client.hmget(k.jobs, ...ids),
     client.hmget(k.annex, ...ids.flatMap(annexFields)),
@@ -98,6 +106,9 @@ export async function readMany<D, R>(
     return rec ? [decodeRecord<D, R>(id, rec, annexOf(annex, i))] : [];
   });
 }
+
+/** Most jobs one readMany round trip reads (8 annex fields each). */
+const READ_CHUNK = 1_000;
 
 /**
  * One page of jobs over every partition. `idsAt(k, offset, n)` reads one partition's `[id, score]`

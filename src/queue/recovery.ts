@@ -2,7 +2,8 @@
  * One recovery pass over a queue, shared by every Worker's recovery loop, Queue.recoverExpired and the
  * CLI reaper: jobs whose lease expired go back to waiting (or to dead when their attempts are spent),
  * jobs whose expiry came before they started end dead (expire.lua), and schedules whose pending
- * occurrence's claimer died are advanced. Atomic per script, so any number of processes may run it at once.
+ * occurrence's claimer died are advanced, and dependencies across queues that a crash left half done
+ * are carried on (cross-queue.ts). Atomic per script, so any number of processes may run it at once.
  */
 import {
   DEFAULT_EVENTS_MAX_LEN,
@@ -14,6 +15,7 @@ import {
 import { callScript, type RedisClient, scripts } from '../scripts/specs.js';
 import type { QueueKeys } from '../store/keys.js';
 import type { RetentionRule } from '../types.js';
+import { forwardCross, relinkCross } from './cross-queue.js';
 import { repairSchedules } from './schedules.js';
 
 export interface RecoveredJobs {
@@ -25,6 +27,11 @@ export interface RecoveredJobs {
   expired: string[];
   /** Schedules advanced because the worker that claimed their occurrence died first. */
   repairedSchedules: number;
+  /**
+   * Dependencies across queues a crash left half done: notifications delivered to children in other
+   * queues, and links made to parents in other queues (src/queue/cross-queue.ts).
+   */
+  crossQueue: number;
 }
 
 export async function recoverExpired(
@@ -55,5 +62,8 @@ export async function recoverExpired(
     eventsMaxLen,
   });
   const repairedSchedules = await repairSchedules(client, keys);
-  return { requeued, dead, expired, repairedSchedules };
+  const crossQueue =
+    (await forwardCross(client, keys, eventsMaxLen, limit)) +
+    (await relinkCross(client, keys, eventsMaxLen, limit));
+  return { requeued, dead, expired, repairedSchedules, crossQueue };
 }

@@ -33,7 +33,7 @@
 -- ARGV[11] cbRunAt      the callback's due time (epoch ms, '' = none)
 -- ARGV[12] cbTail       the callback's option tail ('' = no callback)
 -- ARGV[13] cbData       the callback's user data (JSON, '' = undefined)
--- ARGV[14..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode, group, dedupeKey, dedupeMode, dedupeTtlMs, ttlMs
+-- ARGV[14..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode, group, dedupeKey, dedupeMode, dedupeTtlMs, ttlMs, xDependsOn
 --   id ('' = generate), priority (integer), delayMs ('' = none), runAt (epoch ms, '' = none),
 --   optionTail (header fields 9.. in Lua numbering, see job-record.ts), data (JSON),
 --   dependsOn (parent ids, newline-separated, '' = none), depMode ('i' = run even if a parent dies, else 's'),
@@ -45,6 +45,14 @@
 --   indexed in `expiring`. A debounced rewrite takes the new add's expiry (or none).
 -- A job whose option tail says lifo (header field 22, includes/tail_lifo.lua) goes to the front of its
 --   priority, or of its group's line, instead of the back.
+--   xDependsOn (parents in other queues, '' = none): lines `state \t tag \t queue \t partition \t id`,
+--   each parent's state letter as the caller read it in its queue just before (src/queue/cross-queue.ts)
+--   and its queue's hash tag; partition '' in a queue of one. A completed one counts as done, a dead one
+--   fails the job (unless ignored), any other is counted in `deps` like a parent of this queue, kept in
+--   the annex as pending (`id\1y`: lines `queue \t partition \t id`) and listed in `xlinks` (named from
+--   the hash tag: ZSET `id \t tag \t queue \t partition \t parent id` -> time), which the caller (or
+--   the recovery pass, after a crash) turns into a link in the parent's queue (cross-link.lua). Every
+--   such parent stays in the annex (`id\1x`, same lines) for job.parentResults.
 -- Dedupe: the key `{tag}:dd:<dedupeKey>` holds the id of the job that took it. Throttle: while that
 --   job exists unfinished (or, with a ttl, until the key expires) an add returns it and writes nothing.
 --   Debounce: while that job is waiting or delayed and has never started, an add rewrites it in place
@@ -88,7 +96,7 @@
 local jobs, waiting, prio, seq, delayed, ids_key = jobs_key, waiting_key, prio_key, seq_key, delayed_key, ids_key
 local annex, dead, deps, dependents = annex_key, dead_key, deps_key, dependents_key
 local now = current_time(arg_now)
-local FIXED, R, CHUNK = 13, 13, 1000
+local FIXED, R, CHUNK = 13, 14, 1000
 local suffix = arg_id_suffix
 
 -- Runs `cmd key values...` in chunks of at most CHUNK values (`step` keeps pairs together); returns
@@ -245,7 +253,8 @@ for i = 1, n do
     -- A successor is blocked until the job it waits behind ends (then waiting, or delayed until due).
     if behind then state = 'b' end
     local finished = ''
-    if ARGV[base + 6] ~= '' then
+    local cross = ARGV[base + 13]
+    if ARGV[base + 6] ~= '' or cross ~= '' then
       -- Dependencies: count parents not yet completed; a dead parent fails the job unless ignored.
       local ignore = ARGV[base + 7] == 'i'
       local waiting_on, failed_parent = {}, nil
@@ -257,16 +266,34 @@ for i = 1, n do
           waiting_on[#waiting_on + 1] = parent
         end
       end
-      redis.call('HSET', annex, id .. '\1d', ARGV[base + 6])
+      if ARGV[base + 6] ~= '' then redis.call('HSET', annex, id .. '\1d', ARGV[base + 6]) end
+      local x_refs, x_pending, x_links = {}, {}, {}
+      for line in string.gmatch(cross, '[^\n]+') do
+        local ps, tag, ref = string.match(line, '^(.)\t([^\t]*)\t(.*)$')
+        x_refs[#x_refs + 1] = ref
+        if ps == 'x' and not ignore then
+          local q, _, pid = string.match(ref, '^([^\t]*)\t([^\t]*)\t(.*)$')
+          failed_parent = failed_parent or (pid .. ' of queue ' .. q)
+        elseif ps ~= 'c' and ps ~= 'x' then
+          x_pending[#x_pending + 1] = ref
+          x_links[#x_links + 1] = now
+          x_links[#x_links + 1] = id .. '\t' .. tag .. '\t' .. ref
+        end
+      end
+      if #x_refs > 0 then redis.call('HSET', annex, id .. '\1x', table.concat(x_refs, '\n')) end
       if failed_parent then
         state = 'x'
         finished = now
         redis.call('HSET', annex, id, now .. '|0|{"name":"DependencyFailedError","code":"ERR_DEPENDENCY_FAILED","message":"parent job '
           .. string.gsub(failed_parent, '[\\"]', '\\%0') .. ' is dead"}')
         redis.call('ZADD', dead, now, id)
-      elseif #waiting_on > 0 then
+      elseif #waiting_on + #x_pending > 0 then
         state = 'b'
-        redis.call('HSET', deps, id, #waiting_on .. '|' .. (ignore and 'i' or 's'))
+        redis.call('HSET', deps, id, (#waiting_on + #x_pending) .. '|' .. (ignore and 'i' or 's'))
+        if #x_pending > 0 then
+          redis.call('HSET', annex, id .. '\1y', table.concat(x_pending, '\n'))
+          redis.call('ZADD', tag_key(jobs, 'xlinks'), unpack(x_links))
+        end
         for _, parent in ipairs(waiting_on) do
           local old = redis.call('HGET', dependents, parent)
           redis.call('HSET', dependents, parent, old and (old .. '\n' .. id) or id)

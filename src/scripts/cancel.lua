@@ -67,5 +67,5 @@ if state == 'a' then redis.call('SPUBLISH', arg_wake_channel, 'x:' .. id) end
 redis.call('SPUBLISH', arg_done_channel, 'x\n' .. id)
 emit_event(events_key, arg_events_max_len, 'cancelled', { id })
 count_stats(stats_key, now, 'x', 1)
-emit_event(events_key, arg_events_max_len, 'dead', settle_dependents(k, now, {}, { id }))
+emit_event(events_key, arg_events_max_len, 'dead', (settle_dependents(k, now, {}, { id })))
 return 'OK'

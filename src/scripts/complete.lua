@@ -33,7 +33,9 @@
 -- The `completed` event entry carries the results (`results`, one line per id; '' = undefined) when
 -- any job of the call returned one.
 -- Returns: { id, reason, ... } for each refused outcome; reason is `STALE:<state>:<attempts>` or
---   `NOT_FOUND`; then { id, 'START_LOST' } for each start mark whose lease the worker no longer holds
+--   `NOT_FOUND`; then { id, 'START_LOST' } for each start mark whose lease the worker no longer holds;
+--   then { '', 'XNOTIFY' } when the call queued notifications for children in other queues (the
+--   `xnotify` outbox, see includes/settle_dependents.lua): the caller forwards them
 -- @include current_time
 -- @include chunked_call
 -- @include chunked_hmget
@@ -75,6 +77,7 @@ for i = 1, n do ids[i] = ARGV[FIXED + 1 + (i - 1) * 3] end
 local recs = chunked_hmget(jobs, ids)
 
 local refused, done, updated, scores = {}, {}, {}, {}
+local notified = false
 local left_groups, finished_recs = {}, {}
 -- The `completed` event carries each job's result (one line per id: JSON has no raw newline), only
 -- when events are on and some job returned a value.
@@ -140,10 +143,16 @@ if #done > 0 then
   local k = queue_keys
   count_stats(stats_key, now, 'c', #done)
   for j = 1, #done do batch_settle(jobs, done[j], finished_recs[j], true, now) end
-  emit_event(events_key, arg_events_max_len, 'dead', settle_dependents(k, now, done, {}))
+  local failed, queued = settle_dependents(k, now, done, {})
+  emit_event(events_key, arg_events_max_len, 'dead', failed)
+  notified = queued > 0
 end
 for j = 1, #lost_starts do
   refused[#refused + 1] = lost_starts[j]
   refused[#refused + 1] = 'START_LOST'
+end
+if notified then
+  refused[#refused + 1] = ''
+  refused[#refused + 1] = 'XNOTIFY'
 end
 return refused

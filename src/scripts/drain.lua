@@ -107,7 +107,7 @@ end
 -- Delete the records. An id whose record is gone or in another state (a stale entry) is skipped: its
 -- entry is dropped, and a record elsewhere stays where it is.
 local recs = chunked_hmget(jobs, taken)
-local gone, settle = {}, {}
+local gone, settle, blocked_gone = {}, {}, {}
 local woken = false
 for i = 1, #taken do
   local id, rec = taken[i], recs[i]
@@ -120,8 +120,10 @@ for i = 1, #taken do
     if group and group_unhold(gk, group, id, now) then woken = true end
     if state == 'b' then
       unlink_parents(k, id)
-      -- Its children are blocked, so they are drained too: no failure to spread.
+      -- Its children are blocked, so they are drained too: no failure to spread (but to children in
+      -- other queues, below).
       redis.call('HDEL', k.dependents, id)
+      blocked_gone[#blocked_gone + 1] = id
     else
       settle[#settle + 1] = id
     end
@@ -131,7 +133,8 @@ chunked_call('HDEL', jobs, gone)
 if #gone > 0 and redis.call('EXISTS', annex) == 1 then chunked_call('HDEL', annex, annex_fields(gone)) end
 if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end
 emit_event(events_key, max_len, 'removed', gone)
-emit_event(events_key, max_len, 'dead', settle_dependents(k, now, {}, settle))
+emit_event(events_key, max_len, 'dead', (settle_dependents(k, now, {}, settle)))
+notify_cross(k, now, blocked_gone, 'x')
 
 local left = redis.call('LLEN', waiting) + redis.call('ZCARD', prio) + tonumber(redis.call('GET', gk.waiting) or '0')
 if with_delayed then left = left + redis.call('ZCARD', delayed) end

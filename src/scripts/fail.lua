@@ -34,7 +34,8 @@
 --     (meta `limited` = until, read by claim.lua)
 -- A failure implies its start: a job failed before its start mark arrived counts the attempt here.
 -- Returns: { id, outcome, ... } per job; outcome is `waiting`, `delayed`, `dead`, `snoozed`,
---   `limited`, `STALE:<state>:<attempts>` or `NOT_FOUND`
+--   `limited`, `STALE:<state>:<attempts>` or `NOT_FOUND`; then { '', 'XNOTIFY' } when the call queued
+--   notifications for children in other queues (see complete.lua)
 -- @include current_time
 -- @include chunked_call
 -- @include chunked_hmget
@@ -197,7 +198,12 @@ emit_event(events_key, max_len, 'rateLimited', limited)
 emit_event(events_key, max_len, 'dead', dead_ids)
 if #dead_ids > 0 then
   local k = queue_keys
-  emit_event(events_key, max_len, 'dead', settle_dependents(k, now, {}, dead_ids))
+  local failed, queued = settle_dependents(k, now, {}, dead_ids)
+  emit_event(events_key, max_len, 'dead', failed)
+  if queued > 0 then
+    out[#out + 1] = ''
+    out[#out + 1] = 'XNOTIFY'
+  end
 end
 announce_delayed(delayed, arg_wake_channel, min_due)
 if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end

@@ -132,6 +132,6 @@ count_stats(stats_key, now, 'x', #dead_ids)
 emit_event(events_key, arg_events_max_len, 'dead', dead_ids)
 if #dead_ids > 0 then
   local k = queue_keys
-  emit_event(events_key, arg_events_max_len, 'dead', settle_dependents(k, now, {}, dead_ids))
+  emit_event(events_key, arg_events_max_len, 'dead', (settle_dependents(k, now, {}, dead_ids)))
 end
 return { requeued, dead_ids }

@@ -57,6 +57,6 @@ redis.call('HDEL', jobs, id)
 redis.call('HDEL', annex, unpack(annex_fields({ id })))
 emit_event(events_key, arg_events_max_len, 'removed', { id })
 if state ~= 'c' then
-  emit_event(events_key, arg_events_max_len, 'dead', settle_dependents(k, now, {}, { id }))
+  emit_event(events_key, arg_events_max_len, 'dead', (settle_dependents(k, now, {}, { id })))
 end
 return 'OK'

@@ -95,17 +95,21 @@ export interface RefusedRow {
 export interface CompleteAnswer {
   refused: RefusedRow[];
   lostStarts: string[];
+  /** The call queued notifications for children in other queues: the caller forwards them. */
+  notified: boolean;
 }
 
 export function decodeComplete(reply: unknown): CompleteAnswer {
   const r = flat(reply);
   const refused: RefusedRow[] = [];
   const lostStarts: string[] = [];
+  let notified = false;
   for (let i = 0; i + 1 < r.length; i += 2) {
-    if (r[i + 1] === 'START_LOST') lostStarts.push(String(r[i]));
+    if (r[i + 1] === 'XNOTIFY') notified = true;
+    else if (r[i + 1] === 'START_LOST') lostStarts.push(String(r[i]));
     else refused.push({ id: String(r[i]), refusal: refusalOf(r[i + 1]) });
   }
-  return { refused, lostStarts };
+  return { refused, lostStarts, notified };
 }
 
 /** fail.lua: one entry per row, in order: where the job went, or why the failure was refused. */
@@ -113,13 +117,15 @@ export type FailedRow =
   | { id: string; outcome: 'waiting' | 'delayed' | 'dead' | 'snoozed' | 'limited' }
   | { id: string; refusal: Refusal };
 
-export function decodeFail(reply: unknown): FailedRow[] {
+export function decodeFail(reply: unknown): FailAnswer {
   const r = flat(reply);
   const out: FailedRow[] = [];
+  let notified = false;
   for (let i = 0; i + 1 < r.length; i += 2) {
     const id = String(r[i]);
     const outcome = String(r[i + 1]);
-    if (
+    if (outcome === 'XNOTIFY') notified = true;
+    else if (
       outcome === 'waiting' ||
       outcome === 'delayed' ||
       outcome === 'dead' ||
@@ -129,7 +135,28 @@ export function decodeFail(reply: unknown): FailedRow[] {
       out.push({ id, outcome });
     else out.push({ id, refusal: refusalOf(outcome) });
   }
-  return out;
+  return { rows: out, notified };
+}
+
+/**
+ * fail.lua: `rows`, one per row sent; `notified`: the call queued notifications for children in other
+ * queues (its `xnotify` outbox), which the caller forwards (src/queue/cross-queue.ts).
+ */
+export interface FailAnswer {
+  rows: FailedRow[];
+  notified: boolean;
+}
+
+/** cross-resolve.lua: what the notification did to the child. */
+export interface CrossResolveAnswer {
+  outcome: 'released' | 'counted' | 'failed' | 'none';
+  /** The child died and its end queued notifications for children in other queues. */
+  notified: boolean;
+}
+
+export function decodeCrossResolve(reply: unknown): CrossResolveAnswer {
+  const r = flat(reply);
+  return { outcome: String(r[0]) as CrossResolveAnswer['outcome'], notified: r[1] === 1 };
 }
 
 /** extend.lua, start.lua (ids whose lease is gone), release.lua (ids handed back). */

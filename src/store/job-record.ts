@@ -257,6 +257,10 @@ export const ANNEX_SUFFIX = Object.freeze({
   body: '\x01b',
   /** Durable step results (job.step): lines `name \t json`. */
   steps: '\x01s',
+  /** Parents in other queues (dependsOn `{ queue, id }`): lines `queue \t partition \t id`. */
+  crossParents: '\x01x',
+  /** Those of them the job still waits for (blocked), same lines. */
+  crossPending: '\x01y',
 });
 export type AnnexPart = keyof typeof ANNEX_SUFFIX;
 const ANNEX_PARTS = Object.keys(ANNEX_SUFFIX) as AnnexPart[];
@@ -324,6 +328,12 @@ export function decodeRecord<D, R>(id: string, record: string, annex: Annex): Jo
   };
   if (annex.progress !== null) info.progress = JSON.parse(annex.progress);
   if (annex.steps) info.steps = Object.fromEntries(decodeSteps(annex.steps));
+  if (annex.crossParents) {
+    info.dependsOnQueues = annex.crossParents.split('\n').map((line) => {
+      const [queue = '', , parentId = ''] = line.split('\t');
+      return { queue, id: parentId };
+    });
+  }
   if (h.group !== '') info.group = h.group;
   if (h.name !== '') info.name = h.name;
   if (h.expireAt > 0) info.expireAt = h.expireAt;

@@ -118,6 +118,25 @@ export interface QueueKeys {
    * a member, leases a new job to its fetcher and sends it on the fetcher's channel).
    */
   readonly idle: string;
+  /**
+   * HASH parent job id -> its children in other queues (dependsOn `{ queue, id }`), one line each:
+   * `child tag \t child id \t parent queue \t parent partition` (cross-link.lua). Emptied when the
+   * parent ends, by a notification per line in `xnotify` (includes/settle_dependents.lua).
+   */
+  readonly xdependents: string;
+  /**
+   * ZSET, the outbox of notifications for children in other queues: member `outcome \t child tag \t
+   * child id \t parent queue \t parent partition \t parent id` (outcome `c` or `x`), score = when its
+   * parent ended. Delivered by src/queue/cross-queue.ts (cross-resolve.lua in the child's queue), then
+   * removed.
+   */
+  readonly xnotify: string;
+  /**
+   * ZSET of links still to make in parents' queues for this queue's blocked jobs: member `child id \t
+   * parent tag \t parent queue \t parent partition \t parent id`, score = when the child was added
+   * (add.lua). Removed once linked (cross-link.lua); the recovery pass links what a crash left here.
+   */
+  readonly xlinks: string;
 }
 
 /**
@@ -177,7 +196,14 @@ export function batchKey(k: QueueKeys, id: string): string {
  */
 export function queueKeys(prefix: string, queue: string, partition?: number): QueueKeys {
   checkQueueAddress(prefix, queue);
-  const tag = partition === undefined ? `{${prefix}:${queue}}` : `{${prefix}:${queue}:${partition}}`;
+  return tagKeys(partition === undefined ? `{${prefix}:${queue}}` : `{${prefix}:${queue}:${partition}}`);
+}
+
+/**
+ * The keys of the queue (or partition) whose hash tag is `tag`, as queueKeys names them: for a tag read
+ * back from Redis (a child's queue in a notification of the `xnotify` outbox).
+ */
+export function tagKeys(tag: string): QueueKeys {
   return Object.freeze({
     tag,
     jobs: `${tag}:jobs`,
@@ -215,6 +241,9 @@ export function queueKeys(prefix: string, queue: string, partition?: number): Qu
     queueLimiter: `${tag}:qlimiter`,
     expiring: `${tag}:expiring`,
     idle: `${tag}:idle`,
+    xdependents: `${tag}:xdependents`,
+    xnotify: `${tag}:xnotify`,
+    xlinks: `${tag}:xlinks`,
   });
 }
 

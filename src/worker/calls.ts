@@ -10,6 +10,7 @@ import {
   MAX_STEPS_BYTES,
   SCRIPT_BATCH_LIMIT,
 } from '../defaults.js';
+import { crossParentResults, forwardCross } from '../queue/cross-queue.js';
 import { recoverExpired } from '../queue/recovery.js';
 import { untilClosed } from '../redis/in-flight.js';
 import type { Refusal } from '../scripts/refusals.js';
@@ -69,9 +70,9 @@ export class WorkerCalls {
   async complete(
     rows: CompleteRow[],
     starts = '',
-  ): Promise<{ refusals: (Refusal | undefined)[]; lostStarts: string[] }> {
+  ): Promise<{ refusals: (Refusal | undefined)[]; lostStarts: string[]; notified: boolean }> {
     const { completed } = this.options.retention;
-    const { refused, lostStarts } = await callScript(
+    const { refused, lostStarts, notified } = await callScript(
       this.client,
       scripts.complete,
       this.keys,
@@ -96,13 +97,17 @@ export class WorkerCalls {
       k++;
       return r.refusal;
     });
-    return { refusals, lostStarts };
+    return { refusals, lostStarts, notified };
   }
 
-  /** One entry per row: where the job went, or the script's refusal (see refusalError). */
-  async fail(
-    rows: FailRow[],
-  ): Promise<({ outcome: 'waiting' | 'delayed' | 'dead' | 'snoozed' | 'limited' } | { refusal: Refusal })[]> {
+  /**
+   * One entry per row: where the job went, or the script's refusal (see refusalError); `notified`:
+   * the call queued notifications for children in other queues (see forwardCross).
+   */
+  async fail(rows: FailRow[]): Promise<{
+    results: ({ outcome: 'waiting' | 'delayed' | 'dead' | 'snoozed' | 'limited' } | { refusal: Refusal })[];
+    notified: boolean;
+  }> {
     const { dead } = this.options.retention;
     const out = await callScript(
       this.client,
@@ -120,11 +125,20 @@ export class WorkerCalls {
       },
       rows,
     );
-    return rows.map((_, i) => {
-      const r = out[i];
-      if (!r) return { refusal: { code: 'UNEXPECTED', text: 'no reply for this row' } };
+    const results = rows.map((_, i) => {
+      const r = out.rows[i];
+      if (!r) return { refusal: { code: 'UNEXPECTED', text: 'no reply for this row' } as Refusal };
       return 'outcome' in r ? { outcome: r.outcome } : { refusal: r.refusal };
     });
+    return { results, notified: out.notified };
+  }
+
+  /**
+   * Delivers the notifications for children in other queues that this partition's outbox holds
+   * (after a complete or fail call that queued some): src/queue/cross-queue.ts.
+   */
+  async forwardCross(): Promise<void> {
+    await forwardCross(this.client, this.keys, this.options.eventsMaxLen);
   }
 
   /**
@@ -225,21 +239,26 @@ export class WorkerCalls {
     });
   }
 
-  /** Stored results of the jobs `jobId` depends on (undefined for a parent gone or not completed). */
+  /**
+   * Stored results of the jobs `jobId` depends on (undefined for a parent gone or not completed), by
+   * id; those of other queues by `queue:id`, read from their queues.
+   */
   async parentResults(jobId: string): Promise<Record<string, unknown>> {
     // untilClosed: a read whose reply is lost with the connection would otherwise never settle.
-    const parents = await untilClosed(
+    const [parents, cross] = await untilClosed(
       this.client,
-      this.client.hget(this.keys.annex, annexField(jobId, 'parents')),
+      this.client.hmget(this.keys.annex, annexField(jobId, 'parents'), annexField(jobId, 'crossParents')),
     );
-    if (!parents) return {};
-    const ids = parents.split('\n');
-    const records = await untilClosed(this.client, this.client.hmget(this.keys.jobs, ...ids));
     const out: Record<string, unknown> = {};
-    ids.forEach((id, i) => {
-      const rec = records[i];
-      out[id] = rec ? resultOf(rec) : undefined;
-    });
+    if (parents) {
+      const ids = parents.split('\n');
+      const records = await untilClosed(this.client, this.client.hmget(this.keys.jobs, ...ids));
+      ids.forEach((id, i) => {
+        const rec = records[i];
+        out[id] = rec ? resultOf(rec) : undefined;
+      });
+    }
+    if (cross) Object.assign(out, await crossParentResults(this.client, this.options.prefix, cross));
     return out;
   }
 }

@@ -285,10 +285,19 @@ export class Lane {
           : { kind: 'completed', job: row.job, value: row.value },
       );
     });
+    if (reply.notified) await this.forwardCross();
+  }
+
+  /**
+   * Children in other queues of the jobs just ended: delivered now. A failure leaves them in the outbox,
+   * which the recovery pass delivers.
+   */
+  private async forwardCross(): Promise<void> {
+    await this.calls.forwardCross().catch((err: unknown) => this.host.onError(err));
   }
 
   private async writeFailures(rows: FailRow[]): Promise<void> {
-    const results = await this.calls.fail(rows);
+    const { results, notified } = await this.calls.fail(rows);
     const tracing = this.host.options.tracing;
     rows.forEach((row, i) => {
       const r = results[i]!;
@@ -306,6 +315,7 @@ export class Lane {
             : { kind: 'failed', job: row.job, cause: row.cause, outcome: r.outcome },
       );
     });
+    if (notified) await this.forwardCross();
   }
 
   /** What a refused outcome was (StaleJobError names the job and the attempt whose outcome it was). */

@@ -1011,6 +1011,7 @@ class Harness {
       dedupeKey: d?.key ?? '',
       dedupeMode: d?.mode ?? '',
       dedupeTtlMs: d?.windowMs === undefined ? '' : REDIS_WINDOW_MS,
+      xDependsOn: '',
     };
   }
 

@@ -155,6 +155,47 @@ describe('Redis Cluster', () => {
     expect(await q.recoverExpired()).toMatchObject({ requeued: [], dead: [] });
   });
 
+  it('dependencies across queues work across slots and partitions (a parent dead, a parent completed)', async () => {
+    const parents = new Queue<{ fail?: boolean }>(uniqueName('parents'), {
+      connection: cluster.url,
+      partitions: 3,
+    });
+    const children = new Queue(uniqueName('children'), { connection: cluster.url, partitions: 2 });
+    const pw = new Worker<{ fail?: boolean }>(
+      parents.name,
+      (job) => {
+        if (job.data.fail) throw new Error('no');
+        return `p ${job.id}`;
+      },
+      { connection: cluster.url, partitions: 3, concurrency: 10 },
+    );
+    const cw = new Worker(children.name, async (job) => job.parentResults(), {
+      connection: cluster.url,
+      partitions: 2,
+      concurrency: 10,
+    });
+    open.push(parents, children, pw, cw);
+    const ps = await parents.addBulk(
+      Array.from({ length: 6 }, (_, i) => ({
+        data: { fail: i === 5 },
+        opts: { delayMs: 200, maxAttempts: 1 },
+      })),
+    );
+    const cs = await children.addBulk(
+      ps.map((p) => ({ data: {}, opts: { dependsOn: [{ queue: parents.name, id: p.id }] } })),
+    );
+    expect(cs.map((c) => c.state)).toEqual(Array(6).fill('blocked'));
+    for (const [i, c] of cs.slice(0, 5).entries()) {
+      expect(await children.waitFor(c.id, { timeoutMs: 10_000 })).toEqual({
+        [`${parents.name}:${ps[i]!.id}`]: `p ${ps[i]!.id}`,
+      });
+    }
+    await expect(children.waitFor(cs[5]!.id, { timeoutMs: 10_000 })).rejects.toMatchObject({
+      code: 'ERR_JOB_DEAD',
+    });
+    expect((await children.getJob(cs[5]!.id))!.errors[0]).toMatchObject({ code: 'ERR_DEPENDENCY_FAILED' });
+  });
+
   it('accepts an ioredis Cluster client the caller owns, and leaves it open', async () => {
     const client = new Cluster(cluster.seeds, { shardedSubscribers: true });
     const name = uniqueName();

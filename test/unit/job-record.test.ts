@@ -12,7 +12,13 @@ import {
   StaleJobError,
 } from '../../src/errors.js';
 import { parseRefusal, refusalError } from '../../src/scripts/refusals.js';
-import { decodeAdd, decodeComplete, decodeFail, decodeJobChange } from '../../src/scripts/replies.js';
+import {
+  decodeAdd,
+  decodeComplete,
+  decodeCrossResolve,
+  decodeFail,
+  decodeJobChange,
+} from '../../src/scripts/replies.js';
 import {
   ANNEX_SUFFIX,
   annexFields,
@@ -66,9 +72,30 @@ describe('job record layout', () => {
       m[1] ? `\x01${m[1]}` : '',
     );
     expect(suffixes).toEqual(Object.values(ANNEX_SUFFIX));
-    expect(annexFields('j')).toEqual(['j', 'j\x01p', 'j\x01l', 'j\x01d', 'j\x01b', 'j\x01s']);
-    const two = annexOf(['e1', null, null, 'p1', null, null, 'e2', '3', 'l', null, 'b', 's'], 1);
-    expect(two).toEqual({ errorLines: 'e2', progress: '3', logs: 'l', parents: null, body: 'b', steps: 's' });
+    expect(annexFields('j')).toEqual([
+      'j',
+      'j\x01p',
+      'j\x01l',
+      'j\x01d',
+      'j\x01b',
+      'j\x01s',
+      'j\x01x',
+      'j\x01y',
+    ]);
+    const two = annexOf(
+      ['e1', null, null, 'p1', null, null, null, null, 'e2', '3', 'l', null, 'b', 's', 'x', 'y'],
+      1,
+    );
+    expect(two).toEqual({
+      errorLines: 'e2',
+      progress: '3',
+      logs: 'l',
+      parents: null,
+      body: 'b',
+      steps: 's',
+      crossParents: 'x',
+      crossPending: 'y',
+    });
   });
 
   it('readHeader fills the library defaults for empty option fields, and reads set ones', () => {
@@ -98,11 +125,21 @@ describe('script replies and refusals', () => {
         { id: '8', refusal: { code: 'NOT_FOUND' } },
       ],
       lostStarts: ['9'],
+      notified: false,
     });
-    expect(decodeFail(['1', 'delayed', '2', 'STALE:a:2'])).toEqual([
-      { id: '1', outcome: 'delayed' },
-      { id: '2', refusal: { code: 'STALE', state: 'a', attempts: 2 } },
-    ]);
+    expect(decodeComplete(['', 'XNOTIFY'])).toEqual({ refused: [], lostStarts: [], notified: true });
+    expect(decodeFail(['1', 'delayed', '2', 'STALE:a:2'])).toEqual({
+      rows: [
+        { id: '1', outcome: 'delayed' },
+        { id: '2', refusal: { code: 'STALE', state: 'a', attempts: 2 } },
+      ],
+      notified: false,
+    });
+    expect(decodeFail(['1', 'dead', '', 'XNOTIFY'])).toEqual({
+      rows: [{ id: '1', outcome: 'dead' }],
+      notified: true,
+    });
+    expect(decodeCrossResolve(['failed', 1])).toEqual({ outcome: 'failed', notified: true });
     expect(decodeJobChange('OK')).toBeNull();
     expect(decodeJobChange('INVALID_STATE:c')).toEqual({ code: 'INVALID_STATE', state: 'c' });
   });

@@ -1,7 +1,8 @@
 -- The annex hash (key `errors`) keeps, per job: its error lines under the field `id`, its progress
 -- under `id .. "\1p"`, its log lines under `id .. "\1l"`, its parents (dependsOn) under
 -- `id .. "\1d"` and, for a payload over 512 bytes, the payload itself under `id .. "\1b"` (ids never
--- contain control characters), and its durable step results (job.step) under `id .. "\1s"`.
+-- contain control characters), its durable step results (job.step) under `id .. "\1s"`, its parents in
+-- other queues under `id .. "\1x"` and those of them it still waits for under `id .. "\1y"`.
 -- Returns every annex field of the given ids, for one HDEL.
 local function annex_fields(ids)
   local fields = {}
@@ -12,6 +13,8 @@ local function annex_fields(ids)
     fields[#fields + 1] = ids[i] .. '\1d'
     fields[#fields + 1] = ids[i] .. '\1b'
     fields[#fields + 1] = ids[i] .. '\1s'
+    fields[#fields + 1] = ids[i] .. '\1x'
+    fields[#fields + 1] = ids[i] .. '\1y'
   end
   return fields
 end

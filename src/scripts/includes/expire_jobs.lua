@@ -66,5 +66,5 @@ local function expire_jobs(k, ids, recs, now, o)
   redis.call('SPUBLISH', k.done, 'x\n' .. table.concat(ids, '\n'))
   count_stats(k.stats, now, 'x', #ids)
   emit_event(k.events, o.events_max, 'dead', ids)
-  emit_event(k.events, o.events_max, 'dead', settle_dependents(k, now, {}, ids))
+  emit_event(k.events, o.events_max, 'dead', (settle_dependents(k, now, {}, ids)))
 end

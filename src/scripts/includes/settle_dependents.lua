@@ -1,25 +1,56 @@
--- @include with_header
--- @include enqueue
 -- @include count_stats
--- @include append_errors
--- @include parse_record
--- @include record_group
--- @include batch_settle
--- @include int_text
+-- @include blocked_moves
+-- @include tag_key
 -- Dependencies: after parents finished, completed parents release their children (a child leaves the
 -- blocked state once every parent completed: waiting, or delayed until its runAt), and dead parents
 -- fail theirs with a DependencyFailedError, cascading to grandchildren, unless a child ignores
 -- dependency failures (then a dead parent counts as done). `k` holds the key names (jobs, errors,
 -- waiting, prio, seq, delayed, dead, deps, dependents) and channels (wake, done); idle workers and
--- waitFor are told. Returns the ids of children that died.
+-- waitFor are told. Returns the ids of children that died, and how many notifications for children
+-- in other queues it queued (notify_cross).
 -- deps: child -> `remaining|i or s`; dependents: parent -> children, newline-separated.
 -- A parent settles a child only while that child is blocked and lists the parent among its own
 -- (annex `child .. "\1d"`), and at most once: a link left behind by an earlier job of the same id
 -- (failed by another parent, then trimmed or removed, and added anew) never moves the new job.
--- Needs parse_record, with_header, enqueue, append_errors, count_stats (k.stats).
+-- Needs count_stats (k.stats).
+
+-- Children in other queues (dependsOn { queue, id }): every job of `ids` that has some in its
+-- `xdependents` entry (lines `child tag \t child id \t this queue \t this partition`) queues one
+-- notification per child in the `xnotify` outbox (member `outcome \t line \t parent id`, scored by
+-- time), atomically with its end; a forwarder (src/queue/cross-queue.ts) delivers them to the
+-- children's queues with cross-resolve.lua. `outcome` is 'c' (completed) or 'x' (dead). Both keys are
+-- named from the hash tag: most queues have no such children. Returns the count queued.
+local function notify_cross(k, now, ids, outcome)
+  if #ids == 0 then return 0 end
+  local xdependents = tag_key(k.jobs, 'xdependents')
+  if redis.call('EXISTS', xdependents) == 0 then return 0 end
+  local outbox, queued, members = tag_key(k.jobs, 'xnotify'), 0, {}
+  for from = 1, #ids, 1000 do
+    local last = math.min(from + 999, #ids)
+    local lists = redis.call('HMGET', xdependents, unpack(ids, from, last))
+    for i = 1, #lists do
+      if lists[i] then
+        local parent = ids[from + i - 1]
+        redis.call('HDEL', xdependents, parent)
+        for line in string.gmatch(lists[i], '[^\n]+') do
+          members[#members + 1] = now
+          members[#members + 1] = outcome .. '\t' .. line .. '\t' .. parent
+          queued = queued + 1
+        end
+      end
+    end
+  end
+  for from = 1, #members, 1000 do
+    redis.call('ZADD', outbox, unpack(members, from, math.min(from + 999, #members)))
+  end
+  return queued
+end
+
 local function settle_dependents(k, now, completed_ids, dead_ids)
   -- Most queues have no dependencies: one integer reply instead of a table per call.
-  if redis.call('EXISTS', k.dependents) == 0 then return {} end
+  -- (`xdependents` named from `dependents`, `{tag}:dependents`, by a cut: cheaper than tag_key's match
+  -- on this path, which every completion takes.)
+  if redis.call('EXISTS', k.dependents, string.sub(k.dependents, 1, -11) .. 'xdependents') == 0 then return {}, 0 end
   local woken, later, failed = false, false, {}
   local pending = {}
   local function collect(ids, parent_failed)
@@ -47,36 +78,17 @@ local function settle_dependents(k, now, completed_ids, dead_ids)
       if own and string.find('\n' .. own .. '\n', '\n' .. parent .. '\n', 1, true) then
         local sep = string.find(d, '|', 1, true)
         local remaining, ignore = tonumber(string.sub(d, 1, sep - 1)), string.sub(d, sep + 1) == 'i'
-        local f, nl = parse_record(rec)
         if parent_failed and not ignore then
-          redis.call('HDEL', k.deps, child)
-          f[F_STATE] = 'x'
-          f[F_FINISHED] = now
-          redis.call('HSET', k.jobs, child, with_header(f, rec, nl))
-          append_errors(k.annex, { child }, {
-            int_text(now) .. '|' .. f[F_ATTEMPTS] .. '|{"name":"DependencyFailedError","code":"ERR_DEPENDENCY_FAILED","message":"parent job '
-              .. string.gsub(parent, '[\\"]', '\\%0') .. ' is dead"}',
-          })
-          redis.call('ZADD', k.dead, now, child)
+          fail_blocked(k, child, rec, parent, now)
           failed[#failed + 1] = child
-          batch_settle(k.jobs, child, rec, false, now)
           local grand = redis.call('HGET', k.dependents, child)
           if grand then pending[#pending + 1] = { child, true, grand } end
         elseif remaining > 1 then
           redis.call('HSET', k.deps, child, (remaining - 1) .. '|' .. (ignore and 'i' or 's'))
         else
-          redis.call('HDEL', k.deps, child)
-          local due = tonumber(f[F_RUN_AT])
-          if due and due > now then
-            f[F_STATE] = 'd'
-            redis.call('ZADD', k.delayed, due, child)
-            later = true
-          else
-            f[F_STATE] = 'w'
-            local front = f[F_LIFO] == '1'
-            if enqueue(k.waiting, k.prio, k.seq, child, tonumber(f[F_PRIORITY]) or 0, front, record_group(rec), now) then woken = true end
-          end
-          redis.call('HSET', k.jobs, child, with_header(f, rec, nl))
+          local state, woke = release_blocked(k, child, rec, now)
+          if woke then woken = true end
+          if state == 'd' then later = true end
         end
       end
     end
@@ -87,5 +99,7 @@ local function settle_dependents(k, now, completed_ids, dead_ids)
     redis.call('SPUBLISH', k.done, 'x\n' .. table.concat(failed, '\n'))
     count_stats(k.stats, now, 'x', #failed)
   end
-  return failed
+  local queued = notify_cross(k, now, completed_ids, 'c') + notify_cross(k, now, dead_ids, 'x')
+    + notify_cross(k, now, failed, 'x')
+  return failed, queued
 end
