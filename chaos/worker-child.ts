@@ -41,6 +41,11 @@ export interface ChildConfig {
 export interface WorkerDiag {
   pid: number;
   running: number;
+  /** Jobs claimed and not started (Worker.diagnostics). */
+  buffered: number;
+  batchesRunning: number;
+  /** A batch worker's batch option. */
+  batch?: { size: number; minSize: number; waitMs: number };
   /** Worker.diagnostics() per lane: leases held, claims and outcomes in flight. */
   lanes: LaneDiagnostics[];
   msSinceLastExecution: number | null;
@@ -76,14 +81,26 @@ const SANDBOX_MODULE = new URL('./sandbox-processor.ts', import.meta.url);
 /**
  * A batch worker's processor: every job of the batch acts out its own plan at once, and the batch
  * returns one outcome per job (its result, or the Error it threw; an odd thrown value is wrapped in an
- * Error, as a batch can only fail a job with an Error).
+ * Error, as a batch can only fail a job with an Error). As a careful batch processor does, it stops
+ * waiting for a job whose signal aborted (its timeout, a lost lease): a job that hangs past its
+ * timeout ignoring the signal would otherwise hold its whole batch, and the groups of its siblings.
  */
+const aborted = (job: ChaosJob) =>
+  new Promise<Error>((resolve) => {
+    const signal = (job as unknown as { signal: AbortSignal }).signal;
+    const reason = () => resolve(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+    if (signal.aborted) reason();
+    else signal.addEventListener('abort', reason, { once: true });
+  });
 const actBatch = (jobs: ChaosJob[]) =>
   Promise.all(
     jobs.map((job) =>
-      actOut(job, env).catch((err: unknown) =>
-        err instanceof Error ? err : new Error(`odd value thrown: ${typeof err}`),
-      ),
+      Promise.race([
+        actOut(job, env).catch((err: unknown) =>
+          err instanceof Error ? err : new Error(`odd value thrown: ${typeof err}`),
+        ),
+        aborted(job),
+      ]),
     ),
   );
 
@@ -171,6 +188,9 @@ function diagnose(): WorkerDiag {
   return {
     pid: process.pid,
     running: d.running,
+    buffered: d.buffered,
+    batchesRunning: d.batchesRunning,
+    ...(cfg.batch ? { batch: cfg.batch } : {}),
     lanes: d.lanes,
     msSinceLastExecution: lastExecutionAt === 0 ? null : Date.now() - lastExecutionAt,
   };

@@ -145,6 +145,16 @@ export class Runner<Data, Result> implements SlotCounters {
     this.afterSlotFreed();
   }
 
+  /** Jobs claimed and not started yet. */
+  get bufferedCount(): number {
+    return this.buffer.length;
+  }
+
+  /** Batches whose processor runs now (the `batch` option). */
+  get batchCount(): number {
+    return this.batchesRunning;
+  }
+
   /** Number of jobs whose processor is running now. */
   get activeCount(): number {
     return this.runningCount;
@@ -162,14 +172,20 @@ export class Runner<Data, Result> implements SlotCounters {
     return this.jobSlots + this.prefetchLimit();
   }
 
-  /** Jobs running or buffered (claimed, not started). */
+  /**
+   * Job slots taken: jobs running or buffered (claimed, not started). A running batch takes its whole
+   * batch.size until its processor returns, however few jobs it carries or still runs: a worker claims
+   * for free batch slots, never for jobs that would wait in the buffer behind a running batch.
+   */
   get held(): number {
-    return this.runningCount + this.buffer.length;
+    const batch = this.deps.options.batch;
+    const running = batch ? this.batchesRunning * batch.size : this.runningCount;
+    return running + this.buffer.length;
   }
 
-  /** Slots neither running nor holding a buffered job. */
+  /** Job slots neither running nor holding a buffered job. */
   get free(): number {
-    return this.jobSlots - this.runningCount - this.buffer.length;
+    return this.jobSlots - this.held;
   }
 
   /** Attempts last the prefetch horizon or less on average. */
@@ -187,13 +203,10 @@ export class Runner<Data, Result> implements SlotCounters {
     const p = this.deps.options.prefetch;
     if (p !== 'auto') return p;
     const c = this.jobSlots;
-    const auto = Math.min(
+    return Math.min(
       Math.floor((c * PREFETCH_HORIZON_MS) / Math.max(this.avgDurationMs, 0.01)),
       autoPrefetchCap(c),
     );
-    // A batch worker holds the next batch ready, so a freed batch slot starts a full batch, not the
-    // few jobs that happen to be buffered.
-    return Math.max(auto, this.deps.options.batch?.size ?? 0);
   }
 
   // ---- claimed jobs --------------------------------------------------------------------------

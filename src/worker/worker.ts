@@ -351,9 +351,20 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
    * @internal Per lane: leases held, jobs running, claims and outcomes in flight; and the schedule
    * advances in flight (for diagnosing a stuck worker, and for the test kit's settle).
    */
-  diagnostics(): { running: number; lanes: LaneDiagnostics[]; state: string; scheduleAdvances: number } {
+  diagnostics(): {
+    running: number;
+    /** Jobs claimed and not started yet (waiting for a slot, or for a batch to fill). */
+    buffered: number;
+    /** Batches whose processor runs (the `batch` option; 0 otherwise). */
+    batchesRunning: number;
+    lanes: LaneDiagnostics[];
+    state: string;
+    scheduleAdvances: number;
+  } {
     return {
       running: this.activeCount,
+      buffered: this.runner.bufferedCount,
+      batchesRunning: this.runner.batchCount,
       lanes: this.lanes.map((l) => {
         const running = this.runner.runningIn(l.partition);
         return {
