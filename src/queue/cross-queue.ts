@@ -24,7 +24,7 @@ import { JobNotFoundError, ValidationError } from '../errors.js';
 import { untilClosed } from '../redis/in-flight.js';
 import type { CrossResolveAnswer } from '../scripts/replies.js';
 import { callScript, type RedisClient, scripts } from '../scripts/specs.js';
-import { resultOf } from '../store/job-record.js';
+import { ANNEX_SUFFIX, resultOf } from '../store/job-record.js';
 import { type QueueKeys, queueKeys, tagKeys } from '../store/keys.js';
 import type { AddedJob } from '../types.js';
 import type { QueueContext } from './context.js';
@@ -155,13 +155,24 @@ async function linkOne(
   eventsMaxLen: number,
 ): Promise<void> {
   const [queue, part, parentId] = ref.split('\t') as [string, string, string];
-  const state = await callScript(client, scripts.crossLink, tagKeys(parentTag), {
-    parent: parentId,
-    link: `${childKeys.tag}\t${childId}\t${queue}\t${part}`,
-  });
-  if (state === 'c' || state === 'x' || state === '') {
-    const r = await resolve(client, childKeys, childId, ref, state === 'c' ? 'c' : 'x', eventsMaxLen);
-    if (r.notified) await forwardCross(client, childKeys, eventsMaxLen);
+  // The child's link number (the first line of its pending parents, `#n`): a notification carries it,
+  // so one meant for an earlier job of this id is told apart. None: nothing left to link.
+  const pending = await untilClosed(
+    client,
+    client.hget(childKeys.annex, `${childId}${ANNEX_SUFFIX.crossPending}`),
+  );
+  const [first, ...refs] = (pending ?? '').split('\n');
+  const link = first?.startsWith('#') ? first.slice(1) : undefined;
+  if (link !== undefined && refs.includes(ref)) {
+    const state = await callScript(client, scripts.crossLink, tagKeys(parentTag), {
+      parent: parentId,
+      link: `${childKeys.tag}\t${childId}\t${queue}\t${part}\t${link}`,
+    });
+    if (state === 'c' || state === 'x' || state === '') {
+      const outcome = state === 'c' ? 'c' : 'x';
+      const r = await resolve(client, childKeys, childId, ref, outcome, link, eventsMaxLen);
+      if (r.notified) await forwardCross(client, childKeys, eventsMaxLen);
+    }
   }
   await untilClosed(client, client.zrem(childKeys.xlinks, `${childId}\t${parentTag}\t${ref}`));
 }
@@ -172,6 +183,7 @@ function resolve(
   child: string,
   parent: string,
   outcome: 'c' | 'x',
+  link: string,
   eventsMaxLen: number,
 ): Promise<CrossResolveAnswer> {
   return callScript(client, scripts.crossResolve, k, {
@@ -182,6 +194,7 @@ function resolve(
     child,
     parent,
     outcome,
+    link,
   });
 }
 
@@ -204,17 +217,20 @@ export async function forwardCross(
     const onward = new Map<string, QueueKeys>();
     await Promise.all(
       members.map(async (m) => {
-        const [outcome, childTag, childId, ...ref] = m.split('\t') as [string, string, string, ...string[]];
-        const childKeys = tagKeys(childTag);
+        // `outcome \t child tag \t child id \t queue \t partition \t link number \t parent id`
+        const [outcome, childTag, childId, queue, part, link, ...parentId] = m.split('\t') as string[];
+        const childKeys = tagKeys(childTag!);
+        const ref = `${queue}\t${part}\t${parentId.join('\t')}`;
         const r = await resolve(
           client,
           childKeys,
-          childId,
-          ref.join('\t'),
+          childId!,
+          ref,
           outcome === 'c' ? 'c' : 'x',
+          link ?? '',
           eventsMaxLen,
         );
-        if (r.notified) onward.set(childTag, childKeys);
+        if (r.notified) onward.set(childTag!, childKeys);
       }),
     );
     await untilClosed(client, client.zrem(keys.xnotify, ...members));

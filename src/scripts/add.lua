@@ -49,7 +49,8 @@
 --   each parent's state letter as the caller read it in its queue just before (src/queue/cross-queue.ts)
 --   and its queue's hash tag; partition '' in a queue of one. A completed one counts as done, a dead one
 --   fails the job (unless ignored), any other is counted in `deps` like a parent of this queue, kept in
---   the annex as pending (`id\1y`: lines `queue \t partition \t id`) and listed in `xlinks` (named from
+--   the annex as pending (`id\1y`: a first line `#n`, this child's link number from the queue's
+--   `xlinkseq` counter, then lines `queue \t partition \t id`) and listed in `xlinks` (named from
 --   the hash tag: ZSET `id \t tag \t queue \t partition \t parent id` -> time), which the caller (or
 --   the recovery pass, after a crash) turns into a link in the parent's queue (cross-link.lua). Every
 --   such parent stays in the annex (`id\1x`, same lines) for job.parentResults.
@@ -291,7 +292,10 @@ for i = 1, n do
         state = 'b'
         redis.call('HSET', deps, id, (#waiting_on + #x_pending) .. '|' .. (ignore and 'i' or 's'))
         if #x_pending > 0 then
-          redis.call('HSET', annex, id .. '\1y', table.concat(x_pending, '\n'))
+          -- The child's link number: a notification of an earlier job of this id (removed and added
+          -- again before its parent's end was delivered) names another one, and changes nothing.
+          local n = redis.call('INCR', tag_key(jobs, 'xlinkseq'))
+          redis.call('HSET', annex, id .. '\1y', '#' .. n .. '\n' .. table.concat(x_pending, '\n'))
           redis.call('ZADD', tag_key(jobs, 'xlinks'), unpack(x_links))
         end
         for _, parent in ipairs(waiting_on) do

@@ -6,9 +6,10 @@
 -- leave that child blocked.
 -- KEYS[1] jobs          HASH id -> record
 -- KEYS[2] xdependents   HASH parent id -> its children in other queues, lines
---                       `child tag \t child id \t parent queue \t parent partition`
+--                       `child tag \t child id \t parent queue \t parent partition \t link number`
+--                       (the child's, from its annex `child\1y`: see cross-resolve.lua)
 -- ARGV[1] parent        the parent's id
--- ARGV[2] link          the line to add: `child tag \t child id \t parent queue \t parent partition`
+-- ARGV[2] link          the line to add (as above)
 -- Returns: the parent's state letter ('c' or 'x': finished, nothing linked: the caller settles the
 --   child itself), or '' when the parent does not exist (removed, or trimmed by retention)
 local rec = redis.call('HGET', jobs_key, arg_parent)

@@ -23,9 +23,12 @@
 -- ARGV[5] child           the child's id
 -- ARGV[6] parent          the parent: `queue \t partition \t id` (partition '' in a queue of one)
 -- ARGV[7] outcome         'c' completed, 'x' dead (or gone)
+-- ARGV[8] link            the child's link number the notification carries (annex `child\1y`'s
+--                         first line, `#n`): another number is an earlier job of the same id
 -- Returns: 'released' (now waiting or delayed), 'counted' (other parents remain), 'failed' (dead,
 --   with `notified`: 1 when its end queued notifications for children in other queues, else 0), or
---   'none' (the child is not blocked on that parent: delivered before, or the child left `blocked`)
+--   'none' (the child is not blocked on that parent: delivered before, the child left `blocked`, or
+--   the notification is an earlier job's of this id)
 -- @include current_time
 -- @include settle_dependents
 -- @include unlink_parents
@@ -37,16 +40,24 @@ local rec = redis.call('HGET', jobs_key, child)
 if not rec or string.sub(rec, 1, 1) ~= 'b' then return { 'none', 0 } end
 local pending = redis.call('HGET', annex_key, child .. '\1y')
 if not pending then return { 'none', 0 } end
-local kept, found = {}, false
+local kept, found, number = {}, false, nil
 for ref in string.gmatch(pending, '[^\n]+') do
-  if ref == parent and not found then found = true else kept[#kept + 1] = ref end
+  if number == nil then
+    number = ref
+  elseif ref == parent and not found then
+    found = true
+  else
+    kept[#kept + 1] = ref
+  end
 end
+-- A notification for an earlier job of this id (removed and added again before it was delivered).
+if number ~= '#' .. arg_link then return { 'none', 0 } end
 local d = found and redis.call('HGET', deps_key, child)
 if not d then return { 'none', 0 } end
 if #kept == 0 then
   redis.call('HDEL', annex_key, child .. '\1y')
 else
-  redis.call('HSET', annex_key, child .. '\1y', table.concat(kept, '\n'))
+  redis.call('HSET', annex_key, child .. '\1y', number .. '\n' .. table.concat(kept, '\n'))
 end
 local now = current_time(arg_now)
 local sep = string.find(d, '|', 1, true)

@@ -353,7 +353,7 @@ export const scripts = {
   crossResolve: define(
     'cross-resolve',
     ['jobs', 'annex', 'waiting', 'prio', 'seq', 'delayed', 'dead', 'deps', 'dependents', 'stats', 'events'],
-    ['now', 'wakeChannel', 'doneChannel', 'eventsMaxLen', 'child', 'parent', 'outcome'],
+    ['now', 'wakeChannel', 'doneChannel', 'eventsMaxLen', 'child', 'parent', 'outcome', 'link'],
     [],
     decodeCrossResolve,
   ),

@@ -137,6 +137,8 @@ export interface QueueKeys {
    * (add.lua). Removed once linked (cross-link.lua); the recovery pass links what a crash left here.
    */
   readonly xlinks: string;
+  /** STRING: counter of link numbers of blocked jobs with parents in other queues (add.lua; see cross-resolve.lua). */
+  readonly xlinkseq: string;
 }
 
 /**
@@ -244,6 +246,7 @@ export function tagKeys(tag: string): QueueKeys {
     xdependents: `${tag}:xdependents`,
     xnotify: `${tag}:xnotify`,
     xlinks: `${tag}:xlinks`,
+    xlinkseq: `${tag}:xlinkseq`,
   });
 }
 

@@ -240,7 +240,9 @@ describe('dependencies across queues', () => {
     try {
       const xdeps = `{surety:${parentName}}:xdependents`;
       const link = await redis.hget(xdeps, 'p');
-      expect(link).toBe(`{surety:${children.name}}\tc\t${parentName}\t`);
+      // The child's link number: the first line of its pending parents (`#n`).
+      const n = (await redis.hget(`{surety:${children.name}}:errors`, 'c\x01y'))!.split('\n')[0]!.slice(1);
+      expect(link).toBe(`{surety:${children.name}}\tc\t${parentName}\t\t${n}`);
       // As if the adder had crashed before linking: the link is gone, the entry to make it is back.
       await redis.del(xdeps);
       await redis.zadd(
@@ -256,7 +258,7 @@ describe('dependencies across queues', () => {
       await redis.zadd(
         `{surety:${parentName}}:xnotify`,
         1,
-        `c\t{surety:${children.name}}\tc\t${parentName}\t\tp`,
+        `c\t{surety:${children.name}}\tc\t${parentName}\t\t${n}\tp`,
       );
       expect((await children.getJob('c'))!.state).toBe('blocked');
       expect((await parents.recoverExpired()).crossQueue).toBe(1);
@@ -265,7 +267,7 @@ describe('dependencies across queues', () => {
       await redis.zadd(
         `{surety:${parentName}}:xnotify`,
         1,
-        `c\t{surety:${children.name}}\tc\t${parentName}\t\tp`,
+        `c\t{surety:${children.name}}\tc\t${parentName}\t\t${n}\tp`,
       );
       await parents.recoverExpired();
       expect((await children.getJob('c'))!.state).toBe('waiting');

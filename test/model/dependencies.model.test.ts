@@ -467,16 +467,14 @@ describe('dependencies model', () => {
   });
 
   /**
-   * KNOWN DEFECT (cross-queue dependencies), found by this model, left failing on purpose: fix src/, not
-   * this test. A notification waiting in B's outbox names the child and the parent by id only
-   * (`outcome \t child tag \t child id \t queue \t partition \t parent id`), and cross-resolve.lua applies
-   * it to whatever job holds the child id and has that parent pending. When the child is removed and
-   * added again, and the parent is retried, before the outbox is delivered, the old parent run's
-   * outcome settles the new child, whose parent has not finished since it was added: a stale
-   * completion releases it (below), a stale death kills it (the next test). With a local parent the
-   * new child would wait for the parent's new run.
+   * Found by this model (the shape of its counterexample): a notification waiting in B's outbox once
+   * named the child and the parent by id only, so when the child was removed and added again, and the
+   * parent retried, before the outbox was delivered, the old parent run's outcome settled the new
+   * child, whose parent had not finished since it was added. Each blocked child now has a link number
+   * (annex `child\1y`, first line `#n`) that its links and notifications carry; cross-resolve.lua
+   * ignores another number. With a local parent the new child waits for the parent's new run too.
    */
-  it('KNOWN DEFECT: a stale completion in B releases a child re-added in A while its parent waits', async () => {
+  it('a stale completion in B does not release a child re-added in A while its parent waits', async () => {
     const h = new Harness();
     try {
       const ops: Op[] = [
@@ -491,7 +489,7 @@ describe('dependencies model', () => {
       for (const op of ops) await h.step(op);
       expect(h.states.get('p')).toBe('waiting');
       expect(h.states.get('a')).toBe('blocked');
-      // Throws 'a was released though its current parents [p] are waiting'.
+      // Before link numbers: 'a was released though its current parents [p] are waiting'.
       await h.step({ op: 'deliver' });
       expect(h.states.get('a')).toBe('blocked');
     } finally {
@@ -499,7 +497,7 @@ describe('dependencies model', () => {
     }
   });
 
-  it('KNOWN DEFECT: a stale death in B kills a child re-added in A while its parent waits', async () => {
+  it('a stale death in B does not kill a child re-added in A while its parent waits', async () => {
     const h = new Harness();
     try {
       const ops: Op[] = [
@@ -514,7 +512,7 @@ describe('dependencies model', () => {
       for (const op of ops) await h.step(op);
       expect(h.states.get('p')).toBe('waiting');
       expect(h.states.get('a')).toBe('blocked');
-      // Throws 'a was killed from blocked though no current parent of [p] died or was removed'.
+      // Before link numbers: 'a was killed from blocked though no current parent of [p] died or was removed'.
       await h.step({ op: 'deliver' });
       expect(h.states.get('a')).toBe('blocked');
     } finally {

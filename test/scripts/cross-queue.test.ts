@@ -32,20 +32,29 @@ async function setup(local = true, runAt?: number) {
   const pk = queueKeys('surety', parentName);
   const ck = queueKeys('surety', childName);
   const ref = `${parentName}\t\tp`;
-  const resolve = (outcome: 'c' | 'x') =>
+  const link = await linkNumber(ck, 'c');
+  const resolve = (outcome: 'c' | 'x', as = link) =>
     runScriptAt(fx.redis, ck, scripts.crossResolve, NOW, {
       eventsMaxLen: 100,
       child: 'c',
       parent: ref,
       outcome,
+      link: as,
     });
-  return { parents, children, parentName, childName, pk, ck, ref, resolve };
+  return { parents, children, parentName, childName, pk, ck, ref, link, resolve };
+}
+
+/** A blocked child's link number: the first line (`#n`) of its pending parents of other queues. */
+async function linkNumber(ck: ReturnType<typeof queueKeys>, child: string): Promise<string> {
+  const pending = await fx.redis.hget(ck.annex, `${child}\x01y`);
+  expect(pending).toMatch(/^#\d+\n/);
+  return pending!.split('\n')[0]!.slice(1);
 }
 
 describe('cross-link.lua', () => {
   it('links once however often it is sent, and links nothing to a finished or missing parent', async () => {
     const { pk, ck, parentName } = await setup();
-    const link = `${ck.tag}\tc\t${parentName}\t`;
+    const link = `${ck.tag}\tc\t${parentName}\t\t${await linkNumber(ck, 'c')}`;
     // add linked it already; twice more changes nothing.
     expect(await fx.redis.hget(pk.xdependents, 'p')).toBe(link);
     for (let i = 0; i < 2; i++) {
@@ -64,7 +73,11 @@ describe('cross-link.lua', () => {
 
 describe('cross-resolve.lua', () => {
   it('a completed parent counts once, however often its notification is delivered', async () => {
-    const { ck, resolve } = await setup();
+    const { ck, resolve, link } = await setup();
+    expect(await fx.redis.hget(ck.deps, 'c')).toBe('2|s');
+    // A notification for an earlier job of this id (another link number) changes nothing.
+    expect(await resolve('c', String(Number(link) + 1))).toEqual(['none', 0]);
+    expect(await resolve('x', '')).toEqual(['none', 0]);
     expect(await fx.redis.hget(ck.deps, 'c')).toBe('2|s');
     expect(await resolve('c')).toEqual(['counted', 0]);
     expect(await resolve('c')).toEqual(['none', 0]);
@@ -102,6 +115,7 @@ describe('cross-resolve.lua', () => {
       child: 'c',
       parent: `${parentName}\t\tp`,
       outcome: 'x',
+      link: await linkNumber(ck, 'c'),
     });
     expect(r).toEqual(['released', 0]);
     expect((await fx.redis.hget(ck.jobs, 'c'))![0]).toBe('w');
@@ -114,12 +128,14 @@ describe('cross-resolve.lua', () => {
     const third = new Queue(uniqueName('third'), { connection: fx.url });
     open.push(third);
     await third.add({}, { id: 't', dependsOn: [{ queue: childName, id: 'c' }] });
+    const tk = queueKeys('surety', third.name);
+    const tLink = await linkNumber(tk, 't');
     expect(await resolve('x')).toEqual(['failed', 1]);
     expect((await fx.redis.hget(ck.jobs, 'c'))![0]).toBe('x');
     expect((await fx.redis.hget(ck.jobs, 'g'))![0]).toBe('x');
     expect(await fx.redis.hget(ck.annex, 'c')).toContain('is dead');
     const outbox = await fx.redis.zrange(ck.xnotify, 0, -1);
-    expect(outbox).toEqual([`x\t${queueKeys('surety', third.name).tag}\tt\t${childName}\t\tc`]);
+    expect(outbox).toEqual([`x\t${tk.tag}\tt\t${childName}\t\t${tLink}\tc`]);
     // Delivered again: nothing more.
     expect(await resolve('x')).toEqual(['none', 0]);
     expect(await fx.redis.zcard(ck.dead)).toBe(2);
@@ -128,7 +144,7 @@ describe('cross-resolve.lua', () => {
 
 describe('the outbox of a parent that ends', () => {
   it('complete queues one notification per child of another queue and says so in its reply', async () => {
-    const { pk, ck, parentName } = await setup();
+    const { pk, ck, parentName, link } = await setup();
     // Lease `p` by hand: active under token t.
     const rec = (await fx.redis.hget(pk.jobs, 'p'))!;
     await fx.redis.hset(pk.jobs, 'p', `a|t|1${rec.slice(rec.indexOf('|', 2))}`);
@@ -138,7 +154,9 @@ describe('the outbox of a parent that ends', () => {
       { id: 'p', token: 't', result: '"r"' },
     ]);
     expect(reply).toEqual(['', 'XNOTIFY']);
-    expect(await fx.redis.zrange(pk.xnotify, 0, -1)).toEqual([`c\t${ck.tag}\tc\t${parentName}\t\tp`]);
+    expect(await fx.redis.zrange(pk.xnotify, 0, -1)).toEqual([
+      `c\t${ck.tag}\tc\t${parentName}\t\t${link}\tp`,
+    ]);
     expect(await fx.redis.exists(pk.xdependents)).toBe(0);
   });
 

@@ -15,7 +15,7 @@
 -- Needs count_stats (k.stats).
 
 -- Children in other queues (dependsOn { queue, id }): every job of `ids` that has some in its
--- `xdependents` entry (lines `child tag \t child id \t this queue \t this partition`) queues one
+-- `xdependents` entry (lines `child tag \t child id \t this queue \t this partition \t link number`) queues one
 -- notification per child in the `xnotify` outbox (member `outcome \t line \t parent id`, scored by
 -- time), atomically with its end; a forwarder (src/queue/cross-queue.ts) delivers them to the
 -- children's queues with cross-resolve.lua. `outcome` is 'c' (completed) or 'x' (dead). Both keys are
