@@ -109,9 +109,28 @@ describe('the packed package', { timeout: 120_000 }, () => {
     // Source maps would point at TypeScript sources the package does not ship; the Lua scripts are
     // loaded from dist/scripts only.
     expect(packed.filter((f) => f.endsWith('.map') || f.startsWith('src/'))).toEqual([]);
+    // No tests, harnesses or build scripts; TypeScript only as declarations and the examples the docs
+    // link to; of bench/ only the pages the README links to.
     expect(
-      packed.filter((f) => /^(test|bench|chaos|examples|scripts)\/|\.ts$/.test(f) && !f.endsWith('.d.ts')),
+      packed.filter(
+        (f) => /^(test|chaos|scripts)\/|\.ts$/.test(f) && !f.endsWith('.d.ts') && !f.startsWith('examples/'),
+      ),
     ).toEqual([]);
+    expect(
+      packed.filter((f) => f.startsWith('bench/') && !/^bench\/(README\.md|results\/.*\.json)$/.test(f)),
+    ).toEqual([]);
+  });
+
+  it('resolves every relative link of its README inside the package (docs, examples, CHANGELOG)', () => {
+    const readme = readFileSync(join(repo, 'README.md'), 'utf8');
+    const targets = [...readme.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)]
+      .map((m) => m[1]!)
+      .filter((t) => !/^[a-z]+:/.test(t));
+    expect(targets.length).toBeGreaterThan(20);
+    const dead = targets.filter((t) =>
+      t.endsWith('/') ? !packed.some((f) => f.startsWith(t)) : !packed.includes(t),
+    );
+    expect(dead).toEqual([]);
   });
 
   it('runs a job from an ES module: import { Queue, Worker } from "surety", inline and sandboxed', async () => {
