@@ -732,7 +732,7 @@ describe('dashboard under hostile requests', () => {
     process.on('warning', onWarning);
     const server = createServer(
       toNodeListener((() => {
-        throw new Error('handler bug');
+        throw new Error('handler bug (thrown on purpose by test/behaviour/dashboard.test.ts)');
       }) as unknown as (req: Request) => Promise<Response>),
     );
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
