@@ -541,6 +541,11 @@ describe('surety retry, remove, cancel, pause, resume, schedules', () => {
     } finally {
       await worker.close();
     }
+    // Dead: its budget left is not shown as if it could still run ("0 of 2 left" would be noise, and
+    // a cancelled job's "2 of 2 left" misleads).
+    const deadJob = await cli(['job', name, 'flaky']);
+    expect(deadJob.stdout).toMatch(/attempts\s+2 of at most 2\n/);
+    expect(deadJob.stdout).not.toMatch(/left/);
     await cli(['retry', name, 'flaky']);
     const table = await cli(['jobs', name]);
     expect(table.stdout).toMatch(/\nflaky\s+2 \(2 left\)\s+0\s/);

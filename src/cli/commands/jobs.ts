@@ -66,7 +66,13 @@ function showJob(queue: string, j: JobInfo): void {
   const now = Date.now();
   out.line(`${paint('bold', `job ${j.id}`)} in ${queue}: ${paint(STATE_STYLE[j.state], j.state)}`);
   if (j.name !== undefined) field('name', j.name);
-  field('attempts', `${j.attempts} (${j.attemptsLeft} of ${j.maxAttempts} left)`);
+  // A finished job starts nothing more: its budget left is not news ("3 of 4 left" on a dead job misled).
+  field(
+    'attempts',
+    j.state === 'completed' || j.state === 'dead'
+      ? `${j.attempts} of at most ${j.maxAttempts}`
+      : `${j.attempts} (${j.attemptsLeft} of ${j.maxAttempts} left)`,
+  );
   if (j.snoozes > 0) field('snoozes', String(j.snoozes));
   if (j.batch !== undefined) field('batch', j.batch);
   if (j.keep !== undefined)

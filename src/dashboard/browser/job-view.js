@@ -20,7 +20,12 @@ function jobView(name, id) {
     var fields = [
       ['state', badge(j.state)],
       ['name', j.name ?? ''],
-      ['attempts', `${j.attempts} started, ${j.attemptsLeft} of ${j.maxAttempts} left`],
+      [
+        'attempts',
+        j.state === 'completed' || j.state === 'dead'
+          ? `${j.attempts} started, of at most ${j.maxAttempts}`
+          : `${j.attempts} started, ${j.attemptsLeft} of ${j.maxAttempts} left`,
+      ],
       ['snoozes', j.snoozes || ''],
       ['priority', j.priority],
       ['group', j.group ? el('a', { href: groupHref(name, j.group), text: j.group }) : ''],
