@@ -2,7 +2,8 @@
  * The dashboard's JSON API, a thin layer over the Queue admin API:
  *
  *   GET  /api/queues                              name, counts, paused, workers of every queue
- *   GET  /api/queues/:q                           the same for one queue
+ *   GET  /api/queues/:q                           the same for one queue; 404 ERR_QUEUE_NOT_FOUND for a name
+ *        nothing has used (a misspelt URL), naming the closest known queue
  *   GET  /api/queues/:q/jobs?state=&offset=&limit=&order=   offset <= 10 000, limit 1 to 500 (default 50);
  *        order=desc: newest first; active jobs carry the `worker` running them
  *   GET  /api/queues/:q/jobs/:id
@@ -21,6 +22,7 @@
  * validation (ERR_INVALID_OPTION...), 405 for a known path with the wrong method.
  */
 import { ValidationError } from '../errors.js';
+import { closestName } from '../queue/discover.js';
 import type { Queue } from '../queue/queue.js';
 import { isJobState, JOB_STATES } from '../states.js';
 import type { JobState } from '../types.js';
@@ -85,6 +87,16 @@ export async function handleApi(req: Request, path: string, queues: QueueRegistr
   return queues.use(name, (queue) => queueApi(req, path, queues, queue, name, [sub, id, action]));
 }
 
+/** 404 for a queue name nothing has used, with the closest known name. */
+async function unknownQueue(queues: QueueRegistry, name: string): Promise<HttpError> {
+  const near = closestName(name, await queues.names());
+  return new HttpError(
+    404,
+    'ERR_QUEUE_NOT_FOUND',
+    `no queue named ${JSON.stringify(name)}${near ? `; did you mean ${JSON.stringify(near)}?` : ''}`,
+  );
+}
+
 /** The endpoints of one queue, `/api/queues/:q/...`. */
 async function queueApi(
   req: Request,
@@ -96,6 +108,9 @@ async function queueApi(
 ): Promise<Response> {
   if (sub === undefined) {
     method(req, 'GET');
+    // Checked before the overview, which writes (metrics retention): a misspelt URL must not become
+    // an empty live queue.
+    if (!(await queue.exists())) throw await unknownQueue(queues, name);
     return json(await queues.overview(name));
   }
   const params = new URL(req.url).searchParams;

@@ -51,3 +51,38 @@ export async function discoverQueues(client: RedisClient, prefix = DEFAULT_PREFI
   }
   return [...names].sort();
 }
+
+/**
+ * For a queue name nothing has used (the CLI's refusal, the dashboard's 404): the known name within a
+ * few edits of `name`, if any: 1 for names of up to 3 characters, else a third
+ * of its length, at least 2 and at most 3 (`emial` is 2 edits from `emails`: a swap and a dropped
+ * letter, the commonest pair of typos).
+ */
+export function closestName(name: string, known: readonly string[]): string | undefined {
+  const budget = name.length <= 3 ? 1 : Math.min(3, Math.max(2, Math.floor(name.length / 3)));
+  let best: string | undefined;
+  let bestDistance = budget + 1;
+  for (const k of known) {
+    const d = editDistance(name.toLowerCase(), k.toLowerCase());
+    if (d < bestDistance) [best, bestDistance] = [k, d];
+  }
+  return best;
+}
+
+/** Levenshtein distance with adjacent transpositions counted as one edit ("emials" -> "emails"). */
+function editDistance(a: string, b: string): number {
+  const rows: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      const row = rows[i]!;
+      let d = Math.min(rows[i - 1]![j]! + 1, row[j - 1]! + 1, rows[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        d = Math.min(d, rows[i - 2]![j - 2]! + 1);
+      row[j] = d;
+    }
+  }
+  return rows[a.length]![b.length]!;
+}

@@ -107,6 +107,26 @@ describe('dashboard HTTP API', () => {
     expect(one.body).toEqual(mine);
   });
 
+  it('GET /api/queues/:q of a misspelt name is a 404 naming the closest queue, and creates nothing', async () => {
+    const q = queue();
+    await q.add({ n: 1 });
+    // One swap of adjacent letters near the end: the closest known name is the real one.
+    const misspelt = `${q.name.slice(0, -2)}${q.name.at(-1)}${q.name.at(-2)}`;
+    // The dashboard's list of queue names is cached for 2 s (discoverTtlMs): the suggestion may wait for it.
+    const answer = await waitUntil(async () => {
+      const r = await get(`/api/queues/${misspelt}`);
+      return r.body.error?.message.includes(`did you mean ${JSON.stringify(q.name)}`) ? r : undefined;
+    }, 'the suggestion of the real name');
+    expect(answer.res.status).toBe(404);
+    expect(answer.body.error.code).toBe('ERR_QUEUE_NOT_FOUND');
+    const ghost = new Queue(misspelt, { connection: fx.url });
+    closers.push(() => ghost.close());
+    expect(await ghost.exists()).toBe(false);
+    expect((await get('/api/queues')).body.queues.map((x: { name: string }) => x.name)).not.toContain(
+      misspelt,
+    );
+  });
+
   it('GET /api/queues/:q/jobs pages the jobs of one state and reports the total', async () => {
     const q = queue();
     for (let i = 0; i < 5; i++) await q.add({ i }, { id: `job-${i}` });
@@ -836,7 +856,8 @@ describe('dashboard under hostile requests', () => {
     const many = await Promise.all(
       Array.from({ length: 50 }, (_, i) => get(`/api/queues/${encodeURIComponent(`many-${i}`)}`)),
     );
-    expect(many.every((r) => r.res.status === 200)).toBe(true);
+    // Names nothing has used: each a clean 404 (the registry's bound holds all the same).
+    expect(many.every((r) => r.res.status === 404 && r.body.error.code === 'ERR_QUEUE_NOT_FOUND')).toBe(true);
   });
 
   it('retry-dead retries at most its cap per call and says more are left', async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { closest } from '../../src/cli/known-queue.js';
+import { closestName as closest } from '../../src/queue/discover.js';
 
 describe('the CLI\'s "did you mean" for a misspelt queue name', () => {
   it('suggests a name two typos away (a swap and a dropped letter), and a one-letter typo', () => {
