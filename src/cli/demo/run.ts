@@ -85,10 +85,23 @@ export async function runDemo(g: GlobalOptions): Promise<void> {
   let killed: DemoWorker | null = null;
   let killTimer: NodeJS.Timeout | undefined;
   const workers: DemoWorker[] = [];
+  // The recovery that puts the killed worker's job back may hand it straight to an idle worker, whose
+  // start then arrives before the recovering worker reports; a retried start waits for that report
+  // (at most a second), so the story reads in its order.
+  let recoveredShown = false;
+  let heldStart: { flush: () => void; timer: NodeJS.Timeout } | null = null;
   const onMessage = (n: number, m: ChildMessage) => {
     const who = `worker ${n}`;
     if (m.type === 'ready') ready.add(n);
-    else if (m.type === 'started' && m.id === REPORT_ID) {
+    else if (m.type === 'started' && m.id === REPORT_ID && m.attempt > 1 && !recoveredShown && !heldStart) {
+      const flush = () => {
+        if (!heldStart) return;
+        clearTimeout(heldStart.timer);
+        heldStart = null;
+        log(who, `▶ ${m.id} started (attempt ${m.attempt}): a 3 s job`);
+      };
+      heldStart = { flush, timer: setTimeout(flush, 1_000) };
+    } else if (m.type === 'started' && m.id === REPORT_ID) {
       log(who, `▶ ${m.id} started (attempt ${m.attempt}): a 3 s job`);
       if (!killed && !killTimer) {
         killTimer = setTimeout(() => {
@@ -120,6 +133,8 @@ export async function runDemo(g: GlobalOptions): Promise<void> {
     } else if (m.type === 'recovered') {
       const ids = [...m.requeued, ...m.dead].join(', ');
       log(who, `↺ recovered ${ids} from the killed worker (lease expired): back to waiting`, 'cyan');
+      recoveredShown = true;
+      heldStart?.flush();
     }
   };
   const prefix = g.prefix ?? 'surety';
