@@ -1,5 +1,5 @@
 /**
- * What a user installs: this checkout packed with `npm pack` (which builds it: `prepare`), as a fresh
+ * What a user installs: this checkout packed with `npm pack` (which builds it: `prepack`), as a fresh
  * clone would be (no dist/ of ours), the tarball installed into an empty project, then used from there
  * as the README's Install section says: from ESM and from CommonJS, with its types, and its command.
  * Everything happens in a temp dir: the checkout's own dist/ is neither used nor touched.
@@ -119,6 +119,13 @@ describe('the packed package', { timeout: 120_000 }, () => {
     expect(
       packed.filter((f) => f.startsWith('bench/') && !/^bench\/(README\.md|results\/.*\.json)$/.test(f)),
     ).toEqual([]);
+  });
+
+  it('runs nothing when installed: no prepare or install script (npm would warn about it)', () => {
+    const scripts = (JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as { scripts?: object })
+      .scripts;
+    const installTime = ['preinstall', 'install', 'postinstall', 'prepare'];
+    expect(Object.keys(scripts ?? {}).filter((s) => installTime.includes(s))).toEqual([]);
   });
 
   it('resolves every relative link of its README inside the package (docs, examples, CHANGELOG)', () => {
