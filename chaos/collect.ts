@@ -20,6 +20,13 @@ export interface RedisSnapshot {
   integrity: string[];
 }
 
+/** A cross-queue outbox (`xnotify`) or links (`xlinks`) key left non-empty: its size and first members. */
+export interface CrossLeft {
+  key: string;
+  count: number;
+  members: string[];
+}
+
 /** Every state but these is unfinished work. */
 export const FINISHED: readonly string[] = ['completed', 'dead'];
 const PAGE = 10_000;

@@ -50,6 +50,7 @@ export interface AddView {
 
 const LEASE_EXPIRED = 'LeaseExpiredError';
 const EXPIRED = 'ExpiredError';
+const DEPENDENCY_FAILED = 'DependencyFailedError';
 const t = (ms: number, t0: number) => `+${((ms - t0) / 1_000).toFixed(3)}s`;
 const jobKey = (id: string, s: number) => `${id}#${s}`;
 
@@ -475,7 +476,8 @@ export interface AccountView {
  * - the budget is the starts less the snoozes and rate limits (`snoozes` counts both):
  *   attemptsLeft = max(0, maxAttempts - (attempts - snoozes));
  * - a finished job has one error line per charged attempt that did not complete (an ExpiredError,
- *   for a job that never started, is the one error of no attempt).
+ *   for a job that never started, and a DependencyFailedError, for a child a dead parent failed, are
+ *   errors of no attempt).
  */
 export function accountingViolations(jobs: readonly AccountView[], begins: readonly Begin[]): string[] {
   const out: string[] = [];
@@ -502,7 +504,7 @@ export function accountingViolations(jobs: readonly AccountView[], begins: reado
         `${j.id}: attempt(s) ${unrun.join(', ')} counted as started, but no processor began them (${j.state}, ${j.snoozes} snoozes, errors: ${j.errors.map((e) => `${e.attempt} ${e.name}`).join('; ') || 'none'})`,
       );
     if (j.state !== 'completed' && j.state !== 'dead') continue;
-    const lines = j.errors.filter((e) => e.name !== EXPIRED).length;
+    const lines = j.errors.filter((e) => e.name !== EXPIRED && e.name !== DEPENDENCY_FAILED).length;
     const want = charged - (j.state === 'completed' ? 1 : 0);
     if (lines !== want)
       out.push(
@@ -543,4 +545,121 @@ export function eventResultViolations(
     }
   }
   return out;
+}
+
+/** What the cross-queue verdicts read of a main-queue add that named parents of the parents queue. */
+export interface CrossChildAdd {
+  seq: number;
+  id?: string;
+  /** Parent ids in the parents queue. */
+  xdeps?: string[];
+  ignoreDep?: true;
+}
+
+/** What the cross-queue verdicts read of a parents-queue job. */
+export interface ParentView {
+  id: string;
+  state: string;
+  finishedAt?: number;
+}
+
+/**
+ * Parents-queue jobs: every accepted parent add and every job the parents queue lists ended
+ * completed or dead (none lost, none stuck), and every cross-queue child named a parent that exists.
+ */
+export function crossParentViolations(
+  acceptedParents: readonly string[],
+  parents: ReadonlyMap<string, ParentView>,
+): string[] {
+  const out: string[] = [];
+  for (const id of acceptedParents) {
+    const p = parents.get(id);
+    if (!p) out.push(`parent ${id}: accepted, but the parents queue lists no such job`);
+    else if (p.state !== 'completed' && p.state !== 'dead')
+      out.push(`parent ${id}: ${p.state}, not finished`);
+  }
+  const accepted = new Set(acceptedParents);
+  for (const p of parents.values())
+    if (!accepted.has(p.id) && p.state !== 'completed' && p.state !== 'dead')
+      out.push(`parent ${p.id} (from an unknown add): ${p.state}, not finished`);
+  return out;
+}
+
+/**
+ * A cross-queue child never begins (a 'b' line of its add's seq) before every parent it named has
+ * ended: its begin is at or after each parent's finishedAt (Redis's clock, same machine: `toleranceMs`).
+ */
+export function crossOrderViolations(
+  children: readonly CrossChildAdd[],
+  parents: ReadonlyMap<string, ParentView>,
+  begins: readonly Begin[],
+  toleranceMs: number,
+  t0: number,
+): string[] {
+  const out: string[] = [];
+  const first = firstBegins(begins);
+  for (const c of children) {
+    if (!c.xdeps || c.id === undefined) continue;
+    const began = first.get(jobKey(c.id, c.seq));
+    if (began === undefined) continue;
+    for (const pid of c.xdeps) {
+      const p = parents.get(pid);
+      if (!p || p.finishedAt === undefined)
+        out.push(`${c.id}: began at ${t(began, t0)} while parent ${pid} is ${p ? p.state : 'missing'}`);
+      else if (began < p.finishedAt - toleranceMs)
+        out.push(
+          `${c.id}: began at ${t(began, t0)}, ${p.finishedAt - began} ms before parent ${pid} ended ${p.state} at ${t(p.finishedAt, t0)}`,
+        );
+    }
+  }
+  return out;
+}
+
+/**
+ * A cross-queue child whose parent ended dead ends dead with a DependencyFailedError, unless it was
+ * added with ignoreDependencyFailure; one whose parents all completed (or that ignores failure) never
+ * gets a DependencyFailedError. `completedDeleted`: children retention 0 deleted as they completed.
+ */
+export function crossOutcomeViolations(
+  children: readonly CrossChildAdd[],
+  parents: ReadonlyMap<string, ParentView>,
+  jobs: ReadonlyMap<string, JobView>,
+  completedDeleted: ReadonlySet<string> | null,
+): string[] {
+  const out: string[] = [];
+  for (const c of children) {
+    if (!c.xdeps || c.id === undefined) continue;
+    const job = jobs.get(c.id);
+    const state = job?.state ?? (completedDeleted?.has(c.id) ? 'completed' : undefined);
+    if (state === undefined) continue; // judged by 'lost'
+    const states = c.xdeps.map((id) => parents.get(id)?.state);
+    if (states.some((s) => s !== 'completed' && s !== 'dead')) continue; // judged by the parents check
+    const depFailed = job?.errors.some((e) => e.name === DEPENDENCY_FAILED) === true;
+    const deadParent = c.xdeps.find((id) => parents.get(id)?.state === 'dead');
+    if (deadParent !== undefined && !c.ignoreDep) {
+      if (state !== 'dead' || job?.errors.at(-1)?.name !== DEPENDENCY_FAILED)
+        out.push(
+          `${c.id}: parent ${deadParent} ended dead, but the child is ${state} (last error ${job?.errors.at(-1)?.name ?? 'none'})`,
+        );
+    } else if (depFailed)
+      out.push(
+        `${c.id}: ${state} with a DependencyFailedError though ${c.ignoreDep ? 'it ignores dependency failure' : 'every parent completed'}`,
+      );
+  }
+  return out;
+}
+
+/** No cross-queue outbox entry (`xnotify`) or link entry (`xlinks`) left in any queue after the drain. */
+export function crossLeftoverViolations(
+  left: readonly { key: string; count: number; members: readonly string[] }[],
+): string[] {
+  return left
+    .filter((l) => l.count > 0)
+    .map(
+      (l) =>
+        `${l.key}: ${l.count} entries left, e.g. ${l.members
+          .slice(0, 3)
+          .map((m) => JSON.stringify(m))
+          .join(', ')}`,
+    );
 }

@@ -40,7 +40,34 @@ export interface AddRecord {
   ttlMs?: number;
   /** Added through the producer Queue whose tracer throws at random. */
   traced?: boolean;
+  /** Ids of the parents-queue jobs this add named in dependsOn `{ queue, id }` (cross-queue children). */
+  xdeps?: string[];
+  /** Added with ignoreDependencyFailure (cross-queue children only). */
+  ignoreDep?: true;
 }
+
+/** A job of the parents queue: `p` its number; `f` set for one whose every attempt throws. */
+export interface ParentData {
+  p: number;
+  f?: 1;
+}
+
+/** An accepted add to the parents queue. */
+export interface ParentRecord {
+  id: string;
+  p: number;
+  fails: boolean;
+  sentAt: number;
+}
+
+/** Share of the adds (of the kinds below, ungrouped) that name parents of the other queue. */
+const CROSS_SHARE = 0.03;
+/** Kinds a cross-queue child may have: no dedupe key, no explicit id, no group (their order is judged). */
+const CROSS_KINDS: readonly Kind[] = ['n', 'f', 's', 'd'];
+/** Children name parents among the last this many accepted (recent: some still pending, some ended). */
+const RECENT_PARENTS = 12;
+/** Share of the parents that fail every attempt (they end dead, failing their children). */
+const PARENT_FAIL_SHARE = 0.25;
 
 /** Dedupe keys per run: few enough that adds meet a held key often. */
 const THROTTLE_KEYS = 40;
@@ -70,7 +97,13 @@ export class Producer {
   neverSettled = 0;
   private seq = 0;
   private readonly dupIds: string[] = [];
+  /** Accepted adds to the parents queue, in the order they were accepted. */
+  readonly parents: ParentRecord[] = [];
+  /** Parent adds refused or never settled (they may exist: judged only if Redis lists them). */
+  parentsUnknown = 0;
   private readonly bursts = new Set<{ since: number; items: Item[] }>();
+  /** Draws of the parents queue and the cross-queue share, apart: each seed's other adds stay as they were. */
+  private readonly xrng: Rng;
   /** Set when production ends: adds settling later are ignored (already counted as unknown). */
   private closed = false;
 
@@ -83,7 +116,45 @@ export class Producer {
     private readonly weights: Readonly<Record<Kind, number>>,
     /** The same queue through a Queue whose tracer throws at random (chaos/tracer.ts): a share of the adds go through it. */
     private readonly traced: Queue<JobData> | null = null,
-  ) {}
+    /** The parents queue (another queue of the same prefix): a share of the adds depend on its jobs. */
+    private readonly parentsQueue: Queue<ParentData> | null = null,
+  ) {
+    this.xrng = rng.fork(35);
+  }
+
+  /**
+   * Adds a parent job to the parents queue every `gapMs` or so until `until` (epoch ms): plain ones,
+   * a share that always fail (maxAttempts 2: they end dead), a third delayed up to 1.5 s (so children
+   * added meanwhile find them pending). Resolves when every add has settled (or `settleMs` passed).
+   */
+  async runParents(until: number, gapMs: number, settleMs: number): Promise<void> {
+    const q = this.parentsQueue;
+    if (!q) return;
+    const pending = new Set<Promise<void>>();
+    let n = 0;
+    while (Date.now() < until) {
+      const data: ParentData = { p: ++n };
+      const fails = this.xrng.chance(PARENT_FAIL_SHARE);
+      if (fails) data.f = 1;
+      const opts: JobOptions = { maxAttempts: fails ? 2 : 3 };
+      if (this.xrng.chance(0.33)) opts.delayMs = this.xrng.int(1, 1_500);
+      const sentAt = Date.now();
+      const call: Promise<void> = q.add(data, opts).then(
+        (a) => {
+          if (!this.closed) this.parents.push({ id: a.id, p: data.p, fails, sentAt });
+        },
+        () => {
+          this.parentsUnknown++;
+        },
+      );
+      pending.add(call);
+      void call.finally(() => pending.delete(call));
+      await new Promise((r) =>
+        setTimeout(r, this.xrng.int(Math.round(gapMs / 2), Math.round((3 * gapMs) / 2))),
+      );
+    }
+    await Promise.race([Promise.all(pending), new Promise((r) => setTimeout(r, settleMs))]);
+  }
 
   get added(): number {
     return this.seq;
@@ -216,6 +287,24 @@ export class Producer {
     if (opts.group === undefined && LIFO_KINDS.includes(kind) && this.rng.chance(LIFO_SHARE)) {
       opts.lifo = true;
       rec.lifo = true;
+    }
+    // A share of the plain ungrouped adds depend on one or two recent parents of the other queue.
+    if (
+      this.parentsQueue !== null &&
+      opts.group === undefined &&
+      CROSS_KINDS.includes(kind) &&
+      this.parents.length > 0 &&
+      this.xrng.chance(CROSS_SHARE)
+    ) {
+      const recent = this.parents.slice(-RECENT_PARENTS);
+      const ids = new Set([this.xrng.pick(recent).id]);
+      if (this.xrng.chance(0.4)) ids.add(this.xrng.pick(recent).id);
+      rec.xdeps = [...ids];
+      opts.dependsOn = rec.xdeps.map((id) => ({ queue: this.parentsQueue!.name, id }));
+      if (this.xrng.chance(0.3)) {
+        opts.ignoreDependencyFailure = true;
+        rec.ignoreDep = true;
+      }
     }
     return { data, opts, rec, state: 'pending' };
   }

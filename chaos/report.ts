@@ -52,6 +52,9 @@ export interface ChaosReport {
      */
     successors: number;
     successorRewrites: number;
+    /** Accepted adds naming parents of the parents queue, and the parent adds accepted there. */
+    crossChildren: number;
+    parents: number;
     distinctJobs: number;
     unknown: number;
     neverSettled: number;
@@ -163,8 +166,11 @@ export function buildReport(i: ReportInput): ChaosReport {
       distinctJobs: new Set(producer.accepted.map((a) => a.id)).size,
       handedOff: producer.accepted.filter((a) => a.handedOff).length,
       lifo: producer.accepted.filter((a) => a.lifo).length,
-      successors: producer.accepted.filter((a) => a.state === 'blocked' && a.isNew).length,
-      successorRewrites: producer.accepted.filter((a) => a.state === 'blocked' && !a.isNew).length,
+      successors: producer.accepted.filter((a) => a.dedupe && a.state === 'blocked' && a.isNew).length,
+      successorRewrites: producer.accepted.filter((a) => a.dedupe && a.state === 'blocked' && !a.isNew)
+        .length,
+      crossChildren: producer.accepted.filter((a) => a.xdeps).length,
+      parents: producer.parents.length,
       unknown: producer.unknown.length,
       neverSettled: producer.neverSettled,
       unknownByCode: countBy(producer.unknown.map((u) => u.code ?? 'none')),

@@ -14,10 +14,18 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { Queue, ValidationError, Worker } from '../src/index.js';
+import { Queue, type QueueKeys, ValidationError, Worker } from '../src/index.js';
 import { type RedisServer, startRedis } from '../test/helpers/redis-server.js';
 import { type ChaosResult, type JobData, workloadWeights } from './behaviour.js';
-import { completedFromEvents, lookupUnlisted, readLogs, snapshotRedis, unfinished } from './collect.js';
+import {
+  type CrossLeft,
+  completedFromEvents,
+  type Info,
+  lookupUnlisted,
+  readLogs,
+  snapshotRedis,
+  unfinished,
+} from './collect.js';
 import { type ChaosConfig, MAX_CONCURRENCY, parseConfig, roleOf } from './config.js';
 import { analyseDuplicates } from './duplicates.js';
 import { readExecLog } from './exec-log.js';
@@ -26,7 +34,7 @@ import { FaultRunner } from './faults.js';
 import { GroupWatch } from './group-watch.js';
 import { Network } from './network.js';
 import { WorkerPool } from './pool.js';
-import { Producer } from './producer.js';
+import { type ParentData, Producer } from './producer.js';
 import { buildReport, faultCounts, printReport, srcFingerprint, writeReport } from './report.js';
 import { Rng } from './rng.js';
 import { within } from './time.js';
@@ -102,6 +110,57 @@ async function waitDrained(
   return { drained: false, last };
 }
 
+/** About one parent job per this many ms through the chaos phase (producer.ts runParents). */
+const PARENT_GAP_MS = 150;
+
+/**
+ * Waits (up to a few recovery intervals, at least 5 s) until no queue has an entry left in its
+ * cross-queue outbox (`xnotify`) or links (`xlinks`); returns what is left (none when all emptied).
+ */
+async function waitCrossEmpty(
+  keys: readonly QueueKeys[],
+  admin: Redis,
+  recoverIntervalMs: number,
+): Promise<CrossLeft[]> {
+  const until = Date.now() + Math.max(5_000, 5 * recoverIntervalMs);
+  for (;;) {
+    const left: CrossLeft[] = [];
+    for (const k of keys)
+      for (const key of [k.xnotify, k.xlinks]) {
+        const members = await admin.zrange(key, 0, 4);
+        if (members.length > 0) left.push({ key, count: await admin.zcard(key), members });
+      }
+    if (left.length === 0 || Date.now() >= until) return left;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** One line on the cross-queue share of the workload, for the log. */
+function crossSummary(
+  producer: Producer,
+  parents: ReadonlyMap<string, { state: string }>,
+  jobs: ReadonlyMap<string, Info>,
+  completedDeleted: ReadonlySet<string> | null,
+  left: readonly CrossLeft[],
+): string {
+  const children = producer.accepted.filter((a) => a.xdeps);
+  const depFailed = children.filter(
+    (a) => jobs.get(a.id!)?.errors.at(-1)?.name === 'DependencyFailedError',
+  ).length;
+  const completed = children.filter(
+    (a) => jobs.get(a.id!)?.state === 'completed' || (!jobs.has(a.id!) && completedDeleted?.has(a.id!)),
+  ).length;
+  const dead = [...parents.values()].filter((p) => p.state === 'dead').length;
+  return (
+    `cross-queue: ${producer.parents.length} parents accepted (${dead} of ${parents.size} listed ended dead, ` +
+    `${producer.parentsUnknown} adds unknown); ${children.length} children ` +
+    `(${children.filter((a) => a.xdeps!.length > 1).length} with two parents, ` +
+    `${children.filter((a) => a.ignoreDep).length} ignoring failure, ` +
+    `${children.filter((a) => a.state === 'blocked').length} added blocked): ${completed} completed, ` +
+    `${depFailed} dead by DependencyFailedError; outbox/link entries left: ${left.reduce((n, l) => n + l.count, 0)}`
+  );
+}
+
 /**
  * The drawn options must be valid by the library's own bounds: the maximum concurrency the harness
  * draws is accepted, one more is refused (else the exported MAX_CONCURRENCY is not the bound the
@@ -153,12 +212,16 @@ async function main(c: ChaosConfig): Promise<number> {
     ...(c.keepCompleted === 0 ? { events: { maxLen: 10_000_000 } } : {}),
   });
   traced.client.on('error', () => {});
+  // The parents queue: another queue of the same prefix; a share of the adds depend on its jobs.
+  const parentsQueue = new Queue<ParentData>(`${queueName}-p`, { connection: redis.url });
+  parentsQueue.client.on('error', () => {});
   const net = network;
   pool = new WorkerPool(
     c.workers,
     runDir,
     {
       queue: queueName,
+      parentsQueue: parentsQueue.name,
       seed: c.seed,
       concurrency: c.concurrency,
       prefetch: c.prefetch,
@@ -175,7 +238,14 @@ async function main(c: ChaosConfig): Promise<number> {
   // most 4 active; g1 strictly FIFO (concurrency 1, its retries hold its place), g2 rate-limited; g3,
   // g4 and the defaults change while the run goes on (group-watch.ts).
   const rng = new Rng(c.seed);
-  const producer = new Producer(queue, rng.fork(2), c.leaseMs, workloadWeights(c.workload), traced);
+  const producer = new Producer(
+    queue,
+    rng.fork(2),
+    c.leaseMs,
+    workloadWeights(c.workload),
+    traced,
+    parentsQueue,
+  );
   // Group limits changed while the run goes on, and queue.groups() sampled (group-watch.ts).
   const watch = new GroupWatch(queue, rng.fork(4));
   await watch.setUp();
@@ -231,6 +301,7 @@ async function main(c: ChaosConfig): Promise<number> {
   );
   await Promise.all([
     producer.run(c.jobs, t0, c.durationMs, 5_000),
+    producer.runParents(t0 + c.durationMs - 1_000, PARENT_GAP_MS, 5_000),
     faults.run(plan, t0, () => Date.now() > t0 + c.durationMs),
   ]);
   clearInterval(progress);
@@ -241,7 +312,17 @@ async function main(c: ChaosConfig): Promise<number> {
   phase = 'drain';
   say(`chaos over: ${producer.accepted.length} adds accepted, ${producer.unknown.length} unknown; draining`);
   await watch.lift();
-  const { drained, last: drainCounts } = await waitDrained(queue, c.drainMs);
+  const drainUntil = chaosEnd + c.drainMs;
+  const main = await waitDrained(queue, c.drainMs);
+  const parentsDrain = await waitDrained(
+    parentsQueue as unknown as Queue<JobData, ChaosResult>,
+    Math.max(0, drainUntil - Date.now()),
+  );
+  const drained = main.drained && parentsDrain.drained;
+  const drainCounts = main.drained ? { parents: parentsDrain.last } : main.last;
+  // Cross-queue bookkeeping left after the drain: the workers' recovery passes forward any outbox
+  // entry and make any link a crash left behind; a few of their intervals are given to them.
+  const xLeft = await waitCrossEmpty([queue.keys, parentsQueue.keys], admin, c.recoverIntervalMs);
   const drainMs = Date.now() - chaosEnd;
   const diagnosis = drained ? undefined : await pool.diagnose();
   // Not drained: stop every worker first, so the state read next is final. (Workers still running
@@ -253,6 +334,11 @@ async function main(c: ChaosConfig): Promise<number> {
   phase = 'verdict';
   say(drained ? `drained in ${drainMs} ms; checking` : `NOT drained after ${drainMs} ms; checking`);
   const snapshot = await within(snapshotRedis(queue, drained), 60_000, 'reading the final state');
+  const parentsSnapshot = await within(
+    snapshotRedis(parentsQueue as unknown as Queue<JobData, ChaosResult>, drained),
+    60_000,
+    'reading the parents queue',
+  );
   // Retention 0: a completed job's record is gone; the events stream and the workers' acks say it completed.
   const completedEvents =
     c.keepCompleted === 0
@@ -307,7 +393,14 @@ async function main(c: ChaosConfig): Promise<number> {
     groupSamples: watch.samples,
     backoffMs: c.backoffMs,
     pollIntervalMs: c.pollIntervalMs,
+    cross: {
+      parents: producer.parents,
+      parentsSnapshot: parentsSnapshot.jobs,
+      parentsIntegrity: parentsSnapshot.integrity,
+      left: xLeft,
+    },
   });
+  say(crossSummary(producer, parentsSnapshot.jobs, snapshot.jobs, completedDeleted, xLeft));
   const report = buildReport({
     c,
     command: `npm run chaos -- ${process.argv.slice(2).join(' ')}`.trim(),
@@ -333,7 +426,7 @@ async function main(c: ChaosConfig): Promise<number> {
   printReport(report);
   // --ci (npm test) writes an untracked file, so the tests never modify the tree.
   writeReport(join(RESULTS, c.ci ? 'ci/latest.json' : 'latest.json'), report);
-  await Promise.allSettled([queue.close(), traced.close(), admin.quit()]);
+  await Promise.allSettled([queue.close(), traced.close(), parentsQueue.close(), admin.quit()]);
   await redis.stop();
   redis = null;
   if (passed && !c.keepLogs) rmSync(runDir, { recursive: true, force: true });

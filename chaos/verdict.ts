@@ -18,6 +18,10 @@ import type { Execution } from './exec-log.js';
 import type { FaultRecord } from './fault-plan.js';
 import {
   accountingViolations,
+  crossLeftoverViolations,
+  crossOrderViolations,
+  crossOutcomeViolations,
+  crossParentViolations,
   dedupeViolations,
   eventResultViolations,
   expiryViolations,
@@ -26,10 +30,11 @@ import {
   keepLastViolations,
   lateCallViolations,
   okRunKey,
+  type ParentView,
   parkedViolations,
   stepViolations,
 } from './features-verdict.js';
-import type { AddRecord } from './producer.js';
+import type { AddRecord, ParentRecord } from './producer.js';
 
 export interface Check {
   name: string;
@@ -74,6 +79,14 @@ export interface VerdictInput {
   groupSamples: readonly GroupSample[];
   backoffMs: number;
   pollIntervalMs: number;
+  /** The parents queue (cross-queue dependencies): its accepted adds, its jobs, and what was left. */
+  cross: {
+    parents: readonly ParentRecord[];
+    parentsSnapshot: ReadonlyMap<string, ParentView>;
+    parentsIntegrity: readonly string[];
+    /** Outbox and link keys still non-empty after the drain (collect.ts CrossLeft). */
+    left: readonly { key: string; count: number; members: readonly string[] }[];
+  };
 }
 
 /**
@@ -85,6 +98,7 @@ const MAYBE_APPLIED_CODES: readonly string[] = ['ERR_CONNECTION', 'ERR_DURABILIT
 /** Redis's TIME and Date.now() read the same clock, each floored to the ms. */
 export const EARLY_TOLERANCE_MS = 1;
 const MAX_EXAMPLES = 8;
+const DEPENDENCY_FAILED = 'DependencyFailedError';
 
 class Tally {
   count = 0;
@@ -217,6 +231,23 @@ export function judge(v: VerdictInput): Judgement {
     `an add refused with a typed error (other than ${MAYBE_APPLIED_CODES.join(', ')}) wrote nothing: 0`,
   );
 
+  const xParents = new Tally(
+    'cross-queue parents',
+    'every job of the parents queue ends completed or dead (none lost, none stuck): 0',
+  );
+  const xOrder = new Tally(
+    'cross-queue order',
+    'a child never begins before every parent of the other queue it names has ended: 0',
+  );
+  const xOutcome = new Tally(
+    'cross-queue outcome',
+    'a dead parent ends its child dead by DependencyFailedError (unless ignoreDependencyFailure), and only then: 0',
+  );
+  const xLeft = new Tally(
+    'cross-queue leftovers',
+    'no outbox (xnotify) or link (xlinks) entry left in either queue after the drain: 0',
+  );
+
   const { jobs } = v.snapshot;
   const bySeq = new Map<number, AddRecord>();
   for (const a of [...v.accepted, ...v.unknown]) bySeq.set(a.seq, a);
@@ -297,8 +328,16 @@ export function judge(v: VerdictInput): Judgement {
   );
   // Attempts run in a batch: a sibling that hangs may time them out (their timeout covers the batch).
   const batchRuns = new Set(v.logs.executions.filter((e) => e.bt).map((e) => `${e.id}#${e.s}#${e.a}`));
+  // Cross-queue children a dead parent failed never ran: the cross-queue outcome check judges them.
+  const crossChildren = new Set(v.accepted.filter((a) => a.xdeps).map((a) => `${a.id}#${a.seq}`));
   for (const job of jobs.values()) {
     if (job.state !== 'completed' && job.state !== 'dead') continue;
+    if (
+      job.state === 'dead' &&
+      job.errors.at(-1)?.name === DEPENDENCY_FAILED &&
+      crossChildren.has(`${job.id}#${job.data.s}`)
+    )
+      continue;
     const problem = outcomeProblem(v.seed, job, selfExits, batchRuns);
     if (job.state === 'dead' && job.errors[job.errors.length - 1]?.name === EXPIRED) {
       if (job.data.k !== 'e') wrong.add(`${job.id} (${KIND_NAMES[job.data.k]}): expired, but had no expiry`);
@@ -420,6 +459,20 @@ export function judge(v: VerdictInput): Judgement {
   for (const x of accountingViolations(jobList, v.logs.begins)) accounting.add(x);
   for (const x of eventResultViolations(v.completedEventResults ?? new Map(), okRuns)) eventResults.add(x);
 
+  // Cross-queue dependencies (features-verdict.ts).
+  const children = v.accepted.filter((a) => a.xdeps);
+  const parents = v.cross.parentsSnapshot;
+  for (const x of crossParentViolations(
+    v.cross.parents.map((p) => p.id),
+    parents,
+  ))
+    xParents.add(x);
+  for (const p of v.cross.parentsIntegrity) xParents.add(`parents queue: ${p}`);
+  for (const x of crossOrderViolations(children, parents, v.logs.begins, EARLY_TOLERANCE_MS, v.t0))
+    xOrder.add(x);
+  for (const x of crossOutcomeViolations(children, parents, jobs, v.completedDeleted)) xOutcome.add(x);
+  for (const x of crossLeftoverViolations(v.cross.left)) xLeft.add(x);
+
   const all = [
     lost,
     stuck,
@@ -448,6 +501,10 @@ export function judge(v: VerdictInput): Judgement {
     accounting,
     activeEvents,
     eventResults,
+    xParents,
+    xOrder,
+    xOutcome,
+    xLeft,
   ];
   const checks = all.map((t) => t.check());
   return { checks, deadByLeaseLoss, deadByLeaseLossExamples, fromUnknownAdds };

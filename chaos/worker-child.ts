@@ -12,12 +12,15 @@ import type { LaneDiagnostics } from '../src/worker/worker.js';
 import { type ActEnv, actOut, type ChaosJob } from './act.js';
 import { type ChaosResult, giveUpBackoff, type JobData } from './behaviour.js';
 import { ExecLogWriter } from './exec-log.js';
+import type { ParentData } from './producer.js';
 import { throwingTracerProvider } from './tracer.js';
 
 export interface ChildConfig {
   /** Where Redis is reached: the port of this slot's loopback proxy (chaos/network.ts). */
   port: number;
   queue: string;
+  /** The parents queue (producer.ts ParentData): this process runs a plain Worker on it too. */
+  parentsQueue?: string;
   logPath: string;
   seed: number;
   concurrency: number;
@@ -133,6 +136,37 @@ const worker = new Worker<JobData, ChaosResult>(
   },
 );
 
+/**
+ * The parents queue's Worker: a short run, and the failing kind throws. Same connection settings and
+ * name, through the same proxy, so every fault hits it too (clientKillOne finds its connections by
+ * name); its errors are logged like the main Worker's.
+ */
+const PARENT_FAILURE = 'planned parent failure';
+const parentsWorker =
+  cfg.parentsQueue === undefined
+    ? null
+    : new Worker<ParentData>(
+        cfg.parentsQueue,
+        async (job) => {
+          await new Promise((r) => setTimeout(r, 2 + (job.data.p % 20)));
+          if (job.data.f) throw new Error(PARENT_FAILURE);
+          return { p: job.data.p };
+        },
+        {
+          connection: { host: '127.0.0.1', port: cfg.port, connectionName: `chaos-w-${process.pid}` },
+          concurrency: 4,
+          recoverIntervalMs: cfg.recoverIntervalMs,
+          heartbeatMs: cfg.heartbeatMs,
+          pollIntervalMs: cfg.pollIntervalMs,
+          closeTimeoutMs: 2_000,
+          retention: { completed: KEEP_ALL, dead: KEEP_ALL },
+        },
+      );
+parentsWorker?.on('error', (err) => {
+  if (!(err instanceof StaleJobError) && errorLines++ < MAX_ERROR_LINES)
+    log.write({ t: 'e', code: err.code, msg: `parents: ${err.message.slice(0, 190)}`, at: Date.now() });
+});
+
 worker.on('active', (job) => log.write({ t: 'v', id: job.id, a: job.attempt, at: Date.now() }));
 worker.on('completed', (job) => log.write({ t: 'c', id: job.id, a: job.attempt, at: Date.now() }));
 worker.on('failed', (job, _err, outcome) => {
@@ -167,7 +201,7 @@ process.on('disconnect', () => process.exit(0));
 
 process.on('message', (msg: { type?: string }) => {
   if (msg.type === 'close') {
-    worker.close({ timeoutMs: 2_000 }).then(
+    Promise.all([worker.close({ timeoutMs: 2_000 }), parentsWorker?.close({ timeoutMs: 2_000 })]).then(
       () => process.exit(0),
       () => process.exit(0),
     );
@@ -178,7 +212,7 @@ process.on('message', (msg: { type?: string }) => {
 
 // The docs promise that workers retry connection trouble by themselves; a Worker whose start() rejects
 // never claims anything, so this process is useless: exit and let the harness report it.
-worker.start().then(
+Promise.all([worker.start(), parentsWorker?.start()]).then(
   () => process.send?.({ type: 'ready', pid: process.pid }),
   (err) => crash('Worker.start() rejected, the worker will never claim a job', err),
 );

@@ -8,6 +8,11 @@ import {
   type AddView,
   accountingViolations,
   type Begin,
+  type CrossChildAdd,
+  crossLeftoverViolations,
+  crossOrderViolations,
+  crossOutcomeViolations,
+  crossParentViolations,
   dedupeViolations,
   eventResultViolations,
   expiryViolations,
@@ -17,6 +22,7 @@ import {
   keepLastViolations,
   lateCallViolations,
   okRunKey,
+  type ParentView,
   parkedViolations,
   stepViolations,
 } from '../../chaos/features-verdict.js';
@@ -379,6 +385,17 @@ describe('chaos verdict: attempt accounting', () => {
     ]);
   });
 
+  it('counts a DependencyFailedError (a child a dead parent failed, never started) as no attempt', () => {
+    const failed = acct({
+      attempts: 0,
+      attemptsLeft: 2,
+      errors: [{ attempt: 0, name: 'DependencyFailedError', message: 'parent job "7" is dead' }],
+    });
+    expect(accountingViolations([failed], [])).toEqual([]);
+    // One error line of a charged attempt is still owed.
+    expect(accountingViolations([{ ...failed, attempts: 1, attemptsLeft: 1 }], [b(1)])).toHaveLength(1);
+  });
+
   it("lets a poison job's charged unmarked loss stand without a begin", () => {
     const poison = acct({
       attempts: 1,
@@ -388,5 +405,79 @@ describe('chaos verdict: attempt accounting', () => {
       ],
     });
     expect(accountingViolations([poison], [])).toEqual([]);
+  });
+});
+
+describe('chaos verdict: dependencies across queues', () => {
+  const parent = (id: string, state: string, finishedAt?: number): [string, ParentView] => [
+    id,
+    { id, state, ...(finishedAt === undefined ? {} : { finishedAt }) },
+  ];
+  const parents = new Map([parent('p1', 'completed', T0 + 100), parent('p2', 'dead', T0 + 200)]);
+  const child = (id: string, seq: number, xdeps: string[], ignore = false): CrossChildAdd => ({
+    seq,
+    id,
+    xdeps,
+    ...(ignore ? { ignoreDep: true as const } : {}),
+  });
+  const depFailed = [{ attempt: 0, name: 'DependencyFailedError', at: T0 + 201 }];
+
+  it('passes parents that all ended, and fails one lost or left unfinished', () => {
+    expect(crossParentViolations(['p1', 'p2'], parents)).toEqual([]);
+    const left = new Map([...parents, parent('p3', 'waiting'), parent('p4', 'blocked')]);
+    const found = crossParentViolations(['p1', 'p2', 'p3', 'p9'], left);
+    expect(found).toHaveLength(3);
+    expect(found.join('\n')).toMatch(/p3: waiting/);
+    expect(found.join('\n')).toMatch(/p9: accepted, but/);
+    expect(found.join('\n')).toMatch(/p4 \(from an unknown add\): blocked/);
+  });
+
+  it('passes a child begun after its parents ended, fails one begun before or with a parent unfinished', () => {
+    const c = child('c1', 11, ['p1', 'p2'], true);
+    expect(crossOrderViolations([c], parents, [begin('c1', 11, 1, T0 + 200)], 1, T0)).toEqual([]);
+    // A begin of an earlier job of the same id (another seq) is not this child's.
+    expect(crossOrderViolations([c], parents, [begin('c1', 7, 1, T0 + 50)], 1, T0)).toEqual([]);
+    expect(crossOrderViolations([c], parents, [begin('c1', 11, 1, T0 + 150)], 1, T0)).toEqual([
+      expect.stringMatching(/c1: began at \+0\.150s, 50 ms before parent p2 ended dead/),
+    ]);
+    const pending = new Map([parent('p5', 'active')]);
+    expect(crossOrderViolations([child('c2', 12, ['p5'])], pending, [begin('c2', 12, 1, T0)], 1, T0)).toEqual(
+      [expect.stringMatching(/parent p5 is active/)],
+    );
+  });
+
+  it('passes DependencyFailedError exactly where a parent died and the child does not ignore it', () => {
+    const jobs = new Map<string, JobView>([
+      ['c1', job({ id: 'c1', state: 'dead', errors: depFailed })],
+      ['c2', job({ id: 'c2', state: 'completed' })],
+      ['c3', job({ id: 'c3', state: 'completed' })],
+    ]);
+    const kids = [child('c1', 1, ['p1', 'p2']), child('c2', 2, ['p2'], true), child('c3', 3, ['p1'])];
+    expect(crossOutcomeViolations(kids, parents, jobs, null)).toEqual([]);
+  });
+
+  it('fails a child of a dead parent that ran, and a DependencyFailedError with no dead parent', () => {
+    const jobs = new Map<string, JobView>([
+      ['c1', job({ id: 'c1', state: 'completed' })],
+      ['c2', job({ id: 'c2', state: 'dead', errors: depFailed })],
+      ['c3', job({ id: 'c3', state: 'dead', errors: depFailed })],
+    ]);
+    const kids = [child('c1', 1, ['p2']), child('c2', 2, ['p2'], true), child('c3', 3, ['p1'])];
+    const found = crossOutcomeViolations(kids, parents, jobs, null);
+    expect(found).toHaveLength(3);
+    expect(found[0]).toMatch(/c1: parent p2 ended dead, but the child is completed/);
+    expect(found[1]).toMatch(/c2: dead .*ignores dependency failure/);
+    expect(found[2]).toMatch(/c3: dead .*every parent completed/);
+    // Retention 0: a child deleted as it completed counts as completed.
+    expect(crossOutcomeViolations([child('c4', 4, ['p2'])], parents, new Map(), new Set(['c4']))).toEqual([
+      expect.stringMatching(/c4: parent p2 ended dead, but the child is completed/),
+    ]);
+  });
+
+  it('fails any outbox or link entry left', () => {
+    expect(crossLeftoverViolations([])).toEqual([]);
+    expect(crossLeftoverViolations([{ key: '{q}:xnotify', count: 2, members: ['a', 'b'] }])).toEqual([
+      expect.stringMatching(/\{q\}:xnotify: 2 entries left/),
+    ]);
   });
 });
