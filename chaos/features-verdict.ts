@@ -20,6 +20,22 @@ export interface Begin {
   at: number;
 }
 
+/**
+ * The begins Redis may have recorded as starts. A begin followed later by another of the same job with
+ * the same attempt and snooze count never had its start recorded: its lease was lost (or its worker
+ * killed) before the start mark landed, and the job went back free (docs/guarantees.md, "How attempts
+ * are counted"). For Redis that job never started, so a debounce add may rightly rewrite it before its
+ * next run: the dedupe verdicts judge starts Redis knew of, not those runs.
+ */
+export function recordedBegins(begins: readonly Begin[]): Begin[] {
+  const last = new Map<string, number>();
+  for (const b of begins) {
+    const k = `${b.id}#${b.a}#${b.z ?? 0}`;
+    last.set(k, Math.max(last.get(k) ?? Number.NEGATIVE_INFINITY, b.at));
+  }
+  return begins.filter((b) => b.at >= last.get(`${b.id}#${b.a}#${b.z ?? 0}`)!);
+}
+
 /** What these verdicts read of a job in Redis. */
 export interface JobView {
   id: string;
@@ -291,15 +307,17 @@ export function expiryViolations(
  * enqueued nothing names a job of its key that still held it when the add was sent; and an answer
  * `completed` names a job that completed. Debounce: a job that began is never rewritten (every begin
  * runs the same data), and no add answers with a job that had begun before the add was sent.
- * `deleted`: ids retention deleted as completed (their records are gone).
+ * `deleted`: ids retention deleted as completed (their records are gone). Begins are those Redis may
+ * have recorded (recordedBegins): a run whose start mark never landed left the job unstarted.
  */
 export function dedupeViolations(
   jobs: readonly JobView[],
   adds: readonly AddView[],
-  begins: readonly Begin[],
+  allBegins: readonly Begin[],
   deleted: ReadonlySet<string> | null,
   t0: number,
 ): string[] {
+  const begins = recordedBegins(allBegins);
   const out: string[] = [];
   const bySeq = new Map(adds.map((a) => [a.seq, a]));
   const byId = new Map(jobs.map((j) => [j.id, j]));
@@ -387,10 +405,11 @@ export function dedupeViolations(
 export function keepLastViolations(
   jobs: readonly JobView[],
   adds: readonly AddView[],
-  begins: readonly Begin[],
+  allBegins: readonly Begin[],
   toleranceMs: number,
   t0: number,
 ): string[] {
+  const begins = recordedBegins(allBegins);
   const out: string[] = [];
   const first = new Map<string, Begin>();
   for (const b of begins) {

@@ -24,6 +24,7 @@ import {
   okRunKey,
   type ParentView,
   parkedViolations,
+  recordedBegins,
   stepViolations,
 } from '../../chaos/features-verdict.js';
 import { reachableMs } from '../../chaos/verdict.js';
@@ -265,9 +266,23 @@ describe('chaos verdict: dedupe', () => {
       add(1, { id: 'j1', dedupe: { key: 'k1', mode: 'debounce' } }),
       add(2, { id: 'j1', isNew: false, sentAt: T0 + 300, dedupe: { key: 'k1', mode: 'debounce' } }),
     ];
-    const begins = [begin('j1', 1, 1, T0 + 200), begin('j1', 2, 1, T0 + 900)];
+    // Attempt 1 began and failed (its start recorded), the add rewrote the job before attempt 2.
+    const begins = [begin('j1', 1, 1, T0 + 200), begin('j1', 2, 2, T0 + 900)];
     expect(dedupeViolations([w], adds, begins, null, T0)).toHaveLength(2);
     expect(dedupeViolations([w], adds, [begin('j1', 2, 1, T0 + 900)], null, T0)).toEqual([]);
+  });
+
+  it('passes a debounce rewrite after a begin whose start Redis never recorded (a free return)', () => {
+    const w = job({ id: 'j1', data: { s: 2, k: 'w', dk: 'k1' } });
+    const adds = [
+      add(1, { id: 'j1', dedupe: { key: 'k1', mode: 'debounce' } }),
+      add(2, { id: 'j1', isNew: false, sentAt: T0 + 300, dedupe: { key: 'k1', mode: 'debounce' } }),
+    ];
+    // Attempt 1 began, its lease was lost before the start mark landed, and it ran again as attempt 1:
+    // for Redis the job had never started, so the add rightly rewrote it in between.
+    const begins = [begin('j1', 1, 1, T0 + 200), begin('j1', 2, 1, T0 + 900)];
+    expect(recordedBegins(begins)).toEqual([begins[1]]);
+    expect(dedupeViolations([w], adds, begins, null, T0)).toEqual([]);
   });
 });
 
