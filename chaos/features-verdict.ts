@@ -36,6 +36,17 @@ export function recordedBegins(begins: readonly Begin[]): Begin[] {
   return begins.filter((b) => b.at >= last.get(`${b.id}#${b.a}#${b.z ?? 0}`)!);
 }
 
+/** The jobs of kind `kind` per dedupe key, each key's in creation order. */
+function jobsPerKey(jobs: readonly JobView[], kind: string): Map<string, JobView[]> {
+  const perKey = new Map<string, JobView[]>();
+  for (const j of jobs) {
+    if (j.data.k !== kind || j.data.dk === undefined) continue;
+    perKey.set(j.data.dk, [...(perKey.get(j.data.dk) ?? []), j]);
+  }
+  for (const list of perKey.values()) list.sort((x, y) => x.createdAt - y.createdAt);
+  return perKey;
+}
+
 /** What these verdicts read of a job in Redis. */
 export interface JobView {
   id: string;
@@ -326,13 +337,7 @@ export function dedupeViolations(
     return ttl === undefined ? holder.finishedAt : holder.createdAt + ttl;
   };
   // Throttle: jobs of one key, in creation order.
-  const perKey = new Map<string, JobView[]>();
-  for (const j of jobs) {
-    if (j.data.k !== 't' || j.data.dk === undefined) continue;
-    perKey.set(j.data.dk, [...(perKey.get(j.data.dk) ?? []), j]);
-  }
-  for (const [key, list] of perKey) {
-    list.sort((x, y) => x.createdAt - y.createdAt);
+  for (const [key, list] of jobsPerKey(jobs, 't')) {
     for (let i = 1; i < list.length; i++) {
       const prev = list[i - 1]!;
       const next = list[i]!;
@@ -416,13 +421,7 @@ export function keepLastViolations(
     const prev = first.get(b.id);
     if (!prev || b.at < prev.at) first.set(b.id, b);
   }
-  const perKey = new Map<string, JobView[]>();
-  for (const j of jobs) {
-    if (j.data.k !== 'l' || j.data.dk === undefined) continue;
-    perKey.set(j.data.dk, [...(perKey.get(j.data.dk) ?? []), j]);
-  }
-  for (const [key, list] of perKey) {
-    list.sort((x, y) => x.createdAt - y.createdAt);
+  for (const [key, list] of jobsPerKey(jobs, 'l')) {
     for (let i = 1; i < list.length; i++) {
       const prev = list[i - 1]!;
       const next = list[i]!;
