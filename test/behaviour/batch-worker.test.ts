@@ -171,6 +171,41 @@ describe('a batch worker', () => {
     expect(mostJobs).toBe(10);
   });
 
+  it('claims nothing behind a running batch: its slot is busy until the processor returns', async () => {
+    const name = uniqueName();
+    const q = queue(name);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const sizes: number[] = [];
+    const w = batchWorker(
+      name,
+      async (jobs) => {
+        sizes.push(jobs.length);
+        if (sizes.length === 1) await gate;
+        return jobs.map(() => 'ok');
+      },
+      { size: 5 },
+      // No prefetch: 'auto' may claim a job or two ahead, as for single jobs (not the batch's 3 free places).
+      { concurrency: 1, prefetch: 0, closeTimeoutMs: 100 },
+    );
+    const first = await addMany(q, 2);
+    await waitUntil(() => sizes.length === 1, 'the first batch');
+    const later = await addMany(q, 6);
+    // While the first batch (2 jobs of its 5) runs, none of the later jobs is claimed into the
+    // worker's buffer: they stay waiting, free for other workers, and hold no group slot.
+    for (let i = 0; i < 5; i++) {
+      await new Promise((r) => setImmediate(r));
+      expect(w.diagnostics().buffered).toBe(0);
+    }
+    expect(await q.counts()).toMatchObject({ active: 2, waiting: 6 });
+    release();
+    for (const a of [...first, ...later]) expect(await q.waitFor(a.id)).toBe('ok');
+    expect(sizes[0]).toBe(2);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(5);
+  });
+
   it('waits up to waitMs for minSize jobs, then starts with what it has', async () => {
     const name = uniqueName();
     const q = queue(name);
