@@ -393,3 +393,10 @@ export class SandboxError extends SuretyError {
     super('ERR_SANDBOX', message);
   }
 }
+
+/** importFromBullMQ (`surety import-bullmq`) cannot start: no BullMQ queue of that name, for one. */
+export class ImportError extends SuretyError {
+  constructor(message: string) {
+    super('ERR_IMPORT', message);
+  }
+}

@@ -9,6 +9,7 @@ export {
   DependencyFailedError,
   DurabilityError,
   ExpiredError,
+  ImportError,
   InvalidStateError,
   JobFailedError,
   JobNotFoundError,

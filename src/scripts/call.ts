@@ -31,9 +31,26 @@ export type { RedisClient };
 
 /**
  * The keys a script is called with: a queue's keys, plus `finished` for scripts that work on either
- * finished set (clean.lua): the caller picks completed or dead.
+ * finished set (clean.lua): the caller picks completed or dead, plus the BullMQ keys of the migration
+ * scripts (src/migrate/bullmq-keys.ts names them).
  */
-export type ScriptKeys = QueueKeys & { readonly finished?: string };
+export type ScriptKeys = QueueKeys & { readonly finished?: string } & BullMQScriptKeys;
+
+/** Keys of a BullMQ queue that the migration scripts (import-bullmq.lua and its kin) touch. */
+export interface BullMQScriptKeys {
+  /** LIST or ZSET: the BullMQ state a job is read in (wait, paused, prioritized, delayed, failed). */
+  readonly bullSource?: string;
+  /** HASH: one BullMQ job. */
+  readonly bullJob?: string;
+  /** LIST: that job's log. */
+  readonly bullLogs?: string;
+  /** ZSET: the job schedulers, by next tick. */
+  readonly bullRepeat?: string;
+  /** HASH: one job scheduler. */
+  readonly bullScheduler?: string;
+  /** ZSET: BullMQ's delayed jobs. */
+  readonly bullDelayed?: string;
+}
 export type KeyName = Exclude<keyof ScriptKeys, 'tag' | 'wakeChannel' | 'doneChannel'>;
 export type ArgValue = string | number;
 

@@ -262,3 +262,36 @@ function refusalOf(value: unknown): Refusal {
   const text = String(value);
   return parseRefusal(text) ?? { code: 'UNEXPECTED', text };
 }
+
+/** import-bullmq.lua: what became of one BullMQ job. */
+export type ImportOutcome = 'moved' | 'exists' | 'changed' | 'gone';
+/** import-copy.lua: the copy is here (now or from an earlier run), or the id belongs to another job. */
+export type CopyOutcome = 'copied' | 'exists';
+/** bullmq-take.lua. */
+export type TakeOutcome = 'moved' | 'changed' | 'gone';
+/** import-undo.lua. */
+export type UndoOutcome = 'undone' | 'started' | 'absent';
+
+function oneOf<T extends string>(script: string, allowed: readonly T[]): (reply: unknown) => T {
+  return (reply) => {
+    if (typeof reply === 'string' && (allowed as readonly string[]).includes(reply)) return reply as T;
+    throw new Error(`${script}.lua replied ${String(reply)}`);
+  };
+}
+
+export const decodeImport = oneOf<ImportOutcome>('import-bullmq', ['moved', 'exists', 'changed', 'gone']);
+export const decodeCopy = oneOf<CopyOutcome>('import-copy', ['copied', 'exists']);
+export const decodeTake = oneOf<TakeOutcome>('bullmq-take', ['moved', 'changed', 'gone']);
+export const decodeUndo = oneOf<UndoOutcome>('import-undo', ['undone', 'started', 'absent']);
+
+/** bullmq-drop-scheduler.lua. */
+export interface SchedulerDrop {
+  outcome: 'dropped' | 'changed' | 'gone';
+  /** Whether its pending occurrence was removed with it (it was still delayed). */
+  occurrenceRemoved: boolean;
+}
+
+export function decodeSchedulerDrop(reply: unknown): SchedulerDrop {
+  const [outcome, occurrence] = reply as [SchedulerDrop['outcome'], string];
+  return { outcome, occurrenceRemoved: occurrence === 'removed' };
+}

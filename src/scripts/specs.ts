@@ -15,6 +15,7 @@
  */
 import { adminScripts } from './admin-specs.js';
 import { define } from './call.js';
+import { migrationScripts } from './migration-specs.js';
 import {
   decodeAdd,
   decodeClaim,
@@ -358,4 +359,5 @@ export const scripts = {
     decodeCrossResolve,
   ),
   ...adminScripts,
+  ...migrationScripts,
 } as const;

@@ -139,6 +139,11 @@ export interface QueueKeys {
   readonly xlinks: string;
   /** STRING: counter of link numbers of blocked jobs with parents in other queues (add.lua; see cross-resolve.lua). */
   readonly xlinkseq: string;
+  /**
+   * HASH id -> fingerprint: jobs copied in from BullMQ on another server or Cluster slot whose BullMQ
+   * original is not yet taken out (import-copy.lua writes, src/migrate/ clears); empty between runs.
+   */
+  readonly imported: string;
 }
 
 /**
@@ -247,6 +252,7 @@ export function tagKeys(tag: string): QueueKeys {
     xnotify: `${tag}:xnotify`,
     xlinks: `${tag}:xlinks`,
     xlinkseq: `${tag}:xlinkseq`,
+    imported: `${tag}:imported`,
   });
 }
 

@@ -89,6 +89,8 @@ const ADDS_WORK = [
   'advance-schedule',
   'retry',
   'move-in',
+  'import-bullmq',
+  'import-copy',
   'set-concurrency',
   'set-rate-limit',
   'set-group-limits',
