@@ -2,9 +2,12 @@
  * Surety on a real Redis Cluster (3 masters on loopback, started by the test): plain and partitioned
  * queues, every admin call (no CROSSSLOT reachable), wake-ups and waitFor through sharded pub/sub.
  */
+
+import { Queue as BullQueue } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Job, Queue, type QueueEvent, Worker } from '../../src/index.js';
+import { importFromBullMQ } from '../../src/migrate/index.js';
 import { scriptLibrary } from '../../src/scripts/functions.js';
 import { RedisCluster } from '../helpers/redis-cluster.js';
 import { closeAfterEach, uniqueName, waitUntil } from '../helpers/setup.js';
@@ -207,5 +210,45 @@ describe('Redis Cluster', () => {
     await q.close();
     await waitUntil(async () => (await client.ping()) === 'PONG', 'client still usable');
     client.disconnect();
+  });
+
+  it('importFromBullMQ moves a BullMQ queue on the Cluster (its own slot) by copy, then take, into a partitioned queue', async () => {
+    const bullName = uniqueName('bull');
+    const to = uniqueName('to');
+    const bullClient = new Cluster(cluster.seeds, { redisOptions: { maxRetriesPerRequest: null } });
+    // BullMQ on a Cluster needs a hash-tagged prefix: all its keys in one slot.
+    const bq = new BullQueue(bullName, { connection: bullClient, prefix: '{bull}' });
+    try {
+      await bq.addBulk(Array.from({ length: 30 }, (_, n) => ({ name: 'x', data: { n } })));
+      await bq.add('later', { n: 30 }, { delay: 60_000 });
+      await bq.upsertJobScheduler('beat', { every: 3_600_000 }, { name: 'beat' });
+      const q = new Queue<{ n: number }>(to, { connection: cluster.url, partitions: 3 });
+      open.push(q);
+      await q.add({ n: -1 }, { id: 'first' }); // records the partition count
+      const report = await importFromBullMQ({
+        connection: cluster.url,
+        from: { queue: bullName, prefix: '{bull}' },
+        to,
+      });
+      expect(report.mode).toBe('copy');
+      // The scheduler's first run (due at once) moves as a waiting job; the scheduler as a schedule.
+      expect(report.moved).toMatchObject({ waiting: 31, delayed: 1, total: 32 });
+      expect(report.schedulers).toEqual(['beat']);
+      expect(report.ranInBoth).toEqual([]);
+      expect(await bq.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 0, delayed: 0 });
+      expect(await bq.getJobSchedulersCount()).toBe(0);
+      const seen = new Set<number>();
+      const w = new Worker<{ n: number }>(to, (job) => void seen.add(job.data.n ?? -2), {
+        connection: cluster.url,
+        partitions: 3,
+        concurrency: 10,
+      });
+      open.push(w);
+      await waitUntil(() => seen.size === 32, 'every moved job and the first ran once');
+      expect(await q.getJob('31')).toMatchObject({ state: 'delayed', data: { n: 30 } });
+    } finally {
+      await bq.close();
+      bullClient.disconnect();
+    }
   });
 });
