@@ -43,7 +43,7 @@ function tsSnippets(doc: string, markdown: string): Snippet[] {
 
 /**
  * Type-checks the snippets as ES modules of this package (tsconfig.json's options), each in its own
- * file, with `surety`, `surety/testing` and `surety/dashboard` mapped to src/. Returns one message per
+ * file, with `surety`, `surety/testing`, `surety/dashboard` and `surety/migrate` mapped to src/. Returns one message per
  * error, `doc:line:column TScode message`, with the doc's line.
  */
 function typeCheck(snippets: Snippet[]): { errors: string[]; program: ts.Program } {
@@ -61,6 +61,7 @@ function typeCheck(snippets: Snippet[]): { errors: string[]; program: ts.Program
       surety: [join(root, 'src/index.ts')],
       'surety/testing': [join(root, 'src/testing/index.ts')],
       'surety/dashboard': [join(root, 'src/dashboard/index.ts')],
+      'surety/migrate': [join(root, 'src/migrate/index.ts')],
     },
   } satisfies ts.CompilerOptions);
   // Beside the guide, so the root package.json ("type": "module") makes them ES modules.
