@@ -4,7 +4,7 @@
  * the read; the scripts check the fingerprint again before they take the job (includes/bullmq_take.lua).
  */
 import { createHash } from 'node:crypto';
-import { MAX_PRIORITY } from '../defaults.js';
+import { MAX_LOG_LINE_CHARS, MAX_LOG_LINES, MAX_PRIORITY } from '../defaults.js';
 import { SuretyError } from '../errors.js';
 import { MAX_DELAY_MS } from '../options/backoff.js';
 import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../options/job.js';
@@ -134,8 +134,6 @@ const LONG_NAMES: Record<string, string> = {
   rdof: 'removeDependencyOnFailure',
 };
 
-const LOG_LINES_KEPT = 100;
-
 /**
  * What job `raw`, read in BullMQ state `state` (`due`: a delayed job's due time from its score),
  * becomes here. Options mean what they meant in BullMQ: no `attempts` is one attempt, no `backoff`
@@ -196,8 +194,8 @@ export function mapJob(raw: RawJob, state: SourceState, due: number | null, maxP
       attempts,
       errors: errorLines(v, attempts, created),
       logs: raw.logs
-        .slice(-LOG_LINES_KEPT)
-        .map((line) => JSON.stringify(line))
+        .slice(-MAX_LOG_LINES)
+        .map((line) => JSON.stringify(line.slice(0, MAX_LOG_LINE_CHARS)))
         .join('\n'),
       progress: progressOf(v.progress),
     },

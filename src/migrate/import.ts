@@ -17,6 +17,7 @@ import type { ConnectionOption, RedisClient } from '../redis/client.js';
 import { checkServer, closeConnection, connect } from '../redis/connection.js';
 import { settling } from '../redis/in-flight.js';
 import { callScript, scripts } from '../scripts/specs.js';
+import { readHeader } from '../store/job-record.js';
 import type { QueueKeys } from '../store/keys.js';
 import { checkCallOptions, checkInt, checkPrefix, checkQueueName, show } from '../validate.js';
 import type { KeptReason, SourceState } from './bullmq-job.js';
@@ -280,8 +281,9 @@ export async function countBullMQ(client: RedisClient, bull: BullMQKeys): Promis
 
 /**
  * Copy mode: notes left by a run cut off between copying a job and taking it out of BullMQ. Where the
- * BullMQ original is gone, the move finished (the note is cleared); where it is still there, the copy
- * is taken back (import-undo.lua) and this run moves the job again.
+ * BullMQ original is gone (or its id now names a newer BullMQ job: another creation time), the move
+ * finished and the note is cleared; where the original is still there, the copy is taken back
+ * (import-undo.lua) and this run moves the job again.
  */
 async function settleCopies(
   surety: RedisClient,
@@ -292,13 +294,16 @@ async function settleCopies(
   for (const k of parts) {
     const notes = await surety.hgetall(k.imported);
     for (const [id, fingerprint] of Object.entries(notes)) {
-      if ((await bullmq.exists(bullmqJobKey(bull, id))) === 0) {
+      const [created, rec] = await Promise.all([
+        bullmq.hget(bullmqJobKey(bull, id), 'timestamp'),
+        surety.hget(k.jobs, id),
+      ]);
+      const header = rec === null ? null : readHeader(rec.slice(0, rec.indexOf('\n')));
+      if (created === null || header === null || Number(created) !== header.createdAt) {
         await surety.hdel(k.imported, id);
         continue;
       }
-      const rec = await surety.hget(k.jobs, id);
-      const attempts = rec === null ? 0 : Number(rec.split('|', 3)[2]);
-      await callScript(surety, scripts.importUndo, k, { id, fingerprint, attempts });
+      await callScript(surety, scripts.importUndo, k, { id, fingerprint, attempts: header.attempts });
     }
   }
 }

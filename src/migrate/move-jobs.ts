@@ -78,17 +78,26 @@ export async function moveState(m: MoveContext, state: SourceState, tally: State
         m.bull,
         pending.map((e) => e.id),
       );
+      // One chunk's moves are sent together: one connection runs them in the order sent, so the
+      // jobs keep BullMQ's order, without a round trip each.
+      const outcomes = await Promise.all(
+        pending.map((entry, i) => {
+          const raw = raws[i];
+          // Gone since the snapshot (finished, removed): nothing to do.
+          return raw ? moveOne(m, state, source, kind, raw, entry.score, tally) : ('gone' as const);
+        }),
+      );
       const again: typeof pending = [];
-      for (let i = 0; i < pending.length; i++) {
-        const raw = raws[i];
-        if (raw === null || raw === undefined) continue; // gone since the snapshot (finished, removed)
-        const entry = pending[i]!;
-        const outcome = await moveOne(m, state, source, kind, raw, entry.score, tally);
-        if (outcome === 'changed') {
-          if (read < READS) again.push(entry);
-          else tally.kept.push({ id: raw.id, reason: 'busy', detail: 'BullMQ kept changing it; run again' });
-        }
-      }
+      outcomes.forEach((outcome, i) => {
+        if (outcome !== 'changed') return;
+        if (read < READS) again.push(pending[i]!);
+        else
+          tally.kept.push({
+            id: pending[i]!.id,
+            reason: 'busy',
+            detail: 'BullMQ kept changing it; run again',
+          });
+      });
       pending = again;
     }
   }
