@@ -13,6 +13,7 @@ import { registerDemo } from './commands/demo.js';
 import { registerEdits } from './commands/edits.js';
 import { registerExplain } from './commands/explain.js';
 import { registerGroups } from './commands/groups.js';
+import { registerImportBullmq } from './commands/import-bullmq.js';
 import { registerJobs } from './commands/jobs.js';
 import { registerReaper } from './commands/reaper.js';
 import { registerSchedules } from './commands/schedules.js';
@@ -61,6 +62,7 @@ export function buildProgram(): Command {
   registerWorker(program);
   registerReaper(program);
   registerScripts(program);
+  registerImportBullmq(program);
   registerDashboard(program);
   registerDemo(program);
   program.addHelpText(
