@@ -3,13 +3,12 @@
  * redis-server, moving real BullMQ 6 queues (made with BullMQ's own Queue and Worker on the same server)
  * into Surety queues. The binary is this run's compiled build (test/helpers/cli-build.ts).
  */
-import { spawn } from 'node:child_process';
 import { Queue as BullQueue, Worker as BullWorker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type JobInfo, Queue } from '../../src/index.js';
 import type { ImportReport } from '../../src/migrate/index.js';
-import { BUILD_TIMEOUT_MS, compiledCli } from '../helpers/cli-build.js';
+import { BUILD_TIMEOUT_MS, type CliRun, compiledCli, runCompiledCli } from '../helpers/cli-build.js';
 import { closeAfterEach, uniqueName, useRedis } from '../helpers/setup.js';
 
 const fx = useRedis();
@@ -23,22 +22,9 @@ beforeAll(async () => {
 }, BUILD_TIMEOUT_MS);
 afterAll(() => bullConnection?.disconnect());
 
-/** Runs `surety <args>` with stdin an empty pipe; resolves with its exit code and output. */
-function surety(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: fx.url, NO_COLOR: '1' };
-  delete env.DEBUG;
-  delete env.FORCE_COLOR;
-  const child = spawn(process.execPath, [compiled, ...args], { env });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => {
-    stdout += d;
-  });
-  child.stderr.on('data', (d) => {
-    stderr += d;
-  });
-  child.stdin.end();
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+/** Runs `surety <args>` against this file's Redis. */
+function surety(...args: string[]): Promise<CliRun> {
+  return runCompiledCli(compiled, fx.url, args);
 }
 
 function suretyQueue(name: string): Queue {
