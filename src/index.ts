@@ -19,6 +19,7 @@ export {
   NotSettledError,
   PartitionMismatchError,
   PayloadTooLargeError,
+  PostgresSchemaError,
   QueueActiveError,
   RateLimitError,
   RedisConfigError,
