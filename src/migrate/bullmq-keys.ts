@@ -69,8 +69,3 @@ export function bullmqFlowKeys(k: BullMQKeys, id: string): string[] {
 export function bullmqSchedulerKey(k: BullMQKeys, id: string): string {
   return `${k.repeat}:${id}`;
 }
-
-/** The id of a scheduler's occurrence due at `millis` (BullMQ names them so). */
-export function bullmqOccurrenceId(scheduler: string, millis: number): string {
-  return `repeat:${scheduler}:${millis}`;
-}

@@ -17,12 +17,18 @@ import type { ConnectionOption, RedisClient } from '../redis/client.js';
 import { checkServer, closeConnection, connect } from '../redis/connection.js';
 import { settling } from '../redis/in-flight.js';
 import { callScript, scripts } from '../scripts/specs.js';
-import { readHeader } from '../store/job-record.js';
 import type { QueueKeys } from '../store/keys.js';
 import { checkCallOptions, checkInt, checkPrefix, checkQueueName, show } from '../validate.js';
-import type { KeptReason, SourceState } from './bullmq-job.js';
-import { type BullMQKeys, bullmqJobKey, bullmqKeys } from './bullmq-keys.js';
-import { emptyTally, type MoveContext, moveState, type StateTally } from './move-jobs.js';
+import { type KeptReason, readJobs, type SourceState } from './bullmq-job.js';
+import { type BullMQKeys, bullmqKeys } from './bullmq-keys.js';
+import {
+  emptyTally,
+  type MoveContext,
+  moveState,
+  RAN_IN_BOTH,
+  type StateTally,
+  takeUnchanged,
+} from './move-jobs.js';
 import { bullSchedulerIds, moveSchedulers, type SchedulerTally } from './move-schedulers.js';
 
 export interface ImportFromBullMQOptions {
@@ -82,7 +88,10 @@ export interface ImportReport {
   };
   /** BullMQ options with no Surety equivalent: how many moved jobs (or schedulers) had each. */
   droppedOptions: Record<string, number>;
-  /** Jobs or ticks that ran in both systems (copy mode only: a race the report names so it can be checked). */
+  /**
+   * Jobs or ticks that ran in both systems (copy mode only: a race the report names so it can be
+   * checked), with those an earlier run cut off before its report left marked.
+   */
   ranInBoth: string[];
   /** BullMQ's counts before and after. */
   before: BullMQCounts;
@@ -141,9 +150,9 @@ export async function importFromBullMQ(opts: ImportFromBullMQOptions): Promise<I
     const oneServer = bConn === sConn && !(sConn.client instanceof Cluster);
     const before = await countBullMQ(bullmq, bull);
     const report = emptyReport(fromQueue, fromPrefix, to, dryRun, oneServer, before);
-    if (!oneServer && !dryRun) await settleCopies(surety, bullmq, bull, layout.parts);
-
     const jobTally = emptyTally();
+    if (!oneServer && !dryRun) await settleCopies(surety, bullmq, bull, layout.parts, report, jobTally);
+
     const schedulerTally: SchedulerTally = { moved: [], kept: [], dropped: new Map(), ranInBoth: [] };
     const states = STATES.filter((s) => s !== 'failed' || opts.failed !== false);
     for (let pass = 1; pass <= (dryRun ? 1 : passes); pass++) {
@@ -158,9 +167,8 @@ export async function importFromBullMQ(opts: ImportFromBullMQOptions): Promise<I
           say(`pass ${pass}: ${schedulerTally.moved.length - before} scheduler(s) moved`);
       }
       const bullSchedulers = await bullSchedulerIds(bullmq, bull);
-      // A dry run leaves the schedulers in BullMQ, but their occurrences would go with them.
-      const leavingSchedulers = new Set(dryRun ? schedulerTally.moved : []);
-      for (const id of leavingSchedulers) bullSchedulers.delete(id);
+      // A dry run leaves the schedulers in BullMQ, but their pending occurrences would move as jobs.
+      if (dryRun) for (const id of schedulerTally.moved) bullSchedulers.delete(id);
       const idFloor = (await bullmq.get(bull.id)) ?? '';
       const m: MoveContext = {
         surety,
@@ -173,7 +181,6 @@ export async function importFromBullMQ(opts: ImportFromBullMQOptions): Promise<I
         idFloor: /^\d+$/.test(idFloor) ? idFloor : '',
         dryRun,
         bullSchedulers,
-        leavingSchedulers,
       };
       for (const state of states) {
         const moved = jobTally.moved;
@@ -198,6 +205,8 @@ export async function importFromBullMQ(opts: ImportFromBullMQOptions): Promise<I
     say(
       `${dryRun ? 'would move' : 'moved'} ${report.moved.total} job(s) and ${report.schedulers.length} scheduler(s); ${report.kept.total} kept in BullMQ`,
     );
+    // The marks of the jobs that ran in both systems (copy mode) go once this report names them.
+    for (const id of jobTally.ranInBoth) await surety.hdel(layout.parts[layout.home(id)]!.imported, id);
     return report;
   } finally {
     await queue.close();
@@ -281,29 +290,43 @@ export async function countBullMQ(client: RedisClient, bull: BullMQKeys): Promis
 
 /**
  * Copy mode: notes left by a run cut off between copying a job and taking it out of BullMQ. Where the
- * BullMQ original is gone (or its id now names a newer BullMQ job: another creation time), the move
- * finished and the note is cleared; where the original is still there, the copy is taken back
- * (import-undo.lua) and this run moves the job again.
+ * BullMQ original still holds what was copied, the move is finished: it is taken out of BullMQ now.
+ * Where it is gone, the take had finished (the note is cleared). Where BullMQ changed it (a BullMQ
+ * worker took it), the copy is taken back (import-undo.lua) unless it started here: that job ran in
+ * both systems, and is reported. Marks of such jobs that a run cut off before its report left behind
+ * are reported too.
  */
 async function settleCopies(
   surety: RedisClient,
   bullmq: RedisClient,
   bull: BullMQKeys,
   parts: readonly QueueKeys[],
+  report: ImportReport,
+  tally: StateTally,
 ): Promise<void> {
   for (const k of parts) {
     const notes = await surety.hgetall(k.imported);
     for (const [id, fingerprint] of Object.entries(notes)) {
-      const [created, rec] = await Promise.all([
-        bullmq.hget(bullmqJobKey(bull, id), 'timestamp'),
-        surety.hget(k.jobs, id),
-      ]);
-      const header = rec === null ? null : readHeader(rec.slice(0, rec.indexOf('\n')));
-      if (created === null || header === null || Number(created) !== header.createdAt) {
+      if (fingerprint === RAN_IN_BOTH) {
+        tally.ranInBoth.push(id);
+        continue;
+      }
+      const [raw] = await readJobs(bullmq, bull, [id]);
+      if (!raw) {
         await surety.hdel(k.imported, id);
         continue;
       }
-      await callScript(surety, scripts.importUndo, k, { id, fingerprint, attempts: header.attempts });
+      const state = await takeUnchanged(bullmq, bull, k, raw, fingerprint);
+      if (state !== null) {
+        await surety.hdel(k.imported, id);
+        report.moved[state]++;
+        tally.moved++;
+        continue;
+      }
+      const rec = await surety.hget(k.jobs, id);
+      const attempts = rec === null ? 0 : Number(rec.split('|', 3)[2]);
+      const undo = await callScript(surety, scripts.importUndo, k, { id, fingerprint, attempts });
+      if (undo === 'started') tally.ranInBoth.push(id);
     }
   }
 }

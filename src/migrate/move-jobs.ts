@@ -45,8 +45,6 @@ export interface MoveContext {
   dryRun: boolean;
   /** Scheduler ids staying in BullMQ: their delayed occurrences stay there. */
   bullSchedulers: ReadonlySet<string>;
-  /** Scheduler ids a dry run would move: their delayed occurrences would go with them, not move. */
-  leavingSchedulers: ReadonlySet<string>;
 }
 
 const SOURCE_KEY: Record<SourceState, keyof BullMQKeys> = {
@@ -56,6 +54,8 @@ const SOURCE_KEY: Record<SourceState, keyof BullMQKeys> = {
   delayed: 'delayed',
   failed: 'failed',
 };
+/** A note in `imported` for a copy that started here while BullMQ kept the original (import-undo.lua). */
+export const RAN_IN_BOTH = 'ran-in-both';
 const CHUNK = 200;
 /** Reads of one job that BullMQ keeps changing before the migration gives up on it for this pass. */
 const READS = 3;
@@ -115,7 +115,6 @@ async function moveOne(
   tally: StateTally,
 ): Promise<Outcome> {
   const scheduler = state === 'delayed' ? raw.values.rjk : undefined;
-  if (scheduler !== undefined && m.leavingSchedulers.has(scheduler)) return 'kept';
   if (scheduler !== undefined && m.bullSchedulers.has(scheduler)) {
     tally.kept.push({
       id: raw.id,
@@ -184,6 +183,35 @@ async function copyThenTake(
   });
   if (undo === 'started') tally.ranInBoth.push(take.id);
   return taken;
+}
+
+/**
+ * Takes job `raw` out of BullMQ if its hash still holds exactly what was copied (`fingerprint`), from
+ * whichever of the states it is in. Returns that state, or null when BullMQ changed or took the job.
+ */
+export async function takeUnchanged(
+  bullmq: RedisClient,
+  bull: BullMQKeys,
+  k: QueueKeys,
+  raw: RawJob,
+  fingerprint: string,
+): Promise<SourceState | null> {
+  if (raw.fingerprint !== fingerprint) return null;
+  const bullKeys = { bullJob: bullmqJobKey(bull, raw.id), bullLogs: bullmqLogsKey(bull, raw.id) };
+  const take = { fields: raw.fields.join('\n'), fingerprint, id: raw.id };
+  for (const state of Object.keys(SOURCE_KEY) as SourceState[]) {
+    const kind = state === 'waiting' || state === 'paused' ? 'list' : 'zset';
+    const bullSource = bull[SOURCE_KEY[state]] as string;
+    const taken = await callScript(
+      bullmq,
+      scripts.bullmqTake,
+      { ...k, ...bullKeys, bullSource },
+      { ...take, kind },
+    );
+    if (taken === 'moved') return state;
+    if (taken === 'changed') return null;
+  }
+  return null;
 }
 
 function scriptArgs(m: MoveContext, k: QueueKeys, a: ImportArgs) {

@@ -65,8 +65,8 @@ export const migrationScripts = {
   ),
   bullmqDropScheduler: define(
     'bullmq-drop-scheduler',
-    ['bullRepeat', 'bullScheduler', 'bullDelayed', 'bullJob', 'bullLogs'],
-    ['scheduler', 'millis', 'occurrence'],
+    ['bullRepeat', 'bullScheduler'],
+    ['scheduler', 'millis'],
     [],
     decodeSchedulerDrop,
   ),

@@ -285,13 +285,9 @@ export const decodeTake = oneOf<TakeOutcome>('bullmq-take', ['moved', 'changed',
 export const decodeUndo = oneOf<UndoOutcome>('import-undo', ['undone', 'started', 'absent']);
 
 /** bullmq-drop-scheduler.lua. */
-export interface SchedulerDrop {
-  outcome: 'dropped' | 'changed' | 'gone';
-  /** Whether its pending occurrence was removed with it (it was still delayed). */
-  occurrenceRemoved: boolean;
-}
-
-export function decodeSchedulerDrop(reply: unknown): SchedulerDrop {
-  const [outcome, occurrence] = reply as [SchedulerDrop['outcome'], string];
-  return { outcome, occurrenceRemoved: occurrence === 'removed' };
-}
+export type SchedulerDrop = 'dropped' | 'changed' | 'gone';
+export const decodeSchedulerDrop = oneOf<SchedulerDrop>('bullmq-drop-scheduler', [
+  'dropped',
+  'changed',
+  'gone',
+]);

@@ -141,7 +141,9 @@ export interface QueueKeys {
   readonly xlinkseq: string;
   /**
    * HASH id -> fingerprint: jobs copied in from BullMQ on another server or Cluster slot whose BullMQ
-   * original is not yet taken out (import-copy.lua writes, src/migrate/ clears); empty between runs.
+   * original is not yet taken out (import-copy.lua writes, src/migrate/ clears), or `ran-in-both` for a
+   * copy that started here while BullMQ kept the original (import-undo.lua), until a run reports it;
+   * empty between runs.
    */
   readonly imported: string;
 }
