@@ -11,21 +11,20 @@ import { DEFAULT_PREFIX } from '../defaults.js';
 import { ImportError, ValidationError } from '../errors.js';
 import { resolveQueueOptions } from '../options/queue.js';
 import { closestName } from '../queue/discover.js';
-import { resolveLayout } from '../queue/partitions.js';
+import { type Layout, resolveLayout } from '../queue/partitions.js';
 import { Queue } from '../queue/queue.js';
 import type { ConnectionOption, RedisClient } from '../redis/client.js';
 import { checkServer, closeConnection, connect } from '../redis/connection.js';
 import { settling } from '../redis/in-flight.js';
 import { callScript, scripts } from '../scripts/specs.js';
-import type { QueueKeys } from '../store/keys.js';
 import { checkCallOptions, checkInt, checkPrefix, checkQueueName, show } from '../validate.js';
 import { type KeptReason, readJobs, type SourceState } from './bullmq-job.js';
-import { type BullMQKeys, bullmqKeys } from './bullmq-keys.js';
+import { type BullMQKeys, bullmqKeys, bullmqTakenKey } from './bullmq-keys.js';
 import {
   emptyTally,
   type MoveContext,
   moveState,
-  RAN_IN_BOTH,
+  releaseCopy,
   type StateTally,
   takeUnchanged,
 } from './move-jobs.js';
@@ -88,11 +87,6 @@ export interface ImportReport {
   };
   /** BullMQ options with no Surety equivalent: how many moved jobs (or schedulers) had each. */
   droppedOptions: Record<string, number>;
-  /**
-   * Jobs or ticks that ran in both systems (copy mode only: a race the report names so it can be
-   * checked), with those an earlier run cut off before its report left marked.
-   */
-  ranInBoth: string[];
   /** BullMQ's counts before and after. */
   before: BullMQCounts;
   after: BullMQCounts;
@@ -151,9 +145,10 @@ export async function importFromBullMQ(opts: ImportFromBullMQOptions): Promise<I
     const before = await countBullMQ(bullmq, bull);
     const report = emptyReport(fromQueue, fromPrefix, to, dryRun, oneServer, before);
     const jobTally = emptyTally();
-    if (!oneServer && !dryRun) await settleCopies(surety, bullmq, bull, layout.parts, report, jobTally);
+    if (!oneServer && !dryRun)
+      await settleCopies(surety, bullmq, bull, layout, resolved.eventsMaxLen, report, jobTally);
 
-    const schedulerTally: SchedulerTally = { moved: [], kept: [], dropped: new Map(), ranInBoth: [] };
+    const schedulerTally: SchedulerTally = { moved: [], kept: [], dropped: new Map() };
     const states = STATES.filter((s) => s !== 'failed' || opts.failed !== false);
     for (let pass = 1; pass <= (dryRun ? 1 : passes); pass++) {
       // What stays in BullMQ is judged afresh by each pass: only the last pass's verdicts are reported.
@@ -206,7 +201,6 @@ export async function importFromBullMQ(opts: ImportFromBullMQOptions): Promise<I
       `${dryRun ? 'would move' : 'moved'} ${report.moved.total} job(s) and ${report.schedulers.length} scheduler(s); ${report.kept.total} kept in BullMQ`,
     );
     // The marks of the jobs that ran in both systems (copy mode) go once this report names them.
-    for (const id of jobTally.ranInBoth) await surety.hdel(layout.parts[layout.home(id)]!.imported, id);
     return report;
   } finally {
     await queue.close();
@@ -289,44 +283,39 @@ export async function countBullMQ(client: RedisClient, bull: BullMQKeys): Promis
 }
 
 /**
- * Copy mode: notes left by a run cut off between copying a job and taking it out of BullMQ. Where the
- * BullMQ original still holds what was copied, the move is finished: it is taken out of BullMQ now.
- * Where it is gone, the take had finished (the note is cleared). Where BullMQ changed it (a BullMQ
- * worker took it), the copy is taken back (import-undo.lua) unless it started here: that job ran in
- * both systems, and is reported. Marks of such jobs that a run cut off before its report left behind
- * are reported too.
+ * Copy mode: held copies a run cut off between the steps left behind (src/scripts/import-copy.lua).
+ * Where BullMQ's receipt says the take happened, the copy is released; where the original is still in
+ * BullMQ as copied, it is taken now and the copy released; otherwise BullMQ took the job (it runs
+ * there) and the held copy, which no worker could see, is deleted.
  */
 async function settleCopies(
   surety: RedisClient,
   bullmq: RedisClient,
   bull: BullMQKeys,
-  parts: readonly QueueKeys[],
+  layout: Layout,
+  eventsMaxLen: number,
   report: ImportReport,
   tally: StateTally,
 ): Promise<void> {
-  for (const k of parts) {
+  for (const k of layout.parts) {
     const notes = await surety.hgetall(k.imported);
     for (const [id, fingerprint] of Object.entries(notes)) {
-      if (fingerprint === RAN_IN_BOTH) {
-        tally.ranInBoth.push(id);
+      // The take happened (its receipt names this copy): only the release is left.
+      if ((await bullmq.get(bullmqTakenKey(bull, id))) === fingerprint) {
+        await releaseCopy(surety, k, id, fingerprint, eventsMaxLen);
         continue;
       }
+      // The original is still in BullMQ as copied: take it, then release the copy.
       const [raw] = await readJobs(bullmq, bull, [id]);
-      if (!raw) {
-        await surety.hdel(k.imported, id);
-        continue;
-      }
-      const state = await takeUnchanged(bullmq, bull, k, raw, fingerprint);
+      const state = raw ? await takeUnchanged(bullmq, bull, k, raw, fingerprint) : null;
       if (state !== null) {
-        await surety.hdel(k.imported, id);
+        await releaseCopy(surety, k, id, fingerprint, eventsMaxLen);
         report.moved[state]++;
         tally.moved++;
         continue;
       }
-      const rec = await surety.hget(k.jobs, id);
-      const attempts = rec === null ? 0 : Number(rec.split('|', 3)[2]);
-      const undo = await callScript(surety, scripts.importUndo, k, { id, fingerprint, attempts });
-      if (undo === 'started') tally.ranInBoth.push(id);
+      // BullMQ took it (changed, active, or finished and removed): it runs there.
+      await callScript(surety, scripts.importUndo, k, { id, fingerprint });
     }
   }
 }
@@ -352,7 +341,6 @@ function emptyReport(
     schedulers: [],
     kept: { total: 0, byReason: {}, first: [] },
     droppedOptions: {},
-    ranInBoth: [],
     before,
     after: before,
     passes: 0,
@@ -378,7 +366,6 @@ function finishReport(
   for (const [name, n] of [...jobs.dropped, ...schedulers.dropped]) {
     r.droppedOptions[name] = (r.droppedOptions[name] ?? 0) + n;
   }
-  r.ranInBoth = [...jobs.ranInBoth, ...schedulers.ranInBoth];
   r.after = after;
   if (after.active > 0) {
     r.notes.push(

@@ -23,8 +23,6 @@ export interface SchedulerTally {
   moved: string[];
   kept: { id: string; reason: 'invalid' | 'id-taken' | 'ended' | 'busy'; detail: string }[];
   dropped: Map<string, number>;
-  /** Ticks that ran in both systems (a run here had started before BullMQ's occurrence turned out to run). */
-  ranInBoth: string[];
 }
 
 export interface SchedulerContext {
