@@ -231,9 +231,14 @@ export class QueueModel {
    * stale one there, so the model keeps stale names exactly as long as Redis does.
    */
   readonly dedupeNext = new Map<string, string>();
-  /** priority -> waiting ids of that priority, in claim order. */
   /** The `imported` hash: id -> fingerprint of a copy (import-copy.lua) whose original is not yet taken. */
   readonly imported = new Map<string, string>();
+  /**
+   * Held copies (import-copy.lua): in `jobs` with their record, but in no line or sorted set until
+   * import-release.lua places them (or import-undo.lua deletes them). Counts and scores leave them out.
+   */
+  readonly heldCopies = new Set<string>();
+  /** priority -> waiting ids of that priority, in claim order. */
   private readonly lines = new Map<number, string[]>();
   private idCounter = 0;
   private incarnations = 0;
@@ -253,7 +258,7 @@ export class QueueModel {
 
   counts(): Record<'waiting' | 'delayed' | 'blocked' | 'active' | 'completed' | 'dead', number> {
     const n = { waiting: 0, delayed: 0, blocked: 0, active: 0, completed: 0, dead: 0 };
-    for (const j of this.jobs.values()) n[STATE_NAMES[j.state]]++;
+    for (const j of this.jobs.values()) if (!this.heldCopies.has(j.id)) n[STATE_NAMES[j.state]]++;
     return n;
   }
 
@@ -264,7 +269,7 @@ export class QueueModel {
   scored(state: 'a' | 'd' | 'c' | 'x'): [string, number][] {
     const score = (j: ModelJob) => (state === 'a' ? j.leaseUntil : state === 'd' ? j.dueAt : j.finishedAt!);
     return [...this.jobs.values()]
-      .filter((j) => j.state === state)
+      .filter((j) => j.state === state && !this.heldCopies.has(j.id))
       .map((j): [string, number] => [j.id, score(j)])
       .sort((a, b) => a[1] - b[1] || byMember(a[0], b[0]));
   }
@@ -1045,39 +1050,54 @@ export class QueueModel {
   }
 
   /**
-   * import-copy.lua: written as import-bullmq.lua writes it, and noted with the BullMQ hash's
-   * fingerprint; an id taken here answers 'copied' when the note names this very fingerprint (an
-   * earlier run's copy), else 'exists'; either way nothing is written.
+   * import-copy.lua: the job's record written as import-bullmq.lua writes it, but held: in no line or
+   * sorted set, so no claim, promotion, recovery or trim sees it (it is in `heldCopies`), and noted with the
+   * BullMQ hash's fingerprint. An id taken here answers 'copied' when the note names this very
+   * fingerprint (an earlier run's copy), else 'exists'; either way nothing is written.
    */
   importCopy(id: string, imp: ModelImport, fingerprint: string): 'copied' | 'exists' {
     if (this.jobs.has(id)) return this.imported.get(id) === fingerprint ? 'copied' : 'exists';
-    this.writeImported(id, imp);
+    this.writeImported(id, imp, false);
+    this.heldCopies.add(id);
     this.imported.set(id, fingerprint);
     return 'copied';
   }
 
   /**
-   * import-undo.lua: without a note of this fingerprint, 'absent'. Else the note goes, and the copy is
-   * deleted ('undone') unless a processor started it here: its attempts differ from those it was
-   * imported with, or it is neither waiting, delayed nor dead ('started': left as it is).
+   * import-release.lua (once BullMQ's original is taken): without a note of this fingerprint,
+   * 'absent'. Else the note goes, and the held copy is placed as a one-server import places it
+   * (placeImported) on the clock of the release ('released'); 'absent' if its record is gone.
    */
-  importUndo(id: string, fingerprint: string, attempts: number): 'undone' | 'started' | 'absent' {
+  importRelease(id: string, fingerprint: string): 'released' | 'absent' {
     if (this.imported.get(id) !== fingerprint) return 'absent';
     this.imported.delete(id);
     const j = this.jobs.get(id);
     if (!j) return 'absent';
-    if (j.attempts !== attempts || (j.state !== 'w' && j.state !== 'd' && j.state !== 'x')) return 'started';
-    this.delete(j);
+    this.heldCopies.delete(id);
+    this.placeImported(j);
+    return 'released';
+  }
+
+  /**
+   * import-undo.lua (BullMQ kept the original): without a note of this fingerprint, 'absent'. Else the
+   * note, the record and its annex go ('undone'): a held copy was in no line, so nothing had started it.
+   */
+  importUndo(id: string, fingerprint: string): 'undone' | 'absent' {
+    if (this.imported.get(id) !== fingerprint) return 'absent';
+    this.imported.delete(id);
+    const j = this.jobs.get(id);
+    if (j) this.delete(j);
+    this.heldCopies.delete(id);
     return 'undone';
   }
 
   /**
    * includes/write_imported.lua: a new job under its own id, with `attempts` charged (base 0), never
-   * started here, no lease, no expiry, no dedupe key. Waiting: promoted jobs first, then the back of
-   * its line (the front if lifo); delayed, unless already due (then waiting); dead since `finished`
-   * (no retention runs). The generated-id counter is raised to `idFloor`.
+   * started here, no lease, no expiry, no dedupe key: waiting, delayed (unless already due: then
+   * waiting) or dead since `finished`. The generated-id counter is raised to `idFloor`. `place`: put
+   * where workers find it at once (import-bullmq.lua), else left held (import-copy.lua).
    */
-  private writeImported(id: string, imp: ModelImport): void {
+  private writeImported(id: string, imp: ModelImport, place = true): void {
     const j = this.createJob(
       id,
       { priority: imp.priority, maxAttempts: imp.maxAttempts, lifo: imp.lifo },
@@ -1094,7 +1114,17 @@ export class QueueModel {
     } else if (imp.state === 'd' && imp.due !== undefined && imp.due > this.now) {
       j.state = 'd';
       j.dueAt = imp.due;
-    } else this.enqueue(j);
+    }
+    if (place) this.placeImported(j);
+  }
+
+  /**
+   * includes/place_imported.lua: a waiting job joins its line after the promotion of due jobs (the
+   * back, the front if lifo); a delayed one is indexed by its due time, even if that has passed since
+   * it was written (the next promotion takes it); a dead one by its finish time (no retention runs).
+   */
+  private placeImported(j: ModelJob): void {
+    if (j.state === 'w') this.enqueue(j);
   }
 
   /** promote: a delayed job becomes waiting now (back of its line). */

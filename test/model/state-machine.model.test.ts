@@ -9,10 +9,12 @@
  * never started, a held dedupe key makes no second job, a started job is never rewritten).
  *
  * Imports from BullMQ are among them too (import-bullmq.lua; copy mode: import-copy.lua, bullmq-take.lua,
- * import-undo.lua): a fake BullMQ job is seeded under `bullmodel:<queue>:` (hash, log, a place in its
- * wait list or its prioritized, delayed or failed zset), sometimes changed, deleted or taken there, and
- * brought in waiting, delayed or dead with attempts already charged; the imported job then meets every
- * other operation. After each import the BullMQ side must have lost exactly the job moved, or nothing.
+ * import-release.lua, import-undo.lua): a fake BullMQ job is seeded under `bullmodel:<queue>:` (hash,
+ * log, a place in its wait list or its prioritized, delayed or failed zset), sometimes changed, deleted
+ * or taken there, and brought in waiting, delayed or dead with attempts already charged; the imported
+ * job then meets every other operation. After each import the BullMQ side must have lost exactly the
+ * job moved, or nothing. A copy is held (its record only, in no list or set: no claim gets it) until
+ * it is released or undone, sometimes only by a later operation (a run cut off after the take).
  *
  * Three simulated workers claim jobs and keep the claims they hold until they send an outcome for them,
  * so after a recovery they send stale tokens, as a stalled worker would; they also re-send outcomes, as
@@ -150,12 +152,23 @@ type Op =
       op: 'importCopy';
       /** The copy is sent twice (its reply lost): the second answers 'copied' for its own copy. */
       resend: boolean;
-      /** Between copy and take: nothing, a claim by worker `w`, or a claim and its start mark. */
+      /**
+       * Between copy and take: nothing, a claim by worker `w`, or a claim and its start mark (the claim
+       * must not get the held copy).
+       */
       between: 'none' | 'claim' | 'start';
       w: number;
       /** What the take out of BullMQ finds: the job as read, taken by a BullMQ worker, or changed. */
       bull: 'as-read' | 'taken' | 'changed';
-    } & BullJob);
+      /**
+       * After the take: the release (or the undo) sent once; sent twice (its reply lost: the second
+       * finds no note, 'absent'); or the run cut off there, the copy left held among the operations
+       * that follow until a `settle` (only ids 'q' and 'r', which no add and no admin call touch).
+       */
+      end: 'once' | 'twice' | 'cut';
+    } & BullJob)
+  /** A later import run settles the copies a cut-off run left held: released after a take, else undone. */
+  | { op: 'settle' };
 
 /**
  * A job in the fake BullMQ queue (fields and structures as BullMQ keeps them, under `bullmodel:`), and
@@ -302,7 +315,10 @@ const importArb: fc.Arbitrary<Op> = bullJobArb.chain((j) =>
     .map((tamper) => ({ op: 'import' as const, tamper, ...j })),
 );
 
-/** Copy mode: copy (sent once or twice), maybe a claim and a start mark, then take or undo. */
+/**
+ * Copy mode: copy (sent once or twice), maybe a claim and a start mark, the take, then release or undo
+ * (sent once or twice), or the run cut off before them (the copy stays held, on 'q' or 'r').
+ */
 const importCopyArb: fc.Arbitrary<Op> = bullJobArb.chain((j) =>
   fc
     .record({
@@ -310,8 +326,14 @@ const importCopyArb: fc.Arbitrary<Op> = bullJobArb.chain((j) =>
       between: fc.constantFrom<'none' | 'claim' | 'start'>('none', 'claim', 'start'),
       w: workerArb,
       bull: fc.constantFrom<'as-read' | 'taken' | 'changed'>('as-read', 'taken', 'taken', 'changed'),
+      end: fc.constantFrom<'once' | 'twice' | 'cut'>('once', 'once', 'twice', 'cut'),
     })
-    .map((o) => ({ op: 'importCopy' as const, ...o, ...j })),
+    .map((o) => ({
+      op: 'importCopy' as const,
+      ...o,
+      ...j,
+      id: o.end === 'cut' && j.id < 5 ? 5 + (j.id % 2) : j.id,
+    })),
 );
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
@@ -424,9 +446,10 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     arbitrary: fc.record({ op: fc.constantFrom('pause' as const, 'resume' as const, 'resume' as const) }),
   },
   // Jobs brought in from a fake BullMQ queue (import-bullmq.lua), and in copy mode (import-copy.lua,
-  // bullmq-take.lua, import-undo.lua).
+  // bullmq-take.lua, import-release.lua, import-undo.lua).
   { weight: 3, arbitrary: importArb },
-  { weight: 1, arbitrary: importCopyArb },
+  { weight: 2, arbitrary: importCopyArb },
+  { weight: 1, arbitrary: fc.constant({ op: 'settle' as const }) },
 );
 
 /** Few kinds of operations on one id: it is often removed or trimmed and added anew while stale workers hold it. */
@@ -661,6 +684,8 @@ class Harness {
   lastReply: [string, number, string] | null = null;
   /** Numbers the data of each add, so a record that loses or swaps its data shows. */
   private adds = 0;
+  /** Copies a cut-off run left held after the take (importCopy, end 'cut'), for a later `settle`. */
+  private readonly cutOff: { s: BullSeed; taken: BullTake }[] = [];
   private readonly cfg: ModelConfig;
 
   constructor(readonly setup: Setup) {
@@ -711,7 +736,8 @@ class Harness {
 
   private target(t: Target): string {
     if ('pool' in t) return POOL[t.pool]!;
-    const ids = [...this.model.jobs.keys()].sort();
+    // Not a held copy: an admin call on one is outside what the copy mode covers (see importCopy).
+    const ids = [...this.model.jobs.keys()].filter((id) => !this.model.heldCopies.has(id)).sort();
     return ids.length === 0 ? 'none' : ids[t.known % ids.length]!;
   }
 
@@ -1095,6 +1121,9 @@ class Harness {
       case 'importCopy':
         await this.importCopy(op);
         break;
+      case 'settle':
+        await this.settle();
+        break;
       case 'pause':
       case 'resume':
         await this.queue[op.op]();
@@ -1158,6 +1187,7 @@ class Harness {
       bullSource: source.key,
       bullJob: `${this.bull}:${id}`,
       bullLogs: `${this.bull}:${id}:logs`,
+      bullTaken: `${this.bull}:${id}:surety-taken`,
     };
     const o = resolveAddOptions(
       clean({
@@ -1349,10 +1379,12 @@ class Harness {
   }
 
   /**
-   * Copy mode (import-copy.lua, bullmq-take.lua, import-undo.lua, as importFromBullMQ runs them across
-   * servers): the copy, sent again when `resend`; then maybe a claim of the queue's next job and its
-   * start mark; then the take out of BullMQ, which clears the note, or, when BullMQ kept the job, the
-   * undo of the copy (deleted unless it started here).
+   * Copy mode (import-copy.lua, bullmq-take.lua, import-release.lua, import-undo.lua, as
+   * importFromBullMQ runs them across servers): the copy, sent again when `resend`, held in no list or
+   * set; then maybe a claim of the queue's next job (never the held copy) and its start mark; then the
+   * take out of BullMQ, which leaves a receipt when it moves the job; then the release of the copy
+   * after a take, or its undo when BullMQ kept the job, sent twice when `end` says so, or left to a
+   * later `settle` when the run is cut off.
    */
   private async importCopy(op: Extract<Op, { op: 'importCopy' }>): Promise<void> {
     const s = this.bullJob(op);
@@ -1368,31 +1400,101 @@ class Harness {
     // A copy never touches BullMQ; with the id taken here, the move stops (there is nothing to undo).
     await this.checkBull(s, seeded, false, copied === 'copied');
     if (copied === 'exists') return;
-    if (op.between !== 'none') await this.step({ op: 'claim', w: op.w, count: 1 });
+    await this.compareState();
+    await this.checkHeld(s.id);
+    // No receipt of an earlier move of this id (no copy of it is held: it was not in the jobs hash).
+    await fx.redis.del(s.keys.bullTaken);
+    if (op.between !== 'none') {
+      const sim = this.workers[op.w]!;
+      const before = sim.held.length;
+      await this.step({ op: 'claim', w: op.w, count: 1 });
+      this.check(
+        `a claim never gets the held copy ${s.id}`,
+        sim.held.slice(before).some((h) => h.id === s.id),
+        false,
+      );
+    }
     if (op.between === 'start') await this.step({ op: 'start', w: op.w });
+    await this.checkHeld(s.id);
     const before = await this.onBull(s, (m) => {
       if (op.bull === 'taken') this.takenInBull(m, s);
       else if (op.bull === 'changed') m.hset(s.keys.bullJob, 'atm', String((Number(s.values.atm) + 1) % 10));
     });
-    const taken = await this.run(scripts.bullmqTake, s.args, [], { ...this.keys, ...s.keys });
+    const taken = (await this.run(scripts.bullmqTake, s.args, [], { ...this.keys, ...s.keys })) as BullTake;
     const wantTake: BullTake = op.bull === 'as-read' ? 'moved' : op.bull === 'taken' ? 'gone' : 'changed';
     this.log(`  bullmqTake(${s.id}${op.bull === 'as-read' ? '' : `, BullMQ: ${op.bull}`}) -> ${taken}`);
     this.agree('bullmqTake reply', taken, wantTake);
     await this.checkBull(s, before, taken === 'moved', false);
-    if (taken === 'moved') {
-      // The move is done: the caller clears its note (src/migrate/move-jobs.ts).
-      await fx.redis.hdel(this.keys.imported, s.id);
-      this.model.imported.delete(s.id);
+    await this.checkReceipt(s, taken);
+    if (op.end === 'cut') {
+      this.cutOff.push({ s, taken });
+      this.log(`  cut off: ${s.id} left held, noted`);
       return;
     }
-    const got = await this.run(scripts.importUndo, {
-      id: s.id,
-      fingerprint: s.args.fingerprint,
-      attempts: s.args.attempts,
-    });
-    const want = this.model.importUndo(s.id, s.args.fingerprint, s.args.attempts);
-    this.log(`  importUndo(${s.id}, attempts=${s.args.attempts}) -> ${got}`);
-    this.agree('importUndo reply', got, want);
+    await this.endCopy(s, taken);
+    if (op.end === 'twice') await this.endCopy(s, taken, true);
+  }
+
+  /** The release of a held copy after a take, or its undo when BullMQ kept the job. */
+  private async endCopy(s: BullSeed, taken: BullTake, again = false): Promise<void> {
+    const { id, fingerprint } = s.args;
+    const how = again ? ' sent again' : '';
+    if (taken === 'moved') {
+      const got = await this.run(scripts.importRelease, { id, fingerprint });
+      const want = this.model.importRelease(id, fingerprint);
+      this.log(`  importRelease(${id})${how} -> ${got}`);
+      this.agree('importRelease reply', got, want);
+    } else {
+      const got = await this.run(scripts.importUndo, { id, fingerprint });
+      const want = this.model.importUndo(id, fingerprint);
+      this.log(`  importUndo(${id})${how} -> ${got}`);
+      this.agree('importUndo reply', got, want);
+    }
+    await this.compareState();
+  }
+
+  /**
+   * A later run settles the copies cut-off runs left held (src/migrate/import.ts settleCopies): where
+   * BullMQ's receipt names the copy, the take happened and the copy is released; else it is undone.
+   */
+  private async settle(): Promise<void> {
+    if (this.cutOff.length === 0) return this.log('settle: no copy left held');
+    for (const { s, taken } of this.cutOff.splice(0)) {
+      const receipt = await fx.redis.get(s.keys.bullTaken);
+      this.log(`settle ${s.id}: receipt ${receipt === s.args.fingerprint ? 'names it' : 'absent'}`);
+      this.check(
+        `the receipt of ${s.id} outlives the cut-off`,
+        receipt === s.args.fingerprint,
+        taken === 'moved',
+      );
+      await this.endCopy(s, receipt === s.args.fingerprint ? 'moved' : taken);
+    }
+  }
+
+  /** A held copy (in the model's `heldCopies`) is in no list or sorted set: no worker can see it. */
+  private async checkHeld(id: string): Promise<void> {
+    if (!this.model.heldCopies.has(id)) return;
+    const k = this.keys;
+    const [waiting, ...scores] = await Promise.all([
+      fx.redis.lpos(k.waiting, id),
+      ...[k.prio, k.delayed, k.active, k.completed, k.dead].map((z) => fx.redis.zscore(z, id)),
+    ]);
+    this.check(
+      `the held copy ${id} is in no list or set`,
+      [waiting, ...scores],
+      [null, null, null, null, null, null],
+    );
+  }
+
+  /** bullmq-take.lua leaves a receipt (the fingerprint, for a week) when it moves the job, else none. */
+  private async checkReceipt(s: BullSeed, taken: BullTake): Promise<void> {
+    const [value, ttl] = await Promise.all([fx.redis.get(s.keys.bullTaken), fx.redis.pttl(s.keys.bullTaken)]);
+    const week = 604_800_000;
+    this.check(
+      `the receipt of ${s.id} after '${taken}'`,
+      [value, value === null ? null : ttl > week - 60_000 && ttl <= week],
+      taken === 'moved' ? [s.args.fingerprint, true] : [null, null],
+    );
   }
 
   /** The script arguments of an add on the model's clock (add-one.lua's; add.lua's row adds the rest). */
@@ -1860,6 +1962,7 @@ describe('counterexamples found by the model', () => {
   const claim = (w: number, count = 1) => ({ op: 'claim', w, count }) as const;
   const tick = (ms: number) => ({ op: 'tick', ms }) as const;
   const recover = { op: 'recover' } as const;
+  const settle = { op: 'settle' } as const;
 
   it('a bulk of mixed explicit and generated ids above the chunk limits keeps every job and FIFO', () => {
     // 2 100 jobs: explicit ids that generated ones would take, before and after them in the call.
@@ -2148,12 +2251,58 @@ describe('counterexamples found by the model', () => {
       job, // 6
     ]));
 
-  it('in copy mode a copy is taken back unless it started here, and its note is cleared either way', () =>
+  it('in copy mode no claim gets a held copy; released after the take, else undone; twice: absent', () =>
     runSequence(KEEP_ALL, [
-      { op: 'importCopy', resend: true, between: 'none', w: 0, bull: 'taken', ...bull() }, // undone
-      { op: 'importCopy', resend: false, between: 'claim', w: 0, bull: 'changed', ...bull() }, // started (active)
-      { op: 'importCopy', resend: false, between: 'start', w: 1, bull: 'as-read', ...bull({ id: 6 }) }, // moved
+      { op: 'add', id: 0, priority: 0 }, // a
+      // q held; w0's claim between copy and take gets a, never q; BullMQ changed q: undone, note gone
+      { op: 'importCopy', resend: true, between: 'claim', w: 0, bull: 'changed', end: 'once', ...bull() },
+      // q held again; w1's claim gets nothing; BullMQ took q first: undone, then 'absent'
+      { op: 'importCopy', resend: false, between: 'claim', w: 1, bull: 'taken', end: 'twice', ...bull() },
+      // r held, lifo; w2's claim and start mark touch nothing; taken out of BullMQ (receipt): released
+      // at the front, as a one-server import places it; sent again: 'absent'
+      {
+        op: 'importCopy',
+        resend: false,
+        between: 'start',
+        w: 2,
+        bull: 'as-read',
+        end: 'twice',
+        ...bull({ id: 6, lifo: true }),
+      },
+      // q delayed, taken, then the run cut off: held past its due time, no claim gets it
+      {
+        op: 'importCopy',
+        resend: false,
+        between: 'none',
+        w: 0,
+        bull: 'as-read',
+        end: 'cut',
+        ...bull({ state: 'd', dueIn: 500 }),
+      },
+      tick(1_000),
+      claim(1, 3), // r only
+      settle, // the receipt names q's copy: released into delayed, already due
+      claim(2, 3), // q, promoted
       { op: 'complete', w: 0, pick: 'all' },
       { op: 'complete', w: 1, pick: 'all' },
+      { op: 'complete', w: 2, pick: 'all' },
+    ]));
+
+  it('a copy cut off before BullMQ moved it is undone by the next run, record and annex gone', () =>
+    runSequence(KEEP_ALL, [
+      // BullMQ took r (gone): no receipt; the run is cut off before the undo
+      {
+        op: 'importCopy',
+        resend: false,
+        between: 'none',
+        w: 0,
+        bull: 'taken',
+        end: 'cut',
+        ...bull({ id: 6, errors: 2, big: true }),
+      },
+      { op: 'add', id: null, priority: 0 }, // 1
+      claim(0, 2), // 1 only: never the held r
+      settle, // undone: the record, its error lines, log, progress and body go
+      settle, // nothing left held
     ]));
 });
