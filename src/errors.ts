@@ -400,3 +400,35 @@ export class ImportError extends SuretyError {
     super('ERR_IMPORT', message);
   }
 }
+
+/**
+ * surety/postgres: the outbox table is missing (outbox.migrate() was never run on this database) or
+ * its schema is newer than this version of Surety knows (a later Surety migrated it). docs/postgres.md.
+ */
+export class OutboxSchemaError extends SuretyError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('ERR_OUTBOX_SCHEMA', message, options);
+  }
+}
+
+/**
+ * surety/postgres: a Postgres call of an outbox relay failed (connection lost, server restarting,
+ * statement refused). Emitted as the relay's `error` event with the driver's error as `cause`; the relay
+ * backs off and tries again by itself, and the rows it held stay in the outbox.
+ */
+export class PostgresError extends SuretyError {
+  constructor(message: string, cause: unknown) {
+    super('ERR_POSTGRES', message, { cause });
+  }
+}
+
+/** `surety relay` needs node-postgres (`pg`), an optional peer dependency that is not installed. */
+export class PostgresNotInstalledError extends SuretyError {
+  constructor(cause?: unknown) {
+    super(
+      'ERR_POSTGRES_NOT_INSTALLED',
+      "the Postgres client 'pg' (node-postgres 8.x) is not installed: npm install pg",
+      { cause },
+    );
+  }
+}

@@ -25,7 +25,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['options'],
   ['queue'],
   ['worker'],
-  ['testing', 'dashboard', 'migrate'],
+  ['testing', 'dashboard', 'migrate', 'postgres'],
   ['cli'],
 ];
 
