@@ -199,7 +199,8 @@ function stagesOf(rows: readonly LockedRow[]): Map<string, number[]>[] {
 }
 
 function hasParentElsewhere(opts: JobOptions): boolean {
-  const parents: unknown = opts.dependsOn;
+  // A row written by hand may hold any JSON as its options (the add refuses it then).
+  const parents: unknown = (opts as { dependsOn?: unknown } | null)?.dependsOn;
   return Array.isArray(parents) && parents.some((p: string | CrossQueueParent) => typeof p === 'object');
 }
 

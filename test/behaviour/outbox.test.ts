@@ -56,9 +56,10 @@ describe('outbox: what the transaction decides', () => {
       ...(await outbox.addBulk(client, name, [{ data: { order: 2 } }, { data: { order: 3 } }])),
     ]);
     const kept = await committed(db.pool, (client) => outbox.add(client, name, { order: 4 }));
-    startRelay(outbox);
+    const relay = startRelay(outbox);
 
-    await waitUntil(async () => (await q.getJob(kept.id))?.state === 'waiting', 'the committed job');
+    await waitUntil(() => relay.stats().relayed === 1, 'the committed job relayed');
+    expect(await q.getJob(kept.id)).toMatchObject({ state: 'waiting', data: { order: 4 } });
     expect(await outbox.counts()).toEqual({ pending: 0, failed: 0 });
     for (const { id } of lost) expect(await q.getJob(id)).toBeNull();
     expect(await total(q)).toBe(1);
@@ -94,7 +95,8 @@ describe('outbox: what the transaction decides', () => {
     expect(delayed.id).toMatch(UUID);
     const relay = startRelay(outbox);
 
-    await waitUntil(async () => (await outbox.counts()).pending === 0, 'the outbox to empty');
+    await waitUntil(() => relay.stats().relayed === 3, 'the three jobs relayed');
+    expect(await outbox.counts()).toEqual({ pending: 0, failed: 0 });
     expect(await q.getJob(given.id)).toMatchObject({
       state: 'waiting',
       data: { to: 'ada@example.com', lines: [1, 2], nested: { b: 1, a: 2 } },
@@ -293,7 +295,12 @@ describe('outbox relays', () => {
     }
     const relays = [startRelay(outbox, { batch: 50 }), startRelay(outbox, { batch: 50 })];
 
-    await waitUntil(async () => (await outbox.counts()).pending === 0, 'the outbox to empty', 20_000);
+    await waitUntil(
+      () => relays[0]!.stats().relayed + relays[1]!.stats().relayed >= 3_000,
+      'the relays to move every row',
+      20_000,
+    );
+    expect(await outbox.counts()).toEqual({ pending: 0, failed: 0 });
     const stats = relays.map((r) => r.stats());
     expect(stats[0]!.relayed + stats[1]!.relayed).toBe(3_000);
     expect(stats.map((s) => s.existing)).toEqual([0, 0]);
@@ -313,16 +320,17 @@ describe('outbox relays', () => {
       await outbox.add(client, split, { n: 1 }, { id: 'refused-1' }),
       await outbox.add(client, fine, { n: 2 }),
     ]);
-    // A row that slipped past outbox.add (written by hand): Redis's add refuses its options.
+    // Rows that slipped past outbox.add (written by hand): Redis's add refuses their options.
     await db.pool.query(
-      `INSERT INTO "${outbox.table}" (queue, job_id, data, opts) VALUES ($1, 'bad-opts', '{}', '{"id":"bad-opts","maxAttempts":0}')`,
+      `INSERT INTO "${outbox.table}" (queue, job_id, data, opts)
+       VALUES ($1, 'bad-opts', '{}', '{"id":"bad-opts","maxAttempts":0}'), ($1, 'null-opts', '{}', 'null')`,
       [fine],
     );
     const progress: unknown[] = [];
     const relay = startRelay(outbox, { partitions: 1 });
     relay.on('progress', (p) => progress.push(p));
 
-    await waitUntil(async () => (await outbox.counts()).pending === 0, 'every row handled');
+    await waitUntil(() => relay.stats().relayed + relay.stats().failed === 4, 'every row handled');
     expect(await queue(fine).getJob(ok.id)).toMatchObject({ state: 'waiting', data: { n: 2 } });
     const failed = await outbox.failed();
     expect(failed).toEqual([
@@ -348,10 +356,17 @@ describe('outbox relays', () => {
           message: expect.stringMatching(/^maxAttempts/),
         }),
       }),
+      expect.objectContaining({
+        id: 'null-opts',
+        error: expect.objectContaining({
+          code: 'ERR_INVALID_OPTION',
+          message: 'job options must be an object, got null',
+        }),
+      }),
     ]);
     expect(Math.abs(failed[0]!.error!.at - Date.now())).toBeLessThan(60_000);
-    expect(await outbox.counts()).toEqual({ pending: 0, failed: 2 });
-    expect(relay.stats()).toMatchObject({ relayed: 1, failed: 2 });
+    expect(await outbox.counts()).toEqual({ pending: 0, failed: 3 });
+    expect(relay.stats()).toMatchObject({ relayed: 1, failed: 3 });
     expect(progress).toContainEqual(
       expect.objectContaining({
         failed: expect.arrayContaining([expect.objectContaining({ id: refused.id })]),
@@ -359,11 +374,12 @@ describe('outbox relays', () => {
     );
     await relay.close();
 
-    // Fixed (a relay that reads the count from Redis): retried, it moves; the other is removed.
-    startRelay(outbox);
+    // Fixed (a relay that reads the count from Redis): retried, it moves; the others are removed.
+    const fixed = startRelay(outbox);
     expect(await outbox.retryFailed([refused.id])).toBe(1);
-    await waitUntil(async () => (await queue(split).getJob(refused.id)) !== null, 'the retried job');
-    expect(await outbox.removeFailed(['bad-opts'])).toBe(1);
+    await waitUntil(() => fixed.stats().relayed === 1, 'the retried job relayed');
+    expect(await queue(split, 'auto').getJob(refused.id)).toMatchObject({ data: { n: 1 } });
+    expect(await outbox.removeFailed(['bad-opts', 'null-opts'])).toBe(2);
     expect(await outbox.counts()).toEqual({ pending: 0, failed: 0 });
   });
 

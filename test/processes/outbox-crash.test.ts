@@ -21,6 +21,8 @@ afterEach(() => {
 });
 
 const CHILD = new URL('../fixtures/outbox-relay-child.ts', import.meta.url).pathname;
+/** The child relay's Postgres application_name, to find its connections in pg_stat_activity. */
+const CHILD_NAME = 'outbox-relay-child';
 
 async function newOutbox(): Promise<Outbox> {
   const outbox = createOutbox({ pool: db.pool, table: uniqueTable() });
@@ -70,25 +72,37 @@ describe('outbox across crashes', () => {
     const q = new Queue(name, { connection: fx.url });
     open.push(q);
     const ids = await commitJobs(outbox, name, 4_000, 1_000);
-    const child = fork(CHILD, [db.server.url, fx.server.url, outbox.table, '100'], {
-      execArgv: ['--import', 'tsx'],
-      stdio: 'pipe',
-    });
+    const child = fork(
+      CHILD,
+      [`${db.server.url}?application_name=${CHILD_NAME}`, fx.server.url, outbox.table, '100'],
+      {
+        execArgv: ['--import', 'tsx'],
+        stdio: 'pipe',
+      },
+    );
     children.push(child);
     const messages: { progress?: object; error?: string }[] = [];
     child.on('message', (m: (typeof messages)[number]) => messages.push(m));
     await waitUntil(() => messages.some((m) => m.progress), 'the child relay at work', 20_000);
-    // Freeze the relay until it is caught inside a batch: jobs in Redis whose rows are not deleted yet
-    // (the outbox counts rows until the relay's transaction commits).
+    // Freeze the relay until it is caught inside a batch, between its Redis add and its commit: its
+    // transaction's last statement is the lock (so no COMMIT can be on its way) and Redis holds jobs
+    // whose rows are still in the outbox (the outbox counts them until that transaction commits).
+    const inRedisPhase = async () =>
+      (
+        await db.pool.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1
+           AND state = 'idle in transaction' AND query LIKE '%FOR UPDATE SKIP LOCKED%'`,
+          [CHILD_NAME],
+        )
+      ).rows[0].n === 1;
     let caught = false;
     const deadline = Date.now() + 20_000;
     while (!caught) {
       if (Date.now() > deadline) throw new Error('the relay was never caught between its add and its commit');
       child.kill('SIGSTOP');
-      const [inRedis, inOutbox] = await Promise.all([q.counts(), outbox.counts()]);
-      caught = inRedis.waiting > 0 && inRedis.waiting + inOutbox.pending > ids.length;
+      const [inRedis, inOutbox, locked] = await Promise.all([q.counts(), outbox.counts(), inRedisPhase()]);
+      caught = locked && inRedis.waiting + inOutbox.pending > ids.length;
       if (!caught) {
-        expect(inRedis.waiting + inOutbox.pending).toBe(ids.length);
         expect(inOutbox.pending).toBeGreaterThan(0); // still work left to catch it in
         child.kill('SIGCONT');
         await new Promise((r) => setImmediate(r));
@@ -97,16 +111,24 @@ describe('outbox across crashes', () => {
     const exited = new Promise((r) => child.once('exit', r));
     child.kill('SIGKILL');
     await exited;
-    const repeated = (await q.counts()).waiting + (await outbox.counts()).pending - ids.length;
+    // Postgres rolls the dead relay's transaction back once it sees the connection closed.
+    await waitUntil(
+      async () =>
+        (
+          await db.pool.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [
+            CHILD_NAME,
+          ])
+        ).rows[0].n === 0,
+      "the dead relay's connections gone",
+    );
+    const left = (await outbox.counts()).pending;
+    const repeated = (await q.counts()).waiting + left - ids.length;
     expect(repeated).toBeGreaterThan(0);
 
     const relay = outbox.relay({ connection: fx.url, batch: 500 });
     open.push(relay);
-    await waitUntil(
-      async () => (await outbox.counts()).pending === 0,
-      'the new relay to empty the outbox',
-      20_000,
-    );
+    await waitUntil(() => relay.stats().relayed === left, 'the new relay to move what was left', 20_000);
+    expect(await outbox.counts()).toEqual({ pending: 0, failed: 0 });
     await expectExactlyOnce(q, ids);
     // The rows the dead relay had added were added again: Redis said they existed.
     expect(relay.stats().existing).toBe(repeated);
