@@ -196,6 +196,11 @@ export class Relay extends EventEmitter<RelayEvents> {
   private async batch(): Promise<'now' | 'poll' | 'backoff'> {
     const started = performance.now();
     const client = await this.pool.connect();
+    if (this.closing) {
+      // Closed while waiting for a connection (a pool at its max): start nothing.
+      client.release();
+      return 'poll';
+    }
     this.held = client;
     client.on('error', ignore); // a lost connection is reported by the query it fails
     try {
@@ -323,16 +328,18 @@ export class Relay extends EventEmitter<RelayEvents> {
       }),
     ]);
     clearTimeout(timer);
-    if (!finished && this.held) {
+    const abandoned = this.held;
+    if (!finished && abandoned) {
       // Abandoned: closing its connection rolls its transaction back; its rows stay pending.
-      const client = this.held;
       this.held = undefined;
-      drop(client, new ClosedError('the relay'));
+      drop(abandoned, new ClosedError('the relay'));
     }
     await Promise.all([...this.queues.values()].map((q) => q.close()));
     this.queues.clear();
     await closeConnection(this.conn);
-    await this.loop;
+    // An abandoned batch ends now (its calls fail); a loop still waiting for a pool connection starts
+    // nothing once it gets one, and is not waited for.
+    if (finished || abandoned) await this.loop;
     this.pool.off('error', ignore);
   }
 }

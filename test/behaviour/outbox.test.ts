@@ -410,6 +410,37 @@ describe('outbox relays', () => {
     expect(await outbox.counts()).toEqual({ pending: 0, failed: 0 });
   });
 
+  it('close() abandons a batch stuck on Redis after closeTimeoutMs; its rows stay for the next relay', async () => {
+    const outbox = await newOutbox();
+    const name = uniqueName('stuck');
+    const q = queue(name);
+    const ids = await committed(db.pool, (client) =>
+      outbox.addBulk(
+        client,
+        name,
+        Array.from({ length: 20 }, (_, i) => ({ data: { i } })),
+      ),
+    );
+    // Redis takes no write for a while: the batch's addBulk waits.
+    await fx.redis.call('CLIENT', 'PAUSE', '20000', 'WRITE');
+    let stuck: Relay;
+    try {
+      stuck = startRelay(outbox, { closeTimeoutMs: 200 });
+      await waitUntil(() => stuck.stats().polls === 1, 'the batch locked, waiting on Redis');
+      const started = Date.now();
+      await stuck.close();
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      await fx.redis.call('CLIENT', 'UNPAUSE');
+    }
+    expect(stuck.stats()).toMatchObject({ relayed: 0, batches: 0 });
+    // Rolled back: the rows are pending again, and the next relay moves them.
+    expect(await outbox.counts()).toMatchObject({ pending: 20 });
+    const next = startRelay(outbox);
+    await waitUntil(() => next.stats().relayed === 20, 'the next relay');
+    expect((await q.getJobs('waiting', { limit: 100 })).map((j) => j.id)).toEqual(ids.map((r) => r.id));
+  });
+
   it('close() gives back every Postgres connection, and options are checked when the relay starts', async () => {
     const outbox = await newOutbox();
     const busy = () => db.pool.totalCount - db.pool.idleCount;
