@@ -432,3 +432,13 @@ export class PostgresNotInstalledError extends SuretyError {
     );
   }
 }
+
+/**
+ * surety/postgres: a table Surety keeps in PostgreSQL is missing (its migration was never run), or
+ * was migrated by a newer version of Surety than this one. Nothing was written.
+ */
+export class PostgresSchemaError extends SuretyError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('ERR_POSTGRES_SCHEMA', message, options);
+  }
+}

@@ -22,6 +22,7 @@ export {
   PayloadTooLargeError,
   PostgresError,
   PostgresNotInstalledError,
+  PostgresSchemaError,
   QueueActiveError,
   RateLimitError,
   RedisConfigError,

@@ -59,6 +59,14 @@ export function bullmqLogsKey(k: BullMQKeys, id: string): string {
   return `${bullmqJobKey(k, id)}:logs`;
 }
 
+/**
+ * STRING: the receipt bullmq-take.lua leaves when it takes job `id` to another server (the copy's
+ * fingerprint, for a week): Surety's, in BullMQ's key space, so it shares the job's Cluster slot.
+ */
+export function bullmqTakenKey(k: BullMQKeys, id: string): string {
+  return `${bullmqJobKey(k, id)}:surety-taken`;
+}
+
 /** Keys that exist only for a job in a flow (a parent with children): such a job is left in BullMQ. */
 export function bullmqFlowKeys(k: BullMQKeys, id: string): string[] {
   const job = bullmqJobKey(k, id);
@@ -68,9 +76,4 @@ export function bullmqFlowKeys(k: BullMQKeys, id: string): string[] {
 /** The HASH of job scheduler `id`. */
 export function bullmqSchedulerKey(k: BullMQKeys, id: string): string {
   return `${k.repeat}:${id}`;
-}
-
-/** The id of a scheduler's occurrence due at `millis` (BullMQ names them so). */
-export function bullmqOccurrenceId(scheduler: string, millis: number): string {
-  return `repeat:${scheduler}:${millis}`;
 }

@@ -11,18 +11,23 @@ import { DEFAULT_PREFIX } from '../defaults.js';
 import { ImportError, ValidationError } from '../errors.js';
 import { resolveQueueOptions } from '../options/queue.js';
 import { closestName } from '../queue/discover.js';
-import { resolveLayout } from '../queue/partitions.js';
+import { type Layout, resolveLayout } from '../queue/partitions.js';
 import { Queue } from '../queue/queue.js';
 import type { ConnectionOption, RedisClient } from '../redis/client.js';
 import { checkServer, closeConnection, connect } from '../redis/connection.js';
 import { settling } from '../redis/in-flight.js';
 import { callScript, scripts } from '../scripts/specs.js';
-import { readHeader } from '../store/job-record.js';
-import type { QueueKeys } from '../store/keys.js';
 import { checkCallOptions, checkInt, checkPrefix, checkQueueName, show } from '../validate.js';
-import type { KeptReason, SourceState } from './bullmq-job.js';
-import { type BullMQKeys, bullmqJobKey, bullmqKeys } from './bullmq-keys.js';
-import { emptyTally, type MoveContext, moveState, type StateTally } from './move-jobs.js';
+import { type KeptReason, readJobs, type SourceState } from './bullmq-job.js';
+import { type BullMQKeys, bullmqKeys, bullmqTakenKey } from './bullmq-keys.js';
+import {
+  emptyTally,
+  type MoveContext,
+  moveState,
+  releaseCopy,
+  type StateTally,
+  takeUnchanged,
+} from './move-jobs.js';
 import { bullSchedulerIds, moveSchedulers, type SchedulerTally } from './move-schedulers.js';
 
 export interface ImportFromBullMQOptions {
@@ -82,8 +87,6 @@ export interface ImportReport {
   };
   /** BullMQ options with no Surety equivalent: how many moved jobs (or schedulers) had each. */
   droppedOptions: Record<string, number>;
-  /** Jobs or ticks that ran in both systems (copy mode only: a race the report names so it can be checked). */
-  ranInBoth: string[];
   /** BullMQ's counts before and after. */
   before: BullMQCounts;
   after: BullMQCounts;
@@ -141,10 +144,11 @@ export async function importFromBullMQ(opts: ImportFromBullMQOptions): Promise<I
     const oneServer = bConn === sConn && !(sConn.client instanceof Cluster);
     const before = await countBullMQ(bullmq, bull);
     const report = emptyReport(fromQueue, fromPrefix, to, dryRun, oneServer, before);
-    if (!oneServer && !dryRun) await settleCopies(surety, bullmq, bull, layout.parts);
-
     const jobTally = emptyTally();
-    const schedulerTally: SchedulerTally = { moved: [], kept: [], dropped: new Map(), ranInBoth: [] };
+    if (!oneServer && !dryRun)
+      await settleCopies(surety, bullmq, bull, layout, resolved.eventsMaxLen, report, jobTally);
+
+    const schedulerTally: SchedulerTally = { moved: [], kept: [], dropped: new Map() };
     const states = STATES.filter((s) => s !== 'failed' || opts.failed !== false);
     for (let pass = 1; pass <= (dryRun ? 1 : passes); pass++) {
       // What stays in BullMQ is judged afresh by each pass: only the last pass's verdicts are reported.
@@ -158,9 +162,8 @@ export async function importFromBullMQ(opts: ImportFromBullMQOptions): Promise<I
           say(`pass ${pass}: ${schedulerTally.moved.length - before} scheduler(s) moved`);
       }
       const bullSchedulers = await bullSchedulerIds(bullmq, bull);
-      // A dry run leaves the schedulers in BullMQ, but their occurrences would go with them.
-      const leavingSchedulers = new Set(dryRun ? schedulerTally.moved : []);
-      for (const id of leavingSchedulers) bullSchedulers.delete(id);
+      // A dry run leaves the schedulers in BullMQ, but their pending occurrences would move as jobs.
+      if (dryRun) for (const id of schedulerTally.moved) bullSchedulers.delete(id);
       const idFloor = (await bullmq.get(bull.id)) ?? '';
       const m: MoveContext = {
         surety,
@@ -173,7 +176,6 @@ export async function importFromBullMQ(opts: ImportFromBullMQOptions): Promise<I
         idFloor: /^\d+$/.test(idFloor) ? idFloor : '',
         dryRun,
         bullSchedulers,
-        leavingSchedulers,
       };
       for (const state of states) {
         const moved = jobTally.moved;
@@ -198,6 +200,7 @@ export async function importFromBullMQ(opts: ImportFromBullMQOptions): Promise<I
     say(
       `${dryRun ? 'would move' : 'moved'} ${report.moved.total} job(s) and ${report.schedulers.length} scheduler(s); ${report.kept.total} kept in BullMQ`,
     );
+    // The marks of the jobs that ran in both systems (copy mode) go once this report names them.
     return report;
   } finally {
     await queue.close();
@@ -280,30 +283,39 @@ export async function countBullMQ(client: RedisClient, bull: BullMQKeys): Promis
 }
 
 /**
- * Copy mode: notes left by a run cut off between copying a job and taking it out of BullMQ. Where the
- * BullMQ original is gone (or its id now names a newer BullMQ job: another creation time), the move
- * finished and the note is cleared; where the original is still there, the copy is taken back
- * (import-undo.lua) and this run moves the job again.
+ * Copy mode: held copies a run cut off between the steps left behind (src/scripts/import-copy.lua).
+ * Where BullMQ's receipt says the take happened, the copy is released; where the original is still in
+ * BullMQ as copied, it is taken now and the copy released; otherwise BullMQ took the job (it runs
+ * there) and the held copy, which no worker could see, is deleted.
  */
 async function settleCopies(
   surety: RedisClient,
   bullmq: RedisClient,
   bull: BullMQKeys,
-  parts: readonly QueueKeys[],
+  layout: Layout,
+  eventsMaxLen: number,
+  report: ImportReport,
+  tally: StateTally,
 ): Promise<void> {
-  for (const k of parts) {
+  for (const k of layout.parts) {
     const notes = await surety.hgetall(k.imported);
     for (const [id, fingerprint] of Object.entries(notes)) {
-      const [created, rec] = await Promise.all([
-        bullmq.hget(bullmqJobKey(bull, id), 'timestamp'),
-        surety.hget(k.jobs, id),
-      ]);
-      const header = rec === null ? null : readHeader(rec.slice(0, rec.indexOf('\n')));
-      if (created === null || header === null || Number(created) !== header.createdAt) {
-        await surety.hdel(k.imported, id);
+      // The take happened (its receipt names this copy): only the release is left.
+      if ((await bullmq.get(bullmqTakenKey(bull, id))) === fingerprint) {
+        await releaseCopy(surety, k, id, fingerprint, eventsMaxLen);
         continue;
       }
-      await callScript(surety, scripts.importUndo, k, { id, fingerprint, attempts: header.attempts });
+      // The original is still in BullMQ as copied: take it, then release the copy.
+      const [raw] = await readJobs(bullmq, bull, [id]);
+      const state = raw ? await takeUnchanged(bullmq, bull, k, raw, fingerprint) : null;
+      if (state !== null) {
+        await releaseCopy(surety, k, id, fingerprint, eventsMaxLen);
+        report.moved[state]++;
+        tally.moved++;
+        continue;
+      }
+      // BullMQ took it (changed, active, or finished and removed): it runs there.
+      await callScript(surety, scripts.importUndo, k, { id, fingerprint });
     }
   }
 }
@@ -329,7 +341,6 @@ function emptyReport(
     schedulers: [],
     kept: { total: 0, byReason: {}, first: [] },
     droppedOptions: {},
-    ranInBoth: [],
     before,
     after: before,
     passes: 0,
@@ -355,7 +366,6 @@ function finishReport(
   for (const [name, n] of [...jobs.dropped, ...schedulers.dropped]) {
     r.droppedOptions[name] = (r.droppedOptions[name] ?? 0) + n;
   }
-  r.ranInBoth = [...jobs.ranInBoth, ...schedulers.ranInBoth];
   r.after = after;
   if (after.active > 0) {
     r.notes.push(

@@ -18,7 +18,7 @@ import {
   readJobs,
   type SourceState,
 } from './bullmq-job.js';
-import { type BullMQKeys, bullmqJobKey, bullmqLogsKey } from './bullmq-keys.js';
+import { type BullMQKeys, bullmqJobKey, bullmqLogsKey, bullmqTakenKey } from './bullmq-keys.js';
 
 /** What a pass over one state did. */
 export interface StateTally {
@@ -26,8 +26,6 @@ export interface StateTally {
   kept: { id: string; reason: KeptReason; detail: string }[];
   /** BullMQ options dropped, by name: how many jobs had them. */
   dropped: Map<string, number>;
-  /** Copies that had started here before BullMQ turned out to keep the original (across servers only). */
-  ranInBoth: string[];
 }
 
 export interface MoveContext {
@@ -45,8 +43,6 @@ export interface MoveContext {
   dryRun: boolean;
   /** Scheduler ids staying in BullMQ: their delayed occurrences stay there. */
   bullSchedulers: ReadonlySet<string>;
-  /** Scheduler ids a dry run would move: their delayed occurrences would go with them, not move. */
-  leavingSchedulers: ReadonlySet<string>;
 }
 
 const SOURCE_KEY: Record<SourceState, keyof BullMQKeys> = {
@@ -61,7 +57,7 @@ const CHUNK = 200;
 const READS = 3;
 
 export function emptyTally(): StateTally {
-  return { moved: 0, kept: [], dropped: new Map(), ranInBoth: [] };
+  return { moved: 0, kept: [], dropped: new Map() };
 }
 
 /** Moves (or, dry, counts) the jobs of `state`, in BullMQ's order: the next to run first. */
@@ -115,7 +111,6 @@ async function moveOne(
   tally: StateTally,
 ): Promise<Outcome> {
   const scheduler = state === 'delayed' ? raw.values.rjk : undefined;
-  if (scheduler !== undefined && m.leavingSchedulers.has(scheduler)) return 'kept';
   if (scheduler !== undefined && m.bullSchedulers.has(scheduler)) {
     tally.kept.push({
       id: raw.id,
@@ -148,7 +143,7 @@ async function moveOne(
   if (m.oneServer) {
     outcome = await callScript(m.surety, scripts.importBullmq, { ...k, ...bullKeys }, { ...args, ...take });
   } else {
-    outcome = await copyThenTake(m, k, bullKeys, args, take, tally);
+    outcome = await copyThenTake(m, k, bullKeys, args, take);
   }
   if (outcome === 'exists') return keptTaken(tally, raw.id);
   if (outcome === 'moved') {
@@ -158,32 +153,85 @@ async function moveOne(
   return outcome;
 }
 
-/** The three steps of a move across servers (see the module comment). */
+/**
+ * A move across servers: the copy is written held (no worker sees it), the original taken out of
+ * BullMQ, then the copy released; if BullMQ kept the job (a BullMQ worker took it first), the held
+ * copy is deleted. The job runs in one system only.
+ */
 async function copyThenTake(
   m: MoveContext,
   k: QueueKeys,
   bullKeys: { bullSource: string; bullJob: string; bullLogs: string },
   args: ReturnType<typeof scriptArgs> & { partitions: number },
   take: { kind: string; fields: string; fingerprint: string; id: string },
-  tally: StateTally,
 ): Promise<'moved' | 'exists' | 'changed' | 'gone'> {
   const copied = await callScript(m.surety, scripts.importCopy, k, {
     ...args,
     fingerprint: take.fingerprint,
   });
   if (copied === 'exists') return 'exists';
-  const taken = await callScript(m.bullmq, scripts.bullmqTake, { ...k, ...bullKeys }, take);
+  const taken = await callScript(
+    m.bullmq,
+    scripts.bullmqTake,
+    { ...k, ...bullKeys, bullTaken: bullmqTakenKey(m.bull, take.id) },
+    take,
+  );
   if (taken === 'moved') {
-    await m.surety.hdel(k.imported, take.id);
+    await releaseCopy(m.surety, k, take.id, take.fingerprint, m.eventsMaxLen);
     return 'moved';
   }
-  const undo = await callScript(m.surety, scripts.importUndo, k, {
-    id: take.id,
-    fingerprint: take.fingerprint,
-    attempts: args.attempts,
-  });
-  if (undo === 'started') tally.ranInBoth.push(take.id);
+  await callScript(m.surety, scripts.importUndo, k, { id: take.id, fingerprint: take.fingerprint });
   return taken;
+}
+
+/** Makes a held copy visible (import-release.lua): waiting, delayed or dead, as its record says. */
+export function releaseCopy(
+  surety: RedisClient,
+  k: QueueKeys,
+  id: string,
+  fingerprint: string,
+  eventsMaxLen: number,
+): Promise<unknown> {
+  return callScript(surety, scripts.importRelease, k, {
+    now: '',
+    wakeChannel: k.wakeChannel,
+    eventsMaxLen,
+    id,
+    fingerprint,
+  });
+}
+
+/**
+ * Takes job `raw` out of BullMQ if its hash still holds exactly what was copied (`fingerprint`), from
+ * whichever of the states it is in. Returns that state, or null when BullMQ changed or took the job.
+ */
+export async function takeUnchanged(
+  bullmq: RedisClient,
+  bull: BullMQKeys,
+  k: QueueKeys,
+  raw: RawJob,
+  fingerprint: string,
+): Promise<SourceState | null> {
+  if (raw.fingerprint !== fingerprint) return null;
+  const bullKeys = {
+    bullJob: bullmqJobKey(bull, raw.id),
+    bullLogs: bullmqLogsKey(bull, raw.id),
+    bullTaken: bullmqTakenKey(bull, raw.id),
+  };
+  const take = { fields: raw.fields.join('\n'), fingerprint, id: raw.id };
+  for (const state of Object.keys(SOURCE_KEY) as SourceState[]) {
+    const kind = state === 'waiting' || state === 'paused' ? 'list' : 'zset';
+    const bullSource = bull[SOURCE_KEY[state]] as string;
+    const taken = await callScript(
+      bullmq,
+      scripts.bullmqTake,
+      { ...k, ...bullKeys, bullSource },
+      { ...take, kind },
+    );
+    if (taken === 'moved') return state;
+    if (taken === 'changed') return null;
+  }
+  return null;
 }
 
 function scriptArgs(m: MoveContext, k: QueueKeys, a: ImportArgs) {

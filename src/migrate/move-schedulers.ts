@@ -1,11 +1,12 @@
 /**
  * Moving BullMQ job schedulers (`upsertJobScheduler`, cron `pattern` or `every`) to `queue.schedule()`s,
  * so that every tick runs once, in one system. For each scheduler: create the schedule here, its first
- * tick being BullMQ's pending one (or the tick after it, when that occurrence has already left
- * BullMQ's delayed set); then remove the scheduler from BullMQ with its pending occurrence in one step
- * (bullmq-drop-scheduler.lua). If the occurrence left the delayed set in between (it runs in BullMQ),
- * the schedule here is moved on to the tick after it. A run cut off between the two steps leaves the
- * schedule in both systems until it is run again (an identical schedule here is recognised as its own).
+ * tick being the one after BullMQ's pending tick; then remove the scheduler from BullMQ while that
+ * pending tick is still the one read (bullmq-drop-scheduler.lua). The pending occurrence stays a BullMQ
+ * job: a BullMQ worker runs it, or the jobs pass moves it like any delayed job. The schedule here never
+ * holds a tick BullMQ may run: had it started at the pending tick, a tick falling due between the read
+ * and the removal would run in both systems. A run cut off between the two steps leaves the schedule
+ * in both systems until it is run again (an identical schedule here is recognised as its own).
  */
 import { SuretyError } from '../errors.js';
 import type { Queue } from '../queue/queue.js';
@@ -16,20 +17,12 @@ import type { QueueKeys } from '../store/keys.js';
 import { SCHEDULE_KEY_RE } from '../store/occurrence-id.js';
 import type { JobOptions } from '../types.js';
 import { mapBackoff } from './bullmq-job.js';
-import {
-  type BullMQKeys,
-  bullmqJobKey,
-  bullmqLogsKey,
-  bullmqOccurrenceId,
-  bullmqSchedulerKey,
-} from './bullmq-keys.js';
+import { type BullMQKeys, bullmqSchedulerKey } from './bullmq-keys.js';
 
 export interface SchedulerTally {
   moved: string[];
   kept: { id: string; reason: 'invalid' | 'id-taken' | 'ended' | 'busy'; detail: string }[];
   dropped: Map<string, number>;
-  /** Ticks that ran in both systems (a run here had started before BullMQ's occurrence turned out to run). */
-  ranInBoth: string[];
 }
 
 export interface SchedulerContext {
@@ -77,10 +70,8 @@ async function moveScheduler(
   ]);
   if (millisText === null) return 'done'; // removed in BullMQ meanwhile
   const millis = Number(millisText);
-  const occurrence = bullmqOccurrenceId(id, millis);
-  const pendingDelayed = (await s.bullmq.zscore(s.bull.delayed, occurrence)) !== null;
   const dropped: string[] = [];
-  const spec = mapScheduler(id, hash, millis, pendingDelayed, dropped);
+  const spec = mapScheduler(id, hash, millis, dropped);
   if (typeof spec === 'string') {
     tally.kept.push({
       id,
@@ -109,39 +100,24 @@ async function moveScheduler(
   const drop = await callScript(
     s.bullmq,
     scripts.bullmqDropScheduler,
-    {
-      ...s.keys,
-      bullRepeat: s.bull.repeat,
-      bullScheduler: bullmqSchedulerKey(s.bull, id),
-      bullDelayed: s.bull.delayed,
-      bullJob: bullmqJobKey(s.bull, occurrence),
-      bullLogs: bullmqLogsKey(s.bull, occurrence),
-    },
-    { scheduler: id, millis, occurrence },
+    { ...s.keys, bullRepeat: s.bull.repeat, bullScheduler: bullmqSchedulerKey(s.bull, id) },
+    { scheduler: id, millis },
   );
-  if (drop.outcome === 'changed') return 'changed';
-  if (drop.outcome === 'gone') return 'done';
-  if (pendingDelayed && !drop.occurrenceRemoved) {
-    // BullMQ's occurrence for `millis` left the delayed set after it was read: it runs there, so the
-    // schedule here starts at the tick after it.
-    const later = mapScheduler(id, hash, millis, false, []);
-    if (typeof later !== 'string') await s.queue.schedule(id, later.timing, later.options);
-    else await s.queue.unschedule(id);
-  }
+  if (drop === 'changed') return 'changed';
+  if (drop === 'gone') return 'done';
   countDropped(tally, dropped);
   tally.moved.push(id);
   return 'done';
 }
 
 /**
- * The schedule a BullMQ scheduler becomes, or why it cannot: its first tick is BullMQ's pending one
- * `millis` when that occurrence will be removed with the scheduler (`pendingDelayed`), else the one after.
+ * The schedule a BullMQ scheduler becomes, or why it cannot: its first tick is the one after BullMQ's
+ * pending tick `millis`, whose occurrence stays a BullMQ job.
  */
 export function mapScheduler(
   id: string,
   h: Record<string, string>,
   millis: number,
-  pendingDelayed: boolean,
   dropped: string[],
 ): Spec | string {
   if (!SCHEDULE_KEY_RE.test(id)) return `its id is not a schedule key here (${SCHEDULE_KEY_RE})`;
@@ -172,15 +148,14 @@ export function mapScheduler(
   }
   if (h.name && h.name !== id) dropped.push('scheduler job name');
   const every = 'everyMs' in timing ? timing.everyMs : 0;
-  // The first tick here: BullMQ's pending one, or the next after it.
-  let startAt = pendingDelayed ? millis : every > 0 ? millis + every : millis + 1;
+  // The first tick here: the one after BullMQ's pending one.
+  let startAt = every > 0 ? millis + every : millis + 1;
   if (h.startDate && Number(h.startDate) > startAt) startAt = Number(h.startDate);
   const options: ScheduleOptions<unknown> = { data, opts, startAt };
   if (h.endDate) options.endAt = Number(h.endDate);
   if (h.limit) {
-    // `ic` counts the occurrences BullMQ created, the pending one included.
-    const done = Number(h.ic ?? 1) - (pendingDelayed ? 1 : 0);
-    const left = Number(h.limit) - done;
+    // `ic` counts the occurrences BullMQ created, the pending one included (it runs as a job).
+    const left = Number(h.limit) - Number(h.ic ?? 1);
     if (left <= 0) return 'ended';
     options.limit = left;
   }

@@ -44,6 +44,8 @@ export interface BullMQScriptKeys {
   readonly bullJob?: string;
   /** LIST: that job's log. */
   readonly bullLogs?: string;
+  /** STRING: the receipt of a take across servers (bullmq-take.lua). */
+  readonly bullTaken?: string;
   /** ZSET: the job schedulers, by next tick. */
   readonly bullRepeat?: string;
   /** HASH: one job scheduler. */

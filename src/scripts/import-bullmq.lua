@@ -45,7 +45,7 @@
 -- @include layout_refusal
 -- @include bullmq_take
 -- @include write_imported
--- @include announce_delayed
+-- @include place_imported
 -- @include emit_event
 
 local refusal = layout_refusal(meta_key, arg_partitions)
@@ -54,12 +54,9 @@ if redis.call('HEXISTS', jobs_key, arg_id) == 1 then return 'exists' end
 local taken = bullmq_take(bull_source_key, arg_kind, bull_job_key, bull_logs_key, arg_id, arg_fields, arg_fingerprint)
 if taken ~= 'moved' then return taken end
 local now = current_time(arg_now)
-local k = { jobs = jobs_key, annex = annex_key, waiting = waiting_key, prio = prio_key, seq = seq_key,
-  delayed = delayed_key, dead = dead_key, ids = ids_key }
-local state, woken = write_imported(k, { id = arg_id, state = arg_state, created = arg_created, due = arg_due,
+write_imported(queue_keys, { id = arg_id, state = arg_state, created = arg_created, due = arg_due,
   finished = arg_finished, tail = arg_option_tail, data = arg_data, attempts = arg_attempts, errors = arg_errors,
   logs = arg_logs, progress = arg_progress, id_floor = arg_id_floor }, now)
-if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end
-if state == 'd' then announce_delayed(delayed_key, arg_wake_channel, tonumber(arg_due)) end
+if place_imported(queue_keys, arg_id, now) then redis.call('SPUBLISH', arg_wake_channel, 'w') end
 emit_event(events_key, arg_events_max_len, 'added', { arg_id })
 return 'moved'

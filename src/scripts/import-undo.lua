@@ -1,34 +1,17 @@
 #!lua flags=allow-oom
--- import-undo.lua: takes back a copy import-copy.lua wrote when BullMQ kept the original (a BullMQ
--- worker took it between the two halves), so the job runs once, there: the copy is deleted unless a
--- processor has started it here (its attempts grew past those it was imported with, or it is active).
--- A copy that did start here is left to finish, and reported: that job ran in both systems.
+-- import-undo.lua: deletes a copy import-copy.lua held when BullMQ kept the original (a BullMQ worker
+-- took it between the copy and the take), so the job runs once, in BullMQ. A held copy is in no list
+-- or set here, so no worker can have started it.
 -- KEYS[1] jobs          HASH id -> record
 -- KEYS[2] annex         HASH annex
--- KEYS[3] waiting       LIST
--- KEYS[4] prio          ZSET
--- KEYS[5] delayed       ZSET
--- KEYS[6] dead          ZSET
--- KEYS[7] imported      HASH id -> fingerprint of a copy whose BullMQ original is not yet taken
+-- KEYS[3] imported      HASH id -> fingerprint of a held copy whose BullMQ original is not yet taken
 -- ARGV[1] id            the job id
 -- ARGV[2] fingerprint   the fingerprint import-copy.lua noted
--- ARGV[3] attempts      the attempts it was imported with
--- Returns: 'undone', 'started' (left running here), or 'absent' (no note of this copy: nothing changed)
--- @include parse_record
+-- Returns: 'undone', or 'absent' (no such held copy: released or undone already; nothing changed)
 -- @include annex_fields
 
 if redis.call('HGET', imported_key, arg_id) ~= arg_fingerprint then return 'absent' end
 redis.call('HDEL', imported_key, arg_id)
-local rec = redis.call('HGET', jobs_key, arg_id)
-if not rec then return 'absent' end
-local f = parse_record(rec)
-if tonumber(f[F_ATTEMPTS]) ~= tonumber(arg_attempts) or (f[F_STATE] ~= 'w' and f[F_STATE] ~= 'd' and f[F_STATE] ~= 'x') then
-  return 'started'
-end
-redis.call('LREM', waiting_key, 1, arg_id)
-redis.call('ZREM', prio_key, arg_id)
-redis.call('ZREM', delayed_key, arg_id)
-redis.call('ZREM', dead_key, arg_id)
 redis.call('HDEL', jobs_key, arg_id)
 redis.call('HDEL', annex_key, unpack(annex_fields({ arg_id })))
 return 'undone'

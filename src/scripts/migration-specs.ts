@@ -4,7 +4,14 @@
  * out of BullMQ, and take the copy back if BullMQ kept the job. specs.ts joins them into `scripts`.
  */
 import { define } from './call.js';
-import { decodeCopy, decodeImport, decodeSchedulerDrop, decodeTake, decodeUndo } from './replies.js';
+import {
+  decodeCopy,
+  decodeImport,
+  decodeRelease,
+  decodeSchedulerDrop,
+  decodeTake,
+  decodeUndo,
+} from './replies.js';
 
 const IMPORT_ARGS = [
   'id',
@@ -44,29 +51,30 @@ export const migrationScripts = {
   ),
   importCopy: define(
     'import-copy',
-    [...SURETY_WRITE_KEYS, 'imported'],
-    ['now', 'wakeChannel', 'eventsMaxLen', 'partitions', 'fingerprint', ...IMPORT_ARGS],
+    ['jobs', 'annex', 'ids', 'meta', 'imported'],
+    ['now', 'partitions', 'fingerprint', ...IMPORT_ARGS],
     [],
     decodeCopy,
   ),
   bullmqTake: define(
     'bullmq-take',
-    ['bullSource', 'bullJob', 'bullLogs'],
+    ['bullSource', 'bullJob', 'bullLogs', 'bullTaken'],
     ['kind', 'id', 'fields', 'fingerprint'],
     [],
     decodeTake,
   ),
-  importUndo: define(
-    'import-undo',
-    ['jobs', 'annex', 'waiting', 'prio', 'delayed', 'dead', 'imported'],
-    ['id', 'fingerprint', 'attempts'],
+  importRelease: define(
+    'import-release',
+    ['jobs', 'waiting', 'prio', 'seq', 'delayed', 'dead', 'events', 'imported'],
+    ['now', 'wakeChannel', 'eventsMaxLen', 'id', 'fingerprint'],
     [],
-    decodeUndo,
+    decodeRelease,
   ),
+  importUndo: define('import-undo', ['jobs', 'annex', 'imported'], ['id', 'fingerprint'], [], decodeUndo),
   bullmqDropScheduler: define(
     'bullmq-drop-scheduler',
-    ['bullRepeat', 'bullScheduler', 'bullDelayed', 'bullJob', 'bullLogs'],
-    ['scheduler', 'millis', 'occurrence'],
+    ['bullRepeat', 'bullScheduler'],
+    ['scheduler', 'millis'],
     [],
     decodeSchedulerDrop,
   ),

@@ -269,8 +269,10 @@ export type ImportOutcome = 'moved' | 'exists' | 'changed' | 'gone';
 export type CopyOutcome = 'copied' | 'exists';
 /** bullmq-take.lua. */
 export type TakeOutcome = 'moved' | 'changed' | 'gone';
+/** import-release.lua. */
+export type ReleaseOutcome = 'released' | 'absent';
 /** import-undo.lua. */
-export type UndoOutcome = 'undone' | 'started' | 'absent';
+export type UndoOutcome = 'undone' | 'absent';
 
 function oneOf<T extends string>(script: string, allowed: readonly T[]): (reply: unknown) => T {
   return (reply) => {
@@ -282,16 +284,13 @@ function oneOf<T extends string>(script: string, allowed: readonly T[]): (reply:
 export const decodeImport = oneOf<ImportOutcome>('import-bullmq', ['moved', 'exists', 'changed', 'gone']);
 export const decodeCopy = oneOf<CopyOutcome>('import-copy', ['copied', 'exists']);
 export const decodeTake = oneOf<TakeOutcome>('bullmq-take', ['moved', 'changed', 'gone']);
-export const decodeUndo = oneOf<UndoOutcome>('import-undo', ['undone', 'started', 'absent']);
+export const decodeRelease = oneOf<ReleaseOutcome>('import-release', ['released', 'absent']);
+export const decodeUndo = oneOf<UndoOutcome>('import-undo', ['undone', 'absent']);
 
 /** bullmq-drop-scheduler.lua. */
-export interface SchedulerDrop {
-  outcome: 'dropped' | 'changed' | 'gone';
-  /** Whether its pending occurrence was removed with it (it was still delayed). */
-  occurrenceRemoved: boolean;
-}
-
-export function decodeSchedulerDrop(reply: unknown): SchedulerDrop {
-  const [outcome, occurrence] = reply as [SchedulerDrop['outcome'], string];
-  return { outcome, occurrenceRemoved: occurrence === 'removed' };
-}
+export type SchedulerDrop = 'dropped' | 'changed' | 'gone';
+export const decodeSchedulerDrop = oneOf<SchedulerDrop>('bullmq-drop-scheduler', [
+  'dropped',
+  'changed',
+  'gone',
+]);

@@ -140,8 +140,9 @@ export interface QueueKeys {
   /** STRING: counter of link numbers of blocked jobs with parents in other queues (add.lua; see cross-resolve.lua). */
   readonly xlinkseq: string;
   /**
-   * HASH id -> fingerprint: jobs copied in from BullMQ on another server or Cluster slot whose BullMQ
-   * original is not yet taken out (import-copy.lua writes, src/migrate/ clears); empty between runs.
+   * HASH id -> fingerprint: copies of BullMQ jobs from another server or Cluster slot, held (written,
+   * in no list or set) until their BullMQ original is taken out (import-copy.lua writes,
+   * import-release.lua releases, import-undo.lua deletes); empty between runs of the import.
    */
   readonly imported: string;
 }

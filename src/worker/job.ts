@@ -209,6 +209,19 @@ export class Job<Data = unknown> {
   }
 
   /**
+   * Resolves while this attempt holds its job's lease; throws LeaseExpiredError once it does not (the
+   * lease expired and the job was recovered, or it was cancelled, removed or completed elsewhere). A
+   * fresh fenced read of Redis on each call (the read job.step makes first), for work outside Redis
+   * that must not start without the lease, such as pgStep's transaction (surety/postgres). A job
+   * built by hand, with no worker behind it, has no lease to lose: this resolves.
+   */
+  async checkLease(): Promise<void> {
+    const { store } = attemptOf(this as Job<unknown>);
+    if (store && (await store.readSteps(this as Job<unknown>)) === null)
+      throw new LeaseExpiredError(`job ${this.id}: the lease of attempt ${this.attempt} was lost`);
+  }
+
+  /**
    * Stores the result of step `name` (fenced); false when there is no store (a job built by hand). The
    * name is checked here too: a sandbox's job.step reaches this over its channel.
    */

@@ -6,6 +6,7 @@
  * test/processes/import-bullmq-live.test.ts.
  */
 import { Queue as BullQueue, Worker as BullWorker, FlowProducer } from 'bullmq';
+import { CronExpressionParser } from 'cron-parser';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { ImportError, Queue, ValidationError, Worker } from '../../src/index.js';
@@ -204,7 +205,7 @@ describe('importFromBullMQ', () => {
     });
   });
 
-  it("a job scheduler becomes a schedule whose first tick is BullMQ's next one, and leaves BullMQ with its pending run", async () => {
+  it("a job scheduler becomes a schedule from the tick after BullMQ's pending run, which moves as a job", async () => {
     const bq = bullQueue();
     const to = uniqueName('to');
     await bq.upsertJobScheduler(
@@ -215,16 +216,29 @@ describe('importFromBullMQ', () => {
     const next = Number(await fx.redis.zscore(`bull:${bq.name}:repeat`, 'nightly'));
     const report = await importFromBullMQ({ connection: fx.url, from: { queue: bq.name }, to });
     expect(report.schedulers).toEqual(['nightly']);
+    expect(report.moved).toMatchObject({ delayed: 1, total: 1 });
     expect(await bq.getJobSchedulersCount()).toBe(0);
     expect(await bq.getJobCounts('delayed', 'waiting')).toEqual({ delayed: 0, waiting: 0 });
-    const [schedule] = await suretyQueue(to).schedules();
+    const q = suretyQueue(to);
+    // BullMQ's pending run is a job here, due when BullMQ would have run it.
+    expect(await q.getJob(`repeat:nightly:${next}`)).toMatchObject({
+      state: 'delayed',
+      runAt: next,
+      data: { report: 'sales' },
+      maxAttempts: 4,
+      priority: 2,
+    });
+    const [schedule] = await q.schedules();
     expect(schedule).toMatchObject({
       key: 'nightly',
       cron: '0 3 * * *',
       tz: 'Europe/Paris',
       data: { report: 'sales' },
       opts: { maxAttempts: 4, priority: 2 },
-      nextRunAt: next,
+      // The tick after BullMQ's pending one (a day later, give or take a change of clocks).
+      nextRunAt: CronExpressionParser.parse('0 3 * * *', { currentDate: next, tz: 'Europe/Paris' })
+        .next()
+        .getTime(),
     });
     // A second run finds nothing to do.
     const again = await importFromBullMQ({ connection: fx.url, from: { queue: bq.name }, to });
@@ -241,9 +255,12 @@ describe('importFromBullMQ', () => {
     );
     const next = Number(await fx.redis.zscore(`bull:${bq.name}:repeat`, 'beat'));
     await importFromBullMQ({ connection: fx.url, from: { queue: bq.name }, to });
-    const [schedule] = await suretyQueue(to).schedules();
-    expect(schedule).toMatchObject({ key: 'beat', everyMs: 60_000, nextRunAt: next, limit: 5 });
-    expect(schedule!.upcoming[0]).toBe(next + 60_000);
+    const q = suretyQueue(to);
+    // The pending run moved as a job, so the schedule keeps the 4 runs left after it, from the next tick.
+    expect(await q.getJob(`repeat:beat:${next}`)).toMatchObject({ state: 'delayed', runAt: next });
+    const [schedule] = await q.schedules();
+    expect(schedule).toMatchObject({ key: 'beat', everyMs: 60_000, nextRunAt: next + 60_000, limit: 4 });
+    expect(schedule!.upcoming[0]).toBe(next + 120_000);
   });
 
   it('refuses an unknown BullMQ queue with ImportError naming the closest one', async () => {
@@ -387,7 +404,6 @@ describe('importFromBullMQ', () => {
       });
       expect(report.mode).toBe('copy');
       expect(report.moved).toMatchObject({ waiting: 3, delayed: 1, total: 4 });
-      expect(report.ranInBoth).toEqual([]);
       expect(await bq.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 0, delayed: 0 });
       expect(await fx.redis.exists(queueKeys('surety', to).imported)).toBe(0);
       expect((await suretyQueue(to).getJobs(['waiting', 'delayed'])).length).toBe(4);

@@ -6,7 +6,7 @@
  * returns its dist/cli/main.js, which starts in about 0.15 s. A few tests still go through LAUNCHER,
  * so the launcher itself stays covered.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdtempSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -55,4 +55,32 @@ async function build(): Promise<string> {
     rmSync(staging, { recursive: true, force: true });
   }
   return main;
+}
+
+/** What a run of the CLI printed, and how it exited. */
+export interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs the compiled CLI (`compiled`, from compiledCli) with `args`, stdin an empty pipe, REDIS_URL set
+ * to `redisUrl` and colours off; resolves once it exits.
+ */
+export function runCompiledCli(compiled: string, redisUrl: string, args: readonly string[]): Promise<CliRun> {
+  const env: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: redisUrl, NO_COLOR: '1' };
+  delete env.DEBUG;
+  delete env.FORCE_COLOR;
+  const child = spawn(process.execPath, [compiled, ...args], { env });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => {
+    stdout += d;
+  });
+  child.stderr.on('data', (d) => {
+    stderr += d;
+  });
+  child.stdin.end();
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
 }

@@ -131,6 +131,31 @@ export interface ModelJob {
 
 export type AdminReply = 'OK' | 'NOT_FOUND' | `INVALID_STATE:${Letter}`;
 
+/**
+ * A job brought in from BullMQ (import-bullmq.lua, import-copy.lua; includes/write_imported.lua), as
+ * the migration maps it: state waiting, delayed until `due` or dead since `finished`, created at
+ * BullMQ's timestamp, with `attempts` starts already charged to its budget and its error lines.
+ */
+export interface ModelImport {
+  state: 'w' | 'd' | 'x';
+  created: number;
+  /** Delayed jobs: due time. */
+  due?: number | undefined;
+  /** Dead jobs: finish time. */
+  finished?: number | undefined;
+  priority: number;
+  maxAttempts: number;
+  lifo: boolean;
+  attempts: number;
+  errors: ModelError[];
+  data: unknown;
+  /** BullMQ's id counter: the generated-id counter is raised to it (undefined: left). */
+  idFloor?: number | undefined;
+}
+
+/** What import-bullmq.lua's take of the BullMQ job finds (includes/bullmq_take.lua), the id aside. */
+export type BullTake = 'moved' | 'changed' | 'gone';
+
 export const WORKER_ERROR_CODE = 'E_MODEL';
 const LEASE_EXPIRED = 'ERR_LEASE_EXPIRED';
 const CANCELLED = 'ERR_CANCELLED';
@@ -207,6 +232,8 @@ export class QueueModel {
    */
   readonly dedupeNext = new Map<string, string>();
   /** priority -> waiting ids of that priority, in claim order. */
+  /** The `imported` hash: id -> fingerprint of a copy (import-copy.lua) whose original is not yet taken. */
+  readonly imported = new Map<string, string>();
   private readonly lines = new Map<number, string[]>();
   private idCounter = 0;
   private incarnations = 0;
@@ -1003,6 +1030,71 @@ export class QueueModel {
     j.errors.push({ at: this.now, attempt: j.attempts, code: CANCELLED });
     this.releaseSuccessors([j]);
     return 'OK';
+  }
+
+  /**
+   * import-bullmq.lua: nothing is written when the id is taken here ('exists', checked first) or when
+   * the take of the BullMQ job fails (`take`: 'changed', 'gone'); else the job is written as
+   * writeImported says ('moved').
+   */
+  importJob(id: string, imp: ModelImport, take: BullTake): 'exists' | BullTake {
+    if (this.jobs.has(id)) return 'exists';
+    if (take !== 'moved') return take;
+    this.writeImported(id, imp);
+    return 'moved';
+  }
+
+  /**
+   * import-copy.lua: written as import-bullmq.lua writes it, and noted with the BullMQ hash's
+   * fingerprint; an id taken here answers 'copied' when the note names this very fingerprint (an
+   * earlier run's copy), else 'exists'; either way nothing is written.
+   */
+  importCopy(id: string, imp: ModelImport, fingerprint: string): 'copied' | 'exists' {
+    if (this.jobs.has(id)) return this.imported.get(id) === fingerprint ? 'copied' : 'exists';
+    this.writeImported(id, imp);
+    this.imported.set(id, fingerprint);
+    return 'copied';
+  }
+
+  /**
+   * import-undo.lua: without a note of this fingerprint, 'absent'. Else the note goes, and the copy is
+   * deleted ('undone') unless a processor started it here: its attempts differ from those it was
+   * imported with, or it is neither waiting, delayed nor dead ('started': left as it is).
+   */
+  importUndo(id: string, fingerprint: string, attempts: number): 'undone' | 'started' | 'absent' {
+    if (this.imported.get(id) !== fingerprint) return 'absent';
+    this.imported.delete(id);
+    const j = this.jobs.get(id);
+    if (!j) return 'absent';
+    if (j.attempts !== attempts || (j.state !== 'w' && j.state !== 'd' && j.state !== 'x')) return 'started';
+    this.delete(j);
+    return 'undone';
+  }
+
+  /**
+   * includes/write_imported.lua: a new job under its own id, with `attempts` charged (base 0), never
+   * started here, no lease, no expiry, no dedupe key. Waiting: promoted jobs first, then the back of
+   * its line (the front if lifo); delayed, unless already due (then waiting); dead since `finished`
+   * (no retention runs). The generated-id counter is raised to `idFloor`.
+   */
+  private writeImported(id: string, imp: ModelImport): void {
+    const j = this.createJob(
+      id,
+      { priority: imp.priority, maxAttempts: imp.maxAttempts, lifo: imp.lifo },
+      null,
+      imp.data,
+      imp.created,
+    );
+    j.attempts = imp.attempts;
+    j.errors = imp.errors.map((e) => ({ ...e }));
+    if (imp.idFloor !== undefined && this.idCounter < imp.idFloor) this.idCounter = imp.idFloor;
+    if (imp.state === 'x') {
+      j.state = 'x';
+      j.finishedAt = imp.finished!;
+    } else if (imp.state === 'd' && imp.due !== undefined && imp.due > this.now) {
+      j.state = 'd';
+      j.dueAt = imp.due;
+    } else this.enqueue(j);
   }
 
   /** promote: a delayed job becomes waiting now (back of its line). */

@@ -8,6 +8,12 @@
  * operations; besides the comparison, invariants are checked on Redis's state alone (a job that expired
  * never started, a held dedupe key makes no second job, a started job is never rewritten).
  *
+ * Imports from BullMQ are among them too (import-bullmq.lua; copy mode: import-copy.lua, bullmq-take.lua,
+ * import-undo.lua): a fake BullMQ job is seeded under `bullmodel:<queue>:` (hash, log, a place in its
+ * wait list or its prioritized, delayed or failed zset), sometimes changed, deleted or taken there, and
+ * brought in waiting, delayed or dead with attempts already charged; the imported job then meets every
+ * other operation. After each import the BullMQ side must have lost exactly the job moved, or nothing.
+ *
  * Three simulated workers claim jobs and keep the claims they hold until they send an outcome for them,
  * so after a recovery they send stale tokens, as a stalled worker would; they also re-send outcomes, as
  * a worker does after a lost reply. A failing run throws with the trace of resolved calls and replies.
@@ -17,22 +23,32 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
+import { type ChainableCommander, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, FREE_RETURNS } from '../../src/defaults.js';
 import { Queue } from '../../src/index.js';
+import { fingerprint } from '../../src/migrate/bullmq-job.js';
 import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../../src/options/job.js';
-import { type ArgValue, runScript, type ScriptSpec, scripts } from '../../src/scripts/specs.js';
+import {
+  type ArgValue,
+  runScript,
+  type ScriptKeys,
+  type ScriptSpec,
+  scripts,
+} from '../../src/scripts/specs.js';
 import { decodeClaimed, encodeOptionTail } from '../../src/store/job-record.js';
 import { dedupeKey, dedupeNextKey, handoffChannel, queueKeys } from '../../src/store/keys.js';
 import type { JobInfo, JobOptions } from '../../src/types.js';
 import { NO_HANDOFF } from '../helpers/claim-args.js';
 import {
   type AdminReply,
+  type BullTake,
   type FailKind,
   type Held,
   type ModelConfig,
   type ModelDedupe,
+  type ModelError,
+  type ModelImport,
   QueueModel,
   STATE_NAMES,
 } from '../helpers/model.js';
@@ -69,6 +85,11 @@ const DEDUPE_KEYS = ['k1', 'k2'] as const;
 const REDIS_WINDOW_MS = 3_600_000;
 const RESULT = 'done';
 const ERROR_JSON = `{"name":"Error","message":"boom","code":"E_MODEL"}`;
+/** The code of the error lines a job brings from BullMQ (the migration maps its stack traces to lines). */
+const BULL_ERROR_CODE = 'E_BULL';
+/** What every fake BullMQ job logged and reported (not in the model: checked once it is written here). */
+const BULL_LOGS = ['log one', 'log twö'];
+const BULL_PROGRESS = 50;
 
 // ---- operations ----------------------------------------------------------------------------------
 
@@ -123,7 +144,54 @@ type Op =
   | { op: 'tick'; ms: number }
   | { op: 'recover' }
   | { op: 'retry' | 'remove' | 'promote' | 'cancel'; target: Target }
-  | { op: 'pause' | 'resume' };
+  | { op: 'pause' | 'resume' }
+  | ({ op: 'import'; tamper: BullTamper } & BullJob)
+  | ({
+      op: 'importCopy';
+      /** The copy is sent twice (its reply lost): the second answers 'copied' for its own copy. */
+      resend: boolean;
+      /** Between copy and take: nothing, a claim by worker `w`, or a claim and its start mark. */
+      between: 'none' | 'claim' | 'start';
+      w: number;
+      /** What the take out of BullMQ finds: the job as read, taken by a BullMQ worker, or changed. */
+      bull: 'as-read' | 'taken' | 'changed';
+    } & BullJob);
+
+/**
+ * A job in the fake BullMQ queue (fields and structures as BullMQ keeps them, under `bullmodel:`), and
+ * the arguments the migration (src/migrate/bullmq-job.ts mapJob) would send for it.
+ */
+interface BullJob {
+  /** Index into IMPORT_IDS. */
+  id: number;
+  /** Waiting (BullMQ wait list, or prioritized zset), delayed, or dead (failed zset). */
+  state: 'w' | 'd' | 'x';
+  maxAttempts: number;
+  /** Attempts made: this modulo maxAttempts (w, d) or maxAttempts + 1 (x, where all may be spent). */
+  attemptsPick: number;
+  priority: number;
+  lifo: boolean;
+  /** Error lines: 0..2 (BullMQ's stack traces, the latest with its failedReason). */
+  errors: number;
+  /** BullMQ's timestamp, this long before now (ties of due times go by creation). */
+  createdAgo: number;
+  /** Delayed: due this long after now (<= 0: due already, so it arrives waiting). */
+  dueIn: number;
+  /** Dead: finished this long before now (retention may take it at the next trim). */
+  finishedAgo: number;
+  /** Data over 512 bytes (kept in the annex). */
+  big: boolean;
+  /** BullMQ's id counter sent as idFloor: null = '' (leave the counter), else the setup's counter + this. */
+  idFloor: number | null;
+}
+
+/**
+ * What happens to the BullMQ job between the read and the import: nothing, a value changed (same
+ * length), a field added or dropped, two values that still concatenate the same (the fingerprint's
+ * length prefixes tell them apart), the hash deleted, a fingerprint of an earlier read sent, or the
+ * job taken out of the structure it was read in by a BullMQ worker.
+ */
+type BullTamper = 'none' | 'value' | 'extra' | 'missing' | 'shift' | 'deleted' | 'stale' | 'taken';
 
 interface Setup {
   keepCount: number;
@@ -185,11 +253,65 @@ const dedupeArb: fc.Arbitrary<Op> = fc
 /** Explicit ids of a bulk that generated ids would take ('1', '2' on a new queue) next to the pool's. */
 const bulkIdArb = fc.option(fc.constantFrom(0, 1, 2, 3, 4), { nil: null, freq: 2 });
 const BULK_IDS = ['a', 'b', '3', '1', '2'] as const;
+/**
+ * Ids of jobs brought in from BullMQ: the pool's and those generated ids take first (taken here often:
+ * the import answers 'exists'), and two only imports use (taken only by an earlier import).
+ */
+const IMPORT_IDS = [...BULK_IDS, 'q', 'r'] as const;
 
 /** A completion of some held jobs, start marks of the others riding on it or not. */
 const completeArb: fc.Arbitrary<Op> = fc.record(
   { op: fc.constant('complete' as const), w: workerArb, pick: pickArb, marks: fc.boolean() },
   { requiredKeys: ['op', 'w', 'pick'] },
+);
+
+const bullJobArb: fc.Arbitrary<BullJob> = fc.record({
+  id: fc.constantFrom(0, 1, 2, 3, 4, 5, 5, 6, 6),
+  state: fc.constantFrom<'w' | 'd' | 'x'>('w', 'w', 'd', 'd', 'x'),
+  maxAttempts: fc.constantFrom(1, 2, 3),
+  attemptsPick: fc.nat({ max: 5 }),
+  priority: fc.constantFrom(0, 0, 0, -1, 1, 4),
+  lifo: fc.constantFrom(false, false, false, true),
+  errors: fc.constantFrom(0, 0, 1, 2),
+  createdAgo: fc.constantFrom(0, 250, 3_000, 86_400_000),
+  dueIn: fc.constantFrom(-1_000, 0, 500, 1_000, 2_500),
+  finishedAgo: fc.constantFrom(0, 500, 2_000, 60_000),
+  big: fc.constantFrom(false, false, false, true),
+  idFloor: fc.constantFrom(null, null, 2, 5),
+});
+
+/** Imports from the fake BullMQ queue: mostly the job as read, else each way a take fails. */
+const importArb: fc.Arbitrary<Op> = bullJobArb.chain((j) =>
+  fc
+    .constantFrom<BullTamper>(
+      'none',
+      'none',
+      'none',
+      'none',
+      'none',
+      'none',
+      'value',
+      'extra',
+      'missing',
+      'shift',
+      'deleted',
+      'stale',
+      'taken',
+      'taken',
+    )
+    .map((tamper) => ({ op: 'import' as const, tamper, ...j })),
+);
+
+/** Copy mode: copy (sent once or twice), maybe a claim and a start mark, then take or undo. */
+const importCopyArb: fc.Arbitrary<Op> = bullJobArb.chain((j) =>
+  fc
+    .record({
+      resend: fc.constantFrom(false, false, true),
+      between: fc.constantFrom<'none' | 'claim' | 'start'>('none', 'claim', 'start'),
+      w: workerArb,
+      bull: fc.constantFrom<'as-read' | 'taken' | 'changed'>('as-read', 'taken', 'taken', 'changed'),
+    })
+    .map((o) => ({ op: 'importCopy' as const, ...o, ...j })),
 );
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
@@ -301,6 +423,10 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     weight: 1,
     arbitrary: fc.record({ op: fc.constantFrom('pause' as const, 'resume' as const, 'resume' as const) }),
   },
+  // Jobs brought in from a fake BullMQ queue (import-bullmq.lua), and in copy mode (import-copy.lua,
+  // bullmq-take.lua, import-undo.lua).
+  { weight: 3, arbitrary: importArb },
+  { weight: 1, arbitrary: importCopyArb },
 );
 
 /** Few kinds of operations on one id: it is often removed or trimmed and added anew while stale workers hold it. */
@@ -336,6 +462,11 @@ const reuseOpArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.constant({ op: 'recover' as const }) },
   { weight: 2, arbitrary: fc.constant({ op: 'remove' as const, target: { pool: 0 } }) },
   { weight: 1, arbitrary: fc.constant({ op: 'cancel' as const, target: { pool: 0 } }) },
+  // The id brought in from BullMQ (waiting, delayed or dead, attempts charged) while stale workers hold it.
+  {
+    weight: 1,
+    arbitrary: bullJobArb.map((j) => ({ op: 'import' as const, tamper: 'none' as const, ...j, id: 0 })),
+  },
 );
 
 /**
@@ -498,9 +629,19 @@ interface SimWorker {
 
 class Divergence extends Error {}
 
+type BullSeed = ReturnType<Harness['bullJob']>;
+/** A fake BullMQ job as Redis holds it: its hash, its log, and the structure it was read in. */
+interface BullState {
+  hash: Record<string, string>;
+  logs: string[];
+  members: string[];
+}
+
 class Harness {
   readonly name = uniqueName('model');
   readonly keys = queueKeys('surety', this.name);
+  /** The fake BullMQ queue imports take jobs from: a namespace of its own, read by no other script. */
+  private readonly bull = `bullmodel:${this.name}`;
   readonly queue = new Queue(this.name, { connection: fx.redis });
   readonly model: QueueModel;
   readonly workers: SimWorker[] = Array.from({ length: WORKERS }, (_, i) => ({
@@ -594,6 +735,7 @@ class Harness {
     spec: ScriptSpec<A, R>,
     extra: Record<string, ArgValue>,
     rows: readonly Record<R, ArgValue>[] = [],
+    keys: ScriptKeys = this.keys,
   ): Promise<unknown> {
     const values: Record<string, ArgValue> = {
       now: this.now,
@@ -634,7 +776,7 @@ class Harness {
         throw new Error(`model.test.ts has no value for argument ${a} of ${spec.name}.lua`);
       args[a] = v;
     }
-    return runScript(fx.redis, spec, this.keys, args, rows);
+    return runScript(fx.redis, spec, keys, args, rows);
   }
 
   async step(op: Op): Promise<void> {
@@ -947,6 +1089,12 @@ class Harness {
         this.agree('cancel reply', got, want);
         break;
       }
+      case 'import':
+        await this.importOne(op);
+        break;
+      case 'importCopy':
+        await this.importCopy(op);
+        break;
       case 'pause':
       case 'resume':
         await this.queue[op.op]();
@@ -956,6 +1104,295 @@ class Harness {
         break;
     }
     await this.compareState();
+  }
+
+  /** The fake BullMQ structure a job is read in: wait list, or the prioritized, delayed or failed zset. */
+  private bullSource(b: BullJob): { key: string; kind: 'list' | 'zset' } {
+    const name =
+      b.state === 'x' ? 'failed' : b.state === 'd' ? 'delayed' : b.priority !== 0 ? 'prioritized' : 'wait';
+    return { key: `${this.bull}:${name}`, kind: name === 'wait' ? 'list' : 'zset' };
+  }
+
+  /**
+   * Job `b` as the fake BullMQ queue will hold it (its hash and log), the arguments the migration
+   * would send for it (mapJob's mapping, src/migrate/bullmq-job.ts), and what the model is told.
+   */
+  private bullJob(b: BullJob) {
+    const id = IMPORT_IDS[b.id]!;
+    const now = this.now;
+    const attempts = b.attemptsPick % (b.state === 'x' ? b.maxAttempts + 1 : b.maxAttempts);
+    const created = now - b.createdAgo;
+    const due = b.state === 'd' ? now + b.dueIn : undefined;
+    const finished = b.state === 'x' ? now - b.finishedAgo : undefined;
+    const data = { n: ++this.adds, from: 'bullmq é', ...(b.big ? { pad: 'x'.repeat(600) } : {}) };
+    const errors: ModelError[] = Array.from({ length: b.errors }, (_, i) => ({
+      at: finished ?? created,
+      attempt: Math.max(1, attempts - (b.errors - 1 - i)),
+      code: BULL_ERROR_CODE,
+    }));
+    const stack = 'Error: bull\n    at work (job.js:1:1)';
+    const bullOpts = {
+      attempts: b.maxAttempts,
+      ...(b.priority !== 0 ? { priority: b.priority } : {}),
+      ...(b.lifo ? { lifo: true } : {}),
+      ...(due !== undefined ? { delay: due - created } : {}),
+    };
+    const values: Record<string, string> = {
+      name: 'jöb',
+      data: JSON.stringify(data),
+      opts: JSON.stringify(bullOpts),
+      timestamp: String(created),
+      delay: String(due === undefined ? 0 : due - created),
+      priority: String(b.priority),
+      atm: String(attempts),
+      progress: String(BULL_PROGRESS),
+    };
+    if (b.errors > 0) {
+      values.failedReason = 'bull';
+      values.stacktrace = JSON.stringify(errors.map(() => stack));
+    }
+    if (finished !== undefined) values.finishedOn = String(finished);
+    const fields = Object.keys(values);
+    const source = this.bullSource(b);
+    const keys = {
+      bullSource: source.key,
+      bullJob: `${this.bull}:${id}`,
+      bullLogs: `${this.bull}:${id}:logs`,
+    };
+    const o = resolveAddOptions(
+      clean({
+        id,
+        name: 'jöb',
+        maxAttempts: b.maxAttempts,
+        backoff: { type: 'fixed', delayMs: 0 },
+        priority: b.priority === 0 ? undefined : b.priority,
+        lifo: b.lifo ? true : undefined,
+      }),
+      LIBRARY_JOB_DEFAULTS,
+    );
+    const model: ModelImport = {
+      state: b.state,
+      created,
+      due,
+      finished,
+      priority: b.priority,
+      maxAttempts: b.maxAttempts,
+      lifo: b.lifo,
+      attempts,
+      errors,
+      data,
+      idFloor: b.idFloor === null ? undefined : (this.setup.ids ?? 0) + b.idFloor,
+    };
+    const args = {
+      kind: source.kind,
+      fields: fields.join('\n'),
+      fingerprint: fingerprint(fields.map((f) => Buffer.from(values[f]!))),
+      id,
+      state: b.state,
+      created,
+      due: due ?? '',
+      finished: finished ?? '',
+      optionTail: encodeOptionTail(o, { name: o.name, keep: o.keep, lifo: o.lifo }),
+      data: JSON.stringify(data),
+      attempts,
+      errors: errors
+        .map(
+          (e) =>
+            `${e.at}|${e.attempt}|${JSON.stringify({ name: 'Error', message: 'bull', code: e.code, stack })}`,
+        )
+        .join('\n'),
+      logs: BULL_LOGS.map((l) => JSON.stringify(l)).join('\n'),
+      progress: String(BULL_PROGRESS),
+      idFloor: model.idFloor ?? '',
+    };
+    const when =
+      due !== undefined ? ` due=${at(due)}` : finished !== undefined ? ` finished=${at(finished)}` : '';
+    const fmt = [
+      `${id} ${b.state}${when} attempts=${attempts}/${b.maxAttempts}`,
+      b.priority !== 0 ? `priority=${b.priority}` : '',
+      b.lifo ? 'lifo' : '',
+      b.errors > 0 ? `errors=${b.errors}` : '',
+      `created=${at(created)}`,
+      b.big ? 'big' : '',
+      model.idFloor !== undefined ? `idFloor=${model.idFloor}` : '',
+      `from ${source.kind} ${source.key.slice(this.bull.length + 1)}`,
+    ]
+      .filter((x) => x !== '')
+      .join(' ');
+    return { id, n: data.n, values, source, keys, args, model, fmt };
+  }
+
+  /**
+   * Runs `write` on the fake BullMQ queue and reads job `s` there (its hash, its log, the structure it
+   * was read in), in one MULTI.
+   */
+  private async onBull(s: BullSeed, write: (m: ChainableCommander) => void): Promise<BullState> {
+    const m = fx.redis.multi();
+    write(m);
+    m.hgetall(s.keys.bullJob);
+    m.lrange(s.keys.bullLogs, 0, -1);
+    if (s.source.kind === 'list') m.lrange(s.source.key, 0, -1);
+    else m.zrange(s.source.key, 0, -1, 'WITHSCORES');
+    const replies = (await m.exec())!.map(([err, r]) => {
+      if (err) throw err;
+      return r;
+    });
+    const [hash, logs, members] = replies.slice(-3) as [Record<string, string>, string[], string[]];
+    return { hash, logs, members };
+  }
+
+  /**
+   * Seeds job `s` in the fake BullMQ queue (its hash, its log, its place in its structure behind a
+   * newer job), after clearing whatever an earlier step left of that id there; `more` changes it
+   * further. Returns the job as seeded.
+   */
+  private seedBull(s: BullSeed, more: (m: ChainableCommander) => void = () => {}): Promise<BullState> {
+    return this.onBull(s, (m) => {
+      m.del(s.keys.bullJob, s.keys.bullLogs);
+      m.lrem(`${this.bull}:wait`, 0, s.id);
+      m.lrem(`${this.bull}:active`, 0, s.id);
+      for (const z of ['prioritized', 'delayed', 'failed']) m.zrem(`${this.bull}:${z}`, s.id);
+      m.hset(s.keys.bullJob, s.values);
+      m.rpush(s.keys.bullLogs, ...BULL_LOGS);
+      // Older jobs nearer the tail (BullMQ takes from there), as the migration moves them.
+      if (s.source.kind === 'list') m.lpush(s.source.key, s.id, `f${s.n}`);
+      else {
+        const score = s.model.due ?? s.model.finished ?? 0;
+        m.zadd(s.source.key, score, s.id, score + 1, `f${s.n}`);
+      }
+      more(m);
+    });
+  }
+
+  /** A BullMQ worker takes job `s`: it leaves the structure it was read in for the active list. */
+  private takenInBull(m: ChainableCommander, s: BullSeed): void {
+    if (s.source.kind === 'list') m.lrem(s.source.key, 0, s.id);
+    else m.zrem(s.source.key, s.id);
+    m.lpush(`${this.bull}:active`, s.id);
+  }
+
+  /**
+   * After a script: a job moved out of BullMQ has no hash, no log and no place in its structure there
+   * (every other member stays); a job not moved is exactly as it was. A job written here keeps its log
+   * lines and progress (the model does not follow them).
+   */
+  private async checkBull(s: BullSeed, before: BullState, moved: boolean, written: boolean): Promise<void> {
+    const [after, annex] = await Promise.all([
+      this.onBull(s, () => {}),
+      written ? fx.redis.hmget(this.keys.annex, `${s.id}\x01l`, `${s.id}\x01p`) : null,
+    ]);
+    if (annex)
+      this.check(`imported ${s.id} keeps its log and progress`, annex, [s.args.logs, s.args.progress]);
+    if (!moved) return this.check(`the BullMQ job ${s.id} is left as it was`, after, before);
+    const members =
+      s.source.kind === 'list'
+        ? before.members.filter((m) => m !== s.id)
+        : pairs(before.members)
+            .filter(([m]) => m !== s.id)
+            .flat();
+    this.check(`the BullMQ job ${s.id} moved: gone from BullMQ, and only it`, after, {
+      hash: {},
+      logs: [],
+      members,
+    });
+  }
+
+  /**
+   * import-bullmq.lua: a job seeded in the fake BullMQ queue (then changed or taken there, as `tamper`
+   * says) is brought in; the model predicts the reply and the job, and the BullMQ side is checked.
+   */
+  private async importOne(op: Extract<Op, { op: 'import' }>): Promise<void> {
+    const s = this.bullJob(op);
+    const args = { ...s.args };
+    if (op.tamper === 'stale') {
+      // The caller read an earlier version of the hash.
+      args.fingerprint = fingerprint(
+        Object.values({ ...s.values, atm: `${s.values.atm}0` }).map((v) => Buffer.from(v)),
+      );
+    }
+    const before = await this.seedBull(s, (m) => {
+      switch (op.tamper) {
+        case 'value': // same length: only the bytes differ
+          m.hset(s.keys.bullJob, 'atm', String((Number(s.values.atm) + 1) % 10));
+          break;
+        case 'extra': // a BullMQ worker took it and wrote processedOn (then gave it back)
+          m.hset(s.keys.bullJob, 'processedOn', String(this.now));
+          break;
+        case 'missing':
+          m.hdel(s.keys.bullJob, 'opts');
+          break;
+        case 'shift': // name + data concatenate as before: only the length prefixes tell the hashes apart
+          m.hset(
+            s.keys.bullJob,
+            'name',
+            s.values.name!.slice(0, -1),
+            'data',
+            s.values.name!.slice(-1) + s.values.data,
+          );
+          break;
+        case 'deleted': // finished and removed in BullMQ
+          m.del(s.keys.bullJob, s.keys.bullLogs);
+          if (s.source.kind === 'list') m.lrem(s.source.key, 0, s.id);
+          else m.zrem(s.source.key, s.id);
+          break;
+        case 'taken':
+          this.takenInBull(m, s);
+          break;
+      }
+    });
+    const take: BullTake = op.tamper === 'none' ? 'moved' : op.tamper === 'taken' ? 'gone' : 'changed';
+    const got = await this.run(scripts.importBullmq, args, [], { ...this.keys, ...s.keys });
+    const want = this.model.importJob(s.id, s.model, take);
+    this.log(`import(${s.fmt}${op.tamper === 'none' ? '' : `, BullMQ: ${op.tamper}`}) -> ${got}`);
+    this.agree('import reply', got, want);
+    await this.checkBull(s, before, got === 'moved', got === 'moved');
+  }
+
+  /**
+   * Copy mode (import-copy.lua, bullmq-take.lua, import-undo.lua, as importFromBullMQ runs them across
+   * servers): the copy, sent again when `resend`; then maybe a claim of the queue's next job and its
+   * start mark; then the take out of BullMQ, which clears the note, or, when BullMQ kept the job, the
+   * undo of the copy (deleted unless it started here).
+   */
+  private async importCopy(op: Extract<Op, { op: 'importCopy' }>): Promise<void> {
+    const s = this.bullJob(op);
+    const seeded = await this.seedBull(s);
+    let copied = '';
+    for (let i = 0; i < (op.resend ? 2 : 1); i++) {
+      const got = String(await this.run(scripts.importCopy, s.args));
+      const want = this.model.importCopy(s.id, s.model, s.args.fingerprint);
+      this.log(`importCopy(${s.fmt})${i > 0 ? ' sent again' : ''} -> ${got}`);
+      this.agree('importCopy reply', got, want);
+      if (i === 0) copied = got;
+    }
+    // A copy never touches BullMQ; with the id taken here, the move stops (there is nothing to undo).
+    await this.checkBull(s, seeded, false, copied === 'copied');
+    if (copied === 'exists') return;
+    if (op.between !== 'none') await this.step({ op: 'claim', w: op.w, count: 1 });
+    if (op.between === 'start') await this.step({ op: 'start', w: op.w });
+    const before = await this.onBull(s, (m) => {
+      if (op.bull === 'taken') this.takenInBull(m, s);
+      else if (op.bull === 'changed') m.hset(s.keys.bullJob, 'atm', String((Number(s.values.atm) + 1) % 10));
+    });
+    const taken = await this.run(scripts.bullmqTake, s.args, [], { ...this.keys, ...s.keys });
+    const wantTake: BullTake = op.bull === 'as-read' ? 'moved' : op.bull === 'taken' ? 'gone' : 'changed';
+    this.log(`  bullmqTake(${s.id}${op.bull === 'as-read' ? '' : `, BullMQ: ${op.bull}`}) -> ${taken}`);
+    this.agree('bullmqTake reply', taken, wantTake);
+    await this.checkBull(s, before, taken === 'moved', false);
+    if (taken === 'moved') {
+      // The move is done: the caller clears its note (src/migrate/move-jobs.ts).
+      await fx.redis.hdel(this.keys.imported, s.id);
+      this.model.imported.delete(s.id);
+      return;
+    }
+    const got = await this.run(scripts.importUndo, {
+      id: s.id,
+      fingerprint: s.args.fingerprint,
+      attempts: s.args.attempts,
+    });
+    const want = this.model.importUndo(s.id, s.args.fingerprint, s.args.attempts);
+    this.log(`  importUndo(${s.id}, attempts=${s.args.attempts}) -> ${got}`);
+    this.agree('importUndo reply', got, want);
   }
 
   /** The script arguments of an add on the model's clock (add-one.lua's; add.lua's row adds the rest). */
@@ -1191,6 +1628,7 @@ class Harness {
       expiring,
       held,
       nexts,
+      notes,
     ] = await Promise.all([
       fx.redis.hkeys(k.jobs),
       fx.redis.hkeys(k.annex),
@@ -1211,6 +1649,7 @@ class Harness {
         }),
       ),
       Promise.all(DEDUPE_KEYS.map((key) => fx.redis.get(dedupeNextKey(k, key)))),
+      fx.redis.hgetall(k.imported),
     ]);
     // Only a job that never started expires (docs/job-control.md), whatever the model says. (A retry
     // clears the expiry, so a dead job whose last error is an expiry died of it.)
@@ -1225,6 +1664,11 @@ class Harness {
       }
     }
     this.agree('job ids in the jobs hash', stored.sort(), ids);
+    this.agree(
+      'imported: notes of copies not yet taken out of BullMQ',
+      notes,
+      Object.fromEntries(m.imported),
+    );
     // Annex fields of other parts (a successor's parent: `id\x01d`) belong to jobs that exist.
     this.agree(
       'job ids in the errors hash',
@@ -1629,4 +2073,87 @@ describe('counterexamples found by the model', () => {
     ]);
     expect(reply?.slice(1)).toEqual([1, 'w']);
   });
+
+  // Jobs brought in from BullMQ (import-bullmq.lua, and copy mode): the rules of write_imported.lua
+  // and bullmq_take.lua as fixed sequences (the properties found no divergence to keep).
+  const bull = (more: Partial<BullJob> = {}): BullJob => ({
+    id: 5, // q
+    state: 'w',
+    maxAttempts: 2,
+    attemptsPick: 0,
+    priority: 0,
+    lifo: false,
+    errors: 0,
+    createdAgo: 3_000,
+    dueIn: 0,
+    finishedAgo: 0,
+    big: false,
+    idFloor: null,
+    ...more,
+  });
+  const imported = (more: Partial<BullJob> = {}, tamper: BullTamper = 'none'): Op => ({
+    op: 'import',
+    tamper,
+    ...bull(more),
+  });
+  const fail = (w: number, retryDelayMs = 0) => ({ op: 'fail', w, pick: 0, retryDelayMs }) as const;
+
+  it('an imported job with its last attempt left dies on its next failure; retried, its budget is fresh', () =>
+    runSequence(KEEP_ALL, [
+      imported({ attemptsPick: 1, errors: 1 }), // q: 1 of 2 attempts made in BullMQ, its error line kept
+      claim(0), // q#1
+      fail(0), // attempt 2 of 2: dead
+      { op: 'retry', target: { known: 0 } },
+      claim(0), // q#2
+      fail(0), // attempt 3, the first of the fresh budget: waiting
+      claim(0),
+      fail(0), // the fresh budget spent: dead
+    ]));
+
+  it('an imported dead job is retried with a fresh budget; one older than keepAgeMs stays until a trim', () =>
+    runSequence({ keepCount: 10, keepAgeMs: 1_500 }, [
+      imported({ state: 'x', attemptsPick: 2, errors: 2, finishedAgo: 2_000 }), // q: both attempts spent
+      imported({ id: 6, state: 'x', finishedAgo: 2_000 }), // r: dead since t-2000, too old, yet no trim runs
+      { op: 'retry', target: { known: 0 } }, // q waits, with a fresh budget
+      claim(1),
+      fail(1), // attempt 3, the first of the fresh budget: waiting
+      claim(1),
+      fail(1, -1), // q dies: the trim takes r (too old) and keeps q
+    ]));
+
+  it('a delayed job imported already due waits at once, behind the jobs it promotes (in front if lifo)', () =>
+    runSequence(KEEP_ALL, [
+      { op: 'addLater', id: null, delayMs: 500, priority: 0 }, // 1
+      { op: 'addLater', id: null, delayMs: 500, priority: 0, lifo: true }, // 2
+      tick(500),
+      imported({ state: 'd', dueIn: -1_000 }), // q, due before 1 and 2: promotes them (2 first), then the back
+      imported({ id: 6, state: 'd', dueIn: 0, lifo: true }), // r, due now: the front
+      { op: 'addLater', id: 0, delayMs: 500, priority: 0 }, // a, due t+1000
+      imported({ id: 1, state: 'd', dueIn: 500, createdAgo: 86_400_000 }), // b, due then too, created first
+      tick(500),
+      claim(0, 6), // promotes b before a (created first): r, 2, 1, q, b, a
+    ]));
+
+  it('an import writes nothing when the id is taken here or BullMQ changed or moved the job', () =>
+    runSequence(KEEP_ALL, [
+      { op: 'add', id: 0, priority: 0 },
+      imported({ id: 0 }), // exists: BullMQ keeps a
+      imported({}, 'value'), // changed (same length)
+      imported({}, 'shift'), // changed: the values concatenate as before, the length prefixes differ
+      imported({}, 'missing'),
+      imported({}, 'deleted'),
+      imported({}, 'stale'),
+      imported({ priority: 4 }, 'taken'), // gone: a BullMQ worker took it
+      imported({ idFloor: 5 }), // moved: generated ids now start above 5
+      job, // 6
+    ]));
+
+  it('in copy mode a copy is taken back unless it started here, and its note is cleared either way', () =>
+    runSequence(KEEP_ALL, [
+      { op: 'importCopy', resend: true, between: 'none', w: 0, bull: 'taken', ...bull() }, // undone
+      { op: 'importCopy', resend: false, between: 'claim', w: 0, bull: 'changed', ...bull() }, // started (active)
+      { op: 'importCopy', resend: false, between: 'start', w: 1, bull: 'as-read', ...bull({ id: 6 }) }, // moved
+      { op: 'complete', w: 0, pick: 'all' },
+      { op: 'complete', w: 1, pick: 'all' },
+    ]));
 });

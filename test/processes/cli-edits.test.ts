@@ -4,13 +4,12 @@
  * the confirmation prompt itself on a fake terminal. The binary is this run's compiled build
  * (test/helpers/cli-build.ts); test/processes/cli.test.ts covers the launcher, bin/surety.js.
  */
-import { spawn } from 'node:child_process';
 import { PassThrough } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { confirm } from '../../src/cli/commands/edits.js';
 import { UsageError } from '../../src/cli/errors.js';
 import { type Job, Queue, Worker } from '../../src/index.js';
-import { BUILD_TIMEOUT_MS, compiledCli } from '../helpers/cli-build.js';
+import { BUILD_TIMEOUT_MS, type CliRun, compiledCli, runCompiledCli } from '../helpers/cli-build.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from '../helpers/setup.js';
 
 const fx = useRedis();
@@ -20,22 +19,9 @@ beforeAll(async () => {
   compiled = await compiledCli();
 }, BUILD_TIMEOUT_MS);
 
-/** Runs `surety <args>` with stdin an empty pipe; resolves with its exit code and output. */
-function surety(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: fx.url, NO_COLOR: '1' };
-  delete env.DEBUG;
-  delete env.FORCE_COLOR;
-  const child = spawn(process.execPath, [compiled, ...args], { env });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => {
-    stdout += d;
-  });
-  child.stderr.on('data', (d) => {
-    stderr += d;
-  });
-  child.stdin.end();
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+/** Runs `surety <args>` against this file's Redis. */
+function surety(...args: string[]): Promise<CliRun> {
+  return runCompiledCli(compiled, fx.url, args);
 }
 function queue(name = uniqueName()): Queue {
   const q = new Queue(name, { connection: fx.url });

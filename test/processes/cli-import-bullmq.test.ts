@@ -3,13 +3,12 @@
  * redis-server, moving real BullMQ 6 queues (made with BullMQ's own Queue and Worker on the same server)
  * into Surety queues. The binary is this run's compiled build (test/helpers/cli-build.ts).
  */
-import { spawn } from 'node:child_process';
 import { Queue as BullQueue, Worker as BullWorker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type JobInfo, Queue } from '../../src/index.js';
 import type { ImportReport } from '../../src/migrate/index.js';
-import { BUILD_TIMEOUT_MS, compiledCli } from '../helpers/cli-build.js';
+import { BUILD_TIMEOUT_MS, type CliRun, compiledCli, runCompiledCli } from '../helpers/cli-build.js';
 import { closeAfterEach, uniqueName, useRedis } from '../helpers/setup.js';
 
 const fx = useRedis();
@@ -23,22 +22,9 @@ beforeAll(async () => {
 }, BUILD_TIMEOUT_MS);
 afterAll(() => bullConnection?.disconnect());
 
-/** Runs `surety <args>` with stdin an empty pipe; resolves with its exit code and output. */
-function surety(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: fx.url, NO_COLOR: '1' };
-  delete env.DEBUG;
-  delete env.FORCE_COLOR;
-  const child = spawn(process.execPath, [compiled, ...args], { env });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => {
-    stdout += d;
-  });
-  child.stderr.on('data', (d) => {
-    stderr += d;
-  });
-  child.stdin.end();
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+/** Runs `surety <args>` against this file's Redis. */
+function surety(...args: string[]): Promise<CliRun> {
+  return runCompiledCli(compiled, fx.url, args);
 }
 
 function suretyQueue(name: string): Queue {
@@ -56,7 +42,8 @@ function bullQueue(name: string, prefix = 'bull'): BullQueue {
 /**
  * A BullMQ queue with work in each state the import moves: one failed job (taken and failed by hand,
  * as a worker would), two waiting, one prioritized, one delayed, and a job scheduler (cron) whose
- * pending occurrence waits in BullMQ's delayed set.
+ * pending occurrence waits in BullMQ's delayed set (it moves as a delayed job; the schedule here
+ * starts at the tick after it).
  */
 async function seedBullMQ(q: BullQueue): Promise<void> {
   await q.add('charge', { order: 1 });
@@ -108,7 +95,7 @@ describe('surety import-bullmq', () => {
       from: { queue: name, prefix: 'bull' },
       to: name,
       dryRun: true,
-      moved: { waiting: 2, prioritized: 1, delayed: 1, failed: 1, paused: 0, total: 5 },
+      moved: { waiting: 2, prioritized: 1, delayed: 2, failed: 1, paused: 0, total: 6 },
       schedulers: ['nightly'],
       kept: { total: 0 },
       before: { waiting: 2, prioritized: 1, delayed: 2, failed: 1, schedulers: 1 },
@@ -116,7 +103,7 @@ describe('surety import-bullmq', () => {
     expect(report.after).toEqual(report.before);
     const human = await surety('import-bullmq', name, '--to', name, '--dry-run');
     expect(human.code).toBe(0);
-    expect(human.stdout).toMatch(/^dry run: nothing was moved\nwould move 5 jobs from BullMQ queue /);
+    expect(human.stdout).toMatch(/^dry run: nothing was moved\nwould move 6 jobs from BullMQ queue /);
     expect(human.stdout).toContain('would move 1 scheduler to schedules: nightly');
     expect(human.stdout).toContain('BullMQ now: waiting 2, prioritized 1, delayed 2, failed 1, schedulers 1');
 
@@ -144,7 +131,7 @@ describe('surety import-bullmq', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).not.toMatch(/dry run|would move/);
     expect(r.stdout).toContain(
-      `moved 5 jobs from BullMQ queue ${name} (prefix bull) to ${target}: 2 waiting, 1 prioritized, 1 delayed, 1 failed (dead here)`,
+      `moved 6 jobs from BullMQ queue ${name} (prefix bull) to ${target}: 2 waiting, 1 prioritized, 2 delayed, 1 failed (dead here)`,
     );
     expect(r.stdout).toContain('moved 1 scheduler to schedules: nightly');
     // BullMQ's scheduler job name has no Surety equivalent: the summary lists it with its count.
@@ -162,8 +149,8 @@ describe('surety import-bullmq', () => {
     });
     // ...and every job here, as the CLI and the library see it.
     const q = suretyQueue(target);
-    // Delayed: the reminder and the pending run of the schedule the scheduler became.
-    expect(await q.counts()).toMatchObject({ waiting: 3, delayed: 2, dead: 1, active: 0 });
+    // Delayed: the reminder, BullMQ's pending run of the scheduler, and the schedule's next run.
+    expect(await q.counts()).toMatchObject({ waiting: 3, delayed: 3, dead: 1, active: 0 });
     const listed = await surety('--json', 'jobs', target);
     expect(listed.code).toBe(0);
     const waiting = JSON.parse(listed.stdout) as JobInfo[];
@@ -188,11 +175,11 @@ describe('surety import-bullmq', () => {
     await seedBullMQ(bull);
     const first = await surety('--json', 'import-bullmq', name, '--to', name);
     expect(first.code).toBe(0);
-    expect((JSON.parse(first.stdout) as ImportReport).moved.total).toBe(5);
+    expect((JSON.parse(first.stdout) as ImportReport).moved.total).toBe(6);
     const q = suretyQueue(name);
     const movedIds = ids(await q.getJobs(['waiting', 'delayed', 'dead']));
-    // The five jobs, and the pending run of the schedule the scheduler became.
-    expect(movedIds).toHaveLength(6);
+    // The six jobs, and the pending run of the schedule the scheduler became.
+    expect(movedIds).toHaveLength(7);
     expect(movedIds.filter((id) => id.startsWith('schedule:nightly:'))).toHaveLength(1);
 
     const again = await surety('--json', 'import-bullmq', name, '--to', name);

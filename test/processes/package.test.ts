@@ -7,6 +7,7 @@
 import { execFile } from 'node:child_process';
 import {
   cpSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -186,6 +187,16 @@ import('surety').then((esm) => {
     const { stdout, stderr } = await sh(process.execPath, ['require.cjs'], app);
     expect(JSON.parse(stdout)).toEqual({ types: ['function', 'function', 'function'], same: true });
     expect(stderr).toBe(''); // no ExperimentalWarning on the supported Node versions
+  });
+
+  it('loads surety/postgres without pg installed: pg is an optional peer, only its types are imported', async () => {
+    expect(existsSync(join(app, 'node_modules/pg'))).toBe(false);
+    writeFileSync(
+      join(app, 'postgres.mjs'),
+      `import * as postgres from 'surety/postgres';\nconsole.log(JSON.stringify(Object.keys(postgres).sort()));\n`,
+    );
+    const { stdout } = await sh(process.execPath, ['postgres.mjs'], app);
+    expect(JSON.parse(stdout)).toEqual(expect.arrayContaining(['migrateSteps', 'pgStep', 'pruneSteps']));
   });
 
   it.runIf(process.allowedNodeEnvironmentFlags.has('--experimental-require-module'))(

@@ -100,8 +100,6 @@ export function importSummary(r: ImportReport): string[] {
     lines.push('BullMQ options dropped (no Surety equivalent), with how many jobs or schedulers had each:');
     for (const [name, n] of dropped) lines.push(`  ${name}: ${formatCount(n)}`);
   }
-  if (r.ranInBoth.length > 0)
-    lines.push(paint('red', `ran in both systems (check them): ${r.ranInBoth.join(', ')}`));
   lines.push(`BullMQ ${r.dryRun ? 'now' : 'before -> after'}: ${countsChange(r.before, r.after, r.dryRun)}`);
   for (const note of r.notes) lines.push(`note: ${note}`);
   return lines;

@@ -26,6 +26,7 @@ export const RPC_METHODS = [
   'readStep',
   'writeStep',
   'updateData',
+  'checkLease',
 ] as const;
 export type RpcMethod = (typeof RPC_METHODS)[number];
 
