@@ -402,16 +402,6 @@ export class ImportError extends SuretyError {
 }
 
 /**
- * surety/postgres: the outbox table is missing (outbox.migrate() was never run on this database) or
- * its schema is newer than this version of Surety knows (a later Surety migrated it). docs/postgres.md.
- */
-export class OutboxSchemaError extends SuretyError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('ERR_OUTBOX_SCHEMA', message, options);
-  }
-}
-
-/**
  * surety/postgres: a Postgres call of an outbox relay failed (connection lost, server restarting,
  * statement refused). Emitted as the relay's `error` event with the driver's error as `cause`; the relay
  * backs off and tries again by itself, and the rows it held stay in the outbox.

@@ -17,7 +17,6 @@ export {
   ListenerError,
   NotSerializableError,
   NotSettledError,
-  OutboxSchemaError,
   PartitionMismatchError,
   PayloadTooLargeError,
   PostgresError,

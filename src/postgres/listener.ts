@@ -39,10 +39,10 @@ export class Listener {
       c.on('error', (err) => this.lost(c, err));
       c.on('end', () => this.lost(c, new Error('the LISTEN connection ended')));
       c.on('notification', (m: Notification) => {
-        if (m.channel === this.names.table) this.onWake();
+        if (m.channel === this.names.channel) this.onWake();
       });
       if (this.stopped) return drop(c);
-      await c.query(`LISTEN ${this.names.rows}`);
+      await c.query(`LISTEN ${this.names.channelSql}`);
       if (this.stopped) return drop(c);
       this.client = c;
       this.failures = 0;

@@ -12,20 +12,15 @@ import type { JobOptions } from '../types.js';
 import { checkInt, checkJobId, checkKnownKeys, checkObject, checkQueueName, show } from '../validate.js';
 import { type StoredJob, storedJob, storedJobs } from './outbox-job.js';
 import { Relay, type RelayOptions } from './relay.js';
-import {
-  checkTable,
-  DEFAULT_TABLE,
-  type MigrateResult,
-  migrate,
-  missingTable,
-  type OutboxNames,
-  outboxNames,
-} from './schema.js';
+import { type MigrateResult, migrate, missingTable, type OutboxNames, outboxNames } from './schema.js';
 
 export interface OutboxOptions {
   /** Your node-postgres Pool: migrate, the relays and the admin reads take connections from it. */
   pool: Pool;
-  /** The outbox table (1-48 letters, digits or '_'; created by migrate()). Default 'surety_outbox'. */
+  /**
+   * The outbox table (created by migrate()): 1-50 letters, digits or '_', optionally schema-qualified
+   * (`billing.surety_outbox`). Default 'surety_outbox'.
+   */
   table?: string;
   /** Largest accepted job payload, as UTF-8 JSON, as a Queue's option of that name. Default 512 KiB. */
   maxPayloadBytes?: number;
@@ -57,7 +52,7 @@ export interface OutboxCounts {
 }
 
 export interface Outbox {
-  /** The table's name. */
+  /** The table's name, as given (or the default). */
   readonly table: string;
   /** Creates or upgrades the outbox's tables (idempotent; safe from several processes at once). */
   migrate(): Promise<MigrateResult>;
@@ -94,12 +89,12 @@ export function createOutbox(options: OutboxOptions): Outbox {
   if (typeof pool?.query !== 'function' || typeof pool.connect !== 'function') {
     throw new ValidationError(`pool must be a node-postgres Pool, got ${show(pool)}`);
   }
-  const table = o.table === undefined ? DEFAULT_TABLE : checkTable(o.table);
+  const names = outboxNames(o.table);
   const maxBytes =
     o.maxPayloadBytes === undefined
       ? DEFAULT_MAX_PAYLOAD_BYTES
       : checkInt('maxPayloadBytes', o.maxPayloadBytes, 1, 512 * 1024 * 1024);
-  return Object.freeze(new PgOutbox(pool, outboxNames(table), maxBytes));
+  return Object.freeze(new PgOutbox(pool, names, maxBytes));
 }
 
 class PgOutbox implements Outbox {
@@ -110,7 +105,7 @@ class PgOutbox implements Outbox {
     private readonly names: OutboxNames,
     private readonly maxBytes: number,
   ) {
-    this.table = names.table;
+    this.table = names.name;
   }
 
   migrate(): Promise<MigrateResult> {
@@ -153,7 +148,7 @@ class PgOutbox implements Outbox {
            RETURNING 1
          )
          SELECT pg_notify($5, '')`,
-        [queue, jobs.map((j) => j.id), jobs.map((j) => j.data), jobs.map((j) => j.opts), n.table],
+        [queue, jobs.map((j) => j.id), jobs.map((j) => j.data), jobs.map((j) => j.opts), n.channel],
       );
     } catch (err) {
       throw missingTable(err, n);
@@ -195,7 +190,7 @@ class PgOutbox implements Outbox {
          RETURNING 1
        )
        SELECT count(*)::int AS count, pg_notify($2, '') FROM retried`,
-      [some, n.table],
+      [some, n.channel],
     );
     return rows[0]?.count ?? 0;
   }

@@ -7,8 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import {
   NotSerializableError,
-  OutboxSchemaError,
   PayloadTooLargeError,
+  PostgresSchemaError,
   Queue,
   ValidationError,
 } from '../../src/index.js';
@@ -236,12 +236,14 @@ describe('outbox: schema', () => {
     const table = uniqueTable();
     const outbox = createOutbox({ pool: db.pool, table });
     const early = await committed(db.pool, (client) => outbox.add(client, 'q', {})).catch((e: Error) => e);
-    expect(early).toBeInstanceOf(OutboxSchemaError);
+    expect(early).toBeInstanceOf(PostgresSchemaError);
     expect(early).toMatchObject({
-      code: 'ERR_OUTBOX_SCHEMA',
-      message: expect.stringMatching(/outbox\.migrate\(\)/),
+      code: 'ERR_POSTGRES_SCHEMA',
+      message: expect.stringMatching(
+        new RegExp(`outbox table ${table} does not exist: call outbox\\.migrate\\(\\)`),
+      ),
     });
-    await expect(outbox.counts()).rejects.toBeInstanceOf(OutboxSchemaError);
+    await expect(outbox.counts()).rejects.toBeInstanceOf(PostgresSchemaError);
 
     const [one, two] = await Promise.all([outbox.migrate(), outbox.migrate()]);
     expect([one.applied, two.applied].sort()).toEqual([[], [1]]);
@@ -256,24 +258,58 @@ describe('outbox: schema', () => {
     expect(before.map((c) => c.column_name)).toContain('job_id');
     expect(await outbox.migrate()).toEqual({ version: 1, applied: [] });
     expect(await columns()).toEqual(before);
-    const versions = await db.pool.query(`SELECT version FROM "${table}_version"`);
+    // Its version in surety_schema, beside pgStep's components.
+    const versions = await db.pool.query('SELECT version FROM surety_schema WHERE component = $1', [
+      `outbox:${table}`,
+    ]);
     expect(versions.rows).toEqual([{ version: 1 }]);
   });
 
-  it('a database migrated by a newer Surety is refused, and a table name that is not an identifier too', async () => {
+  it('a table migrated by a newer Surety is refused, and a table name that is not an identifier too', async () => {
     const table = uniqueTable();
     const outbox = createOutbox({ pool: db.pool, table });
     await outbox.migrate();
-    await db.pool.query(`INSERT INTO "${table}_version" (version) VALUES (2)`);
+    await db.pool.query('UPDATE surety_schema SET version = 2 WHERE component = $1', [`outbox:${table}`]);
     await expect(outbox.migrate()).rejects.toMatchObject({
-      code: 'ERR_OUTBOX_SCHEMA',
-      message: expect.stringMatching(/schema version 2, newer than this Surety's 1/),
+      code: 'ERR_POSTGRES_SCHEMA',
+      message: expect.stringMatching(/schema version 2, made by a newer Surety; this one knows up to 1/),
     });
-    for (const bad of ['x"; DROP TABLE y; --', '1abc', 'a-b', '', 'x'.repeat(49), 42]) {
+    for (const bad of [
+      'x"; DROP TABLE y; --',
+      '1abc',
+      'a-b',
+      '',
+      'a.b.c',
+      'surety_schema',
+      'x'.repeat(51),
+      42,
+    ]) {
       expect(() => createOutbox({ pool: db.pool, table: bad as string })).toThrow(ValidationError);
     }
-    expect(() => createOutbox({ pool: db.pool, table: 'x'.repeat(48) })).not.toThrow();
+    expect(() => createOutbox({ pool: db.pool, table: 'x'.repeat(50) })).not.toThrow();
     expect(() => createOutbox({ pool: {} as never })).toThrow(/pool must be a node-postgres Pool/);
+  });
+
+  it('a schema-qualified table works end to end, its version kept in that schema', async () => {
+    const schema = uniqueTable().replace('outbox_', 'app_');
+    await db.pool.query(`CREATE SCHEMA ${schema}`);
+    const table = `${schema}.orders_outbox`;
+    const outbox = createOutbox({ pool: db.pool, table });
+    expect(outbox.table).toBe(table);
+    await outbox.migrate();
+    const name = uniqueName('qualified');
+    const q = queue(name);
+    const { id } = await committed(db.pool, (client) => outbox.add(client, name, { n: 1 }));
+    const relay = startRelay(outbox, { pollMs: 60_000 });
+    await waitUntil(() => relay.stats().relayed === 1, 'the job relayed');
+    expect(await q.getJob(id)).toMatchObject({ data: { n: 1 } });
+    const versions = await db.pool.query(`SELECT component, version FROM ${schema}.surety_schema`);
+    expect(versions.rows).toEqual([{ component: `outbox:${table}`, version: 1 }]);
+    // Its relays are woken on the channel of the table's name: a commit moves at once (poll: 60 s).
+    await waitUntil(() => relay.stats().listening, 'the LISTEN connection');
+    const second = await committed(db.pool, (client) => outbox.add(client, name, { n: 2 }));
+    await waitUntil(() => relay.stats().relayed === 2, 'the second job, on notification');
+    expect(await q.getJob(second.id)).toMatchObject({ data: { n: 2 } });
   });
 });
 

@@ -98,7 +98,7 @@ describe('surety relay', () => {
     ]);
     expect(noTable).toMatchObject({
       code: 1,
-      stderr: expect.stringMatching(/^surety: ERR_OUTBOX_SCHEMA: outbox table \w+ does not exist/),
+      stderr: expect.stringMatching(/^surety: ERR_POSTGRES_SCHEMA: outbox table \w+ does not exist/),
     });
     expect(noServer).toMatchObject({
       code: 1,

@@ -61,7 +61,7 @@ export function registerRelay(program: Command): void {
         const m = await outbox.migrate();
         if (m.applied.length > 0 && !json) out.note(`surety: migrated ${o.table} to version ${m.version}`);
       }
-      // Fails now (ERR_OUTBOX_SCHEMA, with what to do) when the table was never created.
+      // Fails now (ERR_POSTGRES_SCHEMA, with what to do) when the table was never created.
       const before = await outbox.counts();
       const handle = await openRedis(g);
       const relay = outbox.relay({
