@@ -402,6 +402,28 @@ export class ImportError extends SuretyError {
 }
 
 /**
+ * surety/postgres: a Postgres call of an outbox relay failed (connection lost, server restarting,
+ * statement refused). Emitted as the relay's `error` event with the driver's error as `cause`; the relay
+ * backs off and tries again by itself, and the rows it held stay in the outbox.
+ */
+export class PostgresError extends SuretyError {
+  constructor(message: string, cause: unknown) {
+    super('ERR_POSTGRES', message, { cause });
+  }
+}
+
+/** `surety relay` needs node-postgres (`pg`), an optional peer dependency that is not installed. */
+export class PostgresNotInstalledError extends SuretyError {
+  constructor(cause?: unknown) {
+    super(
+      'ERR_POSTGRES_NOT_INSTALLED',
+      "the Postgres client 'pg' (node-postgres 8.x) is not installed: npm install pg",
+      { cause },
+    );
+  }
+}
+
+/**
  * surety/postgres: a table Surety keeps in PostgreSQL is missing (its migration was never run), or
  * was migrated by a newer version of Surety than this one. Nothing was written.
  */

@@ -19,6 +19,8 @@ export {
   NotSettledError,
   PartitionMismatchError,
   PayloadTooLargeError,
+  PostgresError,
+  PostgresNotInstalledError,
   PostgresSchemaError,
   QueueActiveError,
   RateLimitError,

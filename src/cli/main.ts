@@ -16,6 +16,7 @@ import { registerGroups } from './commands/groups.js';
 import { registerImportBullmq } from './commands/import-bullmq.js';
 import { registerJobs } from './commands/jobs.js';
 import { registerReaper } from './commands/reaper.js';
+import { registerRelay } from './commands/relay.js';
 import { registerSchedules } from './commands/schedules.js';
 import { registerScripts } from './commands/scripts.js';
 import { registerStats } from './commands/stats.js';
@@ -61,6 +62,7 @@ export function buildProgram(): Command {
   registerSchedules(program);
   registerWorker(program);
   registerReaper(program);
+  registerRelay(program);
   registerScripts(program);
   registerImportBullmq(program);
   registerDashboard(program);

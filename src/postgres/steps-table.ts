@@ -5,68 +5,25 @@
  */
 import type { Pool, PoolClient } from 'pg';
 import { PostgresSchemaError, ValidationError } from '../errors.js';
-import { checkCallOptions, checkInt, show } from '../validate.js';
+import { checkCallOptions, checkInt } from '../validate.js';
+import { isMissingTable, migrateComponent, quote, type TableRef, tableRef } from './tables.js';
 
 /** The table pgStep, migrateSteps and pruneSteps use unless given `table`. */
 export const DEFAULT_STEPS_TABLE = 'surety_steps';
 
-/**
- * The table of schema versions, one row per component Surety keeps in this database ('steps' here,
- * 'outbox' for the outbox), in the schema of the component's table.
- */
-const SCHEMA_TABLE = 'surety_schema';
-
 /** Rows one DELETE of pruneSteps removes at most: a prune of millions of rows holds no long lock. */
 const PRUNE_CHUNK = 10_000;
 
-/**
- * A table name: an identifier, optionally schema-qualified (`billing.steps`). 1-50 characters for the
- * table, so that its index name (`<table>_created_at`) fits PostgreSQL's 63; quoted where used, so
- * the case given is the case created.
- */
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
-/** A checked table name, quoted for SQL, with the quoted version table beside it. */
-export interface StepsTable {
-  /** As given (or the default): what messages name. */
-  readonly name: string;
-  /** `"schema"."table"` or `"table"`. */
-  readonly sql: string;
-  /** The version table in the same schema. */
-  readonly schemaSql: string;
+/** A checked table name, quoted for SQL, with the quoted version table beside it (tables.ts). */
+export interface StepsTable extends TableRef {
   /** The index on created_at (unqualified: an index lives in its table's schema). */
   readonly indexSql: string;
-  /** This table's row in the version table: 'steps', or 'steps:<name>' for a table of another name. */
-  readonly component: string;
 }
 
-const quote = (id: string) => `"${id}"`;
-
-/** The `table` option checked and quoted; undefined gives surety_steps. */
+/** The `table` option checked and quoted; undefined gives surety_steps (component 'steps'). */
 export function stepsTable(table: unknown): StepsTable {
-  const name = table === undefined ? DEFAULT_STEPS_TABLE : table;
-  const parts = typeof name === 'string' ? name.split('.') : [];
-  const table_ = parts[parts.length - 1] ?? '';
-  const schema = parts.length === 2 ? parts[0]! : undefined;
-  const ok =
-    parts.length >= 1 &&
-    parts.length <= 2 &&
-    parts.every((p) => IDENTIFIER.test(p)) &&
-    table_.length <= 50 &&
-    table_ !== SCHEMA_TABLE &&
-    (schema === undefined || schema.length <= 63);
-  if (!ok)
-    throw new ValidationError(
-      `table must be a name of letters, digits and '_' (1-50 characters, not starting with a digit, not ${SCHEMA_TABLE}), optionally schema-qualified as schema.table, got ${show(table)}`,
-    );
-  const inSchema = (id: string) => (schema === undefined ? quote(id) : `${quote(schema)}.${quote(id)}`);
-  return {
-    name: name as string,
-    sql: inSchema(table_),
-    schemaSql: inSchema(SCHEMA_TABLE),
-    indexSql: quote(`${table_}_created_at`),
-    component: name === DEFAULT_STEPS_TABLE ? 'steps' : `steps:${name as string}`,
-  };
+  const t = tableRef(table, DEFAULT_STEPS_TABLE, 'steps');
+  return { ...t, indexSql: quote(`${t.table}_created_at`) };
 }
 
 /** A Pool or a PoolClient, as the caller gave it: a PoolClient is released by its owner, never here. */
@@ -119,8 +76,7 @@ export async function inTransaction<R>(client: PoolClient, body: () => Promise<R
  * does not exist" (3F000) for a statement on the steps table, else `err` itself.
  */
 export function missingTable(err: unknown, t: StepsTable): unknown {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (code !== '42P01' && code !== '3F000') return err;
+  if (!isMissingTable(err)) return err;
   return new PostgresSchemaError(
     `table ${t.name} does not exist: create it with migrateSteps(pool${t.name === DEFAULT_STEPS_TABLE ? '' : `, { table: '${t.name}' }`}) (surety/postgres)`,
     { cause: err },
@@ -160,32 +116,7 @@ export async function migrateSteps(db: Db, opts?: { table?: string }): Promise<v
   checkCallOptions('migrateSteps options', opts, ['table']);
   const t = stepsTable(opts?.table);
   const steps = migrations(t);
-  await withClient(db, (client) =>
-    inTransaction(client, async () => {
-      await client.query(`SELECT pg_advisory_xact_lock(hashtext('${SCHEMA_TABLE}'))`);
-      await client.query(
-        `CREATE TABLE IF NOT EXISTS ${t.schemaSql} (component text PRIMARY KEY, version integer NOT NULL)`,
-      );
-      const found = await client.query<{ version: number }>(
-        `SELECT version FROM ${t.schemaSql} WHERE component = $1`,
-        [t.component],
-      );
-      const at = found.rows[0]?.version ?? 0;
-      if (at > steps.length)
-        throw new PostgresSchemaError(
-          `table ${t.name} is at schema version ${at}, made by a newer Surety; this one knows up to ${steps.length}: upgrade Surety`,
-        );
-      for (let v = at + 1; v <= steps.length; v++) {
-        for (const sql of steps[v - 1]!) await client.query(sql);
-      }
-      if (at < steps.length)
-        await client.query(
-          `INSERT INTO ${t.schemaSql} (component, version) VALUES ($1, $2)
-           ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version`,
-          [t.component, steps.length],
-        );
-    }),
-  );
+  await withClient(db, (client) => inTransaction(client, () => migrateComponent(client, t, steps)));
 }
 
 /**

@@ -141,6 +141,7 @@ describe('surety CLI: help and usage errors', () => {
       'schedules',
       'worker',
       'reaper',
+      'relay',
       'demo',
       'groups',
       'group',

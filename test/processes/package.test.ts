@@ -196,7 +196,9 @@ import('surety').then((esm) => {
       `import * as postgres from 'surety/postgres';\nconsole.log(JSON.stringify(Object.keys(postgres).sort()));\n`,
     );
     const { stdout } = await sh(process.execPath, ['postgres.mjs'], app);
-    expect(JSON.parse(stdout)).toEqual(expect.arrayContaining(['migrateSteps', 'pgStep', 'pruneSteps']));
+    expect(JSON.parse(stdout)).toEqual(
+      expect.arrayContaining(['createOutbox', 'migrateSteps', 'pgStep', 'pruneSteps']),
+    );
   });
 
   it.runIf(process.allowedNodeEnvironmentFlags.has('--experimental-require-module'))(

@@ -1,0 +1,237 @@
+/**
+ * One relay batch, inside one Postgres transaction that the relay opened:
+ *
+ *   1. lock   the oldest pending rows (`ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED`: rows another relay
+ *             holds are skipped, so relays never move the same row at once)
+ *   2. move   them into Redis with Queue.addBulk, their ids fixed (a repeat is a no-op), per queue in
+ *             row order; a row with a parent in another queue waits for every row before it
+ *   3. settle delete what Redis took, mark failed what it refused for good, and record the error
+ *             on what stays pending; then the relay commits
+ *
+ * A crash anywhere before the commit leaves every row pending (Postgres rolls back and unlocks); the
+ * next batch adds them again, and Redis answers `isNew: false` for those it had.
+ */
+import type { ClientBase } from 'pg';
+import { MAX_MESSAGE_CHARS } from '../defaults.js';
+import {
+  ConnectionError,
+  JobNotFoundError,
+  PartitionMismatchError,
+  SuretyError,
+  ValidationError,
+} from '../errors.js';
+import type { Queue } from '../queue/queue.js';
+import type { CrossQueueParent, JobOptions } from '../types.js';
+import type { OutboxNames } from './schema.js';
+
+/** A locked row, parsed. */
+export interface LockedRow {
+  /** The row's id (bigint, as text). */
+  row: string;
+  queue: string;
+  id: string;
+  data: unknown;
+  opts: JobOptions;
+  attempts: number;
+}
+
+/**
+ * A row whose dependsOn parent Redis does not have yet is tried this many times (the parent may be in
+ * another relay's batch, added a moment later) before it is marked failed.
+ */
+export const PARENT_TRIES = 10;
+
+export async function lockRows(client: ClientBase, n: OutboxNames, limit: number): Promise<LockedRow[]> {
+  const { rows } = await client.query<{
+    row: string;
+    queue: string;
+    job_id: string;
+    data: string;
+    opts: string;
+    attempts: number;
+  }>(
+    `SELECT id::text AS row, queue, job_id, data::text AS data, opts::text AS opts, attempts
+     FROM ${n.rows} WHERE state = 'pending' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+    [limit],
+  );
+  return rows.map((r) => ({
+    row: r.row,
+    queue: r.queue,
+    id: r.job_id,
+    data: JSON.parse(r.data) as unknown,
+    opts: JSON.parse(r.opts) as JobOptions,
+    attempts: r.attempts,
+  }));
+}
+
+/** What became of one row in Redis. */
+export type Move =
+  | { kind: 'added'; isNew: boolean }
+  /** Refused for good: marked failed in the outbox. */
+  | { kind: 'failed'; error: SuretyError }
+  /** Not added (Redis down or full, a parent not there yet): stays pending with the error recorded. */
+  | { kind: 'deferred'; error: SuretyError };
+
+export interface Moves {
+  /** One entry per locked row, in order. */
+  moves: Move[];
+  /** The error that stopped the batch early (every row after it is deferred), if any. */
+  stoppedBy?: SuretyError;
+}
+
+/** The relay's Queue of a name; throws (a ValidationError for a name Redis cannot hold) when it cannot. */
+export type QueueFor = (name: string) => Queue;
+
+/**
+ * Moves the rows into Redis (step 2 above). Never throws: each row gets its Move. `autoPartitions`:
+ * the relay reads the partition count from Redis, so a PartitionMismatchError only means its cached
+ * Queue is stale (the queue was repartitioned) and the rows are tried again; with a fixed count it is
+ * a refusal for good.
+ */
+export async function moveRows(
+  rows: readonly LockedRow[],
+  queueFor: QueueFor,
+  forget: (name: string) => void,
+  autoPartitions: boolean,
+): Promise<Moves> {
+  const moves: (Move | undefined)[] = new Array(rows.length);
+  let stoppedBy: SuretyError | undefined;
+  stages: for (const stage of stagesOf(rows)) {
+    for (const [name, indexes] of stage) {
+      let queue: Queue;
+      try {
+        queue = queueFor(name);
+      } catch (err) {
+        const error = asSuretyError(err);
+        if (!(error instanceof ValidationError)) {
+          stoppedBy = error;
+          break stages;
+        }
+        for (const i of indexes) moves[i] = { kind: 'failed', error };
+        continue;
+      }
+      const group = indexes.map((i) => rows[i]!);
+      const stop = await moveGroup(queue, group, (j, m) => {
+        moves[indexes[j]!] = m;
+      });
+      if (stop instanceof PartitionMismatchError) forget(name);
+      if (stop instanceof PartitionMismatchError && !autoPartitions) {
+        for (const i of indexes) moves[i] = { kind: 'failed', error: stop };
+      } else if (stop) {
+        stoppedBy = stop;
+        break stages;
+      }
+    }
+  }
+  const deferred = stoppedBy ?? new ConnectionError('relay: the batch stopped early', null);
+  return {
+    moves: rows.map((_, i) => moves[i] ?? { kind: 'deferred', error: deferred }),
+    ...(stoppedBy ? { stoppedBy } : {}),
+  };
+}
+
+/**
+ * One queue's rows of a stage, one addBulk call. When Redis refuses the call because of a row (the
+ * call writes nothing then), the rows are added one by one to find which. Returns the error that
+ * must stop the batch (Redis unreachable or full, a queue-wide refusal), or undefined.
+ */
+async function moveGroup(
+  queue: Queue,
+  group: readonly LockedRow[],
+  set: (j: number, move: Move) => void,
+): Promise<SuretyError | undefined> {
+  try {
+    const added = await queue.addBulk(group.map((r) => ({ data: r.data, opts: r.opts })));
+    for (const [j, a] of added.entries()) set(j, { kind: 'added', isNew: a.isNew });
+    return undefined;
+  } catch (err) {
+    const error = asSuretyError(err);
+    if (!isRowRefusal(error)) return error;
+  }
+  for (const [j, r] of group.entries()) {
+    try {
+      const [a] = await queue.addBulk([{ data: r.data, opts: r.opts }]);
+      set(j, { kind: 'added', isNew: a!.isNew });
+    } catch (err) {
+      const error = asSuretyError(err);
+      if (!isRowRefusal(error)) return error;
+      const retry = error instanceof JobNotFoundError && r.attempts + 1 < PARENT_TRIES;
+      set(j, { kind: retry ? 'deferred' : 'failed', error });
+    }
+  }
+  return undefined;
+}
+
+/**
+ * A refusal of the job itself, which adding it again would not change: options or data Redis refuses
+ * (a ValidationError: a queue address, a CrossPartitionError...), a dependsOn parent that does not
+ * exist. Everything else (connection lost, Redis over maxmemory, a partition count to re-read) says
+ * nothing about the row and is tried again.
+ */
+function isRowRefusal(err: SuretyError): boolean {
+  return err instanceof ValidationError || err instanceof JobNotFoundError;
+}
+
+function asSuretyError(err: unknown): SuretyError {
+  if (err instanceof SuretyError) return err;
+  return new ConnectionError(`relay: ${err instanceof Error ? err.message : String(err)}`, err);
+}
+
+/**
+ * The rows cut into stages, each a map queue -> indexes of its rows in order. A row with a parent in
+ * another queue (dependsOn `{ queue, id }`) starts a new stage, so every row before it, its parent
+ * among them, is in Redis first. Within a stage each queue's rows go in one call, in row order.
+ */
+function stagesOf(rows: readonly LockedRow[]): Map<string, number[]>[] {
+  const stages: Map<string, number[]>[] = [];
+  let stage = new Map<string, number[]>();
+  rows.forEach((r, i) => {
+    if (stage.size > 0 && hasParentElsewhere(r.opts)) {
+      stages.push(stage);
+      stage = new Map();
+    }
+    const indexes = stage.get(r.queue);
+    if (indexes) indexes.push(i);
+    else stage.set(r.queue, [i]);
+  });
+  if (stage.size > 0) stages.push(stage);
+  return stages;
+}
+
+function hasParentElsewhere(opts: JobOptions): boolean {
+  // A row written by hand may hold any JSON as its options (the add refuses it then).
+  const parents: unknown = (opts as { dependsOn?: unknown } | null)?.dependsOn;
+  return Array.isArray(parents) && parents.some((p: string | CrossQueueParent) => typeof p === 'object');
+}
+
+/** Step 3: delete what Redis took, record the errors of the rest (in the relay's open transaction). */
+export async function settleRows(
+  client: ClientBase,
+  n: OutboxNames,
+  rows: readonly LockedRow[],
+  moves: readonly Move[],
+): Promise<void> {
+  const done = rows.filter((_, i) => moves[i]!.kind === 'added').map((r) => r.row);
+  if (done.length > 0) {
+    await client.query(`DELETE FROM ${n.rows} WHERE id = ANY($1::bigint[])`, [done]);
+  }
+  const kept = rows.flatMap((r, i) => {
+    const m = moves[i]!;
+    return m.kind === 'added'
+      ? []
+      : [{ row: r.row, state: m.kind === 'failed' ? 'failed' : 'pending', error: m.error }];
+  });
+  if (kept.length === 0) return;
+  await client.query(
+    `UPDATE ${n.rows} AS t
+     SET state = x.state, attempts = t.attempts + 1, last_error = x.message, error_code = x.code, error_at = now()
+     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) AS x(id, state, message, code)
+     WHERE t.id = x.id`,
+    [
+      kept.map((k) => k.row),
+      kept.map((k) => k.state),
+      kept.map((k) => k.error.message.slice(0, MAX_MESSAGE_CHARS)),
+      kept.map((k) => k.error.code),
+    ],
+  );
+}

@@ -1,0 +1,396 @@
+/**
+ * Relay: moves committed outbox rows into Redis until close(). One loop, one batch at a time
+ * (relay-batch.ts: lock, move, settle, commit), woken by the Listener's notifications and by a poll
+ * every `pollMs`; after a failure (Redis or Postgres unreachable, Redis full) it backs off with the one
+ * reconnect backoff. Several relays may run at once, on one or many machines: rows are locked with
+ * SKIP LOCKED, so each batch is one relay's.
+ *
+ * Shutdown order (close): stop the poll and the listener, let the batch in progress finish (up to
+ * `closeTimeoutMs`, then abandon it: its Postgres connection is closed, so its transaction rolls back
+ * and its rows stay pending for the next relay), close the Queues and the Redis connection.
+ */
+import { EventEmitter } from 'node:events';
+import type { Pool, PoolClient } from 'pg';
+import { MAX_BULK } from '../defaults.js';
+import { ClosedError, ListenerError, PostgresError, SuretyError } from '../errors.js';
+import type { QueueOptions } from '../options/queue.js';
+import { resolveQueueOptions } from '../options/queue.js';
+import { Queue } from '../queue/queue.js';
+import type { ConnectionOption, Logger } from '../redis/client.js';
+import { type Connection, closeConnection, connect } from '../redis/connection.js';
+import { reconnectDelayMs, safeTimeout } from '../timers.js';
+import { checkCallOptions, checkInt, checkTimerMs } from '../validate.js';
+import { drop, Listener } from './listener.js';
+import { lockRows, moveRows, settleRows } from './relay-batch.js';
+import { missingTable, type OutboxNames } from './schema.js';
+
+export interface RelayOptions {
+  /** Where Redis is: as a Queue's `connection` (a URL, ioredis options or a client, never closed). */
+  connection?: ConnectionOption;
+  /** Key prefix of the queues. Default 'surety'. */
+  prefix?: string;
+  /** Partitions of the queues: 'auto' (default) reads each queue's count from Redis, as admin tools do. */
+  partitions?: number | 'auto';
+  /** The Queues' `defaults`: options for jobs added without them (a Queue's option of that name). */
+  defaults?: QueueOptions['defaults'];
+  /** The Queues' `durability` (wait for replicas before a row is deleted). Default: none. */
+  durability?: QueueOptions['durability'];
+  /** Rows per batch (one Postgres transaction, one addBulk per queue). 1-10 000, default 500. */
+  batch?: number;
+  /** How often to look for rows without a notification (the safety net). Default 1 000 ms. */
+  pollMs?: number;
+  /** How long close() lets the batch in progress finish before abandoning it. Default 10 000 ms. */
+  closeTimeoutMs?: number;
+  /** Where warnings go when nothing listens to `error`. Default: console. */
+  logger?: Logger;
+}
+
+/** What one batch did (the `progress` event). */
+export interface RelayProgress {
+  /** Rows moved into Redis and deleted from the outbox (added, or found there already). */
+  relayed: number;
+  /** Of those, jobs Redis had already (`isNew: false`): a repeat after a crash, or a dedupe key's job. */
+  existing: number;
+  /** Rows Redis refused for good, now failed in the outbox (outbox.failed()). */
+  failed: { id: string; queue: string; code: string; message: string }[];
+  /** Rows left pending after a refusal that may pass (Redis down or full, a parent not there yet). */
+  deferred: number;
+  /** How long the batch took, ms. */
+  ms: number;
+}
+
+/** Totals since the relay started (relay.stats()). */
+export interface RelayStats {
+  relayed: number;
+  existing: number;
+  failed: number;
+  deferred: number;
+  /** Batches that locked at least one row. */
+  batches: number;
+  /** Times the relay looked for rows (each batch, empty ones included). */
+  polls: number;
+  /** True while its LISTEN connection is up (otherwise only polls find new rows). */
+  listening: boolean;
+  /** Errors reported (`error` events): each one a batch or a connection the relay tried again. */
+  errors: number;
+  lastError?: { code: string; message: string; at: number };
+}
+
+export interface RelayEvents {
+  progress: [progress: RelayProgress];
+  /** A typed error the relay recovers from by itself (it backs off and tries again). */
+  error: [error: SuretyError];
+}
+
+interface ResolvedRelay {
+  queue: QueueOptions;
+  batch: number;
+  pollMs: number;
+  closeTimeoutMs: number;
+  logger: Logger;
+  autoPartitions: boolean;
+}
+
+const RELAY_KEYS = [
+  'connection',
+  'prefix',
+  'partitions',
+  'defaults',
+  'durability',
+  'batch',
+  'pollMs',
+  'closeTimeoutMs',
+  'logger',
+] as const;
+
+function resolveRelay(opts: RelayOptions, maxPayloadBytes: number): ResolvedRelay {
+  checkCallOptions('relay options', opts, RELAY_KEYS);
+  const { batch, pollMs, closeTimeoutMs, connection: _, ...rest } = opts;
+  const queue: QueueOptions = { partitions: 'auto', ...rest, maxPayloadBytes };
+  // Checked now, so a bad prefix or default throws here rather than failing rows later.
+  const resolved = resolveQueueOptions(queue);
+  return {
+    queue,
+    batch: checkInt('batch', batch ?? 500, 1, MAX_BULK),
+    pollMs: checkTimerMs('pollMs', pollMs ?? 1_000, 10),
+    closeTimeoutMs: checkTimerMs('closeTimeoutMs', closeTimeoutMs ?? 10_000, 0),
+    logger: resolved.logger,
+    autoPartitions: resolved.partitions === 0,
+  };
+}
+
+export class Relay extends EventEmitter<RelayEvents> {
+  private readonly opts: ResolvedRelay;
+  private readonly conn: Connection;
+  private readonly queues = new Map<string, Queue>();
+  private readonly listener: Listener;
+  private readonly wake = new Wake();
+  private readonly loop: Promise<void>;
+  private readonly totals: RelayStats = {
+    relayed: 0,
+    existing: 0,
+    failed: 0,
+    deferred: 0,
+    batches: 0,
+    polls: 0,
+    listening: false,
+    errors: 0,
+  };
+  /** The Postgres connection of the batch in progress, if any (close() may have to drop it). */
+  private held: PoolClient | undefined;
+  private closing = false;
+  private closed: Promise<void> | undefined;
+  private failures = 0;
+
+  /** Use outbox.relay(options). */
+  constructor(
+    private readonly pool: Pool,
+    private readonly names: OutboxNames,
+    maxPayloadBytes: number,
+    options: RelayOptions,
+  ) {
+    super();
+    this.opts = resolveRelay(options, maxPayloadBytes);
+    this.conn = connect(options.connection, 'queue');
+    pool.on('error', ignore);
+    this.listener = new Listener(
+      pool,
+      names,
+      () => this.wake.notify(),
+      (err) => this.report(this.postgresError(err, 'the LISTEN connection')),
+    );
+    this.listener.start();
+    this.loop = this.run();
+  }
+
+  /** Totals since the relay started. */
+  stats(): RelayStats {
+    const t = this.totals;
+    return {
+      ...t,
+      listening: this.listener.listening,
+      ...(t.lastError ? { lastError: { ...t.lastError } } : {}),
+    };
+  }
+
+  private async run(): Promise<void> {
+    while (!this.closing) {
+      let next: 'now' | 'poll' | 'backoff';
+      try {
+        next = await this.batch();
+      } catch (err) {
+        if (this.closing) break;
+        this.report(err instanceof SuretyError ? err : this.postgresError(err, 'a batch'));
+        next = 'backoff';
+      }
+      if (this.closing) break;
+      if (next === 'backoff') this.failures++;
+      else this.failures = 0;
+      if (next === 'now') continue;
+      if (next === 'backoff') await this.wake.sleep(reconnectDelayMs(this.failures));
+      else await this.wake.wait(this.opts.pollMs);
+    }
+  }
+
+  /** One batch; says when to run the next one. */
+  private async batch(): Promise<'now' | 'poll' | 'backoff'> {
+    const started = performance.now();
+    const client = await this.pool.connect();
+    if (this.closing) {
+      // Closed while waiting for a connection (a pool at its max): start nothing.
+      client.release();
+      return 'poll';
+    }
+    this.held = client;
+    client.on('error', ignore); // a lost connection is reported by the query it fails
+    try {
+      await client.query('BEGIN');
+      const rows = await lockRows(client, this.names, this.opts.batch);
+      this.totals.polls++;
+      if (rows.length === 0) {
+        await client.query('COMMIT');
+        this.giveBack(client);
+        return 'poll';
+      }
+      const { moves, stoppedBy } = await moveRows(
+        rows,
+        (name) => this.queue(name),
+        (name) => this.forget(name),
+        this.opts.autoPartitions,
+      );
+      if (this.held !== client) throw new ClosedError('the relay (its batch was abandoned)');
+      await settleRows(client, this.names, rows, moves);
+      await client.query('COMMIT');
+      this.giveBack(client);
+      const progress: RelayProgress = { relayed: 0, existing: 0, failed: [], deferred: 0, ms: 0 };
+      let deferredBy: SuretyError | undefined;
+      moves.forEach((m, i) => {
+        if (m.kind === 'added') {
+          progress.relayed++;
+          if (!m.isNew) progress.existing++;
+        } else if (m.kind === 'failed') {
+          const r = rows[i]!;
+          progress.failed.push({ id: r.id, queue: r.queue, code: m.error.code, message: m.error.message });
+        } else {
+          progress.deferred++;
+          deferredBy ??= m.error;
+        }
+      });
+      progress.ms = Math.round(performance.now() - started);
+      this.count(progress);
+      if (stoppedBy ?? deferredBy) this.report((stoppedBy ?? deferredBy)!);
+      if (progress.deferred > 0) return 'backoff';
+      return rows.length === this.opts.batch ? 'now' : 'poll';
+    } catch (err) {
+      if (this.held === client) drop(client, err);
+      throw err instanceof SuretyError ? err : this.postgresError(err, 'a batch');
+    } finally {
+      if (this.held === client) this.held = undefined;
+    }
+  }
+
+  private giveBack(client: PoolClient): void {
+    this.held = undefined;
+    client.off('error', ignore);
+    client.release();
+  }
+
+  private queue(name: string): Queue {
+    if (this.closing) throw new ClosedError('the relay');
+    let q = this.queues.get(name);
+    if (!q) {
+      q = new Queue(name, { ...this.opts.queue, connection: this.conn.client });
+      this.queues.set(name, q);
+    }
+    return q;
+  }
+
+  /** Drops a Queue whose partition count went stale; the next batch opens it afresh. */
+  private forget(name: string): void {
+    const q = this.queues.get(name);
+    this.queues.delete(name);
+    void q?.close();
+  }
+
+  private count(p: RelayProgress): void {
+    const t = this.totals;
+    t.batches++;
+    t.relayed += p.relayed;
+    t.existing += p.existing;
+    t.failed += p.failed.length;
+    t.deferred += p.deferred;
+    this.notify('progress', p);
+  }
+
+  private postgresError(err: unknown, what: string): SuretyError {
+    const typed = missingTable(err, this.names);
+    if (typed instanceof SuretyError) return typed;
+    const message = err instanceof Error ? err.message : String(err);
+    return new PostgresError(`outbox relay: ${what} failed in Postgres: ${message}`, err);
+  }
+
+  /** A recovered-from error: the `error` event, else the logger; it never stops the relay. */
+  private report(error: SuretyError): void {
+    if (this.closing) return;
+    this.totals.errors++;
+    this.totals.lastError = { code: error.code, message: error.message, at: Date.now() };
+    if (this.listenerCount('error') > 0) this.notify('error', error);
+    else this.opts.logger.warn(`surety outbox relay: ${error.code} ${error.message}`);
+  }
+
+  /** Calls listeners; one that throws is reported (ListenerError) and changes nothing else. */
+  private notify<E extends keyof RelayEvents>(event: E, ...args: RelayEvents[E]): void {
+    try {
+      (this.emit as (e: E, ...a: RelayEvents[E]) => boolean)(event, ...args);
+    } catch (thrown) {
+      const message = thrown instanceof Error ? thrown.message : String(thrown);
+      const error = new ListenerError(event, message, thrown);
+      if (event !== 'error' && this.listenerCount('error') > 0) this.notify('error', error);
+      else this.opts.logger.warn(`surety outbox relay: ${error.code} ${error.message}`);
+    }
+  }
+
+  /** Stops the relay (see the file comment for the order); idempotent. */
+  close(): Promise<void> {
+    this.closed ??= this.shutdown();
+    return this.closed;
+  }
+
+  private async shutdown(): Promise<void> {
+    this.closing = true;
+    this.wake.stop();
+    this.listener.stop();
+    let timer: NodeJS.Timeout | undefined;
+    const finished = await Promise.race([
+      this.loop.then(() => true),
+      new Promise<false>((resolve) => {
+        timer = safeTimeout(() => resolve(false), this.opts.closeTimeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    const abandoned = this.held;
+    if (!finished && abandoned) {
+      // Abandoned: closing its connection rolls its transaction back; its rows stay pending.
+      this.held = undefined;
+      drop(abandoned, new ClosedError('the relay'));
+    }
+    await Promise.all([...this.queues.values()].map((q) => q.close()));
+    this.queues.clear();
+    await closeConnection(this.conn);
+    // An abandoned batch ends now (its calls fail); a loop still waiting for a pool connection starts
+    // nothing once it gets one, and is not waited for.
+    if (finished || abandoned) await this.loop;
+    this.pool.off('error', ignore);
+  }
+}
+
+/**
+ * Errors seen elsewhere: on a batch's connection (its failing query reports them), and on the pool,
+ * whose idle connections die when Postgres restarts (unheard, the pool's `error` event would end the
+ * process; the relay's next batch gets a fresh connection).
+ */
+const ignore = () => {};
+
+/** The loop's wait: a poll that a notification ends early, a backoff that it does not, both ended by close. */
+class Wake {
+  private notified = false;
+  private stopped = false;
+  private waiting: { done: () => void; wakeable: boolean } | undefined;
+
+  notify(): void {
+    if (this.waiting?.wakeable) this.waiting.done();
+    else this.notified = true;
+  }
+
+  /** Until `ms` passed or a notification came (one that came meanwhile ends it at once). */
+  wait(ms: number): Promise<void> {
+    if (this.notified) {
+      this.notified = false;
+      return Promise.resolve();
+    }
+    return this.until(ms, true);
+  }
+
+  /** `ms`, whatever notifications come (they are kept for the next wait). */
+  sleep(ms: number): Promise<void> {
+    return this.until(ms, false);
+  }
+
+  private until(ms: number, wakeable: boolean): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.waiting = undefined;
+        resolve();
+      };
+      const timer = safeTimeout(done, ms);
+      this.waiting = { done, wakeable };
+    });
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.waiting?.done();
+  }
+}
