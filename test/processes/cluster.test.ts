@@ -181,13 +181,15 @@ describe('Redis Cluster', () => {
     const ps = await parents.addBulk(
       Array.from({ length: 6 }, (_, i) => ({
         data: { fail: i === 5 },
-        opts: { delayMs: 200, maxAttempts: 1 },
+        // Held until every child is added (a short delay raced the children's add on a busy machine).
+        opts: { delayMs: 3_600_000, maxAttempts: 1 },
       })),
     );
     const cs = await children.addBulk(
       ps.map((p) => ({ data: {}, opts: { dependsOn: [{ queue: parents.name, id: p.id }] } })),
     );
     expect(cs.map((c) => c.state)).toEqual(Array(6).fill('blocked'));
+    for (const p of ps) await parents.promote(p.id);
     for (const [i, c] of cs.slice(0, 5).entries()) {
       expect(await children.waitFor(c.id, { timeoutMs: 10_000 })).toEqual({
         [`${parents.name}:${ps[i]!.id}`]: `p ${ps[i]!.id}`,
