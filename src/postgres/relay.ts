@@ -12,7 +12,7 @@
 import { EventEmitter } from 'node:events';
 import type { Pool, PoolClient } from 'pg';
 import { MAX_BULK } from '../defaults.js';
-import { ClosedError, ListenerError, PostgresError, SuretyError } from '../errors.js';
+import { ClosedError, ConnectionError, ListenerError, PostgresError, SuretyError } from '../errors.js';
 import type { QueueOptions } from '../options/queue.js';
 import { resolveQueueOptions } from '../options/queue.js';
 import { Queue } from '../queue/queue.js';
@@ -41,6 +41,13 @@ export interface RelayOptions {
   pollMs?: number;
   /** How long close() lets the batch in progress finish before abandoning it. Default 10 000 ms. */
   closeTimeoutMs?: number;
+  /**
+   * How long a batch may wait for Redis before it is abandoned: its transaction rolls back (its rows
+   * stay for the next batch, whose adds of the same ids are harmless) and the Redis connection is
+   * opened afresh, so a connection that is up but moves no byte (a black-holed network) cannot hold the
+   * rows' locks for ever. Default 30 000 ms.
+   */
+  batchTimeoutMs?: number;
   /** Where warnings go when nothing listens to `error`. Default: console. */
   logger?: Logger;
 }
@@ -87,6 +94,7 @@ interface ResolvedRelay {
   batch: number;
   pollMs: number;
   closeTimeoutMs: number;
+  batchTimeoutMs: number;
   logger: Logger;
   autoPartitions: boolean;
 }
@@ -100,12 +108,13 @@ const RELAY_KEYS = [
   'batch',
   'pollMs',
   'closeTimeoutMs',
+  'batchTimeoutMs',
   'logger',
 ] as const;
 
 function resolveRelay(opts: RelayOptions, maxPayloadBytes: number): ResolvedRelay {
   checkCallOptions('relay options', opts, RELAY_KEYS);
-  const { batch, pollMs, closeTimeoutMs, connection: _, ...rest } = opts;
+  const { batch, pollMs, closeTimeoutMs, batchTimeoutMs, connection: _, ...rest } = opts;
   const queue: QueueOptions = { partitions: 'auto', ...rest, maxPayloadBytes };
   // Checked now, so a bad prefix or default throws here rather than failing rows later.
   const resolved = resolveQueueOptions(queue);
@@ -114,6 +123,7 @@ function resolveRelay(opts: RelayOptions, maxPayloadBytes: number): ResolvedRela
     batch: checkInt('batch', batch ?? 500, 1, MAX_BULK),
     pollMs: checkTimerMs('pollMs', pollMs ?? 1_000, 10),
     closeTimeoutMs: checkTimerMs('closeTimeoutMs', closeTimeoutMs ?? 10_000, 0),
+    batchTimeoutMs: checkTimerMs('batchTimeoutMs', batchTimeoutMs ?? 30_000, 100),
     logger: resolved.logger,
     autoPartitions: resolved.partitions === 0,
   };
@@ -212,11 +222,13 @@ export class Relay extends EventEmitter<RelayEvents> {
         this.giveBack(client);
         return 'poll';
       }
-      const { moves, stoppedBy } = await moveRows(
-        rows,
-        (name) => this.queue(name),
-        (name) => this.forget(name),
-        this.opts.autoPartitions,
+      const { moves, stoppedBy } = await this.withinBatchTimeout(
+        moveRows(
+          rows,
+          (name) => this.queue(name),
+          (name) => this.forget(name),
+          this.opts.autoPartitions,
+        ),
       );
       if (this.held !== client) throw new ClosedError('the relay (its batch was abandoned)');
       await settleRows(client, this.names, rows, moves);
@@ -247,6 +259,29 @@ export class Relay extends EventEmitter<RelayEvents> {
     } finally {
       if (this.held === client) this.held = undefined;
     }
+  }
+
+  /**
+   * `moving` (the batch's Redis part), or a ConnectionError after batchTimeoutMs: the Redis connection
+   * is then closed and opened again, which rejects the calls it holds (a reply that may never come).
+   */
+  private async withinBatchTimeout<T>(moving: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = safeTimeout(() => resolve('timeout'), this.opts.batchTimeoutMs);
+    });
+    try {
+      const outcome = await Promise.race([moving, timedOut]);
+      if (outcome !== 'timeout') return outcome;
+    } finally {
+      clearTimeout(timer);
+    }
+    moving.catch(() => {}); // it rejects once the connection closes; this batch is abandoned already
+    this.conn.client.disconnect(true);
+    throw new ConnectionError(
+      `outbox relay: Redis did not answer a batch within ${this.opts.batchTimeoutMs} ms; the batch rolled back and the connection is opened again`,
+      undefined,
+    );
   }
 
   private giveBack(client: PoolClient): void {

@@ -5,6 +5,7 @@
  * Crashes of relays and servers: test/processes/outbox-crash.test.ts.
  */
 import { describe, expect, it } from 'vitest';
+import { TcpProxy } from '../../chaos/tcp-proxy.js';
 import {
   NotSerializableError,
   PayloadTooLargeError,
@@ -475,6 +476,36 @@ describe('outbox relays', () => {
     const next = startRelay(outbox);
     await waitUntil(() => next.stats().relayed === 20, 'the next relay');
     expect((await q.getJobs('waiting', { limit: 100 })).map((j) => j.id)).toEqual(ids.map((r) => r.id));
+  });
+
+  it('a batch Redis never answers (a black-holed network) is abandoned after batchTimeoutMs; its rows move once it heals', async () => {
+    const outbox = await newOutbox();
+    const name = uniqueName('blackhole');
+    const q = queue(name);
+    const proxy = await TcpProxy.start({ host: '127.0.0.1', port: fx.server.port });
+    try {
+      const relay = outbox.relay({ connection: proxy.url, pollMs: 50, batchTimeoutMs: 300 });
+      open.push(relay);
+      const errors: string[] = [];
+      relay.on('error', (err) => errors.push(err.code));
+      await waitUntil(() => relay.stats().polls > 0, 'the relay polls');
+      proxy.blackhole();
+      const ids = await committed(db.pool, (client) =>
+        outbox.addBulk(
+          client,
+          name,
+          Array.from({ length: 5 }, (_, i) => ({ data: { i } })),
+        ),
+      );
+      await waitUntil(() => errors.includes('ERR_CONNECTION'), 'the stuck batch abandoned');
+      // Rolled back: the rows wait for a batch that gets an answer.
+      expect(await outbox.counts()).toMatchObject({ pending: 5 });
+      proxy.heal();
+      await waitUntil(async () => (await outbox.counts()).pending === 0, 'relayed after the network healed');
+      expect((await q.getJobs('waiting', { limit: 100 })).map((j) => j.id)).toEqual(ids.map((r) => r.id));
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('close() gives back every Postgres connection, and options are checked when the relay starts', async () => {
