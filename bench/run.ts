@@ -18,6 +18,7 @@ import { monoMs, withTimeout } from './clock.js';
 import { renderClusterTable, runClusterBench } from './cluster.js';
 import { installCounter } from './command-counter.js';
 import { renderGroupsTable, runGroupsBench } from './groups.js';
+import { outboxUnavailable, renderOutboxTable, runOutboxBench } from './outbox.js';
 import { RESULTS_DIR, writeResults } from './output.js';
 import { flushAll, parseInfo } from './redis-stats.js';
 import { renderTable } from './report.js';
@@ -190,6 +191,22 @@ async function main(opts: BenchOptions): Promise<void> {
     writeFileSync(
       `${RESULTS_DIR}${started.toISOString().slice(0, 10)}-telemetry${opts.quick ? '-quick' : ''}.json`,
       `${JSON.stringify({ startedAt: started.toISOString(), n: opts.sizes.n, runs: opts.runs, rows }, null, 2)}\n`,
+    );
+  }
+  const noPostgres = opts.only.includes('outbox') ? outboxUnavailable() : undefined;
+  if (noPostgres) log(`\noutbox: skipped: ${noPostgres}`);
+  else if (opts.only.includes('outbox') && opts.libs.includes('surety')) {
+    const sizes = { latencyJobs: opts.quick ? 100 : 200, txPairs: opts.quick ? 500 : 2_000 };
+    log(
+      `\noutbox: Postgres outbox, N=${opts.sizes.n}: relay vs addBulk, commit -> Redis latency (${sizes.latencyJobs} jobs), outbox.add in a transaction (${sizes.txPairs} pairs)`,
+    );
+    await flushAll(admin);
+    const r = await runOutboxBench(redis.url, admin, { n: opts.sizes.n, runs: opts.runs, ...sizes }, log);
+    table = `${table}\n\nPostgres outbox (bench/outbox.ts), N=${opts.sizes.n}, ${opts.runs} run(s); relay x1 / addBulk = ${r.ratio.toFixed(2)}x, relay x2 / addBulk = ${r.ratio2.toFixed(2)}x:\n${renderOutboxTable(r)}`;
+    mkdirSync(RESULTS_DIR, { recursive: true });
+    writeFileSync(
+      `${RESULTS_DIR}${started.toISOString().slice(0, 10)}-outbox${opts.quick ? '-quick' : ''}.json`,
+      `${JSON.stringify({ startedAt: started.toISOString(), commit: gitDescribe(), n: opts.sizes.n, runs: opts.runs, ...sizes, loadavgStart: loadStart.map((l) => l.toFixed(2)).join(' '), ...r }, null, 2)}\n`,
     );
   }
   if (opts.only.includes('scale')) {
