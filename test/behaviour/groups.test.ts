@@ -132,9 +132,13 @@ describe('groups', () => {
       .sort((a, b) => a - b);
     expect(slowStarts).toHaveLength(9);
     // 9 starts at 3 per 400 ms need two full windows after the first; no window holds more than 3.
-    expect(slowStarts[8]! - slowStarts[0]!).toBeGreaterThanOrEqual(2 * 400 - 30);
+    // The limit holds at the claim, on Redis's clock; a start is stamped later, by the child process,
+    // after a lag that varies by tens of ms on a busy machine (39 ms seen in CI): allow for it. A
+    // limit that did not hold would start all nine within a few ms.
+    const LAG_MS = 100;
+    expect(slowStarts[8]! - slowStarts[0]!).toBeGreaterThanOrEqual(2 * 400 - LAG_MS);
     for (let i = 0; i + 3 < slowStarts.length; i++)
-      expect(slowStarts[i + 3]! - slowStarts[i]!).toBeGreaterThan(350);
+      expect(slowStarts[i + 3]! - slowStarts[i]!).toBeGreaterThan(400 - LAG_MS);
     // The free group was not held back by the slow one: it finished before the slow group's last window.
     const freeIds = new Set(jobs.filter((j) => j.group === 'free').map((j) => j.id));
     const freeDone = Math.max(...jobs.filter((j) => freeIds.has(j.id)).map((j) => j.finishedAt!));
