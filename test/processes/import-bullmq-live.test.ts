@@ -27,6 +27,7 @@ import { randomInt } from 'node:crypto';
 import { Queue as BullQueue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Rng } from '../../chaos/rng.js';
 import { Queue } from '../../src/index.js';
 import type { ImportReport } from '../../src/migrate/index.js';
 import { queueKeys } from '../../src/store/keys.js';
@@ -42,16 +43,10 @@ const KILLS = 6;
 
 console.log(`import-bullmq-live: seed ${SEED} (replay with IMPORT_LIVE_SEED=${SEED})`);
 
-/** mulberry32, as the child uses: the kill moments of a run follow from its seed. */
+/** A seeded stream (chaos/rng.ts): a run can be replayed from its seed. */
 function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
+  const rng = new Rng(seed);
+  return () => rng.next();
 }
 
 interface ChildMessage {
