@@ -42,6 +42,8 @@ export const SCRIPT_BATCH_LIMIT = 1_000;
 export const MAX_STEPS_BYTES = 1024 * 1024;
 /** Job priorities run from -MAX_PRIORITY (first) to MAX_PRIORITY (last); 0 is the default. */
 export const MAX_PRIORITY = 1_000_000;
+/** The largest `maxAttempts` a job may have. */
+export const MAX_ATTEMPTS = 1_000;
 /** Log lines kept per job (job.log, queue.addJobLog): the oldest go first. */
 export const MAX_LOG_LINES = 100;
 /** Longest log line kept: a longer one is cut to this many UTF-16 units. */

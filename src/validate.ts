@@ -155,6 +155,11 @@ export function checkQueueAddress(prefix: string, name: string): void {
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
 const CONTROL_CHARS = /[\x00-\x1f\x7f]/;
 
+/** Whether `s` holds a control character (ids, labels and names refuse them: see CONTROL_CHARS). */
+export function hasControlChars(s: string): boolean {
+  return CONTROL_CHARS.test(s);
+}
+
 /**
  * An unpaired UTF-16 surrogate: Redis stores strings as UTF-8, where each becomes U+FFFD, so
  * 'a\uD800' and 'a\uDC00' would name the same key or field.

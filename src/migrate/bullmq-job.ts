@@ -4,7 +4,7 @@
  * the read; the scripts check the fingerprint again before they take the job (includes/bullmq_take.lua).
  */
 import { createHash } from 'node:crypto';
-import { MAX_LOG_LINE_CHARS, MAX_LOG_LINES, MAX_PRIORITY } from '../defaults.js';
+import { MAX_ATTEMPTS, MAX_LOG_LINE_CHARS, MAX_LOG_LINES, MAX_PRIORITY } from '../defaults.js';
 import { SuretyError } from '../errors.js';
 import { MAX_DELAY_MS } from '../options/backoff.js';
 import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../options/job.js';
@@ -155,17 +155,12 @@ export function mapJob(raw: RawJob, state: SourceState, due: number | null, maxP
   const dropped: string[] = [];
   const opts: JobOptions = {
     id: raw.id,
-    maxAttempts: Math.min(Math.max(1, Math.trunc(Number(bullOpts.attempts ?? 1)) || 1), 1_000),
-    backoff: mapBackoff(bullOpts.backoff, dropped),
+    ...mapRetries(bullOpts.attempts, bullOpts.backoff, v.priority ?? bullOpts.priority, dropped),
   };
   if (typeof v.name === 'string' && v.name !== '') opts.name = v.name;
-  const priority = Math.trunc(Number(v.priority ?? bullOpts.priority ?? 0)) || 0;
-  if (priority > MAX_PRIORITY) dropped.push(`priority ${priority} (kept as ${MAX_PRIORITY})`);
-  if (priority !== 0) opts.priority = Math.min(priority, MAX_PRIORITY);
   if (bullOpts.lifo === true) opts.lifo = true;
   const keep = mapRemoval(bullOpts, dropped);
   if (keep) opts.keep = keep;
-  if (Number(bullOpts.attempts) > 1_000) dropped.push(`attempts ${bullOpts.attempts} (kept as 1000)`);
   for (const key of Object.keys(bullOpts)) {
     if (!MAPPED_OPTIONS.has(key) && !SPENT_OPTIONS.has(key)) dropped.push(LONG_NAMES[key] ?? key);
   }
@@ -200,6 +195,28 @@ export function mapJob(raw: RawJob, state: SourceState, due: number | null, maxP
       progress: progressOf(v.progress),
     },
   };
+}
+
+/**
+ * A job's (or a scheduler template's) `attempts`, `backoff` and `priority` as they mean in BullMQ: no
+ * attempts is one attempt, no backoff a retry at once. Values past Surety's bounds are kept at the
+ * bound and reported in `dropped`.
+ */
+export function mapRetries(
+  attempts: unknown,
+  backoff: unknown,
+  priority: unknown,
+  dropped: string[],
+): Pick<JobOptions, 'maxAttempts' | 'backoff' | 'priority'> {
+  const out: Pick<JobOptions, 'maxAttempts' | 'backoff' | 'priority'> = {
+    maxAttempts: Math.min(Math.max(1, Math.trunc(Number(attempts ?? 1)) || 1), MAX_ATTEMPTS),
+    backoff: mapBackoff(backoff, dropped),
+  };
+  if (Number(attempts) > MAX_ATTEMPTS) dropped.push(`attempts ${attempts} (kept as ${MAX_ATTEMPTS})`);
+  const p = Math.trunc(Number(priority ?? 0)) || 0;
+  if (p > MAX_PRIORITY) dropped.push(`priority ${p} (kept as ${MAX_PRIORITY})`);
+  if (p !== 0) out.priority = Math.min(p, MAX_PRIORITY);
+  return out;
 }
 
 /** BullMQ's `backoff` as it means there; an unknown form is reported in `dropped` and becomes no delay. */

@@ -10,14 +10,21 @@ import { Cluster } from 'ioredis';
 import { DEFAULT_PREFIX } from '../defaults.js';
 import { ImportError, ValidationError } from '../errors.js';
 import { resolveQueueOptions } from '../options/queue.js';
-import { closestName } from '../queue/discover.js';
+import { closestName, escapeGlob, scanKeys } from '../queue/discover.js';
 import { type Layout, resolveLayout } from '../queue/partitions.js';
 import { Queue } from '../queue/queue.js';
 import type { ConnectionOption, RedisClient } from '../redis/client.js';
 import { checkServer, closeConnection, connect } from '../redis/connection.js';
 import { settling } from '../redis/in-flight.js';
 import { callScript, scripts } from '../scripts/specs.js';
-import { checkCallOptions, checkInt, checkPrefix, checkQueueName, show } from '../validate.js';
+import {
+  checkCallOptions,
+  checkInt,
+  checkPrefix,
+  checkQueueName,
+  hasControlChars,
+  show,
+} from '../validate.js';
 import { type KeptReason, readJobs, type SourceState } from './bullmq-job.js';
 import { type BullMQKeys, bullmqKeys, bullmqTakenKey } from './bullmq-keys.js';
 import {
@@ -216,8 +223,7 @@ function checkBullName(what: string, value: unknown, colons = false): string {
     value.length === 0 ||
     value.length > 256 ||
     (!colons && value.includes(':')) ||
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
-    /[\u0000-\u001f\u007f]/.test(value)
+    hasControlChars(value)
   ) {
     throw new ValidationError(
       `${what} must be a BullMQ ${colons ? 'prefix' : 'queue name'} (1-256 characters${colons ? '' : ", no ':'"}, no control characters), got ${show(value)}`,
@@ -247,22 +253,10 @@ async function checkSourceExists(client: RedisClient, bull: BullMQKeys): Promise
 
 /** Names of the BullMQ queues under `prefix`, from their meta hashes (one SCAN). */
 async function bullQueueNames(client: RedisClient, prefix: string): Promise<string[]> {
-  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
   const names = new Set<string>();
-  for (const node of nodes) {
-    let cursor = '0';
-    do {
-      const [next, keys] = await node.scan(
-        cursor,
-        'MATCH',
-        `${prefix.replace(/[*?[\]\\]/g, '\\$&')}:*:meta`,
-        'COUNT',
-        1_000,
-      );
-      cursor = next;
-      for (const key of keys) names.add(key.slice(prefix.length + 1, -':meta'.length));
-    } while (cursor !== '0');
-  }
+  await scanKeys(client, `${escapeGlob(prefix)}:*:meta`, (key) => {
+    names.add(key.slice(prefix.length + 1, -':meta'.length));
+  });
   return [...names].sort();
 }
 

@@ -15,8 +15,7 @@ import type { RedisClient } from '../redis/client.js';
 import { callScript, scripts } from '../scripts/specs.js';
 import type { QueueKeys } from '../store/keys.js';
 import { SCHEDULE_KEY_RE } from '../store/occurrence-id.js';
-import type { JobOptions } from '../types.js';
-import { mapBackoff } from './bullmq-job.js';
+import { mapRetries } from './bullmq-job.js';
 import { type BullMQKeys, bullmqSchedulerKey } from './bullmq-keys.js';
 
 export interface SchedulerTally {
@@ -136,12 +135,7 @@ export function mapScheduler(
   } catch {
     return 'its data or options are not JSON';
   }
-  const opts: Pick<JobOptions, 'maxAttempts' | 'backoff' | 'priority'> = {
-    maxAttempts: Math.min(Math.max(1, Math.trunc(Number(template.attempts ?? 1)) || 1), 1_000),
-    backoff: mapBackoff(template.backoff, dropped),
-  };
-  const priority = Math.trunc(Number(template.priority ?? 0)) || 0;
-  if (priority !== 0) opts.priority = Math.min(priority, 1_000_000);
+  const opts = mapRetries(template.attempts, template.backoff, template.priority, dropped);
   for (const key of Object.keys(template)) {
     if (!['attempts', 'backoff', 'priority', 'jobId', 'delay', 'repeat'].includes(key))
       dropped.push(`scheduler ${key}`);

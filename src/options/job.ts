@@ -1,4 +1,10 @@
-import { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, MAX_PRIORITY } from '../defaults.js';
+import {
+  DEFAULT_BACKOFF,
+  DEFAULT_LEASE_MS,
+  DEFAULT_MAX_ATTEMPTS,
+  MAX_ATTEMPTS,
+  MAX_PRIORITY,
+} from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import type { ResolvedJobOptions } from '../store/job-record.js';
 import { MAX_TIMER_MS } from '../timers.js';
@@ -59,7 +65,7 @@ export function checkJobFields(
     maxAttempts:
       o.maxAttempts === undefined
         ? base.maxAttempts
-        : checkInt(`${name}maxAttempts`, o.maxAttempts, 1, 1_000),
+        : checkInt(`${name}maxAttempts`, o.maxAttempts, 1, MAX_ATTEMPTS),
     leaseMs:
       o.leaseMs === undefined ? base.leaseMs : checkInt(`${name}leaseMs`, o.leaseMs, 100, 24 * 3_600_000),
     backoff: o.backoff === undefined ? base.backoff : checkBackoff(`${name}backoff`, o.backoff),

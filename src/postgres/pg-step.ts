@@ -6,7 +6,7 @@
  */
 import type { PoolClient } from 'pg';
 import { LeaseExpiredError, ValidationError } from '../errors.js';
-import { checkCallOptions, isWellFormed, show, toJson } from '../validate.js';
+import { checkCallOptions, hasControlChars, isWellFormed, show, toJson } from '../validate.js';
 import { checkStepName } from '../worker/durable-steps.js';
 import type { Job } from '../worker/job.js';
 import { type Db, inTransaction, missingTable, stepsTable, withClient } from './steps-table.js';
@@ -25,9 +25,6 @@ export interface PgStepOptions {
 /** Largest result a step stores (its JSON, UTF-8 bytes): job.step's limit per step. */
 const MAX_RESULT_BYTES = 512 * 1024;
 
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
-const CONTROL_CHARS = /[\x00-\x1f\x7f]/;
-
 /**
  * A step name: job.step's rule (1-256 characters, no tab or newline, not `~sleep:`), and text that
  * PostgreSQL stores as given (no NUL or other control character, no unpaired UTF-16 surrogate, which
@@ -35,7 +32,7 @@ const CONTROL_CHARS = /[\x00-\x1f\x7f]/;
  */
 function checkPgStepName(name: unknown): string {
   const checked = checkStepName(name);
-  if (CONTROL_CHARS.test(checked) || !isWellFormed(checked))
+  if (hasControlChars(checked) || !isWellFormed(checked))
     throw new ValidationError(
       `a pgStep name must have no control characters or unpaired UTF-16 surrogates, got ${show(name)}`,
     );

@@ -22,7 +22,8 @@ function isQueueName(prefix: string, name: string): boolean {
   }
 }
 
-function escapeGlob(s: string): string {
+/** `s` with SCAN's glob characters escaped, to match it literally. */
+export function escapeGlob(s: string): string {
   return s.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
 }
 
@@ -32,24 +33,36 @@ export async function discoverQueues(client: RedisClient, prefix = DEFAULT_PREFI
   const tag = queueKeys(prefix, NAME_MARK).tag;
   const [before = '', after = ''] = tag.split(NAME_MARK);
   const pattern = `${escapeGlob(before)}*`;
-  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
   const names = new Set<string>();
+  await scanKeys(client, pattern, (key) => {
+    const end = key.indexOf(after, before.length);
+    if (end < 0) return;
+    const name = key.slice(before.length, end);
+    if (names.has(name) || !isQueueName(prefix, name)) return;
+    const own = queueKeys(prefix, name) as unknown as Record<string, string>;
+    if (Object.values(own).includes(key)) names.add(name);
+  });
+  return [...names].sort();
+}
+
+/**
+ * Calls `each` for every key matching the SCAN `pattern`, on every master of a Cluster, in steps of
+ * about 1 000 keys: SCAN never blocks Redis.
+ */
+export async function scanKeys(
+  client: RedisClient,
+  pattern: string,
+  each: (key: string) => void,
+): Promise<void> {
+  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
   for (const node of nodes) {
     let cursor = '0';
     do {
       const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1_000);
       cursor = next;
-      for (const key of keys) {
-        const end = key.indexOf(after, before.length);
-        if (end < 0) continue;
-        const name = key.slice(before.length, end);
-        if (names.has(name) || !isQueueName(prefix, name)) continue;
-        const own = queueKeys(prefix, name) as unknown as Record<string, string>;
-        if (Object.values(own).includes(key)) names.add(name);
-      }
+      for (const key of keys) each(key);
     } while (cursor !== '0');
   }
-  return [...names].sort();
 }
 
 /**
