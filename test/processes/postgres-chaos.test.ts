@@ -18,6 +18,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Rng } from '../../chaos/rng.js';
+import { TcpProxy } from '../../chaos/tcp-proxy.js';
 import { Queue, Worker } from '../../src/index.js';
 import { createOutbox, migrateSteps } from '../../src/postgres/index.js';
 import { type PostgresServer, startPostgres } from '../helpers/postgres-server.js';
@@ -27,6 +28,8 @@ import { waitUntil } from '../helpers/setup.js';
 const SEED = Number(process.env.SURETY_PG_CHAOS_SEED) || Math.floor(Math.random() * 2 ** 31);
 console.log(`postgres-chaos seed ${SEED} (replay: SURETY_PG_CHAOS_SEED=${SEED})`);
 
+/** The relays' batchTimeoutMs: short, so a black hole of the network outlasts it. */
+const BATCH_TIMEOUT_MS = 500;
 const RELAY_CHILD = new URL('../fixtures/outbox-relay-child.ts', import.meta.url).pathname;
 const WORKER_CHILD = new URL('../fixtures/pg-chaos-worker.ts', import.meta.url).pathname;
 
@@ -112,6 +115,9 @@ describe('Postgres promises under random faults', () => {
     servers.push(pgServer);
     const redis = await new RedisServer({ aof: true }).start();
     servers.push(redis);
+    // The relays reach Redis through a proxy that can black-hole the network: a batch Redis does not
+    // answer must be abandoned after batchTimeoutMs (rolled back, its rows kept) and move once it heals.
+    const proxy = await TcpProxy.start({ host: '127.0.0.1', port: redis.port });
     const admin = newPool(pgServer.url, 2);
     const table = 'chaos_outbox';
     await createOutbox({ pool: admin, table }).migrate();
@@ -123,11 +129,20 @@ describe('Postgres promises under random faults', () => {
     const relays: { child: ChildProcess; up: Promise<void> }[] = [];
     const moved = { relayed: 0, existing: 0 };
     let relayKills = 0;
+    /** Batches the relays abandoned because Redis did not answer (the black hole). */
+    let batchTimeouts = 0;
     const startRelay = (i: number) => {
-      const child = spawnChild(RELAY_CHILD, [pgServer.url, redis.url, table, String(planRng.int(20, 200))]);
-      child.on('message', (m: { progress?: { relayed: number; existing: number } }) => {
+      const child = spawnChild(RELAY_CHILD, [
+        pgServer.url,
+        proxy.url,
+        table,
+        String(planRng.int(20, 200)),
+        String(BATCH_TIMEOUT_MS),
+      ]);
+      child.on('message', (m: { progress?: { relayed: number; existing: number }; message?: string }) => {
         moved.relayed += m.progress?.relayed ?? 0;
         moved.existing += m.progress?.existing ?? 0;
+        if (m.message?.includes('did not answer a batch')) batchTimeouts++;
       });
       relays[i] = { child, up: ready(child) };
     };
@@ -222,19 +237,34 @@ describe('Postgres promises under random faults', () => {
     const serverPlan = [
       ...Array.from({ length: planRng.int(1, 2) }, () => 'redis' as const),
       ...Array.from({ length: planRng.int(1, 2) }, () => 'postgres' as const),
+      'blackhole' as const,
     ].sort(() => planRng.next() - 0.5);
-    const restarts = { redis: 0, postgres: 0 };
+    const restarts = { redis: 0, postgres: 0, blackhole: 0 };
     const serverFaults = (async () => {
       const slot = (CHAOS_MS - 3_000) / serverPlan.length;
       for (const [i, kind] of serverPlan.entries()) {
         const at = 1_000 + i * slot + planRng.int(0, Math.floor(slot / 2));
         await sleep(Math.max(0, started + at - Date.now()));
         const down = planRng.int(200, 1_500);
-        if (kind === 'redis') await redis.kill();
-        else await pgServer.kill();
-        await sleep(down);
-        if (kind === 'redis') await redis.start();
-        else await pgServer.start();
+        if (kind === 'blackhole') {
+          // Held until a relay's batch has waited out batchTimeoutMs (relays restart all along, so
+          // one may be down at first), then a while longer.
+          const before = batchTimeouts;
+          proxy.blackhole();
+          await waitUntil(
+            () => batchTimeouts > before,
+            'a relay to abandon a batch in the black hole',
+            15_000,
+          );
+          await sleep(down);
+          proxy.heal();
+        } else {
+          if (kind === 'redis') await redis.kill();
+          else await pgServer.kill();
+          await sleep(down);
+          if (kind === 'redis') await redis.start();
+          else await pgServer.start();
+        }
         restarts[kind]++;
       }
     })();
@@ -242,6 +272,7 @@ describe('Postgres promises under random faults', () => {
     producing = false;
     await producerDone;
     for (const r of relays) await killChild(r.child);
+    await proxy.close();
 
     // Drain with one relay, faults over.
     const pool = newPool(pgServer.url, 4);
@@ -287,6 +318,8 @@ describe('Postgres promises under random faults', () => {
     const leaked = [...absent].filter((id) => seen.has(id));
     expect({ missing, extra, doubled, leaked }).toEqual({ missing: [], extra: [], doubled: [], leaked: [] });
     expect(inRedis).toBe(expected.size);
+    // The black hole was exercised: a relay abandoned a batch Redis did not answer (and lost nothing).
+    expect(batchTimeouts).toBeGreaterThan(0);
 
     // A worker runs them: each completes, once.
     const runs = new Map<string, number>();
@@ -317,7 +350,7 @@ describe('Postgres promises under random faults', () => {
         `committed; ${outcomes.failedTries} tries failed before COMMIT and were retried), ` +
         `${expected.size} jobs in Redis once each, ${absent.size} absent as they should be; ` +
         `${relayKills} relay kills, ${restarts.redis} redis-server and ${restarts.postgres} PostgreSQL ` +
-        `kill+restarts; the relay processes moved ${moved.relayed} (${moved.existing} already in Redis), ` +
+        `kill+restarts, ${restarts.blackhole} black hole(s) of the relays' network (${batchTimeouts} batch(es) abandoned); the relay processes moved ${moved.relayed} (${moved.existing} already in Redis), ` +
         `the drain relay ${stats.relayed} (${stats.existing} already in Redis); ` +
         `${Math.round((Date.now() - started) / 1000)} s`,
     );
