@@ -71,6 +71,8 @@ export interface FaultRecord {
   until: number;
   /** The worker process hit, for per-process faults. */
   pid?: number;
+  /** netReset, netBlackhole: every worker was cut off Redis while it held. */
+  everyWorker?: true;
   detail: string;
   /** oom: jobs waiting or active when it began (work that should go on moving). */
   backlog?: number;

@@ -108,6 +108,7 @@ export class FaultRunner {
       at,
       until: at + f.holdMs,
       ...(started.pid === undefined ? {} : { pid: started.pid }),
+      ...(started.everyWorker ? { everyWorker: true as const } : {}),
       ...(started.backlog === undefined ? {} : { backlog: started.backlog }),
       detail: started.detail,
     };

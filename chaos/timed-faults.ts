@@ -14,6 +14,8 @@ export const TIMED: readonly FaultKind[] = ['stop', 'netReset', 'netBlackhole', 
 export interface Started {
   /** The worker process hit (faults of one slot), for attributing wasted executions. */
   pid?: number;
+  /** Every worker's proxy was hit (slots already held by another black hole count as hit). */
+  everyWorker?: true;
   detail: string;
   /** oom: jobs waiting or active when it began. */
   backlog?: number;
@@ -54,7 +56,7 @@ function startReset(f: PlannedFault, ctx: TimedContext): Started {
   const slots = slotsOf(f, ctx);
   for (const s of slots) ctx.network.proxy(s).reset(f.holdMs);
   return {
-    ...(f.scope === 'one' ? pidField(ctx.pidOf(f.slot)) : {}),
+    ...(f.scope === 'one' ? pidField(ctx.pidOf(f.slot)) : { everyWorker: true as const }),
     detail: `resets of ${describe(f, slots, ctx)}`,
     end: async () => {}, // the refusal ends by itself after holdMs
   };
@@ -71,7 +73,7 @@ function startBlackhole(f: PlannedFault, ctx: TimedContext): Started | null {
   const dir =
     f.direction === 'both' ? 'both ways' : f.direction === 'toClient' ? 'replies only' : 'commands only';
   return {
-    ...(f.scope === 'one' ? pidField(ctx.pidOf(f.slot)) : {}),
+    ...(f.scope === 'one' ? pidField(ctx.pidOf(f.slot)) : { everyWorker: true as const }),
     detail: `black hole (${dir}) of ${f.scope === 'all' ? `${slots.length} workers` : describe(f, slots, ctx)}`,
     end: async () => {
       for (const s of slots) {

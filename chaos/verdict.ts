@@ -279,13 +279,7 @@ export function judge(v: VerdictInput): Judgement {
   );
   for (const u of untypedCount)
     untyped.add(`add #${u.seq} (${KIND_NAMES[u.kind]}) rejected without a code: ${u.reason}`);
-  // Faults that cut every worker off Redis (all-worker resets or black hole, Redis down): no outcome
-  // can be recorded while one is in force, whatever maxmemory allows, so that time does not count.
-  const cutOff = v.faults.filter(
-    (g) =>
-      g.kind === 'redisKill' ||
-      ((g.kind === 'netReset' || g.kind === 'netBlackhole') && / of all \d+ workers/.test(g.detail)),
-  );
+  const cutOff = cutOffFaults(v.faults);
   for (const f of v.faults) {
     if (f.kind !== 'oom' || !f.backlog || reachableMs(f.at + 200, f.until, cutOff) < 1_000) continue;
     const acks = v.logs.ackTimes.filter((t) => t >= f.at + 200 && t <= f.until).length;
@@ -639,6 +633,14 @@ function errorProblem(
 }
 
 /** Milliseconds of [from, to] outside every interval of `faults` (their at .. until). */
+/**
+ * Faults that cut every worker off Redis (Redis down, resets or a black hole of all workers, in either
+ * direction): no outcome can be recorded while one is in force, whatever maxmemory allows.
+ */
+export function cutOffFaults<F extends Pick<FaultRecord, 'kind' | 'everyWorker'>>(faults: readonly F[]): F[] {
+  return faults.filter((g) => g.kind === 'redisKill' || g.everyWorker === true);
+}
+
 export function reachableMs(
   from: number,
   to: number,

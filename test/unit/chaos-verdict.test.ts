@@ -27,7 +27,7 @@ import {
   recordedBegins,
   stepViolations,
 } from '../../chaos/features-verdict.js';
-import { reachableMs } from '../../chaos/verdict.js';
+import { cutOffFaults, reachableMs } from '../../chaos/verdict.js';
 
 describe('chaos verdict: time an oom fault leaves the workers able to reach Redis', () => {
   it('subtracts faults that cut every worker off, overlapping or not, clipped to the window', () => {
@@ -43,6 +43,23 @@ describe('chaos verdict: time an oom fault leaves the workers able to reach Redi
       ]),
     ).toBe(7_000);
     expect(reachableMs(0, 1_000, [{ at: -5, until: 2_000 }])).toBe(0);
+  });
+
+  it('counts Redis down and every all-worker partition as cut off, whatever its detail says', () => {
+    // Seed 796480: a replies-only black hole of all 6 workers covered a whole oom fault.
+    const faults = [
+      { kind: 'netBlackhole', everyWorker: true, detail: 'black hole (replies only) of 6 workers' },
+      { kind: 'netBlackhole', detail: 'black hole (both ways) of worker slot 2 (pid 7)' },
+      { kind: 'netReset', everyWorker: true, detail: 'resets of all 6 workers' },
+      { kind: 'netReset', detail: 'resets of worker slot 1 (pid 8)' },
+      { kind: 'redisKill', detail: 'redis down for 1000 ms' },
+      { kind: 'stop', detail: 'pid 9' },
+    ] as const;
+    expect(cutOffFaults(faults).map((f) => f.detail)).toEqual([
+      'black hole (replies only) of 6 workers',
+      'resets of all 6 workers',
+      'redis down for 1000 ms',
+    ]);
   });
 });
 
