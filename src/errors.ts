@@ -212,6 +212,37 @@ export class DependencyFailedError extends SuretyError {
   }
 }
 
+/**
+ * job.waitForSignal ran past its `timeoutMs` without the signal: the wait throws this, on the run
+ * after the deadline (the job was parked until then). Catch it to carry on without the signal, or let
+ * it fail the attempt like any error.
+ */
+export class SignalTimeoutError extends SuretyError {
+  constructor(
+    readonly jobId: string,
+    readonly signalName: string,
+  ) {
+    super(
+      'ERR_SIGNAL_TIMEOUT',
+      `job ${JSON.stringify(jobId)} waited for signal ${JSON.stringify(signalName)} past its timeout`,
+    );
+  }
+}
+
+/**
+ * Thrown by job.waitForSignal when the job was parked: it no longer runs here, holds no slot or lease,
+ * and runs again from the top when the signal comes (or its wait times out). Let it propagate: the
+ * processor's outcome after it is ignored, and work it does meanwhile is not fenced by a lease.
+ */
+export class ParkedError extends SuretyError {
+  constructor(
+    readonly jobId: string,
+    readonly waitingFor: string,
+  ) {
+    super('ERR_PARKED', `job ${JSON.stringify(jobId)} is parked, waiting for ${waitingFor}`);
+  }
+}
+
 /** `queue.waitFor` ran out of time before the job finished. */
 export class WaitTimeoutError extends SuretyError {
   constructor(

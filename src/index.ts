@@ -17,6 +17,7 @@ export {
   ListenerError,
   NotSerializableError,
   NotSettledError,
+  ParkedError,
   PartitionMismatchError,
   PayloadTooLargeError,
   PostgresError,
@@ -29,6 +30,7 @@ export {
   RedisServerNotFoundError,
   RepartitionError,
   SandboxError,
+  SignalTimeoutError,
   SnoozeError,
   SnoozeLimitError,
   StaleJobError,
@@ -69,6 +71,7 @@ export {
   repartition,
 } from './queue/repartition.js';
 export type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './queue/schedule-timing.js';
+export type { SignalResult } from './queue/signals.js';
 export type { WaitOptions } from './queue/wait-for.js';
 export type { ConnectionOption, Logger } from './redis/client.js';
 export { EmbeddedRedis, type EmbeddedRedisOptions } from './redis/embedded.js';

@@ -168,6 +168,10 @@ export interface JobInfo<Data = unknown, Result = unknown> {
   errors: JobAttemptError[];
   /** Results of the job's durable steps (job.step), by step name, when it has any. */
   steps?: Record<string, unknown>;
+  /** The signal a parked job waits for (job.waitForSignal), and its deadline (epoch ms) if it has one. */
+  waitingForSignal?: { name: string; deadline?: number };
+  /** Signals sent to the job (queue.signal) that no wait has taken yet, oldest first. */
+  pendingSignals?: { name: string; payload: unknown }[];
   /** Last value passed to job.progress() by the latest attempt that reported any. */
   progress?: unknown;
   /** Lines from job.log(), oldest first (the last 100 are kept). */

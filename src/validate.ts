@@ -298,3 +298,12 @@ function assertPlainJson(path: string, value: unknown, seen: Set<object>, depth:
       throw new NotSerializableError(`${path} is ${show(value)} (${typeof value}), which JSON cannot hold`);
   }
 }
+
+/** A signal name: 1-256 characters without tabs or newlines (it is stored in lines `name \t json`). */
+export function checkSignalName(name: unknown): string {
+  if (typeof name !== 'string' || name.length === 0 || name.length > 256 || /[\t\n\r]/.test(name))
+    throw new ValidationError(
+      `a signal name must be a string of 1-256 characters without tabs or newlines, got ${JSON.stringify(String(name)).slice(0, 80)}`,
+    );
+  return name;
+}

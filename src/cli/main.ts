@@ -19,6 +19,7 @@ import { registerReaper } from './commands/reaper.js';
 import { registerRelay } from './commands/relay.js';
 import { registerSchedules } from './commands/schedules.js';
 import { registerScripts } from './commands/scripts.js';
+import { registerSignal } from './commands/signal.js';
 import { registerStats } from './commands/stats.js';
 import { registerWorker } from './commands/worker.js';
 import { registerWorkers } from './commands/workers.js';
@@ -59,6 +60,7 @@ export function buildProgram(): Command {
   registerAdd(program);
   registerAdmin(program);
   registerEdits(program);
+  registerSignal(program);
   registerSchedules(program);
   registerWorker(program);
   registerReaper(program);

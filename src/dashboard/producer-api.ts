@@ -6,6 +6,9 @@
  *                                     201 { id, state, isNew } (bulk: { jobs: [...] }); an id that exists: 200
  *   GET  /api/queues/:q/jobs/:id      the job (JobInfo); ?waitMs=N (<= 30 000) waits until it completes or
  *                                     ends dead, and answers the job as it is then, finished or not
+ *   POST /api/queues/:q/jobs/:id/signals/:name   { payload? }: queue.signal; 200 { delivered: true, state,
+ *                                     woke }; a job that ended (or keeps 1 000 signals) 409, none 404,
+ *                                     each with { delivered: false, state, reason } beside the error
  *
  * Mounted alone (`createProducerApi`) or by `createDashboard` when it has a token. Only
  * `Authorization: Bearer <token>` is accepted (a browser never sends it by itself, unlike Basic
@@ -79,6 +82,8 @@ export interface Route {
   name: string;
   /** Absent for the queue's job collection (POST). */
   id?: string;
+  /** A signal's name: POST .../jobs/:id/signals/:signal. */
+  signal?: string;
 }
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
@@ -127,12 +132,16 @@ export class ProducerRoutes {
   /** The producer route of `path` (stripped of the base path), whatever the method; null for any other path. */
   static match(path: string): Route | null {
     const parts = path.split('/');
-    // ['', 'api', 'queues', name, 'jobs'] or [..., 'jobs', id]
-    if (parts.length < 5 || parts.length > 6 || parts[0] !== '' || parts[1] !== 'api') return null;
-    if (parts[2] !== 'queues' || parts[4] !== 'jobs' || parts[3] === '' || parts[5] === '') return null;
+    // ['', 'api', 'queues', name, 'jobs'], [..., 'jobs', id] or [..., 'jobs', id, 'signals', signal]
+    if (parts.length < 5 || parts.length === 7 || parts.length > 8) return null;
+    if (parts[0] !== '' || parts[1] !== 'api' || parts[2] !== 'queues' || parts[4] !== 'jobs') return null;
+    if (parts.some((p, i) => i > 0 && p === '')) return null;
+    if (parts.length === 8 && parts[6] !== 'signals') return null;
     try {
       const name = decodeURIComponent(parts[3]!);
-      return parts.length === 5 ? { name } : { name, id: decodeURIComponent(parts[5]!) };
+      if (parts.length === 5) return { name };
+      const id = decodeURIComponent(parts[5]!);
+      return parts.length === 6 ? { name, id } : { name, id, signal: decodeURIComponent(parts[7]!) };
     } catch {
       throw new HttpError(400, 'ERR_BAD_REQUEST', `malformed path: ${path}`);
     }
@@ -147,19 +156,21 @@ export class ProducerRoutes {
       if (req.url.length > MAX_URL_LENGTH)
         throw new HttpError(414, 'ERR_URI_TOO_LONG', `the URL is longer than ${MAX_URL_LENGTH} characters`);
       // The method first: a CORS preflight (OPTIONS) gets 405, as it would from the dashboard.
-      if (route && route.id === undefined && req.method !== 'POST') throw notAllowed(req, 'POST');
-      if (route && route.id !== undefined && req.method !== 'GET' && req.method !== 'HEAD')
-        throw notAllowed(req, 'GET');
+      const posts = route !== null && (route.id === undefined || route.signal !== undefined);
+      if (posts && req.method !== 'POST') throw notAllowed(req, 'POST');
+      if (route && !posts && req.method !== 'GET' && req.method !== 'HEAD') throw notAllowed(req, 'GET');
       checkHost(req, this.opts.allowedHosts);
       checkBearer(req, this.token);
       if (!route) throw new HttpError(404, 'ERR_NOT_FOUND', `no such endpoint: ${new URL(req.url).pathname}`);
-      if (route.id === undefined) {
+      if (posts) {
         if (this.opts.readOnly) throw new HttpError(403, 'ERR_READ_ONLY', 'this server is read-only');
         checkJsonType(req);
-        return await this.add(route.name, await readJson(req, this.maxBodyBytes));
+        const body = await readJson(req, this.maxBodyBytes);
+        if (route.signal !== undefined) return await this.signal(route.name, route.id!, route.signal, body);
+        return await this.add(route.name, body);
       }
       const waitMs = waitParam(new URL(req.url).searchParams);
-      return json(await this.read(route.name, route.id, waitMs, req.signal));
+      return json(await this.read(route.name, route.id!, waitMs, req.signal));
     } catch (err) {
       // The client went away (mid-body, say): no one reads the answer, and it is not a server fault.
       if (req.signal.aborted)
@@ -180,6 +191,27 @@ export class ProducerRoutes {
     if (bulk) return json({ jobs: rows }, status);
     // Relative to this URL (.../jobs), so it stays right under any mount point (Express strips its own).
     return json(rows[0], status, { location: `jobs/${encodeURIComponent(rows[0]!.id)}` });
+  }
+
+  /** queue.signal: 200 when the job keeps it; 404 (no such job) or 409 (ended, full) with the answer. */
+  private async signal(name: string, id: string, signal: string, body: unknown): Promise<Response> {
+    const request = checkObject('signal request', body) as { payload?: unknown };
+    checkKnownKeys('signal request', request, ['payload']);
+    const { payload } = request;
+    const r = await this.queues.use(name, (queue) => queue.signal(id, signal, payload));
+    if (r.delivered) return json(r);
+    const error =
+      r.reason === 'missing'
+        ? { status: 404, code: 'ERR_JOB_NOT_FOUND', message: `job ${JSON.stringify(id)} does not exist` }
+        : {
+            status: 409,
+            code: 'ERR_SIGNAL_NOT_DELIVERED',
+            message:
+              r.reason === 'full'
+                ? `job ${JSON.stringify(id)} keeps 1 000 signals no wait has taken`
+                : `job ${JSON.stringify(id)} has ended (${r.state}): nothing will take the signal`,
+          };
+    return json({ error: { code: error.code, message: error.message }, ...r }, error.status);
   }
 
   /** The job; with waitMs > 0 and the job unfinished, once it finishes or waitMs has passed. */
@@ -243,7 +275,7 @@ export function dashboardRoute(req: Request, basePath: string): Route | null {
   if (basePath !== '' && !url.pathname.startsWith(`${basePath}/`)) return null;
   const route = ProducerRoutes.match(url.pathname.slice(basePath.length));
   if (!route) return null;
-  if (route.id === undefined) return req.method === 'POST' ? route : null;
+  if (route.id === undefined || route.signal !== undefined) return req.method === 'POST' ? route : null;
   return url.searchParams.has('waitMs') ? route : null;
 }
 

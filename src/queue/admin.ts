@@ -61,7 +61,7 @@ export async function runJobScript(
 }
 
 /** The keys of the partition that holds job `id` (its home when none does: the script answers NOT_FOUND). */
-async function jobPartition(ctx: QueueContext, id: string): Promise<QueueKeys> {
+export async function jobPartition(ctx: QueueContext, id: string): Promise<QueueKeys> {
   checkJobId(id);
   const layout = await ctx.open();
   // One partition: the script itself answers NOT_FOUND, no lookup needed.

@@ -40,6 +40,10 @@ export type QueueEventName =
   | 'snoozed'
   /** A processor hit a rate limit (RateLimitError): back to waiting, attempt not spent, claims paused. */
   | 'rateLimited'
+  /** A processor's job.waitForSignal parked the job (delayed until the signal or its deadline). */
+  | 'parked'
+  /** queue.signal gave the job a signal (it keeps it until a wait takes it). */
+  | 'signalled'
   /** An add named an id that exists (or came earlier in the same addBulk): nothing was added. */
   | 'duplicated'
   /** An add that a dedupe key took (throttled, or debounced into the pending job): `jobId` is the holder's, `key` the key. */

@@ -19,6 +19,7 @@ export interface ExplainReason {
   code:
     | 'PAUSED'
     | 'DELAYED'
+    | 'WAITING_FOR_SIGNAL'
     | 'BLOCKED'
     | 'QUEUED'
     | 'CONCURRENCY_LIMIT'
@@ -40,6 +41,8 @@ export interface ExplainReason {
   ahead?: number;
   /** BLOCKED: the parents that have not completed yet. */
   parents?: string[];
+  /** WAITING_FOR_SIGNAL: the signal's name (`until`: its wait's deadline, absent when it has none). */
+  signal?: string;
   /** GROUP_*: the job's group. */
   group?: string;
   /** CONCURRENCY_LIMIT, GROUP_CONCURRENCY_LIMIT: the limit and the jobs active now (RATE_LIMITED,
@@ -100,6 +103,16 @@ export async function explainJob(rawClient: RedisClient, layout: Layout, id: str
       reasons.push(await blocked(client, k, job));
       break;
     case 'delayed':
+      if (job.waitingForSignal) {
+        const { name, deadline } = job.waitingForSignal;
+        reasons.push({
+          code: 'WAITING_FOR_SIGNAL',
+          message: `parked until signal ${JSON.stringify(name)} comes (queue.signal)${deadline === undefined ? '' : `, or its wait times out at ${at(deadline)}`}`,
+          signal: name,
+          ...(deadline === undefined ? {} : { until: deadline }),
+        });
+        break;
+      }
       reasons.push({
         code: 'DELAYED',
         message: `${job.attempts > 0 ? `retry after attempt ${job.attempts}` : 'delayed'}: due at ${at(job.runAt)}`,

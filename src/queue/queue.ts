@@ -74,6 +74,8 @@ import { countJobs, type ListOptions, listJobs, listWorkers, queueExists, readJo
 import type { RecoveredJobs } from './recovery.js';
 import type { ScheduleInfo, ScheduleOptions, ScheduleTiming } from './schedule-timing.js';
 import { listSchedules, removeSchedule, upsertSchedule } from './schedules.js';
+import type { SignalResult } from './signals.js';
+import * as signals from './signals.js';
 import { JobWaiter, type WaitOptions } from './wait-for.js';
 
 export class Queue<Data = unknown, Result = unknown> {
@@ -265,6 +267,16 @@ export class Queue<Data = unknown, Result = unknown> {
    */
   cancel(id: string): Promise<void> {
     return admin.changeJob(this.ctx, 'cancel', id);
+  }
+
+  /**
+   * Sends signal `name` with `payload` (JSON, within maxPayloadBytes) to job `id`, for its processor's
+   * `job.waitForSignal(name)`. A job that has not ended keeps it until a wait takes it (`delivered:
+   * true`); a job parked waiting for this name runs again (`woke: true`). A job that has ended or does
+   * not exist takes nothing, and the answer says so (`delivered: false` with the `reason`).
+   */
+  signal(id: string, name: string, payload?: unknown): Promise<SignalResult> {
+    return signals.sendSignal(this.ctx, id, name, payload);
   }
 
   /** New data (validated like add) for a job that is not active (an active one: job.updateData). */

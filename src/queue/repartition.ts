@@ -19,7 +19,7 @@ import { DEFAULT_PREFIX } from '../defaults.js';
 import { RepartitionError, ValidationError } from '../errors.js';
 import { settling } from '../redis/in-flight.js';
 import { callScript, type RedisClient, scripts } from '../scripts/specs.js';
-import { annexFields, annexOf, readHeader } from '../store/job-record.js';
+import { type AnnexPart, annexFields, annexOf, readHeader } from '../store/job-record.js';
 import { groupKeys, type QueueKeys, queueKeys } from '../store/keys.js';
 import { occurrenceId } from '../store/occurrence-id.js';
 import {
@@ -177,10 +177,7 @@ async function nextBatch(client: RedisClient, k: QueueKeys): Promise<{ id: strin
 }
 
 /** A job as move-in.lua copies it: its record, its score in its set, and every annex part. */
-type MoveInRow = Record<
-  'id' | 'record' | 'score' | 'errors' | 'progress' | 'logs' | 'parents' | 'body',
-  string
->;
+type MoveInRow = Record<'id' | 'record' | 'score' | Exclude<AnnexPart, 'errorLines'> | 'errors', string>;
 
 async function moveJobs(
   client: RedisClient,
@@ -217,6 +214,11 @@ async function moveJobs(
         logs: a.logs ?? '',
         parents,
         body: a.body ?? '',
+        steps: a.steps ?? '',
+        crossParents: a.crossParents ?? '',
+        crossPending: a.crossPending ?? '',
+        signals: a.signals ?? '',
+        signalWait: a.signalWait ?? '',
       });
       byPartition.set(p, rows);
     });

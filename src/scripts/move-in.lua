@@ -12,9 +12,10 @@
 -- KEYS[7] completed     ZSET
 -- KEYS[8] dead          ZSET
 -- ARGV[1] wakeChannel   shard channel for idle workers
--- ARGV[2..] repeated: id, record, score, errors, progress, logs, parents, body
+-- ARGV[2..] repeated: id, record, score, errors, progress, logs, parents, body, steps, crossParents, crossPending, signals, signalWait
 --   record (the job record as stored), score (due time for delayed, finish time for completed and
---   dead, '' for waiting), then the annex fields of the job in annex_fields order ('' = absent)
+--   dead, '' for waiting), then every annex field of the job in annex_fields order ('' = absent): a
+--   sleeping job keeps its steps, a parked one its wait and its signals
 -- Returns: the number of jobs written (skipped ones are not counted);
 --   error `SURETY_NOT_MOVABLE <id> <state>` for an active or blocked job (nothing of that job is written)
 -- @include parse_record
@@ -25,7 +26,7 @@
 -- @include announce_delayed
 
 local jobs, annex = jobs_key, annex_key
-local FIXED, R = 1, 8
+local FIXED, R = 1, 13
 local written, woken, min_due = 0, false, nil
 for i = 0, (#ARGV - FIXED) / R - 1 do
   local base = FIXED + 1 + i * R
@@ -38,7 +39,7 @@ for i = 0, (#ARGV - FIXED) / R - 1 do
     end
     redis.call('HSET', jobs, id, rec)
     local fields = annex_fields({ id })
-    for k = 1, 5 do
+    for k = 1, #fields do
       if ARGV[base + 2 + k] ~= '' then redis.call('HSET', annex, fields[k], ARGV[base + 2 + k]) end
     end
     if state == 'w' then

@@ -159,6 +159,28 @@ export function decodeCrossResolve(reply: unknown): CrossResolveAnswer {
   return { outcome: String(r[0]) as CrossResolveAnswer['outcome'], notified: r[1] === 1 };
 }
 
+/** wait-signal.lua: the wait's outcome and its value (a payload's JSON, or the deadline when parked). */
+export interface WaitSignalAnswer {
+  outcome: 'taken' | 'timeout' | 'parked' | 'stale' | 'too_large';
+  value: string;
+}
+
+export function decodeWaitSignal(reply: unknown): WaitSignalAnswer {
+  const r = flat(reply);
+  return { outcome: String(r[0]) as WaitSignalAnswer['outcome'], value: String(r[1] ?? '') };
+}
+
+/** signal.lua: what became of the signal, and the job's state letter ('' when it does not exist). */
+export interface SignalAnswer {
+  outcome: 'kept' | 'woke' | 'ended' | 'missing' | 'full';
+  state: string;
+}
+
+export function decodeSignal(reply: unknown): SignalAnswer {
+  const r = flat(reply);
+  return { outcome: String(r[0]) as SignalAnswer['outcome'], state: String(r[1] ?? '') };
+}
+
 /** extend.lua, start.lua (ids whose lease is gone), release.lua (ids handed back). */
 export function decodeIds(reply: unknown): string[] {
   return flat(reply).map(String);

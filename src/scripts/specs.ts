@@ -29,7 +29,9 @@ import {
   decodePartitions,
   decodeRecover,
   decodeSchedule,
+  decodeSignal,
   decodeStepsField,
+  decodeWaitSignal,
 } from './replies.js';
 
 export {
@@ -277,6 +279,20 @@ export const scripts = {
   ),
   step: define('step', ['jobs', 'annex'], ['id', 'token', 'name', 'value', 'maxBytes'], [], decodeNumber),
   readSteps: define('read-steps', ['jobs', 'annex'], ['id', 'token'], [], decodeStepsField),
+  waitSignal: define(
+    'wait-signal',
+    ['jobs', 'annex', 'active', 'delayed', 'meta', 'events'],
+    ['now', 'id', 'token', 'name', 'n', 'timeoutMs', 'maxBytes', 'wakeChannel', 'eventsMaxLen'],
+    [],
+    decodeWaitSignal,
+  ),
+  signal: define(
+    'signal',
+    ['jobs', 'annex', 'waiting', 'prio', 'seq', 'delayed', 'events'],
+    ['now', 'id', 'name', 'payload', 'maxPending', 'wakeChannel', 'eventsMaxLen'],
+    [],
+    decodeSignal,
+  ),
   setData: define('set-data', ['jobs', 'annex'], ['id', 'token', 'data'], [], decodeFlag),
   setPaused: define(
     'set-paused',
@@ -339,7 +355,21 @@ export const scripts = {
     'move-in',
     ['jobs', 'annex', 'waiting', 'prio', 'seq', 'delayed', 'completed', 'dead'],
     ['wakeChannel'],
-    ['id', 'record', 'score', 'errors', 'progress', 'logs', 'parents', 'body'],
+    [
+      'id',
+      'record',
+      'score',
+      'errors',
+      'progress',
+      'logs',
+      'parents',
+      'body',
+      'steps',
+      'crossParents',
+      'crossPending',
+      'signals',
+      'signalWait',
+    ],
     decodeNumber,
   ),
   heartbeat: define(

@@ -261,6 +261,10 @@ export const ANNEX_SUFFIX = Object.freeze({
   crossParents: '\x01x',
   /** Those of them the job still waits for (blocked), same lines. */
   crossPending: '\x01y',
+  /** Signals sent to the job (queue.signal) and not consumed yet: lines `name \t json`, oldest first. */
+  signals: '\x01g',
+  /** The signal a parked job waits for (job.waitForSignal): `name \t deadline` ('' = none). */
+  signalWait: '\x01w',
 });
 export type AnnexPart = keyof typeof ANNEX_SUFFIX;
 const ANNEX_PARTS = Object.keys(ANNEX_SUFFIX) as AnnexPart[];
@@ -291,14 +295,36 @@ export function annexOf(values: readonly (string | null)[], i: number): Annex {
 
 /** The steps field of the annex (lines `name \t json`, json '' = undefined; a later line wins). */
 export function decodeSteps(field: string): Map<string, unknown> {
-  const out = new Map<string, unknown>();
+  return new Map(decodeLines(field));
+}
+
+/** Lines `name \t json` (json '' = undefined), in order. */
+function* decodeLines(field: string): Generator<[string, unknown]> {
   for (const line of field.split('\n')) {
     const tab = line.indexOf('\t');
     if (tab < 0) continue;
     const json = line.slice(tab + 1);
-    out.set(line.slice(0, tab), json === '' ? undefined : JSON.parse(json));
+    yield [line.slice(0, tab), json === '' ? undefined : JSON.parse(json)];
   }
-  return out;
+}
+
+/** A parked job waits without a deadline at this due time (wait-signal.lua's NEVER). */
+const NEVER = 8_640_000_000_000_000;
+
+/**
+ * The signal wait of a job (annex `signalWait`, `name \t deadline`), while it is parked for it: delayed
+ * at the wait's due time (after a retry or changeDelay the note is stale: wait-signal.lua, signal.lua).
+ */
+function parkedFor(
+  state: string,
+  runAt: number,
+  field: string | null,
+): { name: string; deadline?: number } | undefined {
+  if (state !== 'd' || !field) return undefined;
+  const tab = field.lastIndexOf('\t');
+  const deadline = field.slice(tab + 1) === '' ? undefined : Number(field.slice(tab + 1));
+  if (runAt !== (deadline ?? NEVER)) return undefined;
+  return deadline === undefined ? { name: field.slice(0, tab) } : { name: field.slice(0, tab), deadline };
 }
 
 export function decodeRecord<D, R>(id: string, record: string, annex: Annex): JobInfo<D, R> {
@@ -328,6 +354,11 @@ export function decodeRecord<D, R>(id: string, record: string, annex: Annex): Jo
   };
   if (annex.progress !== null) info.progress = JSON.parse(annex.progress);
   if (annex.steps) info.steps = Object.fromEntries(decodeSteps(annex.steps));
+  const wait = parkedFor(h.state, h.runAt, annex.signalWait);
+  if (wait) info.waitingForSignal = wait;
+  if (annex.signals) {
+    info.pendingSignals = [...decodeLines(annex.signals)].map(([name, payload]) => ({ name, payload }));
+  }
   if (annex.crossParents) {
     info.dependsOnQueues = annex.crossParents.split('\n').map((line) => {
       const [queue = '', , parentId = ''] = line.split('\t');

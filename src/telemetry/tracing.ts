@@ -29,6 +29,8 @@ export type AttemptOutcome =
   | 'rate-limited'
   | 'lease-lost'
   | 'cancelled'
+  /** It waits for a signal (job.waitForSignal): out of the worker until then. */
+  | 'parked'
   /** The processor never started it (it expired while it waited for a sandbox): handed back. */
   | 'handed-back';
 

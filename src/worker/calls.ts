@@ -14,6 +14,7 @@ import { crossParentResults, forwardCross } from '../queue/cross-queue.js';
 import { recoverExpired } from '../queue/recovery.js';
 import { untilClosed } from '../redis/in-flight.js';
 import type { Refusal } from '../scripts/refusals.js';
+import type { WaitSignalAnswer } from '../scripts/replies.js';
 import { callScript, type RedisClient, scripts } from '../scripts/specs.js';
 import { annexField, resultOf } from '../store/job-record.js';
 import type { QueueKeys } from '../store/keys.js';
@@ -227,6 +228,21 @@ export class WorkerCalls {
       name,
       value: valueJson,
       maxBytes: MAX_STEPS_BYTES,
+    });
+  }
+
+  /** job.waitForSignal: takes a pending signal, times the wait out, or parks the job (fenced). */
+  waitSignal(job: Job<unknown>, name: string, n: number, timeoutMs: number): Promise<WaitSignalAnswer> {
+    return callScript(this.client, scripts.waitSignal, this.keys, {
+      now: '',
+      id: job.id,
+      token: job.token,
+      name,
+      n,
+      timeoutMs,
+      maxBytes: MAX_STEPS_BYTES,
+      wakeChannel: this.keys.wakeChannel,
+      eventsMaxLen: this.options.eventsMaxLen,
     });
   }
 

@@ -13,10 +13,12 @@ export interface StepIO {
 
 /** Step names the library uses for job.sleep; a user's step name may not start with it. */
 export const SLEEP_STEP = '~sleep:';
+/** Prefixes of the steps the library writes itself (job.sleep, job.waitForSignal: signal-wait.ts). */
+const RESERVED = [SLEEP_STEP, '~wait:', '~signal:'];
 
 /**
  * A step name as stored (a line `name \t json`): 1-256 characters without tabs or newlines. A user's
- * name may not take the sleep prefix; `reserved` allows it (the names job.sleep writes).
+ * name may not take a prefix the library writes; `reserved` allows them (job.sleep's, job.waitForSignal's).
  */
 export function checkStepName(name: unknown, reserved = false): string {
   if (typeof name !== 'string' || name.length === 0 || name.length > 256 || /[\t\n\r]/.test(name)) {
@@ -24,8 +26,8 @@ export function checkStepName(name: unknown, reserved = false): string {
       `a step name must be a string of 1-256 characters without tabs or newlines, got ${String(name)}`,
     );
   }
-  if (!reserved && name.startsWith(SLEEP_STEP))
-    throw new ValidationError(`step names starting with ${SLEEP_STEP} are reserved`);
+  const prefix = reserved ? undefined : RESERVED.find((p) => name.startsWith(p));
+  if (prefix) throw new ValidationError(`step names starting with ${prefix} are reserved`);
   return name;
 }
 

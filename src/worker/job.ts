@@ -1,8 +1,10 @@
 /** The job as a processor sees it. */
 import { LeaseExpiredError, PayloadTooLargeError, ValidationError } from '../errors.js';
+import type { WaitSignalAnswer } from '../scripts/replies.js';
 import { type ClaimedRecord, decodeSteps } from '../store/job-record.js';
 import { toJson } from '../validate.js';
 import { checkStepName, runStep, sleepStep } from './durable-steps.js';
+import { waitForSignal } from './signal-wait.js';
 
 /** Writes progress and log lines of a running attempt (fenced by its token); false if the lease is lost. */
 export type AnnexWriter = (job: Job<unknown>, progress: unknown, lines: string[]) => Promise<boolean>;
@@ -13,6 +15,8 @@ export interface JobStore {
   /** 1 stored, 0 the lease is lost, -1 over MAX_STEPS_BYTES. */
   writeStep(job: Job<unknown>, name: string, valueJson: string): Promise<number>;
   setData(job: Job<unknown>, dataJson: string): Promise<boolean>;
+  /** Takes a pending signal, times the wait out, or parks the job (wait-signal.lua). */
+  waitSignal(job: Job<unknown>, name: string, n: number, timeoutMs: number): Promise<WaitSignalAnswer>;
 }
 
 /**
@@ -47,6 +51,8 @@ export interface Attempt {
    * first did not start).
    */
   onStart: (() => void) | undefined;
+  /** The job was parked (job.waitForSignal): it no longer runs here; `err` is what the wait throws. */
+  onParked: ((err: Error) => void) | undefined;
   controller: AbortController | undefined;
   abortReason: Error | undefined;
 }
@@ -98,6 +104,8 @@ export class Job<Data = unknown> {
   private steps: Promise<Map<string, unknown>> | undefined;
   /** job.sleep calls made so far in this attempt: the n-th call is step `~sleep:n`. */
   private sleeps = 0;
+  /** job.waitForSignal calls made so far in this attempt: the n-th is steps `~wait:n`, `~signal:n`. */
+  private signalWaits = 0;
 
   constructor(
     readonly queueName: string,
@@ -130,6 +138,7 @@ export class Job<Data = unknown> {
       parentReader: undefined,
       clockNow: undefined,
       onStart: undefined,
+      onParked: undefined,
       controller: undefined,
       abortReason: undefined,
     });
@@ -253,6 +262,29 @@ export class Job<Data = unknown> {
    */
   sleep(ms: number): Promise<void> {
     return sleepStep(this, this.sleeps++, ms, attemptOf(this as Job<unknown>).clockNow);
+  }
+
+  /**
+   * Waits for signal `name` (queue.signal, `surety signal`, the HTTP API) and resolves with its payload.
+   * A signal sent before the wait is kept and taken at once. Otherwise the job is parked: it leaves the
+   * worker (no slot, no lease, no attempt spent) and this throws ParkedError, which the processor lets
+   * propagate; when the signal comes the job runs again from the top, its steps replay, and this call
+   * resolves with the payload. With `timeoutMs`, the wait throws SignalTimeoutError once that long has
+   * passed since it was first reached. Each signal is consumed once; the n-th wait of a run replays
+   * what it took before. Fenced: an attempt that lost its lease takes nothing (LeaseExpiredError).
+   */
+  waitForSignal<T = unknown>(name: string, opts?: { timeoutMs?: number }): Promise<T> {
+    const attempt = attemptOf(this as Job<unknown>);
+    const { store } = attempt;
+    const waiter = {
+      id: this.id,
+      attempt: this.attempt,
+      readStep: (step: string) => this.readStep(step),
+      takeSignal:
+        store && ((s: string, n: number, t: number) => store.waitSignal(this as Job<unknown>, s, n, t)),
+      parked: (err: Error) => attempt.onParked?.(err),
+    };
+    return waitForSignal(waiter, this.signalWaits++, name, opts) as Promise<T>;
   }
 
   /**

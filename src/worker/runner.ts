@@ -75,6 +75,8 @@ export interface RunnerDeps<Data, Result> {
   completed(row: CompleteRow): void;
   /** An attempt settled: its lane writes this failure, snooze or rate limit (as `completed`). */
   failed(row: FailRow): void;
+  /** The job parked itself (job.waitForSignal): its lane forgets the lease. */
+  parked(job: Job<unknown>): void;
   /** Jobs claimed and never started go back to waiting (release.lua, through their lanes). */
   handBack(jobs: Job<unknown>[]): Promise<void>;
   /** A slot freed: outcomes are written and claims made at the end of this event-loop turn (turns.ts). */
@@ -398,6 +400,7 @@ export class Runner<Data, Result> implements SlotCounters {
       }, job.timeoutMs);
       runs.armTimeout(job as Job<unknown>, timer);
     };
+    attempt.onParked = (err) => this.parked(job, err);
     if (startNow) attempt.onStart();
     job.startedAt = Date.now();
     this.deps.onStart(job);
@@ -474,6 +477,21 @@ export class Runner<Data, Result> implements SlotCounters {
     this.deps.options.tracing.ended(job, 'cancelled');
     abortAttempt(job, new CancelledError(job.id));
     this.stopRunning(partition, job.id);
+    this.afterSlotFreed();
+  }
+
+  /**
+   * The job parked itself (job.waitForSignal moved it out of active): it no longer runs here. Its slot
+   * is freed and its lease forgotten, with no outcome; its signal aborts with the wait's ParkedError.
+   */
+  private parked(job: Job<Data>, err: Error): void {
+    const attempt = attemptOf(job as Job<unknown>);
+    if (attempt.decided) return;
+    attempt.decided = true;
+    this.deps.options.tracing.ended(job as Job<unknown>, 'parked');
+    abortAttempt(job as Job<unknown>, err);
+    this.stopRunning(job.partition, job.id);
+    this.deps.parked(job as Job<unknown>);
     this.afterSlotFreed();
   }
 

@@ -100,6 +100,8 @@ export interface WorkerEvents<Data, Result> {
   snoozed: [job: Job<Data>, delayMs: number];
   /** The processor threw RateLimitError: the job waits again, and claims pause for delayMs. */
   rateLimited: [job: Job<Data>, delayMs: number];
+  /** The job parked itself to wait (job.waitForSignal): it left this worker until the signal comes. */
+  parked: [job: Job<Data>];
   error: [error: SuretyError];
 }
 
@@ -221,6 +223,10 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       },
       completed: (row) => this.laneOf(row.job).completed(row),
       failed: (row) => this.laneOf(row.job).failed(row),
+      parked: (job) => {
+        this.laneOf(job).forget(job.id, job.token);
+        this.notify('parked', job as Job<Data>);
+      },
       handBack: (jobs) => handBack(this.lanes, jobs),
       slotFreed: () => this.turns.schedule(),
       // A sandboxed module starts when its sandbox acknowledges the job (sandbox.ts): that marks it.
@@ -454,7 +460,15 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
    * and the exception is reported as an `error` event (ListenerError).
    */
   private notify<
-    E extends 'active' | 'completed' | 'failed' | 'leaseLost' | 'recovered' | 'snoozed' | 'rateLimited',
+    E extends
+      | 'active'
+      | 'completed'
+      | 'failed'
+      | 'leaseLost'
+      | 'recovered'
+      | 'snoozed'
+      | 'rateLimited'
+      | 'parked',
   >(event: E, ...args: WorkerEvents<Data, Result>[E]): void {
     try {
       (this.emit as (e: E, ...a: WorkerEvents<Data, Result>[E]) => boolean)(event, ...args);

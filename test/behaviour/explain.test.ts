@@ -30,6 +30,21 @@ describe('queue.explain', () => {
     expect(codes((await q.explain('a')).reasons)).toEqual(['QUEUED', 'PAUSED', 'NO_WORKERS']);
   });
 
+  it('a job parked by waitForSignal names the signal and its deadline, and is no longer parked once signalled', async () => {
+    const q = queue(uniqueName());
+    const w = new Worker(q.name, (job) => job.waitForSignal('approved', { timeoutMs: 3_600_000 }), {
+      connection: fx.url,
+    });
+    open.push(w);
+    const { id } = await q.add({});
+    const wait = await waitUntil(async () => (await q.getJob(id))?.waitingForSignal, 'the job parks');
+    const [reason] = (await q.explain(id)).reasons;
+    expect(reason).toMatchObject({ code: 'WAITING_FOR_SIGNAL', signal: 'approved', until: wait.deadline });
+    await w.close();
+    await q.signal(id, 'approved');
+    expect(codes((await q.explain(id)).reasons)[0]).toBe('QUEUED');
+  });
+
   it('a delayed job is due at its runAt; a blocked one names the parents that have not completed', async () => {
     const q = queue(uniqueName());
     const d = await q.add({}, { delayMs: 60_000 });

@@ -345,6 +345,38 @@ describe('auth and CSRF', () => {
   });
 });
 
+describe('POST /api/queues/:q/jobs/:id/signals/:name', () => {
+  it('wakes a parked job with the payload; a job that ended answers 409, none 404, a GET 405', async () => {
+    const q = queue();
+    const w = new Worker(q.name, (job) => job.waitForSignal('delivered'), { connection: fx.url });
+    closers.push(() => w.close());
+    const { id } = await q.add({});
+    await waitUntil(async () => (await q.getJob(id))?.waitingForSignal, 'the job parks');
+    const path = `/api/queues/${q.name}/jobs/${id}/signals/delivered`;
+    const sent = await call('POST', path, { payload: { at: 'door' } });
+    expect(sent).toMatchObject({ status: 200, body: { delivered: true, state: 'waiting', woke: true } });
+    expect(await q.waitFor(id, { timeoutMs: 10_000 })).toEqual({ at: 'door' });
+    const late = await call('POST', path, {});
+    expect(late).toMatchObject({
+      status: 409,
+      body: {
+        error: { code: 'ERR_SIGNAL_NOT_DELIVERED' },
+        delivered: false,
+        state: 'completed',
+        reason: 'ended',
+      },
+    });
+    const missing = await call('POST', `/api/queues/${q.name}/jobs/nope/signals/delivered`, {});
+    expect(missing).toMatchObject({
+      status: 404,
+      body: { error: { code: 'ERR_JOB_NOT_FOUND' }, reason: 'missing' },
+    });
+    expect((await call('GET', path)).status).toBe(405);
+    expect((await call('POST', path, { payload: 1, extra: 2 })).status).toBe(400);
+    expect((await call('POST', `/api/queues/${q.name}/jobs/${id}/other/delivered`, {})).status).toBe(404);
+  });
+});
+
 describe('GET /api/queues/:q/jobs/:id', () => {
   it('with waitMs, answers once a worker completes the job, with its result', async () => {
     const q = queue();

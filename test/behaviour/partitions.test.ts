@@ -289,6 +289,43 @@ describe('repartition', () => {
     expect(await repartition(fx.redis, name, { to: 1 })).toMatchObject({ moved: 0 });
   });
 
+  it('a sleeping job keeps its steps, a parked job its wait and its signals, across a repartition', async () => {
+    const name = uniqueName();
+    const q1 = queue<string>(name, 1);
+    const w1 = new Worker<string>(
+      name,
+      async (job) => {
+        await job.step('charge', () => 'ch_1');
+        if (job.data === 'sleeper') await job.sleep(60_000);
+        else await job.waitForSignal('go');
+        return 'never here';
+      },
+      { connection: fx.url },
+    );
+    open.push(w1);
+    const sleeper = await q1.add('sleeper', { id: 'sleeper' });
+    const parked = await q1.add('parked', { id: 'parked' });
+    await waitUntil(async () => (await q1.counts()).delayed === 2, 'both jobs wait');
+    await w1.close();
+    await q1.signal(parked.id, 'other', { n: 1 });
+
+    await repartition(fx.redis, name, { to: 4 });
+    const q4 = queue<string>(name, 4);
+    expect((await q4.getJob(sleeper.id))!.steps).toMatchObject({ charge: 'ch_1' });
+    const moved = (await q4.getJob(parked.id))!;
+    expect(moved.steps).toMatchObject({ charge: 'ch_1' });
+    expect(moved.waitingForSignal).toEqual({ name: 'go' });
+    expect(moved.pendingSignals).toEqual([{ name: 'other', payload: { n: 1 } }]);
+    let charged = 0;
+    worker<string>(name, async (job) => {
+      await job.step('charge', () => `ch_${++charged + 1}`);
+      return job.waitForSignal('go');
+    });
+    expect(await q4.signal(parked.id, 'go', 'yes')).toMatchObject({ delivered: true, woke: true });
+    expect(await q4.waitFor(parked.id, { timeoutMs: 10_000 })).toBe('yes');
+    expect(charged).toBe(0);
+  });
+
   it('refuses to go from N to M directly, and waits for active jobs', async () => {
     const name = uniqueName();
     await queue(name, 2).add('x');

@@ -146,6 +146,23 @@ describe('sandboxed processors', () => {
     expect(await q.getJob(job.id)).toMatchObject({ attempts: 2, attemptsLeft: 0, snoozes: 1, errors: [] });
   });
 
+  it.each<Mode>(['thread', 'process'])(
+    'job.waitForSignal inside a %s sandbox parks the job and resumes it with the payload, or times out',
+    async (mode) => {
+      const { q } = setup(NAMED, { sandbox: mode });
+      const job = await q.add({ mode: 'signal' }, { maxAttempts: 1 });
+      await waitUntil(
+        async () => (await q.getJob(job.id))?.waitingForSignal?.name === 'go',
+        'the job parked',
+      );
+      expect(await q.signal(job.id, 'go', { ok: 1 })).toMatchObject({ delivered: true, woke: true });
+      expect(await q.waitFor(job.id)).toEqual({ at: 1, payload: { ok: 1 } });
+      expect(await q.getJob(job.id)).toMatchObject({ attempts: 2, errors: [] });
+      const late = await q.add({ mode: 'signal', timeoutMs: 100 });
+      expect(await q.waitFor(late.id)).toEqual({ at: 1, timedOut: 'SignalTimeoutError' });
+    },
+  );
+
   it('job.signal aborts inside the sandbox when the job is cancelled', async () => {
     const { q } = setup(NAMED, { sandbox: 'process' });
     const file = join(tmpdir(), `${uniqueName('abort')}.txt`);

@@ -39,6 +39,33 @@ async function keyCount(name: string): Promise<number> {
   return n;
 }
 
+describe('surety signal', () => {
+  it('wakes a parked job with a JSON payload; a job that ended exits 1 with the reason', async () => {
+    const q = queue();
+    const w = new Worker(q.name, (job: Job) => job.waitForSignal('approved'), { connection: fx.url });
+    open.push(w);
+    const { id } = await q.add({});
+    await waitUntil(async () => (await q.getJob(id))?.waitingForSignal, 'the job parks');
+    const ok = await surety('signal', q.name, id, 'approved', '{"by":"ana"}');
+    expect(ok).toMatchObject({ code: 0, stdout: `${q.name}: job ${id} woke with signal approved\n` });
+    expect(await q.waitFor(id, { timeoutMs: 10_000 })).toEqual({ by: 'ana' });
+    const late = await surety('--json', 'signal', q.name, id, 'approved');
+    expect(late.code).toBe(1);
+    expect(JSON.parse(late.stdout)).toEqual({
+      queue: q.name,
+      id,
+      name: 'approved',
+      delivered: false,
+      state: 'completed',
+      woke: false,
+      reason: 'ended',
+    });
+    expect(late.stderr).toMatch(/not delivered to job .*: the job has ended \(completed\)/);
+    const bad = await surety('signal', q.name, id, 'approved', '{nope');
+    expect(bad.code).toBe(2);
+  });
+});
+
 describe('surety update-data, change-priority, change-delay', () => {
   it('update-data replaces the data; bad JSON is a usage error, an unknown id a failure', async () => {
     const q = queue();

@@ -91,6 +91,7 @@ const ADDS_WORK = [
   'move-in',
   'import-bullmq',
   'import-copy',
+  'signal',
   'set-concurrency',
   'set-rate-limit',
   'set-group-limits',

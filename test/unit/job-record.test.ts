@@ -81,9 +81,32 @@ describe('job record layout', () => {
       'j\x01s',
       'j\x01x',
       'j\x01y',
+      'j\x01g',
+      'j\x01w',
     ]);
     const two = annexOf(
-      ['e1', null, null, 'p1', null, null, null, null, 'e2', '3', 'l', null, 'b', 's', 'x', 'y'],
+      [
+        'e1',
+        null,
+        null,
+        'p1',
+        null,
+        null,
+        null,
+        null,
+        null,
+        null,
+        'e2',
+        '3',
+        'l',
+        null,
+        'b',
+        's',
+        'x',
+        'y',
+        'g',
+        'w',
+      ],
       1,
     );
     expect(two).toEqual({
@@ -95,6 +118,8 @@ describe('job record layout', () => {
       steps: 's',
       crossParents: 'x',
       crossPending: 'y',
+      signals: 'g',
+      signalWait: 'w',
     });
   });
 

@@ -2,7 +2,8 @@
 -- under `id .. "\1p"`, its log lines under `id .. "\1l"`, its parents (dependsOn) under
 -- `id .. "\1d"` and, for a payload over 512 bytes, the payload itself under `id .. "\1b"` (ids never
 -- contain control characters), its durable step results (job.step) under `id .. "\1s"`, its parents in
--- other queues under `id .. "\1x"` and those of them it still waits for under `id .. "\1y"`.
+-- other queues under `id .. "\1x"` and those of them it still waits for under `id .. "\1y"`, signals
+-- sent to it and not consumed yet under `id .. "\1g"` and the signal it is parked for under `id .. "\1w"`.
 -- Returns every annex field of the given ids, for one HDEL.
 local function annex_fields(ids)
   local fields = {}
@@ -15,6 +16,8 @@ local function annex_fields(ids)
     fields[#fields + 1] = ids[i] .. '\1s'
     fields[#fields + 1] = ids[i] .. '\1x'
     fields[#fields + 1] = ids[i] .. '\1y'
+    fields[#fields + 1] = ids[i] .. '\1g'
+    fields[#fields + 1] = ids[i] .. '\1w'
   end
   return fields
 end

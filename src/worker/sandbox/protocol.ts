@@ -27,6 +27,7 @@ export const RPC_METHODS = [
   'writeStep',
   'updateData',
   'checkLease',
+  'waitForSignal',
 ] as const;
 export type RpcMethod = (typeof RPC_METHODS)[number];
 
