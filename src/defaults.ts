@@ -33,6 +33,10 @@ export const DEFAULT_EVENTS_MAX_LEN = 10_000;
  * works through it in chunks of at most 1 000 values per Redis command.
  */
 export const MAX_BULK = 10_000;
+/** queue.flow and a flow cancel read at most this many jobs unless told otherwise (`maxNodes`)... */
+export const DEFAULT_FLOW_NODES = 500;
+/** ...and never more than this many. */
+export const MAX_FLOW_NODES = 10_000;
 /** Upper bound of jobs moved per call by promotion, recovery and retention trimming, to keep scripts short. */
 export const SCRIPT_BATCH_LIMIT = 1_000;
 /**

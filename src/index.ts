@@ -52,6 +52,15 @@ export {
 } from './queue/events.js';
 export type { ExplainReason, Explanation } from './queue/explain.js';
 export type {
+  CancelOptions,
+  CancelOutcome,
+  Flow,
+  FlowNode,
+  FlowNodeState,
+  FlowOptions,
+  FlowRef,
+} from './queue/flow.js';
+export type {
   EffectiveGroupLimits,
   GroupInfo,
   GroupLimits,

@@ -12,6 +12,7 @@ import { registerDashboard } from './commands/dashboard.js';
 import { registerDemo } from './commands/demo.js';
 import { registerEdits } from './commands/edits.js';
 import { registerExplain } from './commands/explain.js';
+import { registerFlow } from './commands/flow.js';
 import { registerGroups } from './commands/groups.js';
 import { registerImportBullmq } from './commands/import-bullmq.js';
 import { registerJobs } from './commands/jobs.js';
@@ -55,6 +56,7 @@ export function buildProgram(): Command {
   registerWorkers(program);
   registerJobs(program);
   registerExplain(program);
+  registerFlow(program);
   registerBatch(program);
   registerGroups(program);
   registerAdd(program);
@@ -79,6 +81,7 @@ Examples:
   $ surety stats --watch
   $ surety jobs emails --state dead && surety retry emails --all-dead
   $ surety explain emails 42                     # why isn't job 42 running?
+  $ surety flow etl load-7                       # the jobs it waits for and those waiting for it
   $ surety groups emails && surety group-limits emails --group tenant-42 --concurrency 1
   $ REDIS_URL=redis://10.0.0.5:6379 surety queues --json
 

@@ -8,6 +8,8 @@
  *        order=desc: newest first; active jobs carry the `worker` running them
  *   GET  /api/queues/:q/jobs/:id
  *   GET  /api/queues/:q/jobs/:id/explain           why it is not running (queue.explain)
+ *   GET  /api/queues/:q/jobs/:id/flow?maxNodes=    the dependency graph around it, across queues
+ *        (queue.flow; maxNodes 1 to 10 000, default 500)
  *   GET  /api/queues/:q/batches/:id                a batch's progress (queue.batch); 404 ERR_BATCH_NOT_FOUND
  *   GET  /api/queues/:q/workers | /schedules
  *   POST /api/queues/:q/jobs/:id/retry|remove|promote|cancel
@@ -21,6 +23,7 @@
  * Errors are `{ error: { code, message } }`: 404 ERR_JOB_NOT_FOUND, 409 ERR_INVALID_STATE, 400 for
  * validation (ERR_INVALID_OPTION...), 405 for a known path with the wrong method.
  */
+import { MAX_FLOW_NODES } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import { closestName } from '../queue/discover.js';
 import type { Queue } from '../queue/queue.js';
@@ -143,6 +146,12 @@ async function queueApi(
     // A read (allowed in read-only mode): queue.explain throws JobNotFoundError for an unknown id (404).
     method(req, 'GET');
     return json({ queue: name, ...(await queue.explain(id)) });
+  }
+  if (sub === 'jobs' && id !== undefined && action === 'flow') {
+    // A read too: queue.flow throws JobNotFoundError for an unknown id (404).
+    method(req, 'GET');
+    const maxNodes = intParam(params, 'maxNodes', 1, MAX_FLOW_NODES);
+    return json(await queue.flow(id, maxNodes === undefined ? {} : { maxNodes }));
   }
   if (sub === 'jobs' && id !== undefined && (JOB_ACTIONS as readonly string[]).includes(action!)) {
     method(req, 'POST');

@@ -24,6 +24,7 @@ export const SCRIPT_FILES = [
   'search-view.js',
   'queue-view.js',
   'groups-view.js',
+  'flow-view.js',
   'job-view.js',
   'app.js',
 ] as const;

@@ -44,7 +44,8 @@ export interface CrossRow {
 /** Other queues' layouts, read once per Queue (never recorded: a queue with no record has one partition). */
 const layouts = new WeakMap<QueueContext, Map<string, Promise<Layout>>>();
 
-function layoutOf(ctx: QueueContext, queue: string): Promise<Layout> {
+/** The layout of `queue` (same prefix), read once per Queue; flow.ts reads other queues with it too. */
+export function layoutOf(ctx: QueueContext, queue: string): Promise<Layout> {
   let known = layouts.get(ctx);
   if (!known) {
     known = new Map();

@@ -10,6 +10,7 @@
  *                 metrics-history.ts: metrics and their retention; priority-counts.ts:
  *                 getCountsPerPriority)
  *   explain.ts    explain: why a job is where it is
+ *   flow.ts       flow, and cancel (with `flow`: the jobs below it too)
  *   admin.ts      retry, remove, promote, cancel, addJobLog, clean, pause/resume, global concurrency,
  *                 recovery
  *   flow-control.ts  stored rate limit, group limits, the list of groups
@@ -46,6 +47,14 @@ import type { QueueContext } from './context.js';
 import { addJob, addJobs } from './enqueue.js';
 import { type QueueEvent, queueEvents, type ReadEventsOptions } from './events.js';
 import { type Explanation, explainJob } from './explain.js';
+import {
+  type CancelOptions,
+  type CancelOutcome,
+  cancelJobs,
+  type Flow,
+  type FlowOptions,
+  readFlow,
+} from './flow.js';
 import {
   type EffectiveGroupLimits,
   type GroupLimits,
@@ -229,6 +238,16 @@ export class Queue<Data = unknown, Result = unknown> {
     return explainJob(this.conn.client, await this.open(), id);
   }
 
+  /**
+   * The flow around a job: every job reachable from it through dependsOn edges, up (its parents) and
+   * down (the jobs that depend on it), across queues of the same prefix, breadth-first, at most
+   * `maxNodes` (default 500, at most 10 000) jobs; `truncated` and `cut` say where the walk stopped.
+   * Reads, not atomic across queues. Throws JobNotFoundError for an unknown id. docs/workflows.md.
+   */
+  async flow(id: string, opts?: FlowOptions): Promise<Flow> {
+    return readFlow(this.ctx, id, opts);
+  }
+
   /** Workers whose heartbeat has not expired. */
   async workers(): Promise<WorkerDescription[]> {
     return listWorkers(this.conn.client, await this.open());
@@ -264,9 +283,18 @@ export class Queue<Data = unknown, Result = unknown> {
   /**
    * Ends a job that has not finished, at once, as dead with a CancelledError (no retry). A running job's
    * worker is told to abort it (job.signal fires) and its late outcome is refused.
+   *
+   * With `{ flow: true }`: the job and every job below it (its dependents, transitively, across queues)
+   * that has not ended, children first, each by the same atomic cancel (a sequence of cancels, not
+   * one); jobs already ended are reported, not refused. Bounded as flow() is (`maxNodes`).
+   * Given options, resolves with what it cancelled (without, with nothing, as it always has).
+   * docs/workflows.md.
    */
-  cancel(id: string): Promise<void> {
-    return admin.changeJob(this.ctx, 'cancel', id);
+  cancel(id: string): Promise<void>;
+  cancel(id: string, opts: CancelOptions): Promise<CancelOutcome>;
+  cancel(id: string, opts?: CancelOptions): Promise<unknown> {
+    if (opts === undefined) return admin.changeJob(this.ctx, 'cancel', id);
+    return cancelJobs(this.ctx, id, opts);
   }
 
   /**

@@ -258,6 +258,20 @@ export function tagKeys(tag: string): QueueKeys {
 }
 
 /**
+ * The queue (and partition, when the tag is a partition's) of a hash tag of `prefix`, the inverse of
+ * queueKeys: for a tag read back from Redis (a child's queue in an `xdependents` line). Null for a tag
+ * of another prefix.
+ */
+export function tagQueue(prefix: string, tag: string): { queue: string; partition?: number } | null {
+  const head = `{${prefix}:`;
+  if (!tag.startsWith(head) || !tag.endsWith('}')) return null;
+  // Queue names have no ':' (checkQueueName): what follows the queue's name is its partition.
+  const [queue = '', partition] = tag.slice(head.length, -1).split(':');
+  if (queue === '') return null;
+  return partition === undefined ? { queue } : { queue, partition: Number(partition) };
+}
+
+/**
  * Sharded pub/sub channel of one worker fetcher: jobs handed off to it by add-one.lua, as
  * `<nonce>|<now>|<length of id>|<id><record>` (add-one.lua names it from the hash tag the same way).
  */

@@ -260,6 +260,33 @@ describe('dashboard HTTP API', () => {
     expect(await q.getRateLimit()).toEqual({ max: 1, durationMs: 1000 });
   });
 
+  it('GET /api/queues/:q/jobs/:id/flow returns queue.flow, bounded by maxNodes; a read, 404 for an unknown job', async () => {
+    const q = queue();
+    await q.add({}, { id: 'a' });
+    await q.add({}, { id: 'b', dependsOn: ['a'] });
+    await q.add({}, { id: 'c', dependsOn: ['a'] });
+    const { res, body } = await get(`/api/queues/${q.name}/jobs/b/flow`);
+    expect(res.status).toBe(200);
+    expect(body).toEqual(await q.flow('b'));
+    expect(body.nodes).toHaveLength(3);
+    const max = await get(`/api/queues/${q.name}/jobs/b/flow?maxNodes=10000`);
+    expect(max.body.truncated).toBe(false);
+    const cut = await get(`/api/queues/${q.name}/jobs/b/flow?maxNodes=2`);
+    expect(cut.body).toMatchObject({ truncated: true, cut: [{ queue: q.name, id: 'a' }] });
+    const bad = await get(`/api/queues/${q.name}/jobs/b/flow?maxNodes=10001`);
+    expect(bad.res.status).toBe(400);
+    expect(bad.body.error.message).toBe('maxNodes must be an integer from 1 to 10000, got "10001"');
+    const missing = await get(`/api/queues/${q.name}/jobs/nope/flow`);
+    expect(missing.res.status).toBe(404);
+    expect(missing.body.error.code).toBe('ERR_JOB_NOT_FOUND');
+    expect((await post(`/api/queues/${q.name}/jobs/b/flow`)).res.status).toBe(405);
+    const ro = await serve({ readOnly: true });
+    expect((await get(`/api/queues/${q.name}/jobs/b/flow`, ro)).body.root).toEqual({
+      queue: q.name,
+      id: 'b',
+    });
+  });
+
   it('GET /api/queues/:q/jobs/:id/explain returns why the job is not running, through queue.explain', async () => {
     const q = queue();
     await q.add({}, { id: 'later', delayMs: 60_000 });

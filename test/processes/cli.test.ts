@@ -129,6 +129,7 @@ describe('surety CLI: help and usage errors', () => {
       'jobs',
       'job',
       'explain',
+      'flow',
       'add',
       'retry',
       'remove',

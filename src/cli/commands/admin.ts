@@ -1,6 +1,7 @@
 /** `surety retry | clean | remove | pause | resume | promote | cancel | repartition`: changes made through the Queue admin API. */
 import type { Command } from 'commander';
 import { type BulkOutcome, changeEach, MAX_BULK_CHANGE } from '../../queue/bulk.js';
+import type { CancelOutcome, FlowRef } from '../../queue/flow.js';
 import type { Queue } from '../../queue/queue.js';
 import { repartition } from '../../queue/repartition.js';
 import { examples, globals, intOption, out } from '../command-kit.js';
@@ -123,14 +124,35 @@ export function registerAdmin(program: Command): void {
     ['surety promote emails 42', 'surety promote reports nightly-2030-01 --json'],
   );
 
-  perJob(
-    program,
-    'cancel',
-    'end unfinished jobs at once as dead (a running one is aborted by its worker)',
-    'cancelled',
-    (q, id) => q.cancel(id),
-    ['surety cancel emails 42', 'surety cancel reports nightly-2030-01 --json'],
-  );
+  const cancel = program
+    .command('cancel')
+    .description(
+      'end unfinished jobs at once as dead (a running one is aborted by its worker); with --flow, also every job below each one (its dependents, transitively, across queues), children first (docs/workflows.md)',
+    )
+    .argument('<queue>', 'queue name')
+    .argument('<id...>', 'job ids')
+    .option('--flow', 'also cancel every unfinished job that depends on it, transitively, across queues')
+    .option(
+      '--max-nodes <n>',
+      'with --flow: the most jobs to read below each job (1 to 10000)',
+      intOption('--max-nodes', 1, 10_000),
+    )
+    .action(
+      async (queueName: string, ids: string[], o: { flow?: boolean; maxNodes?: number }, c: Command) => {
+        const g = globals(c);
+        checkNames([queueName]);
+        if (o.maxNodes !== undefined && !o.flow) throw new UsageError('--max-nodes goes with --flow');
+        const queue = await openKnownQueue(queueName, await openRedis(g), g);
+        if (!o.flow)
+          return report('cancelled', queueName, await changeEach(ids, (id) => queue.cancel(id)), g.json);
+        await cancelFlows(queue, queueName, ids, o.maxNodes, g.json);
+      },
+    );
+  examples(cancel, [
+    'surety cancel emails 42',
+    'surety cancel reports nightly-2030-01 --json',
+    'surety cancel etl extract-17 --flow',
+  ]);
 
   const repartitionCmd = program
     .command('repartition')
@@ -168,6 +190,46 @@ export function registerAdmin(program: Command): void {
 }
 
 /** A command `<name> <queue> <id...>` that applies one Queue operation to each id and reports each. */
+/** `cancel --flow`: each job's flow cancel in turn, reported per job (what was cancelled, what had ended). */
+async function cancelFlows(
+  queue: Queue,
+  queueName: string,
+  ids: string[],
+  maxNodes: number | undefined,
+  json: boolean | undefined,
+): Promise<void> {
+  const flows: ({ id: string } & CancelOutcome)[] = [];
+  const failed: BulkOutcome['failed'] = [];
+  for (const id of ids) {
+    try {
+      flows.push({ id, ...(await queue.cancel(id, { flow: true, ...(maxNodes ? { maxNodes } : {}) })) });
+    } catch (err) {
+      const e = err as { code?: string; message?: string };
+      failed.push({ id, message: e.message ?? String(err), ...(e.code ? { code: e.code } : {}) });
+    }
+  }
+  if (failed.length > 0) process.exitCode = 1;
+  if (json) return out.json({ queue: queueName, flows, failed });
+  const name = (r: FlowRef) => (r.queue === queueName ? r.id : `${r.id} [${r.queue}]`);
+  const list = (refs: FlowRef[]) =>
+    `${refs.slice(0, 20).map(name).join(', ')}${refs.length > 20 ? ', ...' : ''}`;
+  for (const f of flows) {
+    const n = f.cancelled.length;
+    out.line(
+      n > 0
+        ? `cancelled ${formatCount(n)} job${n === 1 ? '' : 's'} of the flow below ${f.id} in ${queueName}: ${list(f.cancelled)}`
+        : `nothing to cancel in the flow below ${f.id} in ${queueName}`,
+    );
+    if (f.ended.length > 0) out.line(out.paint('dim', `  already ended: ${list(f.ended)}`));
+    if (f.truncated)
+      out.note(
+        `surety: the walk below ${f.id} stopped at --max-nodes; not read past ${list(f.cut)}: run it again (or raise --max-nodes)`,
+      );
+  }
+  for (const f of failed)
+    out.note(`surety: ${out.paint('red', f.id)}: ${f.code ? `${f.code}: ` : ''}${f.message}`);
+}
+
 function perJob(
   program: Command,
   name: string,

@@ -10,12 +10,17 @@ function jobView(name, id) {
     (x) => x.reasons,
     (err) => err,
   );
+  // The flow around it (queue.flow), a third read that may fail alone as the explanation may.
+  var flow = api(`${base}/flow`).then(
+    (f) => f,
+    (err) => err,
+  );
   // Which worker runs it (from the workers' heartbeats), shown for a running job.
   var running = api(`/queues/${enc(name)}/workers`).then(
     (r) => r.workers.filter((w) => w.activeJobIds.indexOf(id) >= 0)[0] || null,
     () => null,
   );
-  return Promise.all([api(base), why, running]).then(([j, reasons, worker]) => {
+  return Promise.all([api(base), why, running, flow]).then(([j, reasons, worker, graph]) => {
     var finished = j.state === 'completed' || j.state === 'dead';
     var fields = [
       ['state', badge(j.state)],
@@ -84,6 +89,7 @@ function jobView(name, id) {
       ),
       el('h2', { text: "Why isn't it running?" }),
       whyList(reasons),
+      flowSection(graph),
       el('h2', { text: 'Data' }),
       el('pre', { id: 'job-data', text: pretty(j.data) }),
       'result' in j
