@@ -8,7 +8,7 @@
  * the result holds only plain strings, so serialising it cannot throw either.
  */
 import { MAX_MESSAGE_CHARS, MAX_STACK_CHARS } from './defaults.js';
-import { NotSerializableError, SuretyError, UnrecoverableError } from './errors.js';
+import { DependencyFailedError, NotSerializableError, SuretyError, UnrecoverableError } from './errors.js';
 
 /** Longest error `name` and `code` kept (they are identifiers, not prose). */
 const MAX_NAME_CHARS = 200;
@@ -83,7 +83,9 @@ export function normaliseThrown(thrown: unknown): AttemptError {
       const name = stringProp(obj, 'name', MAX_NAME_CHARS);
       const stack = stringProp(obj, 'stack', MAX_STACK_CHARS);
       const code = stringProp(obj, 'code', MAX_NAME_CHARS);
-      const unrecoverable = isError && isA(thrown, UnrecoverableError);
+      // A dead dependency (job.waitForChildren) stays dead: a retry would meet it again.
+      const unrecoverable =
+        isError && (isA(thrown, UnrecoverableError) || isA(thrown, DependencyFailedError));
       // A well-formed Error goes to the `failed` event as it is (callers may check instanceof/fields).
       if (isError && message !== undefined && name !== undefined) {
         return { error: thrown as Error, name, message, stack, code, unrecoverable };

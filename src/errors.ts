@@ -204,10 +204,16 @@ export class ExpiredError extends SuretyError {
 
 /** Recorded as the error of a job whose parent (dependsOn) ended dead. */
 export class DependencyFailedError extends SuretyError {
-  constructor(jobId: string, parentId: string) {
+  /**
+   * `kind` 'child': job.waitForChildren found child `dependencyId` dead (a processor that lets it
+   * propagate ends its job dead at once: a retry would meet the same dead child).
+   */
+  constructor(jobId: string, dependencyId: string, kind: 'parent' | 'child' = 'parent') {
     super(
       'ERR_DEPENDENCY_FAILED',
-      `job ${JSON.stringify(jobId)} cannot run: parent job ${JSON.stringify(parentId)} is dead`,
+      kind === 'parent'
+        ? `job ${JSON.stringify(jobId)} cannot run: parent job ${JSON.stringify(dependencyId)} is dead`
+        : `job ${JSON.stringify(jobId)}: child job ${JSON.stringify(dependencyId)} is dead`,
     );
   }
 }

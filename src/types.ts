@@ -35,6 +35,25 @@ export interface BackoffOptions {
   name?: string;
 }
 
+/** A child for job.addChildren: a job of this queue, or of `queue` (same prefix). */
+export interface ChildJob<Data = unknown> {
+  /** The child's queue; default the parent's. */
+  queue?: string;
+  data: Data;
+  /**
+   * queue.add's options but `dedupe`. `id`: the child's id (default: a new UUID, the same in every
+   * run of the parent). `ignoreDependencyFailure`: if the child ends dead, waitForChildren resolves
+   * (its result undefined) instead of throwing DependencyFailedError.
+   */
+  opts?: Omit<JobOptions, 'dedupe'>;
+}
+
+/** A child job.addChildren added: its queue and id. */
+export interface ChildRef {
+  queue: string;
+  id: string;
+}
+
 export interface JobOptions {
   /** Your id: adding an id that exists returns the existing job and enqueues nothing. */
   id?: string;
@@ -170,6 +189,13 @@ export interface JobInfo<Data = unknown, Result = unknown> {
   steps?: Record<string, unknown>;
   /** The signal a parked job waits for (job.waitForSignal), and its deadline (epoch ms) if it has one. */
   waitingForSignal?: { name: string; deadline?: number };
+  /**
+   * The children job.addChildren added, in order, each with how it ended (absent while it runs or
+   * its end is on its way); absent when it has none.
+   */
+  children?: { queue: string; id: string; ended?: 'completed' | 'dead' }[];
+  /** The job that added this one as its child (job.addChildren). */
+  parent?: { queue: string; id: string };
   /** Signals sent to the job (queue.signal) that no wait has taken yet, oldest first. */
   pendingSignals?: { name: string; payload: unknown }[];
   /** Last value passed to job.progress() by the latest attempt that reported any. */

@@ -27,6 +27,7 @@ import { callScript, type RedisClient, scripts } from '../scripts/specs.js';
 import { ANNEX_SUFFIX, resultOf } from '../store/job-record.js';
 import { type QueueKeys, queueKeys, tagKeys } from '../store/keys.js';
 import type { AddedJob } from '../types.js';
+import { forwardChildEnds } from './children.js';
 import type { QueueContext } from './context.js';
 import { type Layout, resolveLayout } from './partitions.js';
 
@@ -202,14 +203,27 @@ function resolve(
 /**
  * Delivers the `xnotify` outbox of `keys` (step 4): each notification resolves its child in the
  * child's queue, then leaves the outbox; a child that dies and has children in other queues has its
- * own queue's outbox delivered too. Returns how many were delivered. Safe to run anywhere at once:
- * a notification delivered twice counts once.
+ * own queue's outbox delivered too. Then the `wnotify` outbox: ends of job.addChildren's children for
+ * parents in other hash tags (children.ts). Returns how many were delivered. Safe to run anywhere at
+ * once: a notification delivered twice counts once.
  */
 export async function forwardCross(
   client: RedisClient,
   keys: QueueKeys,
   eventsMaxLen: number,
   limit = SCRIPT_BATCH_LIMIT,
+): Promise<number> {
+  return (
+    (await forwardDependents(client, keys, eventsMaxLen, limit)) +
+    (await forwardChildEnds(client, keys, limit))
+  );
+}
+
+async function forwardDependents(
+  client: RedisClient,
+  keys: QueueKeys,
+  eventsMaxLen: number,
+  limit: number,
 ): Promise<number> {
   let total = 0;
   for (;;) {

@@ -31,7 +31,8 @@ type AddRow = Record<
   | 'dedupeMode'
   | 'dedupeTtlMs'
   | 'ttlMs'
-  | 'xDependsOn',
+  | 'xDependsOn'
+  | 'waiter',
   string | number
 >;
 export type RoutedRow = AddRow & { partitionKey: string; crossDependsOn: string };
@@ -111,6 +112,39 @@ export async function addJobs(
   });
 }
 
+/**
+ * Rows for children of job.addChildren (src/worker/children.ts), checked as addBulk checks its
+ * items, before the parent plans them; a dedupe key is refused (a child taken by a dedupe key would
+ * be another job, which the parent would wait for in vain). The caller sets each row's id.
+ */
+export function childRows(
+  ctx: QueueContext,
+  items: readonly { data: unknown; opts?: JobOptions | undefined }[],
+): RoutedRow[] {
+  return items.map((item, i) => {
+    if (item.opts?.dedupe !== undefined)
+      throw new ValidationError(`child ${i}: a child job cannot take a dedupe key`);
+    return toRow(ctx, item.data, item.opts, `child ${i} data`);
+  });
+}
+
+/**
+ * Adds children's rows (childRows, ids set) on addBulk's path, each carrying its parent (`waiter`:
+ * `parent tag \t parent id \t parent queue \t this queue`), which add.lua keeps with the job so its end reaches
+ * the parent.
+ */
+export async function addChildRows(
+  ctx: QueueContext,
+  rows: RoutedRow[],
+  waiter: string,
+): Promise<AddedJob[]> {
+  for (const row of rows) row.waiter = waiter;
+  const layout = await ctx.open();
+  await readCrossParents(ctx, rows);
+  const parts = rows.map((row) => route(layout, row));
+  return runAdd(ctx, layout, rows, parts);
+}
+
 export function toRow(
   ctx: QueueContext,
   data: unknown,
@@ -162,6 +196,7 @@ function rowOf(o: ResolvedAdd, batch: string, trace: string, data: string): Rout
     dependsOn: o.dependsOn,
     crossDependsOn: o.crossDependsOn,
     xDependsOn: '',
+    waiter: '',
     depMode: o.depMode,
     group: o.group,
     dedupeKey: o.dedupeKey,
@@ -261,6 +296,7 @@ function isPlain(row: AddRow): boolean {
   return (
     row.dependsOn === '' &&
     row.xDependsOn === '' &&
+    row.waiter === '' &&
     row.group === '' &&
     row.dedupeKey === '' &&
     Number(row.priority) === 0

@@ -20,6 +20,7 @@ export interface ExplainReason {
     | 'PAUSED'
     | 'DELAYED'
     | 'WAITING_FOR_SIGNAL'
+    | 'WAITING_FOR_CHILDREN'
     | 'BLOCKED'
     | 'QUEUED'
     | 'CONCURRENCY_LIMIT'
@@ -41,6 +42,8 @@ export interface ExplainReason {
   ahead?: number;
   /** BLOCKED: the parents that have not completed yet. */
   parents?: string[];
+  /** WAITING_FOR_CHILDREN: the children (job.addChildren) still open, the first 100. */
+  children?: { queue: string; id: string }[];
   /** WAITING_FOR_SIGNAL: the signal's name (`until`: its wait's deadline, absent when it has none). */
   signal?: string;
   /** GROUP_*: the job's group. */
@@ -279,6 +282,15 @@ async function blocked(
     job.dependsOn.length === 0 ? [] : client.hmget(k.jobs, ...job.dependsOn),
     client.hget(k.deps, job.id),
   ]);
+  if (link?.endsWith('|w')) {
+    // Parked by job.waitForChildren (wait-children.lua): `open|w`.
+    const open = (job.children ?? []).filter((c) => c.ended === undefined);
+    return {
+      code: 'WAITING_FOR_CHILDREN',
+      message: `parked until its ${link.slice(0, -2)} open child job(s) end (job.waitForChildren)`,
+      children: open.slice(0, 100).map(({ queue, id }) => ({ queue, id })),
+    };
+  }
   // A parent that completed starts its record with 'c'; the others (or those gone) still hold it back.
   const parents = job.dependsOn.filter((_, i) => records[i]?.[0] !== 'c');
   // `|i`: it runs whatever its parents' end (ignoreDependencyFailure, or a dedupe keepLastIfActive

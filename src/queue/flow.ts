@@ -288,9 +288,15 @@ async function readNode(ctx: QueueContext, p: Pending): Promise<Read> {
   const tried = new Set<string>();
   const tryAt = async (k: QueueKeys): Promise<Read | null> => {
     tried.add(k.tag);
-    const [record, [local, cross], dependents, xdependents] = await Promise.all([
+    const [record, [local, cross, added, addedBy], dependents, xdependents] = await Promise.all([
       client.hget(k.jobs, p.id),
-      client.hmget(k.annex, p.id + ANNEX_SUFFIX.parents, p.id + ANNEX_SUFFIX.crossParents),
+      client.hmget(
+        k.annex,
+        p.id + ANNEX_SUFFIX.parents,
+        p.id + ANNEX_SUFFIX.crossParents,
+        p.id + ANNEX_SUFFIX.children,
+        p.id + ANNEX_SUFFIX.flowParent,
+      ),
       client.hget(k.dependents, p.id),
       client.hget(k.xdependents, p.id),
     ]);
@@ -302,7 +308,16 @@ async function readNode(ctx: QueueContext, p: Pending): Promise<Read> {
       const keys = queueKeys(ctx.options.prefix, queue, part === '' ? undefined : Number(part));
       parents.push({ queue, id: rest.join('\t'), keys });
     }
+    // job.addChildren: the parent that added it (kept for good on both sides).
+    if (addedBy) {
+      const tab = addedBy.indexOf('\t');
+      parents.push({ queue: addedBy.slice(0, tab), id: addedBy.slice(tab + 1), keys: undefined });
+    }
     const listed: Pending[] = lines(dependents).map((id) => ({ queue: p.queue, id, keys: k }));
+    for (const line of lines(added)) {
+      const [queue = '', childId = ''] = line.split('\t');
+      listed.push({ queue, id: childId, keys: undefined });
+    }
     for (const line of lines(xdependents)) {
       const [tag = '', childId = ''] = line.split('\t');
       const at = tagQueue(ctx.options.prefix, tag);

@@ -87,6 +87,14 @@ import type { SignalResult } from './signals.js';
 import * as signals from './signals.js';
 import { JobWaiter, type WaitOptions } from './wait-for.js';
 
+/** Each Queue's context, for the library's own modules (a Worker adding children: contextOf). */
+const contexts = new WeakMap<Queue<unknown, unknown>, QueueContext>();
+
+/** @internal The context of `queue`, for modules of this library that add through it. */
+export function contextOf(queue: Queue<unknown, unknown>): QueueContext {
+  return contexts.get(queue)!;
+}
+
 export class Queue<Data = unknown, Result = unknown> {
   readonly name: string;
   readonly options: ResolvedQueueOptions;
@@ -103,6 +111,7 @@ export class Queue<Data = unknown, Result = unknown> {
     this.opener = new LayoutOpener(this.name, this.options, this.conn);
     this.ctx = { name: this.name, options: this.options, client: this.conn.client, open: () => this.open() };
     this.waiter = new JobWaiter(this.ctx);
+    contexts.set(this as Queue<unknown, unknown>, this.ctx);
   }
 
   /** The ioredis client this queue uses (shared with a Worker if you passed it one). */

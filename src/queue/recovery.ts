@@ -15,6 +15,7 @@ import {
 import { callScript, type RedisClient, scripts } from '../scripts/specs.js';
 import type { QueueKeys } from '../store/keys.js';
 import type { RetentionRule } from '../types.js';
+import { purgeWaiters } from './children.js';
 import { forwardCross, relinkCross } from './cross-queue.js';
 import { repairSchedules } from './schedules.js';
 
@@ -65,5 +66,6 @@ export async function recoverExpired(
   const crossQueue =
     (await forwardCross(client, keys, eventsMaxLen, limit)) +
     (await relinkCross(client, keys, eventsMaxLen, limit));
+  await purgeWaiters(client, keys, limit);
   return { requeued, dead, expired, repairedSchedules, crossQueue };
 }

@@ -219,6 +219,9 @@ async function moveJobs(
         crossPending: a.crossPending ?? '',
         signals: a.signals ?? '',
         signalWait: a.signalWait ?? '',
+        children: a.children ?? '',
+        childEnds: a.childEnds ?? '',
+        flowParent: a.flowParent ?? '',
       });
       byPartition.set(p, rows);
     });

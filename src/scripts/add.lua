@@ -33,7 +33,7 @@
 -- ARGV[11] cbRunAt      the callback's due time (epoch ms, '' = none)
 -- ARGV[12] cbTail       the callback's option tail ('' = no callback)
 -- ARGV[13] cbData       the callback's user data (JSON, '' = undefined)
--- ARGV[14..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode, group, dedupeKey, dedupeMode, dedupeTtlMs, ttlMs, xDependsOn
+-- ARGV[14..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode, group, dedupeKey, dedupeMode, dedupeTtlMs, ttlMs, xDependsOn, waiter
 --   id ('' = generate), priority (integer), delayMs ('' = none), runAt (epoch ms, '' = none),
 --   optionTail (header fields 9.. in Lua numbering, see job-record.ts), data (JSON),
 --   dependsOn (parent ids, newline-separated, '' = none), depMode ('i' = run even if a parent dies, else 's'),
@@ -43,6 +43,14 @@
 --   ttlMs ('' = none): the job expires at now + ttlMs on Redis's clock (header field F_EXPIRE); an
 --   expireAt given instead comes in the option tail. A job with an expiry that is not dead at once is
 --   indexed in `expiring`. A debounced rewrite takes the new add's expiry (or none).
+-- waiter ('' = none): the job is a child of job.addChildren, `parent tag \t parent id \t parent queue \t
+--   this queue`,
+--   kept in `waiters` (named from the hash tag) with the job, so its end tells the parent
+--   (settle_dependents). A child of that parent that ended already (a tombstone in `waiters`: a
+--   replayed addChildren) is not created again, even after retention deleted it: it answers as an
+--   existing job in its end state. A job of that id that exists without a parent becomes the child
+--   (an end already reached goes to the parent through `wnotify`).
+--   error `SURETY_CHILD_TAKEN <id>` when job `id` is a child of another parent (nothing is written).
 -- A job whose option tail says lifo (header field 22, includes/tail_lifo.lua) goes to the front of its
 --   priority, or of its group's line, instead of the back.
 --   xDependsOn (parents in other queues, '' = none): lines `state \t tag \t queue \t partition \t id`,
@@ -93,11 +101,12 @@
 -- @include dedupe_successor
 -- @include tag_key
 -- @include tail_lifo
+-- @include waiter_ended
 
 local jobs, waiting, prio, seq, delayed, ids_key = jobs_key, waiting_key, prio_key, seq_key, delayed_key, ids_key
 local annex, dead, deps, dependents = annex_key, dead_key, deps_key, dependents_key
 local now = current_time(arg_now)
-local FIXED, R, CHUNK = 13, 14, 1000
+local FIXED, R, CHUNK = 13, 15, 1000
 local suffix = arg_id_suffix
 
 -- Runs `cmd key values...` in chunks of at most CHUNK values (`step` keeps pairs together); returns
@@ -137,8 +146,14 @@ for i = 0, n - 1 do
   end
   local id = ARGV[FIXED + 1 + i * R]
   if id ~= '' then explicit[id] = true end
+  local waiter = ARGV[FIXED + 15 + i * R]
+  if waiter ~= '' then
+    local w = redis.call('HGET', tag_key(jobs, 'waiters'), id)
+    if w and string.sub(w, 1, #waiter) ~= waiter then return redis.error_reply('SURETY_CHILD_TAKEN ' .. id) end
+  end
 end
 if arg_check_only == '1' then return {} end
+local waiters_key = tag_key(jobs, 'waiters')
 
 -- Generated ids: the counter's next numbers in order, skipping numbers already used as ids (in Redis,
 -- or explicitly anywhere in this call), checked CHUNK candidates per HMGET.
@@ -231,6 +246,25 @@ for i = 1, n do
     deduped_ids[#deduped_ids + 1] = id
     deduped_keys[#deduped_ids] = dedupe_key
   end
+  local waiter = ARGV[base + 14]
+  if waiter ~= '' and not seen[id] then
+    local w = redis.call('HGET', waiters_key, id)
+    if w and #w > #waiter and not existing[i] then
+      -- A child of this parent that ended (and was deleted since): not created again.
+      existing[i] = string.sub(w, -1)
+    elseif not w and existing[i] then
+      -- A job of this id without a parent becomes the child; one that ended tells the parent now.
+      local es = string.sub(existing[i], 1, 1)
+      if es == 'c' or es == 'x' then
+        local _, _, result = string.match(existing[i], '^([^\n]*)\n([^\n]*)\n?(.*)$')
+        waiter_ended(waiters_key, id, waiter, es, es == 'c' and result or '', now)
+      else
+        redis.call('HSET', waiters_key, id, waiter)
+      end
+      local pid, pqueue = string.match(waiter, '^[^\t]*\t([^\t]*)\t([^\t]*)\t')
+      redis.call('HSET', annex, id .. '\1u', pqueue .. '\t' .. pid)
+    end
+  end
   if existing[i] then
     if not deduped then duplicated[#duplicated + 1] = id end
     out[#out + 1] = id
@@ -312,6 +346,13 @@ for i = 1, n do
       data = BODY_MARKER
     end
     local record, expire_at = new_record(state, now, due, finished, ARGV[base + 4], data, ARGV[base + 12])
+    if waiter ~= '' then
+      if state == 'x' then waiter_ended(waiters_key, id, waiter, 'x', '', now)
+      else redis.call('HSET', waiters_key, id, waiter) end
+      -- `parent id \t parent queue` in the line: kept as `parent queue \t parent id`.
+      local pid, pqueue = string.match(waiter, '^[^\t]*\t([^\t]*)\t([^\t]*)\t')
+      redis.call('HSET', annex, id .. '\1u', pqueue .. '\t' .. pid)
+    end
     if expire_at and expire_at ~= '' and state ~= 'x' then redis.call('ZADD', expiring_key, expire_at, id) end
     local tail = ARGV[base + 4]
     local lifo = #tail > 14 and tail_lifo(tail)

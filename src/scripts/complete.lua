@@ -83,6 +83,8 @@ local left_groups, finished_recs = {}, {}
 -- when events are on and some job returned a value.
 local with_events = (tonumber(arg_events_max_len) or 0) > 0
 local results, any_result = {}, false
+-- Every completed job's result, for the parents of job.addChildren's children (settle_dependents).
+local done_results = {}
 for i = 1, n do
   local base = FIXED + 1 + (i - 1) * 3
   local rec = recs[i]
@@ -103,6 +105,7 @@ for i = 1, n do
       note_header_end(rec, late, 8)
       done[#done + 1] = ids[i]
       finished_recs[#done] = rec
+      done_results[#done] = ARGV[base + 2]
       if with_events and (any_result or ARGV[base + 2] ~= '') then
         if not any_result then
           -- The first result: the jobs before it returned undefined.
@@ -143,7 +146,7 @@ if #done > 0 then
   local k = queue_keys
   count_stats(stats_key, now, 'c', #done)
   for j = 1, #done do batch_settle(jobs, done[j], finished_recs[j], true, now) end
-  local failed, queued = settle_dependents(k, now, done, {})
+  local failed, queued = settle_dependents(k, now, done, {}, done_results)
   emit_event(events_key, arg_events_max_len, 'dead', failed)
   notified = queued > 0
 end

@@ -12,7 +12,7 @@
 -- KEYS[7] completed     ZSET
 -- KEYS[8] dead          ZSET
 -- ARGV[1] wakeChannel   shard channel for idle workers
--- ARGV[2..] repeated: id, record, score, errors, progress, logs, parents, body, steps, crossParents, crossPending, signals, signalWait
+-- ARGV[2..] repeated: id, record, score, errors, progress, logs, parents, body, steps, crossParents, crossPending, signals, signalWait, children, childEnds, flowParent
 --   record (the job record as stored), score (due time for delayed, finish time for completed and
 --   dead, '' for waiting), then every annex field of the job in annex_fields order ('' = absent): a
 --   sleeping job keeps its steps, a parked one its wait and its signals
@@ -26,7 +26,7 @@
 -- @include announce_delayed
 
 local jobs, annex = jobs_key, annex_key
-local FIXED, R = 1, 13
+local FIXED, R = 1, 16
 local written, woken, min_due = 0, false, nil
 for i = 0, (#ARGV - FIXED) / R - 1 do
   local base = FIXED + 1 + i * R

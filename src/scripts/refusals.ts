@@ -11,6 +11,7 @@ import {
   RepartitionError,
   StaleJobError,
   SuretyError,
+  ValidationError,
 } from '../errors.js';
 import { stateName } from '../states.js';
 
@@ -27,6 +28,7 @@ export type Refusal =
   | { code: 'PARTITIONS'; recorded: number }
   | { code: 'NOT_MOVABLE'; jobId: string; state: string }
   | { code: 'BATCH_EXISTS'; batchId: string }
+  | { code: 'CHILD_TAKEN'; jobId: string }
   | { code: 'UNEXPECTED'; text: string };
 
 /** The refusal a script's reply or error message spells, or null when it spells none. */
@@ -44,6 +46,7 @@ export function parseRefusal(text: string): Refusal | null {
   if (code === 'UNKNOWN_PARENT') return { code, parent: rest };
   if (code === 'PARTITIONS') return { code, recorded: Number(rest) };
   if (code === 'BATCH_EXISTS') return { code, batchId: rest };
+  if (code === 'CHILD_TAKEN') return { code, jobId: rest };
   if (code === 'NOT_MOVABLE') {
     const space = rest.lastIndexOf(' ');
     return { code, jobId: rest.slice(0, space), state: rest.slice(space + 1) };
@@ -91,6 +94,10 @@ export function refusalError(r: Refusal, ctx: RefusalContext): SuretyError {
       return new PartitionMismatchError(ctx.queue ?? '', ctx.partitions ?? 0, r.recorded);
     case 'BATCH_EXISTS':
       return new BatchExistsError(r.batchId);
+    case 'CHILD_TAKEN':
+      return new ValidationError(
+        `job ${JSON.stringify(r.jobId)}${ctx.queue ? ` of queue ${ctx.queue}` : ''} is a child of another job already: a job has one parent (job.addChildren)`,
+      );
     case 'NOT_MOVABLE':
       return new RepartitionError(
         `job ${JSON.stringify(r.jobId)} is ${stateName(r.state) ?? r.state} and cannot be moved; wait until it finishes`,

@@ -170,6 +170,19 @@ export function decodeWaitSignal(reply: unknown): WaitSignalAnswer {
   return { outcome: String(r[0]) as WaitSignalAnswer['outcome'], value: String(r[1] ?? '') };
 }
 
+/** wait-children.lua: ready (with the annex fields of the children and their ends), parked, or stale. */
+export type WaitChildrenAnswer =
+  | { outcome: 'ready'; children: string; ends: string }
+  | { outcome: 'parked'; open: number }
+  | { outcome: 'stale' };
+
+export function decodeWaitChildren(reply: unknown): WaitChildrenAnswer {
+  const r = flat(reply);
+  if (r[0] === 'ready') return { outcome: 'ready', children: String(r[1] ?? ''), ends: String(r[2] ?? '') };
+  if (r[0] === 'parked') return { outcome: 'parked', open: Number(r[1]) };
+  return { outcome: 'stale' };
+}
+
 /** signal.lua: what became of the signal, and the job's state letter ('' when it does not exist). */
 export interface SignalAnswer {
   outcome: 'kept' | 'woke' | 'ended' | 'missing' | 'full';

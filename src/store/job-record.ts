@@ -265,6 +265,12 @@ export const ANNEX_SUFFIX = Object.freeze({
   signals: '\x01g',
   /** The signal a parked job waits for (job.waitForSignal): `name \t deadline` ('' = none). */
   signalWait: '\x01w',
+  /** The children job.addChildren added: lines `queue \t id \t i or s` (i: ignoreDependencyFailure). */
+  children: '\x01c',
+  /** Their ends, as they arrive: lines `queue \t id \t c or x \t result json` (includes/child_ended.lua). */
+  childEnds: '\x01k',
+  /** The job that added this one as its child (job.addChildren): `queue \t id`. */
+  flowParent: '\x01u',
 });
 export type AnnexPart = keyof typeof ANNEX_SUFFIX;
 const ANNEX_PARTS = Object.keys(ANNEX_SUFFIX) as AnnexPart[];
@@ -306,6 +312,20 @@ function* decodeLines(field: string): Generator<[string, unknown]> {
     const json = line.slice(tab + 1);
     yield [line.slice(0, tab), json === '' ? undefined : JSON.parse(json)];
   }
+}
+
+/** The children of job.addChildren (annex `children`), with their ends (annex `childEnds`). */
+function childrenOf(field: string, ends: string): NonNullable<JobInfo['children']> {
+  const ended = new Map<string, 'completed' | 'dead'>();
+  for (const line of ends.split('\n')) {
+    const [queue, id, outcome] = line.split('\t');
+    if (outcome) ended.set(`${queue}\t${id}`, outcome === 'c' ? 'completed' : 'dead');
+  }
+  return field.split('\n').map((line) => {
+    const [queue = '', id = ''] = line.split('\t');
+    const end = ended.get(`${queue}\t${id}`);
+    return end ? { queue, id, ended: end } : { queue, id };
+  });
 }
 
 /** A parked job waits without a deadline at this due time (wait-signal.lua's NEVER). */
@@ -356,6 +376,11 @@ export function decodeRecord<D, R>(id: string, record: string, annex: Annex): Jo
   if (annex.steps) info.steps = Object.fromEntries(decodeSteps(annex.steps));
   const wait = parkedFor(h.state, h.runAt, annex.signalWait);
   if (wait) info.waitingForSignal = wait;
+  if (annex.children) info.children = childrenOf(annex.children, annex.childEnds ?? '');
+  if (annex.flowParent) {
+    const tab = annex.flowParent.indexOf('\t');
+    info.parent = { queue: annex.flowParent.slice(0, tab), id: annex.flowParent.slice(tab + 1) };
+  }
   if (annex.signals) {
     info.pendingSignals = [...decodeLines(annex.signals)].map(([name, payload]) => ({ name, payload }));
   }

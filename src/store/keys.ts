@@ -145,6 +145,21 @@ export interface QueueKeys {
    * import-release.lua releases, import-undo.lua deletes); empty between runs of the import.
    */
   readonly imported: string;
+  /**
+   * HASH child id -> its parent (job.addChildren): `parent tag \t parent id \t parent queue \t child
+   * queue` while the child is unfinished; with a fifth field, its outcome (`c` or `x`), once it ended: a tombstone that
+   * keeps add.lua from creating a child of that id again for that parent (a replayed addChildren),
+   * deleted an hour after (`wended`, purge-waiters.lua). Written by add.lua with the child.
+   */
+  readonly waiters: string;
+  /** ZSET child id -> when it ended, for the tombstones of `waiters` (purge-waiters.lua). */
+  readonly wended: string;
+  /**
+   * ZSET, the outbox of children's ends for parents in other hash tags: member `parent tag \t parent
+   * id \t child queue \t child id \t outcome \t result json`, score = when the child ended. Delivered by
+   * src/queue/children.ts (child-ended.lua in the parent's queue), then removed.
+   */
+  readonly wnotify: string;
 }
 
 /**
@@ -254,6 +269,9 @@ export function tagKeys(tag: string): QueueKeys {
     xlinks: `${tag}:xlinks`,
     xlinkseq: `${tag}:xlinkseq`,
     imported: `${tag}:imported`,
+    waiters: `${tag}:waiters`,
+    wended: `${tag}:wended`,
+    wnotify: `${tag}:wnotify`,
   });
 }
 

@@ -14,12 +14,13 @@ import { crossParentResults, forwardCross } from '../queue/cross-queue.js';
 import { recoverExpired } from '../queue/recovery.js';
 import { untilClosed } from '../redis/in-flight.js';
 import type { Refusal } from '../scripts/refusals.js';
-import type { WaitSignalAnswer } from '../scripts/replies.js';
+import type { WaitChildrenAnswer, WaitSignalAnswer } from '../scripts/replies.js';
 import { callScript, type RedisClient, scripts } from '../scripts/specs.js';
 import { annexField, resultOf } from '../store/job-record.js';
 import type { QueueKeys } from '../store/keys.js';
 import { toJson } from '../validate.js';
 import type { CompleteRow, FailRow } from './acker.js';
+import { MAX_CHILDREN } from './children.js';
 import type { ClaimReply, ClaimTicket, HandoffArgs } from './fetcher.js';
 import type { Job } from './job.js';
 import type { ResolvedWorkerOptions } from './options.js';
@@ -228,6 +229,35 @@ export class WorkerCalls {
       name,
       value: valueJson,
       maxBytes: MAX_STEPS_BYTES,
+    });
+  }
+
+  /** The hash tag of this lane's partition. */
+  get tag(): string {
+    return this.keys.tag;
+  }
+
+  /** job.addChildren: plans children (fenced): 1, or 0 lease lost, -1 steps too large, -2 too many. */
+  planChildren(job: Job<unknown>, step: string, valueJson: string, children: string): Promise<number> {
+    return callScript(this.client, scripts.addChildren, this.keys, {
+      id: job.id,
+      token: job.token,
+      step,
+      value: valueJson,
+      children,
+      maxChildren: MAX_CHILDREN,
+      maxBytes: MAX_STEPS_BYTES,
+    });
+  }
+
+  /** job.waitForChildren: the children's ends, or the job parked until they come (fenced). */
+  waitChildren(job: Job<unknown>): Promise<WaitChildrenAnswer> {
+    return callScript(this.client, scripts.waitChildren, this.keys, {
+      now: '',
+      id: job.id,
+      token: job.token,
+      wakeChannel: this.keys.wakeChannel,
+      eventsMaxLen: this.options.eventsMaxLen,
     });
   }
 

@@ -1,8 +1,10 @@
 /** The job as a processor sees it. */
 import { LeaseExpiredError, PayloadTooLargeError, ValidationError } from '../errors.js';
-import type { WaitSignalAnswer } from '../scripts/replies.js';
+import type { WaitChildrenAnswer, WaitSignalAnswer } from '../scripts/replies.js';
 import { type ClaimedRecord, decodeSteps } from '../store/job-record.js';
+import type { ChildJob, ChildRef } from '../types.js';
 import { toJson } from '../validate.js';
+import { addChildren, type ChildQueues, type ChildrenParent, waitForChildren } from './children.js';
 import { checkStepName, runStep, sleepStep } from './durable-steps.js';
 import { waitForSignal } from './signal-wait.js';
 
@@ -17,6 +19,12 @@ export interface JobStore {
   setData(job: Job<unknown>, dataJson: string): Promise<boolean>;
   /** Takes a pending signal, times the wait out, or parks the job (wait-signal.lua). */
   waitSignal(job: Job<unknown>, name: string, n: number, timeoutMs: number): Promise<WaitSignalAnswer>;
+  /** The hash tag of the job's partition. */
+  readonly tag: string;
+  /** Plans children (add-children.lua): 1, or 0 lease lost, -1 steps too large, -2 too many. */
+  planChildren(job: Job<unknown>, step: string, valueJson: string, children: string): Promise<number>;
+  /** Answers the children's ends, or parks the job until they come (wait-children.lua). */
+  waitChildren(job: Job<unknown>): Promise<WaitChildrenAnswer>;
 }
 
 /**
@@ -53,6 +61,8 @@ export interface Attempt {
   onStart: (() => void) | undefined;
   /** The job was parked (job.waitForSignal): it no longer runs here; `err` is what the wait throws. */
   onParked: ((err: Error) => void) | undefined;
+  /** The worker's Queues for job.addChildren. */
+  childQueues: ChildQueues | undefined;
   controller: AbortController | undefined;
   abortReason: Error | undefined;
 }
@@ -106,6 +116,8 @@ export class Job<Data = unknown> {
   private sleeps = 0;
   /** job.waitForSignal calls made so far in this attempt: the n-th is steps `~wait:n`, `~signal:n`. */
   private signalWaits = 0;
+  /** job.addChildren calls made so far in this attempt: the n-th is step `~children:n`. */
+  private childCalls = 0;
 
   constructor(
     readonly queueName: string,
@@ -139,6 +151,7 @@ export class Job<Data = unknown> {
       clockNow: undefined,
       onStart: undefined,
       onParked: undefined,
+      childQueues: undefined,
       controller: undefined,
       abortReason: undefined,
     });
@@ -285,6 +298,51 @@ export class Job<Data = unknown> {
       parked: (err: Error) => attempt.onParked?.(err),
     };
     return waitForSignal(waiter, this.signalWaits++, name, opts) as Promise<T>;
+  }
+
+  /**
+   * Adds jobs (of this queue, or of `queue`) as children of this running job, and resolves with their
+   * `{ queue, id }`. Idempotent across runs: the n-th call of a run adds the children the n-th call of
+   * the first run planned (same ids), once; keep the calls the same from run to run. A child's end
+   * reaches this job (job.waitForChildren), whatever the queue or server slot. Fenced: a run that lost
+   * its lease adds nothing (LeaseExpiredError). At most 10 000 children per job.
+   */
+  addChildren<D = unknown>(children: ChildJob<D>[]): Promise<ChildRef[]> {
+    return addChildren(this.childrenParent(), this.childCalls++, children);
+  }
+
+  /**
+   * Waits for every child this job added (job.addChildren) to end, and resolves with their results by
+   * id (`queue:id` for a child of another queue). While some are open the job is parked: it leaves the
+   * worker (no slot, no lease, no attempt spent) and this throws ParkedError, which the processor lets
+   * propagate; when the last child ends the job runs again from the top (steps replay, addChildren adds
+   * nothing twice) and this resolves. A dead child throws DependencyFailedError (which ends this job
+   * dead if it propagates), unless it was added with `ignoreDependencyFailure` (its result: undefined).
+   */
+  waitForChildren<R = unknown>(): Promise<Record<string, R>> {
+    return waitForChildren(this.childrenParent()) as Promise<Record<string, R>>;
+  }
+
+  private childrenParent(): ChildrenParent {
+    const attempt = attemptOf(this as Job<unknown>);
+    const { store, childQueues } = attempt;
+    const job = this as Job<unknown>;
+    return {
+      id: this.id,
+      queueName: this.queueName,
+      readStep: (name) => this.readStep(name),
+      writeStep: (name, value) => this.writeStep(name, value),
+      children:
+        store && childQueues
+          ? {
+              tag: store.tag,
+              queues: childQueues,
+              plan: (step, value, lines) => store.planChildren(job, step, value, lines),
+              wait: () => store.waitChildren(job),
+            }
+          : undefined,
+      parked: (err) => attempt.onParked?.(err),
+    };
   }
 
   /**

@@ -20,6 +20,7 @@ import { handoffChannel, type QueueKeys } from '../store/keys.js';
 import type { AttemptOutcome } from '../telemetry/tracing.js';
 import { Acker, type CompleteRow, type FailRow } from './acker.js';
 import { WorkerCalls } from './calls.js';
+import type { ChildQueues } from './children.js';
 import { type ClaimReply, type ClaimTicket, Fetcher, type HandoffArgs } from './fetcher.js';
 import { HeldLeases } from './held-leases.js';
 import { attemptOf, Job } from './job.js';
@@ -49,6 +50,8 @@ export interface LaneHost {
   subscriber: RedisClient;
   options: ResolvedWorkerOptions;
   queueName: string;
+  /** The Queues job.addChildren adds through (one per child queue, on the worker's connection). */
+  childQueues: ChildQueues;
   /** The worker's slots, shared among its lanes: asked before each claim. */
   slots: LaneSlots<Lane>;
   /** Jobs just claimed (and held here): to run when a slot frees, or to hand back if closing. */
@@ -180,6 +183,7 @@ export class Lane {
       attempt.writer = (j, progress, lines) => this.calls.writeAnnex(j, progress, lines);
       attempt.parentReader = (j) => this.calls.parentResults(j.id);
       attempt.store = this.calls;
+      attempt.childQueues = this.host.childQueues;
       if (this.timers !== REAL_TIMERS) attempt.clockNow = () => this.timers.now();
       this.hold(job, since + job.leaseMs);
       jobs.push(job);

@@ -53,6 +53,7 @@ import {
   checkQueueName,
   checkTimerMs,
 } from '../validate.js';
+import { ChildQueues } from './children.js';
 import { Heartbeat, workerInfo } from './heartbeat.js';
 import { attemptOf, type Job } from './job.js';
 import { Lane, type LaneDiagnostics as LaneHolds, type LaneHost, type LaneOutcome } from './lane.js';
@@ -124,6 +125,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
   private startPromise: Promise<void> | null = null;
   /** The sandboxes of a processor given as a module (docs/sandbox.md); null for a function. */
   private readonly sandboxes: SandboxPool | null = null;
+  /** The Queues job.addChildren adds through, on this worker's connection. */
+  private readonly childQueues: ChildQueues;
   /**
    * Schedule advances in flight: the call that creates a schedule's next occurrence as the current one
    * starts. Nobody awaits it, so it is counted here for the test kit, which must not move its clock
@@ -196,6 +199,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     checkQueueAddress(this.options.prefix, name);
     this.id = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.conn = connect(opts.connection, 'worker', this.options.clock, this);
+    this.childQueues = new ChildQueues(this.conn.client, this.options.prefix);
     this.subscriber = duplicate(this.conn.client);
     const onError = (err: unknown) => this.reportError(err);
     const traceOf = (job: Job<Data>) => attemptOf(job as Job<unknown>).trace;
@@ -235,6 +239,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     });
     this.laneHost = {
       client: this.conn.client,
+      childQueues: this.childQueues,
       subscriber: this.subscriber,
       options: this.options,
       queueName: this.name,
@@ -538,6 +543,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
       if (unregister) await settledWithin(unregister, OUTCOME_GRACE_MS);
     }
     await this.sandboxes?.close();
+    await this.childQueues.close();
     await closeConnection({ client: this.subscriber, owned: true });
     await closeConnection(this.conn);
     this.state = 'closed';

@@ -163,6 +163,17 @@ describe('sandboxed processors', () => {
     },
   );
 
+  it.each<Mode>(['thread', 'process'])(
+    'job.addChildren and job.waitForChildren inside a %s sandbox park the parent until its children end',
+    async (mode) => {
+      const { q } = setup(NAMED, { sandbox: mode });
+      const job = await q.add({ mode: 'children' }, { maxAttempts: 1 });
+      expect(await q.waitFor(job.id)).toEqual({ at: 1, results: [10, 20] });
+      expect(await q.getJob(job.id)).toMatchObject({ attempts: 2, errors: [] });
+      expect(await q.counts()).toMatchObject({ completed: 3 });
+    },
+  );
+
   it('job.signal aborts inside the sandbox when the job is cancelled', async () => {
     const { q } = setup(NAMED, { sandbox: 'process' });
     const file = join(tmpdir(), `${uniqueName('abort')}.txt`);

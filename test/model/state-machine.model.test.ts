@@ -1551,6 +1551,7 @@ class Harness {
       dedupeMode: d?.mode ?? '',
       dedupeTtlMs: d?.windowMs === undefined ? '' : REDIS_WINDOW_MS,
       xDependsOn: '',
+      waiter: '',
     };
   }
 

@@ -83,19 +83,12 @@ describe('job record layout', () => {
       'j\x01y',
       'j\x01g',
       'j\x01w',
+      'j\x01c',
+      'j\x01k',
+      'j\x01u',
     ]);
     const two = annexOf(
-      [
-        'e1',
-        null,
-        null,
-        'p1',
-        null,
-        null,
-        null,
-        null,
-        null,
-        null,
+      ['e1', null, null, 'p1', ...new Array<null>(9).fill(null)].concat([
         'e2',
         '3',
         'l',
@@ -106,7 +99,10 @@ describe('job record layout', () => {
         'y',
         'g',
         'w',
-      ],
+        'c',
+        'k',
+        'u',
+      ]),
       1,
     );
     expect(two).toEqual({
@@ -120,6 +116,9 @@ describe('job record layout', () => {
       crossPending: 'y',
       signals: 'g',
       signalWait: 'w',
+      children: 'c',
+      childEnds: 'k',
+      flowParent: 'u',
     });
   });
 

@@ -1,6 +1,7 @@
 -- @include count_stats
 -- @include blocked_moves
 -- @include tag_key
+-- @include child_ended
 -- Dependencies: after parents finished, completed parents release their children (a child leaves the
 -- blocked state once every parent completed: waiting, or delayed until its runAt), and dead parents
 -- fail theirs with a DependencyFailedError, cascading to grandchildren, unless a child ignores
@@ -46,11 +47,49 @@ local function notify_cross(k, now, ids, outcome)
   return queued
 end
 
-local function settle_dependents(k, now, completed_ids, dead_ids)
+-- Children of job.addChildren (`waiters`: child id -> `parent tag \t parent id \t parent queue \t child
+-- queue`): each
+-- of `ids` that has an open entry ends it with `outcome` (a tombstone: the entry with the outcome
+-- appended, indexed by time in `wended`), and its parent learns the outcome and the result
+-- (`results[i]`, JSON, '' = undefined or none): at once when it shares this hash tag (child_ended),
+-- else through the `wnotify` outbox (delivered by src/queue/children.ts with child-ended.lua).
+-- Returns how many it queued in the outbox.
+local function notify_waiters(k, now, ids, outcome, results)
+  if #ids == 0 then return 0 end
+  local base = string.sub(k.dependents, 1, -11)
+  local waiters = base .. 'waiters'
+  if redis.call('EXISTS', waiters) == 0 then return 0 end
+  local tag, queued = string.sub(base, 1, -2), 0
+  for from = 1, #ids, 1000 do
+    local lines = redis.call('HMGET', waiters, unpack(ids, from, math.min(from + 999, #ids)))
+    for i = 1, #lines do
+      local ptag, pid, cqueue, done = string.match(lines[i] or '', '^([^\t]*)\t([^\t]*)\t[^\t]*\t([^\t]*)(.*)$')
+      if ptag and done == '' then
+        local cid = ids[from + i - 1]
+        local result = results and results[from + i - 1] or ''
+        redis.call('HSET', waiters, cid, lines[i] .. '\t' .. outcome)
+        redis.call('ZADD', base .. 'wended', now, cid)
+        if ptag == tag then
+          child_ended(k, pid, cqueue, cid, outcome, result, now)
+        else
+          redis.call('ZADD', base .. 'wnotify', now,
+            ptag .. '\t' .. pid .. '\t' .. cqueue .. '\t' .. cid .. '\t' .. outcome .. '\t' .. result)
+          queued = queued + 1
+        end
+      end
+    end
+  end
+  return queued
+end
+
+-- `results` (optional): the completed jobs' results, as `completed_ids` (for the parents of
+-- job.addChildren's children, which keep them).
+local function settle_dependents(k, now, completed_ids, dead_ids, results)
   -- Most queues have no dependencies: one integer reply instead of a table per call.
-  -- (`xdependents` named from `dependents`, `{tag}:dependents`, by a cut: cheaper than tag_key's match
-  -- on this path, which every completion takes.)
-  if redis.call('EXISTS', k.dependents, string.sub(k.dependents, 1, -11) .. 'xdependents') == 0 then return {}, 0 end
+  -- (`xdependents` and `waiters` named from `dependents`, `{tag}:dependents`, by a cut: cheaper than
+  -- tag_key's match on this path, which every completion takes.)
+  local base = string.sub(k.dependents, 1, -11)
+  if redis.call('EXISTS', k.dependents, base .. 'xdependents', base .. 'waiters') == 0 then return {}, 0 end
   local woken, later, failed = false, false, {}
   local pending = {}
   local function collect(ids, parent_failed)
@@ -101,5 +140,7 @@ local function settle_dependents(k, now, completed_ids, dead_ids)
   end
   local queued = notify_cross(k, now, completed_ids, 'c') + notify_cross(k, now, dead_ids, 'x')
     + notify_cross(k, now, failed, 'x')
+    + notify_waiters(k, now, completed_ids, 'c', results) + notify_waiters(k, now, dead_ids, 'x')
+    + notify_waiters(k, now, failed, 'x')
   return failed, queued
 end

@@ -28,6 +28,8 @@ export const RPC_METHODS = [
   'updateData',
   'checkLease',
   'waitForSignal',
+  'addChildren',
+  'waitForChildren',
 ] as const;
 export type RpcMethod = (typeof RPC_METHODS)[number];
 
