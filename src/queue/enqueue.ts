@@ -130,7 +130,7 @@ export function childRows(
 
 /**
  * Adds children's rows (childRows, ids set) on addBulk's path, each carrying its parent (`waiter`:
- * `parent tag \t parent id \t parent queue \t this queue`), which add.lua keeps with the job so its end reaches
+ * `parent tag \t parent id \t parent queue \t parent createdAt \t this queue`), which add.lua keeps with the job so its end reaches
  * the parent.
  */
 export async function addChildRows(

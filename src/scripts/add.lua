@@ -44,7 +44,7 @@
 --   expireAt given instead comes in the option tail. A job with an expiry that is not dead at once is
 --   indexed in `expiring`. A debounced rewrite takes the new add's expiry (or none).
 -- waiter ('' = none): the job is a child of job.addChildren, `parent tag \t parent id \t parent queue \t
---   this queue`,
+--   parent createdAt \t this queue` (createdAt: a later parent of the same id is another parent),
 --   kept in `waiters` (named from the hash tag) with the job, so its end tells the parent
 --   (settle_dependents). A child of that parent that ended already (a tombstone in `waiters`: a
 --   replayed addChildren) is not created again, even after retention deleted it: it answers as an

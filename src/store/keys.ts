@@ -146,8 +146,8 @@ export interface QueueKeys {
    */
   readonly imported: string;
   /**
-   * HASH child id -> its parent (job.addChildren): `parent tag \t parent id \t parent queue \t child
-   * queue` while the child is unfinished; with a fifth field, its outcome (`c` or `x`), once it ended: a tombstone that
+   * HASH child id -> its parent (job.addChildren): `parent tag \t parent id \t parent queue \t parent
+   * createdAt \t child queue` while the child is unfinished; with a sixth field, its outcome (`c` or `x`), once it ended: a tombstone that
    * keeps add.lua from creating a child of that id again for that parent (a replayed addChildren),
    * deleted an hour after (`wended`, purge-waiters.lua). Written by add.lua with the child.
    */

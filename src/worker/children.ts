@@ -69,6 +69,8 @@ export interface ChildrenStore {
 export interface ChildrenParent {
   readonly id: string;
   readonly queueName: string;
+  /** Its creation time: a later job of the same id is another parent. */
+  readonly createdAt: number;
   readStep(name: string): Promise<{ found: boolean; value?: unknown }>;
   writeStep(name: string, value: unknown): Promise<boolean>;
   readonly children: ChildrenStore | undefined;
@@ -145,7 +147,7 @@ export async function addChildren(p: ChildrenParent, n: number, items: unknown):
     const q = store.queues.of(queue);
     const ctx = contextOf(q as Queue<unknown, unknown>);
     const queueRows = indexes.map((i) => Object.assign(rows[i]!, { id: refs[i]!.id }));
-    await addChildRows(ctx, queueRows, `${store.tag}\t${p.id}\t${p.queueName}\t${queue}`);
+    await addChildRows(ctx, queueRows, `${store.tag}\t${p.id}\t${p.queueName}\t${p.createdAt}\t${queue}`);
     // A child added dead at once (a dead parent of its own) or one that had ended already: its end
     // went to the outbox; deliver it now rather than at the next recovery pass.
     const layout = await ctx.open();

@@ -330,6 +330,7 @@ export class Job<Data = unknown> {
     return {
       id: this.id,
       queueName: this.queueName,
+      createdAt: this.createdAt,
       readStep: (name) => this.readStep(name),
       writeStep: (name, value) => this.writeStep(name, value),
       children:

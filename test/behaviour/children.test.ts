@@ -245,6 +245,39 @@ describe('job.addChildren and job.waitForChildren', () => {
     expect((await q.getJob(id))!.state).toBe('dead');
   });
 
+  it('adopts an existing job as a child by id, and refuses a child of another parent', async () => {
+    const q = queue();
+    const kids = queue();
+    await kids.add('early', { id: 'done-before' });
+    await kids.add('waiting', { id: 'open-before' });
+    const errors: unknown[] = [];
+    worker(kids.name, (job) => `ran ${String(job.data)}`);
+    await kids.waitFor('done-before', { timeoutMs: 10_000 });
+    worker(q.name, async (job) => {
+      if (job.data === 'second') {
+        await job
+          .addChildren([{ queue: kids.name, data: 'x', opts: { id: 'open-before' } }])
+          .catch((e) => errors.push(e));
+        return 'second done';
+      }
+      await job.addChildren([
+        { queue: kids.name, data: 'ignored', opts: { id: 'done-before' } },
+        { queue: kids.name, data: 'ignored', opts: { id: 'open-before' } },
+      ]);
+      return job.waitForChildren();
+    });
+    const first = await q.add('first');
+    expect(await q.waitFor(first.id, { timeoutMs: 10_000 })).toEqual({
+      [`${kids.name}:done-before`]: 'ran early',
+      [`${kids.name}:open-before`]: 'ran waiting',
+    });
+    const second = await q.add('second');
+    expect(await q.waitFor(second.id, { timeoutMs: 10_000 })).toBe('second done');
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toBeInstanceOf(ValidationError);
+    expect(String(errors[0])).toMatch(/is a child of another job already/);
+  });
+
   it('refuses bad children before anything is planned', async () => {
     const q = queue();
     const errors: unknown[] = [];

@@ -47,8 +47,8 @@ local function notify_cross(k, now, ids, outcome)
   return queued
 end
 
--- Children of job.addChildren (`waiters`: child id -> `parent tag \t parent id \t parent queue \t child
--- queue`): each
+-- Children of job.addChildren (`waiters`: child id -> `parent tag \t parent id \t parent queue \t parent
+-- createdAt \t child queue`): each
 -- of `ids` that has an open entry ends it with `outcome` (a tombstone: the entry with the outcome
 -- appended, indexed by time in `wended`), and its parent learns the outcome and the result
 -- (`results[i]`, JSON, '' = undefined or none): at once when it shares this hash tag (child_ended),
@@ -63,7 +63,8 @@ local function notify_waiters(k, now, ids, outcome, results)
   for from = 1, #ids, 1000 do
     local lines = redis.call('HMGET', waiters, unpack(ids, from, math.min(from + 999, #ids)))
     for i = 1, #lines do
-      local ptag, pid, cqueue, done = string.match(lines[i] or '', '^([^\t]*)\t([^\t]*)\t[^\t]*\t([^\t]*)(.*)$')
+      local ptag, pid, cqueue, done =
+        string.match(lines[i] or '', '^([^\t]*)\t([^\t]*)\t[^\t]*\t[^\t]*\t([^\t]*)(.*)$')
       if ptag and done == '' then
         local cid = ids[from + i - 1]
         local result = results and results[from + i - 1] or ''
