@@ -2,7 +2,8 @@
  * What one attempt of a chaos job does, shared by the function processor of chaos/worker-child.ts and
  * the sandboxed module chaos/sandbox-processor.ts, so both act out the same plan (behaviour.ts) and log
  * the same lines: a 'b' line first thing, a 'p' line when a durable step's body runs and a 'q' line
- * when job.step returns after running it, and an 'x' line with the outcome before returning or throwing.
+ * when job.step returns after running it, a 'k' line when a job.waitForSignal ends (kind a), and an 'x'
+ * line with the outcome before returning or throwing.
  */
 import { SnoozeError, UnrecoverableError } from '../src/index.js';
 import {
@@ -15,7 +16,9 @@ import {
   PLANNED_FAILURE_MESSAGE,
   planAttempt,
   type SandboxAct,
+  type SignalPayload,
   sandboxAct,
+  type WaitOutcome,
 } from './behaviour.js';
 import type { ExecLogWriter } from './exec-log.js';
 
@@ -33,6 +36,7 @@ export interface ChaosJob {
   sleep(ms: number): Promise<void>;
   updateData(data: JobData): Promise<void>;
   log(line: string): Promise<unknown>;
+  waitForSignal<T = unknown>(name: string, opts?: { timeoutMs?: number }): Promise<T>;
 }
 
 export interface ActEnv {
@@ -105,6 +109,18 @@ export async function actOut(job: ChaosJob, env: ActEnv): Promise<ChaosResult> {
       throw new SnoozeError(20);
     }
   }
+  let sig: WaitOutcome[] | undefined;
+  if (data.k === 'a') {
+    // A durable step, then the waits: each takes a signal, parks the job (ParkedError: this run ends
+    // with no outcome and the job runs from the top when its signal comes) or times out.
+    try {
+      stepValue = await step('before', () => ({ a, p: env.pid }));
+      sig = await waitSignals(job, env);
+    } catch (err) {
+      executed(codeOf(err) === 'ERR_PARKED' ? 'park' : 'stepfail');
+      throw err;
+    }
+  }
   if (data.k === 'e' && z === 0 && expiringSnoozes(env.seed, data.s)) {
     executed('snooze');
     throw new SnoozeError(data.zs ?? 100);
@@ -120,7 +136,44 @@ export async function actOut(job: ChaosJob, env: ActEnv): Promise<ChaosResult> {
   if (act !== 'none') misbehaveAfterReturn(job, act, env);
   // A hang's late return is ignored by the worker (the attempt already failed with TimeoutError).
   if (plan.variant > 0) return { a, p, z, pad: 'x'.repeat(plan.variant) };
+  if (sig) return { a, p, z, step: stepValue!, sig };
   return stepValue ? { a, p, z, step: stepValue } : { a, p, z };
+}
+
+/**
+ * Kind a's waits (data.sw), in order, each logged with a 'k' line: what it took (the payload's sid),
+ * or that it timed out, parked the job or failed (then rethrown: a park ends the run, a failure the
+ * attempt). A sandbox's job rebuilds the library's errors from its own copy: read by `code`.
+ */
+async function waitSignals(job: ChaosJob, env: ActEnv): Promise<WaitOutcome[]> {
+  const { id, data, attempt: a, snoozes: z } = job;
+  const out: WaitOutcome[] = [];
+  for (const [n, w] of (data.sw ?? []).entries()) {
+    const from = Date.now();
+    const line = { t: 'k' as const, id, s: data.s, a, z, pid: env.pid, n, name: w.n, from };
+    try {
+      const payload = await job.waitForSignal<SignalPayload>(w.n, w.t ? { timeoutMs: w.t } : undefined);
+      const sid = typeof payload?.sid === 'number' ? payload.sid : -1;
+      env.log.write({ ...line, at: Date.now(), o: 'taken', sid });
+      out.push(sid);
+    } catch (err) {
+      const code = codeOf(err);
+      if (code === 'ERR_SIGNAL_TIMEOUT') {
+        env.log.write({ ...line, at: Date.now(), o: 'timeout' });
+        out.push(null);
+        continue;
+      }
+      const o = code === 'ERR_PARKED' ? 'parked' : 'fail';
+      env.log.write({ ...line, at: Date.now(), o, ...(o === 'fail' ? { code: code ?? 'none' } : {}) });
+      throw err;
+    }
+  }
+  return out;
+}
+
+function codeOf(err: unknown): string | undefined {
+  const code = (err as { code?: unknown })?.code;
+  return typeof code === 'string' ? code : undefined;
 }
 
 /**

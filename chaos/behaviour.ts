@@ -29,6 +29,11 @@ import { hash01 } from './rng.js';
  *   with a short delay; runs 200-700 ms, so adds often meet its job running, and fails at random like n
  *   (a retry keeps the key's successor behind it). Two jobs of one key never run at once, and the
  *   last add's data is what runs (features-verdict.ts keepLastViolations).
+ * a awaits signals: added with an explicit id (`sig-<seq>`, so the signaller can reach a job from an
+ *   add whose answer was lost); stores a durable step ('before'), then waits for one or two signals
+ *   (data.sw: names 'go' or 'ok', some with a timeoutMs) with job.waitForSignal, parking in between,
+ *   then behaves like n; its result carries the step and what each wait ended with
+ *   (chaos/signaller.ts sends the signals, chaos/signals-verdict.ts judges them).
  * Every kind but f and u succeeds on its last attempt (e may also end dead by expiry, unrun).
  *
  * Why slow jobs, when the workload is 0-50 ms jobs: an attempt shorter than its lease never needs a
@@ -53,7 +58,8 @@ export type Kind =
   | 't'
   | 'w'
   | 'g'
-  | 'l';
+  | 'l'
+  | 'a';
 
 export const KIND_NAMES: Record<Kind, string> = {
   n: 'normal',
@@ -73,11 +79,12 @@ export const KIND_NAMES: Record<Kind, string> = {
   w: 'dedupe debounce',
   g: 'custom backoff giving up',
   l: 'dedupe keep last',
+  a: 'awaits signals',
 };
 
 /** Share of each kind among the adds (percent). */
 export const KIND_WEIGHTS: Record<Kind, number> = {
-  n: 39.3,
+  n: 36.3,
   f: 4,
   u: 2,
   d: 8,
@@ -94,6 +101,7 @@ export const KIND_WEIGHTS: Record<Kind, number> = {
   w: 3,
   g: 1.5,
   l: 3,
+  a: 3,
 };
 
 /** The kinds a processor misbehaves in (left out by `--workload plain`). */
@@ -119,7 +127,23 @@ export interface JobData {
   zs?: number;
   dk?: string;
   late?: string;
+  /** Kind a: its waits, in order: the signal's name and the wait's timeoutMs (none: waits without end). */
+  sw?: SignalWait[];
 }
+
+/** One job.waitForSignal of a kind a job: `n` the name, `t` its timeoutMs (absent: no timeout). */
+export interface SignalWait {
+  n: string;
+  t?: number;
+}
+
+/** The payload of every chaos signal: the send's number (chaos/signaller.ts SendRecord.sid). */
+export interface SignalPayload {
+  sid: number;
+}
+
+/** What a finished wait gave: the sid of the payload taken (-1: a payload without one), or null (timed out). */
+export type WaitOutcome = number | null;
 
 /** What a completed attempt returns; the verdict checks it against the job's final attempt count. */
 export interface ChaosResult {
@@ -131,8 +155,10 @@ export interface ChaosResult {
   pad?: string;
   /** The job's snoozes when this attempt ran (kind z snoozes once, then runs attempt a again). */
   z?: number;
-  /** Kind z: the value of its durable step, as job.step returned it. */
+  /** Kinds z, w, a: the value of its durable step, as job.step returned it. */
   step?: { a: number; p: number };
+  /** Kind a: what each of its waits gave, in order. */
+  sig?: WaitOutcome[];
 }
 
 export const RANDOM_FAILURE_RATE = 0.1;
@@ -167,12 +193,13 @@ export function giveUpBackoff(attempt: number): number | false {
 export type PlannedOutcome = 'ok' | 'fail' | 'unrec' | 'odd' | 'hang' | 'big';
 /**
  * What an execution did: its planned outcome, or (kind z) `snooze` (threw SnoozeError; not a failure)
- * or `stepfail` (job.step threw, e.g. the connection dropped: the attempt fails with that error).
+ * or `stepfail` (job.step or job.waitForSignal threw, e.g. the connection dropped: the attempt fails
+ * with that error), or (kind a) `park` (job.waitForSignal parked the job: no outcome, no attempt spent).
  */
-export type ExecutionOutcome = PlannedOutcome | 'snooze' | 'stepfail';
+export type ExecutionOutcome = PlannedOutcome | 'snooze' | 'stepfail' | 'park';
 
 /** The kinds that store durable steps (their step runs are logged and judged: chaos/features-verdict.ts). */
-export const STEP_KINDS: readonly Kind[] = ['z', 'w'];
+export const STEP_KINDS: readonly Kind[] = ['z', 'w', 'a'];
 /** Kinds that snooze or sleep for long (their group would be held that long): kept out of groups. */
 export const UNGROUPED_KINDS: readonly Kind[] = ['e', 'w', 't', 'l'];
 
@@ -209,7 +236,7 @@ export function expectedErrorName(outcome: ExecutionOutcome): string | null | un
   if (outcome === 'unrec') return 'UnrecoverableError';
   if (outcome === 'hang') return 'TimeoutError';
   if (outcome === 'big') return 'PayloadTooLargeError';
-  if (outcome === 'odd' || outcome === 'stepfail' || outcome === 'snooze') return null;
+  if (outcome === 'odd' || outcome === 'stepfail' || outcome === 'snooze' || outcome === 'park') return null;
   return undefined; // ok: no error may be recorded
 }
 

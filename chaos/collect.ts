@@ -6,6 +6,7 @@ import type { JobInfo, JobState, Queue } from '../src/index.js';
 import type { ChaosResult, JobData } from './behaviour.js';
 import { type Execution, type LogLine, readExecLog } from './exec-log.js';
 import type { Begin, StepLine } from './features-verdict.js';
+import type { WaitLine } from './signals-verdict.js';
 
 export type Info = JobInfo<JobData, ChaosResult>;
 
@@ -95,6 +96,8 @@ export interface LogEvidence {
   /** Durable step bodies run ('p') and stores confirmed ('q'). */
   stepRuns: StepLine[];
   stepStores: StepLine[];
+  /** Kind a's job.waitForSignal calls that ended ('k'). */
+  signalWaits: WaitLine[];
   /** `${id}#${seq}` of jobs with an attempt begun on a processor ('b' lines), `${id}#${seq}#${attempt}` begun. */
   begunJobs: Set<string>;
   begunAttempts: Set<string>;
@@ -127,6 +130,7 @@ export function readLogs(paths: readonly string[]): LogEvidence {
     begins: [],
     stepRuns: [],
     stepStores: [],
+    signalWaits: [],
     begunJobs: new Set(),
     begunAttempts: new Set(),
     ackedComplete: new Map(),
@@ -178,6 +182,9 @@ function absorb(ev: LogEvidence, line: LogLine): void {
       break;
     case 'q':
       ev.stepStores.push(line);
+      break;
+    case 'k':
+      ev.signalWaits.push(line);
       break;
     case 'x':
       ev.executions.push(line);

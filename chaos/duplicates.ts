@@ -52,6 +52,8 @@ export function outcomeRecorded(e: Execution, job: Info): boolean {
   // TimeoutError is its recorded outcome, whatever its own run did.
   if (e.bt && job.errors.some((err) => err.attempt === e.a && err.name === 'TimeoutError')) return true;
   if (e.o === 'ok') return job.state === 'completed' && job.attempts === e.a;
+  // A park is recorded by the script that answered it (job.waitForSignal threw ParkedError only then).
+  if (e.o === 'park') return true;
   // A snooze is recorded when the job's snooze count passed the one the execution ran with.
   if (e.o === 'snooze') return job.snoozes > (e.z ?? 0);
   return job.errors.some((err) => err.attempt === e.a && err.name !== LEASE_EXPIRED);

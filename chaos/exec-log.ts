@@ -50,6 +50,26 @@ export type LogLine =
   | { t: 'p'; id: string; s: number; a: number; z: number; name: string; pid: number; at: number }
   /** job.step(`name`) returned in that attempt after running its body: Redis stored the result. */
   | { t: 'q'; id: string; s: number; a: number; z: number; name: string; pid: number; at: number }
+  /**
+   * A job.waitForSignal of kind a ended (behaviour.ts): wait `n` (its signal `name`), called at `from`,
+   * took the payload of send `sid` (a replay of an earlier take reads the same), timed out, parked the
+   * job, or failed with `code`.
+   */
+  | {
+      t: 'k';
+      id: string;
+      s: number;
+      a: number;
+      z: number;
+      pid: number;
+      n: number;
+      name: string;
+      from: number;
+      at: number;
+      o: 'taken' | 'timeout' | 'parked' | 'fail';
+      sid?: number;
+      code?: string;
+    }
   /** The worker's `active` event: the processor of attempt `a` of job `id` started in this process. */
   | { t: 'v'; id: string; a: number; at: number }
   /** Redis accepted this completion (the worker's `completed` event), at `at`. */

@@ -491,13 +491,19 @@ export interface AccountView {
  * - every start Redis counted (attempts 1..n) was a processor that really began that attempt (a 'b'
  *   line of the job with that number), except a lease lost unmarked after 3 free returns, which
  *   recovery charges as a start and says so in its error;
- * - the budget is the starts less the snoozes and rate limits (`snoozes` counts both):
- *   attemptsLeft = max(0, maxAttempts - (attempts - snoozes));
+ * - the budget is the starts less the snoozes and rate limits (`snoozes` counts both) and the parks
+ *   (job.waitForSignal, counted nowhere in the record: `parks` bounds them per `id#s`, from the
+ *   workers' logs; the count is read back from attemptsLeft, or from the error lines, and must fall
+ *   within them): attemptsLeft = max(0, maxAttempts - (attempts - snoozes - parks));
  * - a finished job has one error line per charged attempt that did not complete (an ExpiredError,
  *   for a job that never started, and a DependencyFailedError, for a child a dead parent failed, are
  *   errors of no attempt).
  */
-export function accountingViolations(jobs: readonly AccountView[], begins: readonly Begin[]): string[] {
+export function accountingViolations(
+  jobs: readonly AccountView[],
+  begins: readonly Begin[],
+  parks: ReadonlyMap<string, { lo: number; hi: number }> = new Map(),
+): string[] {
   const out: string[] = [];
   const begun = new Map<string, Set<number>>();
   for (const b of begins) {
@@ -507,11 +513,29 @@ export function accountingViolations(jobs: readonly AccountView[], begins: reado
     begun.set(k, set);
   }
   for (const j of jobs) {
-    const charged = j.attempts - j.snoozes;
+    const lines = j.errors.filter((e) => e.name !== EXPIRED && e.name !== DEPENDENCY_FAILED).length;
+    const finished = j.state === 'completed' || j.state === 'dead';
+    const bounds = parks.get(jobKey(j.id, j.data.s));
+    let parked = 0;
+    if (bounds) {
+      // Read back: from the budget while some is left, else from the error lines of a finished job.
+      const read =
+        j.attemptsLeft > 0
+          ? j.attempts - j.snoozes - (j.maxAttempts - j.attemptsLeft)
+          : finished
+            ? j.attempts - j.snoozes - lines - (j.state === 'completed' ? 1 : 0)
+            : bounds.lo;
+      parked = read;
+      if (read < bounds.lo || read > bounds.hi)
+        out.push(
+          `${j.id}: ${read} starts given back beyond its ${j.snoozes} snoozes, but it parked ${bounds.lo === bounds.hi ? bounds.lo : `${bounds.lo} to ${bounds.hi}`} times`,
+        );
+    }
+    const charged = j.attempts - j.snoozes - parked;
     const left = Math.max(0, j.maxAttempts - charged);
     if (j.attemptsLeft !== left)
       out.push(
-        `${j.id}: attemptsLeft ${j.attemptsLeft}, but ${j.attempts} starts less ${j.snoozes} snoozes of ${j.maxAttempts} leave ${left}`,
+        `${j.id}: attemptsLeft ${j.attemptsLeft}, but ${j.attempts} starts less ${j.snoozes} snoozes${bounds ? ` and ${parked} parks` : ''} of ${j.maxAttempts} leave ${left}`,
       );
     const ran = begun.get(jobKey(j.id, j.data.s)) ?? new Set<number>();
     const forced = j.errors.filter((e) => /never marked its start/.test(e.message)).length;
@@ -521,8 +545,7 @@ export function accountingViolations(jobs: readonly AccountView[], begins: reado
       out.push(
         `${j.id}: attempt(s) ${unrun.join(', ')} counted as started, but no processor began them (${j.state}, ${j.snoozes} snoozes, errors: ${j.errors.map((e) => `${e.attempt} ${e.name}`).join('; ') || 'none'})`,
       );
-    if (j.state !== 'completed' && j.state !== 'dead') continue;
-    const lines = j.errors.filter((e) => e.name !== EXPIRED && e.name !== DEPENDENCY_FAILED).length;
+    if (!finished) continue;
     const want = charged - (j.state === 'completed' ? 1 : 0);
     if (lines !== want)
       out.push(

@@ -4,13 +4,14 @@
  * that rejected, or had not settled when production ended, is "unknown" (it may or may not exist).
  */
 import type { AddedJob, JobOptions, Queue } from '../src/index.js';
-import { type JobData, type Kind, maxAttemptsOf, UNGROUPED_KINDS } from './behaviour.js';
+import { type JobData, type Kind, maxAttemptsOf, type SignalWait, UNGROUPED_KINDS } from './behaviour.js';
 import type { Rng } from './rng.js';
+import { type PlannedSend, planSignals } from './signal-plan.js';
 
 export interface AddRecord {
   seq: number;
   kind: Kind;
-  /** Explicit id (duplicate-id kind), else the id Redis generated (accepted adds only). */
+  /** Explicit id (duplicate-id and signal kinds), else the id Redis generated (accepted adds only). */
   id?: string;
   /** Accepted adds: whether this add created the job. */
   isNew?: boolean;
@@ -44,7 +45,16 @@ export interface AddRecord {
   xdeps?: string[];
   /** Added with ignoreDependencyFailure (cross-queue children only). */
   ignoreDep?: true;
+  /** Kind a: its waits (data.sw) and the signals planned for it (chaos/signaller.ts). */
+  waits?: SignalWait[];
+  sends?: PlannedSend[];
 }
+
+/**
+ * Codes of refused adds that may still have been applied (documented in docs/errors.md): any other
+ * coded refusal means nothing was written, which the verdict checks.
+ */
+export const MAYBE_APPLIED_CODES: readonly string[] = ['ERR_CONNECTION', 'ERR_DURABILITY', 'ERR_CLOSED'];
 
 /** A job of the parents queue: `p` its number; `f` set for one whose every attempt throws. */
 export interface ParentData {
@@ -104,6 +114,8 @@ export class Producer {
   private readonly bursts = new Set<{ since: number; items: Item[] }>();
   /** Draws of the parents queue and the cross-queue share, apart: each seed's other adds stay as they were. */
   private readonly xrng: Rng;
+  /** Draws of kind a's waits and signals, apart likewise. */
+  private readonly srng: Rng;
   /** Set when production ends: adds settling later are ignored (already counted as unknown). */
   private closed = false;
 
@@ -120,6 +132,7 @@ export class Producer {
     private readonly parentsQueue: Queue<ParentData> | null = null,
   ) {
     this.xrng = rng.fork(35);
+    this.srng = rng.fork(36);
   }
 
   /**
@@ -272,6 +285,14 @@ export class Producer {
         rec.lifo = true;
       }
       data.dk = key;
+    } else if (kind === 'a') {
+      // An explicit id: the signaller reaches the job of an add whose answer was lost, too.
+      const plan = planSignals(this.srng, horizon);
+      opts.id = `sig-${data.s}`;
+      rec.id = opts.id;
+      data.sw = plan.waits;
+      rec.waits = plan.waits;
+      rec.sends = plan.sends;
     }
     if (kind === 'd') rec.delayMs = opts.delayMs as number;
     if (kind === 'r') rec.runAt = opts.runAt as number;

@@ -37,6 +37,7 @@ import { WorkerPool } from './pool.js';
 import { type ParentData, Producer } from './producer.js';
 import { buildReport, faultCounts, printReport, srcFingerprint, writeReport } from './report.js';
 import { Rng } from './rng.js';
+import { Signaller } from './signaller.js';
 import { within } from './time.js';
 import { throwingTracerProvider } from './tracer.js';
 import { judge } from './verdict.js';
@@ -161,6 +162,27 @@ function crossSummary(
   );
 }
 
+/** One line on the signal share of the workload, for the log. */
+function signalSummary(
+  signaller: Signaller,
+  waits: readonly { o: string; id: string; s: number; n: number }[],
+  jobs: ReadonlyMap<string, Info>,
+): string {
+  const sends = signaller.sends;
+  const n = (f: (x: (typeof sends)[number]) => boolean) => sends.filter(f).length;
+  const distinct = (o: string) =>
+    new Set(waits.filter((w) => w.o === o).map((w) => `${w.id}#${w.s}#${w.n}`)).size;
+  const sig = [...jobs.values()].filter((j) => j.data.k === 'a');
+  return (
+    `signals: ${sends.length} sends (${n((x) => x.answer?.delivered === true)} delivered, ` +
+    `${n((x) => x.answer?.woke === true)} woke a parked job, ${n((x) => x.answer?.reason === 'ended')} to ended jobs, ` +
+    `${n((x) => x.answer?.reason === 'missing')} missing, ${n((x) => x.answer === undefined)} unknown; ` +
+    `${n((x) => x.why === 'dup')} duplicates); waits: ${distinct('taken')} took a signal, ${distinct('timeout')} timed out, ` +
+    `${distinct('parked')} parked, ${waits.filter((w) => w.o === 'fail').length} calls failed; ` +
+    `${sig.filter((j) => j.state === 'completed').length} signal jobs listed completed, ${sig.filter((j) => j.state === 'dead').length} dead`
+  );
+}
+
 /**
  * The drawn options must be valid by the library's own bounds: the maximum concurrency the harness
  * draws is accepted, one more is refused (else the exported MAX_CONCURRENCY is not the bound the
@@ -246,6 +268,8 @@ async function main(c: ChaosConfig): Promise<number> {
     traced,
     parentsQueue,
   );
+  // The signals kind a jobs wait for, sent as planned at their adds (signaller.ts).
+  const signaller = new Signaller(queue, producer);
   // Group limits changed while the run goes on, and queue.groups() sampled (group-watch.ts).
   const watch = new GroupWatch(queue, rng.fork(4));
   await watch.setUp();
@@ -299,8 +323,9 @@ async function main(c: ChaosConfig): Promise<number> {
     () => say(`progress: ${producer.added} adds made, backlog up to ${maxBacklog}`),
     10_000,
   );
+  const signalling = signaller.run();
   await Promise.all([
-    producer.run(c.jobs, t0, c.durationMs, 5_000),
+    producer.run(c.jobs, t0, c.durationMs, 5_000).then(() => signaller.followUnknown()),
     producer.runParents(t0 + c.durationMs - 1_000, PARENT_GAP_MS, 5_000),
     faults.run(plan, t0, () => Date.now() > t0 + c.durationMs),
   ]);
@@ -319,6 +344,10 @@ async function main(c: ChaosConfig): Promise<number> {
     Math.max(0, drainUntil - Date.now()),
   );
   const drained = main.drained && parentsDrain.drained;
+  // Every signal job has ended once drained: each gets one more send, which must be refused.
+  await signaller.stop(5_000);
+  await signalling;
+  if (drained) await within(signaller.sendToEnded(), 30_000, 'signals to ended jobs');
   const drainCounts = main.drained ? { parents: parentsDrain.last } : main.last;
   // Cross-queue bookkeeping left after the drain: the workers' recovery passes forward any outbox
   // entry and make any link a crash left behind; a few of their intervals are given to them.
@@ -393,6 +422,7 @@ async function main(c: ChaosConfig): Promise<number> {
     groupSamples: watch.samples,
     backoffMs: c.backoffMs,
     pollIntervalMs: c.pollIntervalMs,
+    sends: signaller.sends,
     cross: {
       parents: producer.parents,
       parentsSnapshot: parentsSnapshot.jobs,
@@ -401,6 +431,7 @@ async function main(c: ChaosConfig): Promise<number> {
     },
   });
   say(crossSummary(producer, parentsSnapshot.jobs, snapshot.jobs, completedDeleted, xLeft));
+  say(signalSummary(signaller, logs.signalWaits, snapshot.jobs));
   const report = buildReport({
     c,
     command: `npm run chaos -- ${process.argv.slice(2).join(' ')}`.trim(),

@@ -34,7 +34,19 @@ import {
   parkedViolations,
   stepViolations,
 } from './features-verdict.js';
-import type { AddRecord, ParentRecord } from './producer.js';
+import { type AddRecord, MAYBE_APPLIED_CODES, type ParentRecord } from './producer.js';
+import type { SendRecord } from './signaller.js';
+import {
+  parkBounds,
+  type SignalAddView,
+  type SignalJobView,
+  signalConsumeViolations,
+  signalEndedViolations,
+  signalOrderViolations,
+  signalPayloadViolations,
+  signalTimeoutViolations,
+  signalWakeViolations,
+} from './signals-verdict.js';
 
 export interface Check {
   name: string;
@@ -87,13 +99,9 @@ export interface VerdictInput {
     /** Outbox and link keys still non-empty after the drain (collect.ts CrossLeft). */
     left: readonly { key: string; count: number; members: readonly string[] }[];
   };
+  /** Every queue.signal call the signaller made (kind a), with its answer. */
+  sends: readonly SendRecord[];
 }
-
-/**
- * Codes of refused adds that may still have been applied (documented in docs/errors.md): any other
- * coded refusal means nothing was written, which the verdict checks.
- */
-const MAYBE_APPLIED_CODES: readonly string[] = ['ERR_CONNECTION', 'ERR_DURABILITY', 'ERR_CLOSED'];
 
 /** Redis's TIME and Date.now() read the same clock, each floored to the ms. */
 export const EARLY_TOLERANCE_MS = 1;
@@ -229,6 +237,28 @@ export function judge(v: VerdictInput): Judgement {
   const refusedWrote = new Tally(
     'refused adds wrote',
     `an add refused with a typed error (other than ${MAYBE_APPLIED_CODES.join(', ')}) wrote nothing: 0`,
+  );
+
+  const sigWake = new Tally(
+    'signal wake',
+    'every signal job ends: none left parked (or unfinished) after the drain, none with a delivered signal of its name untaken: 0',
+  );
+  const sigOnce = new Tally(
+    'signal consumed once',
+    'a send is taken by one wait of the job it was sent to; every run replays what the wait took; the result carries it: 0',
+  );
+  const sigPayloads = new Tally('signal payloads', 'no wait takes a payload that was never sent: 0');
+  const sigOrder = new Tally(
+    'signal order',
+    "a job's waits take the delivered sends of a name first in, first out, and none times out with one pending: 0",
+  );
+  const sigTimeout = new Tally(
+    'signal timeout',
+    `a wait times out only past its deadline (tolerance ${EARLY_TOLERANCE_MS} ms), and only a wait with a timeoutMs: 0`,
+  );
+  const sigEnded = new Tally(
+    'signal to ended job',
+    'a send to a job that has ended answers delivered: false (ended, or missing once deleted), and only then: 0',
   );
 
   const xParents = new Tally(
@@ -450,7 +480,64 @@ export function judge(v: VerdictInput): Judgement {
   for (const x of lateCallViolations(jobList)) lateCalls.add(x);
   for (const x of v.logs.outcomesWithoutActive)
     activeEvents.add(`${x}: reported with no active event before it`);
-  for (const x of accountingViolations(jobList, v.logs.begins)) accounting.add(x);
+  // Signals (signals-verdict.ts): kind a's adds, accepted or not (each has its own explicit id).
+  const sigAdds: SignalAddView[] = [...v.accepted, ...v.unknown]
+    .filter((a) => a.kind === 'a' && a.id !== undefined && a.waits)
+    .map((a) => ({
+      seq: a.seq,
+      id: a.id!,
+      waits: a.waits!,
+      accepted: a.isNew !== undefined,
+      ...(a.repliedAt === undefined ? {} : { repliedAt: a.repliedAt }),
+    }));
+  const parks = parkBounds(sigAdds, v.logs.signalWaits);
+  for (const x of accountingViolations(jobList, v.logs.begins, parks)) accounting.add(x);
+  const sigJobs = new Map<string, SignalJobView & { createdAt: number }>();
+  for (const j of jobList)
+    if (j.data.k === 'a')
+      sigJobs.set(j.id, {
+        ...j,
+        s: j.data.s,
+        result: j.result as SignalJobView['result'],
+      });
+  const sendsBySid = new Map(v.sends.map((x) => [x.sid, x]));
+  const firstBegin = new Map<string, number>();
+  for (const b of v.logs.begins) {
+    const k = `${b.id}#${b.s}`;
+    if (!(firstBegin.get(k)! <= b.at)) firstBegin.set(k, b.at);
+  }
+  for (const x of signalWakeViolations([...sigJobs.values()], v.sends, v.t0)) sigWake.add(x);
+  for (const x of signalConsumeViolations(sigAdds, sigJobs, v.logs.signalWaits, sendsBySid)) sigOnce.add(x);
+  for (const x of signalPayloadViolations(sigAdds, sigJobs, v.logs.signalWaits, sendsBySid))
+    sigPayloads.add(x);
+  for (const x of signalOrderViolations(
+    sigAdds,
+    sigJobs,
+    v.logs.signalWaits,
+    v.sends,
+    EARLY_TOLERANCE_MS,
+    v.t0,
+  ))
+    sigOrder.add(x);
+  for (const x of signalTimeoutViolations(
+    sigAdds,
+    sigJobs,
+    v.logs.signalWaits,
+    firstBegin,
+    EARLY_TOLERANCE_MS,
+    v.t0,
+  ))
+    sigTimeout.add(x);
+  const addsById = new Map(sigAdds.map((a) => [a.id, a]));
+  for (const x of signalEndedViolations(
+    v.sends,
+    sigJobs,
+    addsById,
+    v.completedDeleted,
+    EARLY_TOLERANCE_MS,
+    v.t0,
+  ))
+    sigEnded.add(x);
   for (const x of eventResultViolations(v.completedEventResults ?? new Map(), okRuns)) eventResults.add(x);
 
   // Cross-queue dependencies (features-verdict.ts).
@@ -495,6 +582,12 @@ export function judge(v: VerdictInput): Judgement {
     accounting,
     activeEvents,
     eventResults,
+    sigWake,
+    sigOnce,
+    sigPayloads,
+    sigOrder,
+    sigTimeout,
+    sigEnded,
     xParents,
     xOrder,
     xOutcome,
@@ -542,9 +635,10 @@ function outcomeProblem(
   const attemptsSeen = errors.map((e) => e.attempt);
   if (new Set(attemptsSeen).size !== attemptsSeen.length)
     return `stale: two outcomes recorded for one attempt: ${errors.map((e) => `${e.attempt} ${e.name}`).join(', ')}`;
-  // attempts counts starts; a snooze or rate limit gave its start's budget back and left no error line,
-  // so every other start but a completing one left one (docs/guarantees.md "How attempts are counted").
-  const charged = attempts - job.snoozes;
+  // attempts counts starts; a snooze, rate limit or park gave its start's budget back and left no error
+  // line, so every other start but a completing one left one (docs/guarantees.md "How attempts are
+  // counted"). Parks are counted nowhere in the record: read back here, judged by 'attempt accounting'.
+  const charged = attempts - job.snoozes - parksOf(job);
   const want = job.state === 'dead' ? charged : charged - 1;
   if (attemptsSeen.length !== want || attemptsSeen.some((a) => a < 1 || a > attempts))
     return `${job.state} at attempt ${attempts} (${job.snoozes} snoozed) with errors for attempts [${attemptsSeen.join(',')}], expected ${want} of 1..${attempts}`;
@@ -560,6 +654,7 @@ function outcomeProblem(
     if (!job.result || job.result.a !== attempts)
       return `stale: completed at attempt ${attempts} with the result of attempt ${job.result?.a}`;
     if (kind === 'z' || kind === 'w') return stepProblem(job, kind === 'z' ? 'first' : 'charge');
+    if (kind === 'a') return stepProblem(job, 'before');
     return '';
   }
   // attemptsLeft, not attempts: early lease losses are refunded (recover.lua), so a job may start more
@@ -589,7 +684,17 @@ function outcomeProblem(
 }
 
 /**
- * Kinds z and w: z snoozed once, and the result carries the value of the durable step, which must be
+ * Kind a: the starts its parks gave back (job.waitForSignal), read back from its budget while some is
+ * left, else from its error lines (0 for other kinds).
+ */
+function parksOf(job: Info): number {
+  if (job.data.k !== 'a') return 0;
+  if (job.attemptsLeft > 0) return job.attempts - job.snoozes - (job.maxAttempts - job.attemptsLeft);
+  return Math.max(0, job.attempts - job.snoozes - job.errors.length - (job.state === 'completed' ? 1 : 0));
+}
+
+/**
+ * Kinds z, w and a: z snoozed once, and the result carries the value of the durable step, which must be
  * the one stored with the job (a stale attempt can never overwrite step state, and a later attempt
  * replays it). (A w job may complete without a recorded sleep: a run that stored its wake time and died
  * before snoozing leaves the next run a sleep already over.)
