@@ -74,7 +74,7 @@ export const adminScripts = {
   ),
   changeDelay: define(
     'change-delay',
-    ['jobs', 'waiting', 'prio', 'seq', 'delayed'],
+    ['jobs', 'annex', 'waiting', 'prio', 'seq', 'delayed'],
     ['now', 'id', 'delayMs', 'wakeChannel'],
     [],
     decodeJobChange,

@@ -4,11 +4,15 @@
 -- back of its priority, as promote does). Waiting: with delayMs > 0 it leaves the claim order (its
 -- group's list too) and becomes delayed; with 0 it stays where it is. Blocked: its runAt changes, so
 -- when its last parent completes it waits until then. Active, completed and dead jobs are refused.
+-- A job parked waiting for a signal (wait-signal.lua) is parked no more: its wait's note goes, so a
+-- signal of that name is only kept (the job meets its wait again when it runs), even when the new
+-- due time happens to be the wait's deadline.
 -- KEYS[1] jobs            HASH id -> record
--- KEYS[2] waiting         LIST
--- KEYS[3] prio            ZSET
--- KEYS[4] seq             STRING
--- KEYS[5] delayed         ZSET
+-- KEYS[2] annex           HASH annex (field `\1w`: the wait a parked job is in)
+-- KEYS[3] waiting         LIST
+-- KEYS[4] prio            ZSET
+-- KEYS[5] seq             STRING
+-- KEYS[6] delayed         ZSET
 -- ARGV[1] now             epoch ms ('' = Redis clock)
 -- ARGV[2] id
 -- ARGV[3] delayMs         integer >= 0 (checked by the client)
@@ -37,6 +41,7 @@ local now = current_time(arg_now)
 local delay = tonumber(arg_delay_ms)
 local due = now + delay
 f[F_RUN_AT] = string.format('%.0f', due)
+redis.call('HDEL', annex_key, id .. '\1w')
 if state == 'b' or (state == 'w' and delay == 0) then
   redis.call('HSET', jobs, id, with_header(f, rec, nl))
   return 'OK'

@@ -77,10 +77,13 @@ local dead_recs = {} -- the records (as they were) of dead_ids, for drop_unkept
 
 -- Job `id` (header fields `f`; `group` or nil) waits until `due`: delayed (a retry after backoff, or a
 -- snooze). Under concurrency 1 its group keeps the job's place (group_hold) before the job's slot is
--- freed (group_leave), so the group is not put back in the rotation in between.
+-- freed (group_leave), so the group is not put back in the rotation in between. A note of a wait it
+-- was once parked in (wait-signal.lua; left when it was woken otherwise, e.g. by promote) goes: were
+-- this delay to end at that wait's deadline, signal.lua would take the job for parked and wake it.
 local function delay_job(f, id, group, due)
   f[F_STATE] = 'd'
   f[F_RUN_AT] = due
+  redis.call('HDEL', annex, id .. '\1w')
   if group then
     group_hold(group_keys(jobs), group, due, id)
     group_leave(group_keys(jobs), group, 1, now)

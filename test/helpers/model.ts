@@ -127,9 +127,27 @@ export interface ModelJob {
   tokenOf: number | null;
   /** Claims of this incarnation so far: the lease number of the next claim minus one. */
   leases: number;
+  /** Signals sent to it and not taken (annex `\x01g`), in arrival order: name and payload JSON ('' = undefined). */
+  signals: { name: string; json: string }[];
+  /** Its durable steps (annex `\x01s`) as lines in write order: here only the waits' `~wait:<n>` and `~signal:<n>`. */
+  steps: [string, string][];
+  /**
+   * Parked (wait-signal.lua) and still so: delayed at its wait's due time, waiting for signal `name`
+   * until `deadline` (null: without end). Any other way out of that delay (falling due, promote,
+   * changeDelay, cancel) ends the park: a signal of that name is then only kept.
+   */
+  parked: { name: string; deadline: number | null } | null;
 }
 
 export type AdminReply = 'OK' | 'NOT_FOUND' | `INVALID_STATE:${Letter}`;
+
+/** A parked job waiting without a deadline sits in `delayed` at this score: never due (Date's maximum). */
+export const NEVER = 8_640_000_000_000_000;
+
+/** wait-signal.lua's reply: [outcome, payload JSON | deadline | ''] */
+export type WaitSignalReply = ['taken' | 'timeout' | 'parked' | 'stale', string];
+/** signal.lua's reply: [outcome, state letter | ''] */
+export type SignalReply = ['kept' | 'woke' | 'ended' | 'missing' | 'full', string];
 
 /**
  * A job brought in from BullMQ (import-bullmq.lua, import-copy.lua; includes/write_imported.lua), as
@@ -295,6 +313,7 @@ export class QueueModel {
   /** Back of its line; a lifo job, the front (each time it becomes waiting: docs/data-layout.md). */
   private push(j: ModelJob): void {
     j.state = 'w';
+    j.parked = null;
     const line = this.lines.get(j.priority) ?? [];
     if (j.lifo) line.unshift(j.id);
     else line.push(j.id);
@@ -362,6 +381,9 @@ export class QueueModel {
       errors: [],
       tokenOf: null,
       leases: 0,
+      signals: [],
+      steps: [],
+      parked: null,
     };
     this.jobs.set(jobId, j);
     return j;
@@ -644,7 +666,8 @@ export class QueueModel {
    */
   private promoteDue(at = this.now): void {
     const due = this.scored('d')
-      .filter(([, t]) => t <= at)
+      // A parked job without a deadline is never due, whatever a caller's clock (no clock reaches NEVER).
+      .filter(([, t]) => t <= at && t < NEVER)
       .map(([id]) => this.jobs.get(id)!)
       .sort(
         (a, b) =>
@@ -1030,6 +1053,7 @@ export class QueueModel {
     if (j.state === 'w') this.unqueue(j);
     this.releaseDedupe(j, j.state !== 'a' && !this.started(j));
     j.state = 'x';
+    j.parked = null;
     j.tokenOf = null;
     j.finishedAt = this.now;
     j.errors.push({ at: this.now, attempt: j.attempts, code: CANCELLED });
@@ -1125,6 +1149,89 @@ export class QueueModel {
    */
   private placeImported(j: ModelJob): void {
     if (j.state === 'w') this.enqueue(j);
+  }
+
+  /**
+   * changeDelay (change-delay.lua, on the model's clock): a waiting, delayed or blocked job is due
+   * `delayMs` from now. Delayed with 0: waiting now, at the back of its line (the front if lifo), after
+   * the jobs already due; waiting with 0: stays where it is; blocked: only its due time changes.
+   * Anything else is delayed until then. A parked job so moved is parked no more.
+   */
+  changeDelay(id: string, delayMs: number): AdminReply {
+    const j = this.jobs.get(id);
+    if (!j) return 'NOT_FOUND';
+    if (j.state !== 'w' && j.state !== 'd' && j.state !== 'b') return `INVALID_STATE:${j.state}`;
+    j.parked = null;
+    j.dueAt = this.now + delayMs;
+    if (j.state === 'b' || (j.state === 'w' && delayMs === 0)) return 'OK';
+    if (delayMs === 0) {
+      j.state = 'w'; // out of `delayed` first: the promotion before it does not take it
+      this.enqueue(j);
+      return 'OK';
+    }
+    if (j.state === 'w') this.unqueue(j);
+    j.state = 'd';
+    return 'OK';
+  }
+
+  /**
+   * queue.signal (signal.lua, docs/workflows.md#signals): a job that has not ended keeps the signal
+   * (at most `maxPending` unconsumed); a job parked for this name is waiting again at once, first in
+   * its line (after the jobs already due). An ended or missing job, or a full one, keeps nothing.
+   */
+  signal(id: string, name: string, json: string, maxPending: number): SignalReply {
+    const j = this.jobs.get(id);
+    if (!j) return ['missing', ''];
+    if (j.state === 'c' || j.state === 'x') return ['ended', j.state];
+    if (j.signals.length >= maxPending) return ['full', j.state];
+    j.signals.push({ name, json });
+    if (j.state !== 'd' || j.parked?.name !== name) return ['kept', j.state];
+    j.state = 'w'; // out of `delayed` before the promotion that precedes its enqueue
+    j.parked = null;
+    this.enqueueFront([j]);
+    return ['woke', 'w'];
+  }
+
+  /**
+   * job.waitForSignal's script (wait-signal.lua) for wait `n` of the attempt holding lease `h`. Fenced:
+   * another lease gets 'stale' and changes nothing; the same park sent again answers 'parked' again.
+   * The wait's deadline is fixed when it is first reached (step `~wait:<n>`, 0 = none). The oldest
+   * signal of the name is taken (recorded as step `~signal:<n>`), even past the deadline; else past it
+   * the timeout is recorded; else the job parks: delayed until the deadline (or never due), its
+   * budget given back (its start counted if not yet), no snooze counted, its lease and token kept.
+   */
+  waitSignal(h: Held, name: string, n: number, timeoutMs: number): WaitSignalReply {
+    const j = this.jobs.get(h.id);
+    if (!j || !this.sameToken(j, h)) return ['stale', ''];
+    if (j.state !== 'a') {
+      if (j.state === 'd' && j.parked?.name === name)
+        return ['parked', j.parked.deadline === null ? '' : String(j.parked.deadline)];
+      return ['stale', ''];
+    }
+    const waitStep = `~wait:${n}`;
+    const stored = j.steps.filter(([s]) => s === waitStep).at(-1);
+    let deadline = stored === undefined ? 0 : Number(stored[1]);
+    if (stored === undefined) {
+      deadline = timeoutMs > 0 ? this.now + timeoutMs : 0;
+      j.steps.push([waitStep, String(deadline)]);
+    }
+    const i = j.signals.findIndex((s) => s.name === name);
+    if (i >= 0) {
+      const [s] = j.signals.splice(i, 1);
+      const u = s!.json === '';
+      j.steps.push([`~signal:${n}`, `{"payload":${u ? 'null' : s!.json},"u":${u}}`]);
+      return ['taken', s!.json];
+    }
+    if (deadline > 0 && this.now >= deadline) {
+      j.steps.push([`~signal:${n}`, '{"timedOut":true}']);
+      return ['timeout', ''];
+    }
+    this.impliedStart(j);
+    j.base += 1;
+    j.state = 'd';
+    j.dueAt = deadline > 0 ? deadline : NEVER;
+    j.parked = { name, deadline: deadline > 0 ? deadline : null };
+    return ['parked', deadline > 0 ? String(deadline) : ''];
   }
 
   /** promote: a delayed job becomes waiting now (back of its line). */

@@ -1,13 +1,14 @@
 /**
  * Groups under random operations (adds, claims, completions, failures with and without retry,
- * snoozes, job.sleep, RateLimitError, recovery, promote, changeDelay, remove, cancel, drain, limit
- * changes): after every step the group bookkeeping must agree with the jobs (active and waiting counts
+ * snoozes, job.sleep, RateLimitError, job.waitForSignal parks and queue.signal wakes, recovery,
+ * promote, changeDelay, remove, cancel, drain, limit changes): after every step the group bookkeeping must agree with the jobs (active and waiting counts
  * per group, the grouped waiting total, the backlog index), every group with waiting jobs must be able
  * to run again without anyone polling (in the rotation, parked until a time, or full with a job of its
  * own active, whose end wakes it), and a runnable group is never parked past its due time: a group
  * with waiting jobs and a free slot is parked no later than its reason lasts (its full rate window, a
- * delayed job of its own it keeps the place of under concurrency 1, a RateLimitError pause). At the
- * end, claiming and completing with the clock moving must drain every job: no group is ever stranded.
+ * delayed job of its own it keeps the place of under concurrency 1, a RateLimitError pause; a parked
+ * job keeps no place: docs/workflows.md#signals). At the end, claiming and completing with the clock
+ * moving (and signalling the parked jobs) must drain every job: no group is ever stranded.
  *
  * The scripts run with an injected clock that only moves forward from Redis's own (rate windows are
  * real-time TTLs, so the clock never runs behind them).
@@ -38,7 +39,10 @@ type Op =
   | { op: 'cancel'; pick: number }
   | { op: 'remove'; pick: number }
   | { op: 'limits'; group: number; concurrency: number; rate: boolean }
-  | { op: 'tick'; ms: number };
+  | { op: 'tick'; ms: number }
+  /** job.waitForSignal('go') by a held job: takes a pending signal, times out, or parks (slot freed). */
+  | { op: 'waitSignal'; pick: number; timeoutMs: number }
+  | { op: 'signal'; pick: number };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   {
@@ -107,6 +111,15 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     }),
   },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('tick' as const), ms: fc.constantFrom(50, 400) }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      op: fc.constant('waitSignal' as const),
+      pick: fc.nat(),
+      timeoutMs: fc.constantFrom(0, 300),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('signal' as const), pick: fc.nat() }) },
 );
 
 class Harness {
@@ -116,6 +129,8 @@ class Harness {
   all: string[] = [];
   /** Group -> until when a RateLimitError paused it (model clock). */
   paused = new Map<string, number>();
+  /** Job -> its waits that ended (taken or timed out): the number of its next wait, as a re-run counts. */
+  waits = new Map<string, number>();
 
   constructor(name: string) {
     this.q = new Queue(name, { connection: fx.url });
@@ -243,7 +258,35 @@ class Harness {
       case 'tick':
         this.now += op.ms;
         break;
+      case 'waitSignal': {
+        const h = this.takeHeld(op.pick);
+        if (!h) break;
+        const n = this.waits.get(h.id) ?? 0;
+        const [outcome] = (await this.run(scripts.waitSignal, {
+          id: h.id,
+          token: h.token,
+          name: 'go',
+          n,
+          timeoutMs: op.timeoutMs,
+          maxBytes: 1_000_000,
+        })) as string[];
+        // Taken or timed out: the run goes on (the next wait is the next number); parked: it ends.
+        if (outcome === 'taken' || outcome === 'timeout') {
+          this.waits.set(h.id, n + 1);
+          this.held.push(h);
+        }
+        break;
+      }
+      case 'signal': {
+        const id = await this.pickId(op.pick);
+        if (id !== null) await this.signal(id);
+        break;
+      }
     }
+  }
+
+  signal(id: string) {
+    return this.run(scripts.signal, { id, name: 'go', payload: '', maxPending: 1_000 });
   }
 
   /** A job to edit: an odd pick takes a delayed one (retries and snoozes hold groups), else any. */
@@ -298,7 +341,9 @@ class Harness {
             const delayed = await fx.redis.zrange(k.delayed, 0, -1, 'WITHSCORES');
             for (let i = 0; i < delayed.length; i += 2) {
               const r = records[delayed[i]!];
-              if (r && groupOf(r) === g) bound = Math.max(bound, Number(delayed[i + 1]));
+              // A parked job holds no place: it may wait for days.
+              const parked = r && (await this.q.getJob(delayed[i]!))?.waitingForSignal;
+              if (r && groupOf(r) === g && !parked) bound = Math.max(bound, Number(delayed[i + 1]));
             }
           }
           expect(until, `${trace}: runnable group ${g} parked past its due time`).toBeLessThanOrEqual(bound);
@@ -320,6 +365,9 @@ class Harness {
     const deadline = Date.now() + 10_000;
     for (;;) {
       await this.sync();
+      // Parked jobs come back with their signal (those without a deadline would wait forever).
+      for (const id of await fx.redis.zrange(this.keys.delayed, 0, -1))
+        if ((await this.q.getJob(id))?.waitingForSignal) await this.signal(id);
       await this.run(scripts.recover, {});
       this.now += LEASE + 1;
       await this.run(scripts.recover, {});

@@ -31,6 +31,7 @@ import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, FREE_RETURNS } from '../../src/
 import { Queue } from '../../src/index.js';
 import { fingerprint } from '../../src/migrate/bullmq-job.js';
 import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../../src/options/job.js';
+import { MAX_PENDING_SIGNALS } from '../../src/queue/signals.js';
 import {
   type ArgValue,
   runScript,
@@ -53,6 +54,7 @@ import {
   type ModelImport,
   QueueModel,
   STATE_NAMES,
+  type WaitSignalReply,
 } from '../helpers/model.js';
 import { uniqueName, useRedis } from '../helpers/setup.js';
 
@@ -92,6 +94,17 @@ const BULL_ERROR_CODE = 'E_BULL';
 /** What every fake BullMQ job logged and reported (not in the model: checked once it is written here). */
 const BULL_LOGS = ['log one', 'log twö'];
 const BULL_PROGRESS = 50;
+/** Signal names: 'g' is a prefix of 'go', so a name must match whole. */
+const SIGNAL_NAMES = ['go', 'g', 'stop'] as const;
+/** Payloads of signals: undefined, a few constants, and (index 3) one numbered object per send. */
+const SIGNAL_PAYLOADS = [undefined, 0, 'x', 'numbered'] as const;
+/**
+ * The most signals a job keeps unconsumed in the random runs, low so that 'full' comes up (the named
+ * example sends MAX_PENDING_SIGNALS, the library's cap).
+ */
+const SIGNAL_CAP = 3;
+/** Wait timeouts: none (parked without end), or within the range of the ticks. */
+const WAIT_TIMEOUTS = [0, 500, 500, 1_500] as const;
 
 // ---- operations ----------------------------------------------------------------------------------
 
@@ -146,6 +159,16 @@ type Op =
   | { op: 'tick'; ms: number }
   | { op: 'recover' }
   | { op: 'retry' | 'remove' | 'promote' | 'cancel'; target: Target }
+  | { op: 'changeDelay'; target: Target; delayMs: number }
+  /** queue.signal: to a known job, a pool id, or one no job has; `count` sends (only examples send many). */
+  | { op: 'signal'; target: Target | { unknown: true }; name: number; payload: number; count?: number }
+  /**
+   * job.waitForSignal by a worker: the n-th wait of a job it holds (`old`: a claim from any time in
+   * the run, which may be stale), as the client sends it (it replays a wait whose result is stored).
+   */
+  | { op: 'waitSignal'; w: number; pick: number; old: boolean; name: number; n: number; timeoutMs: number }
+  /** A worker sends its last wait again, as after a lost reply. */
+  | { op: 'resendWait'; w: number }
   | { op: 'pause' | 'resume' }
   | ({ op: 'import'; tamper: BullTamper } & BullJob)
   | ({
@@ -336,6 +359,31 @@ const importCopyArb: fc.Arbitrary<Op> = bullJobArb.chain((j) =>
     })),
 );
 
+const signalArb: fc.Arbitrary<Op> = fc.record({
+  op: fc.constant('signal' as const),
+  target: fc.oneof(
+    { weight: 6, arbitrary: fc.record({ known: fc.nat({ max: 7 }) }) },
+    { weight: 2, arbitrary: fc.record({ pool: fc.nat({ max: POOL.length - 1 }) }) },
+    { weight: 1, arbitrary: fc.constant({ unknown: true as const }) },
+  ),
+  name: fc.constantFrom(0, 0, 0, 1, 2),
+  payload: fc.nat({ max: SIGNAL_PAYLOADS.length - 1 }),
+});
+const waitSignalArb: fc.Arbitrary<Op> = fc.record({
+  op: fc.constant('waitSignal' as const),
+  w: workerArb,
+  pick: fc.nat({ max: 7 }),
+  old: fc.constantFrom(false, false, false, false, true),
+  name: fc.constantFrom(0, 0, 0, 1, 2),
+  n: fc.constantFrom(0, 0, 1),
+  timeoutMs: fc.constantFrom(...WAIT_TIMEOUTS),
+});
+const changeDelayArb: fc.Arbitrary<Op> = fc.record({
+  op: fc.constant('changeDelay' as const),
+  target: fc.record({ known: fc.nat({ max: 7 }) }),
+  delayMs: fc.constantFrom(0, 0, 500, 1_500),
+});
+
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ op: fc.constant('add' as const), id: poolIdArb }).chain(withOpts) },
   {
@@ -450,6 +498,69 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: importArb },
   { weight: 2, arbitrary: importCopyArb },
   { weight: 1, arbitrary: fc.constant({ op: 'settle' as const }) },
+  // Signals (docs/workflows.md#signals): sends, waits that take, time out or park, re-sent waits.
+  { weight: 2, arbitrary: signalArb },
+  { weight: 2, arbitrary: waitSignalArb },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('resendWait' as const), w: workerArb }) },
+  { weight: 1, arbitrary: changeDelayArb },
+);
+
+/**
+ * Signals among the transitions around a wait: adds (some delayed), claims, start marks, waits (with
+ * the holder's token or a stale one), signals to known, pool and unknown ids, re-sent waits, outcomes
+ * (snoozes too), recoveries, the clock moving past deadlines, and the admin calls that move a parked
+ * job (promote, changeDelay, cancel, remove, retry).
+ */
+const signalOpArb: fc.Arbitrary<Op> = fc.oneof(
+  {
+    weight: 8,
+    arbitrary: fc
+      .record({
+        op: fc.constant('addLater' as const),
+        id: poolIdArb,
+        delayMs: fc.constantFrom(0, 0, 0, 500),
+      })
+      .chain(withOpts),
+  },
+  {
+    weight: 8,
+    arbitrary: fc.record({
+      op: fc.constant('claim' as const),
+      w: workerArb,
+      count: fc.integer({ min: 1, max: 3 }),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('start' as const), w: workerArb }) },
+  { weight: 10, arbitrary: waitSignalArb },
+  { weight: 4, arbitrary: signalArb },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('resendWait' as const), w: workerArb }) },
+  { weight: 1, arbitrary: completeArb },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant('fail' as const),
+      w: workerArb,
+      pick: pickArb,
+      retryDelayMs: fc.constantFrom(0, 500, 1_500, -1),
+      as: fc.constantFrom<FailKind>('E', 'S', 'S'),
+    }),
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      op: fc.constant('tick' as const),
+      ms: fc.integer({ min: 1, max: 8 }).map((x) => x * 250),
+    }),
+  },
+  { weight: 1, arbitrary: fc.constant({ op: 'recover' as const }) },
+  { weight: 2, arbitrary: changeDelayArb },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constantFrom('retry' as const, 'remove' as const, 'promote' as const, 'cancel' as const),
+      target: fc.record({ known: fc.nat({ max: 7 }) }),
+    }),
+  },
 );
 
 /** Few kinds of operations on one id: it is often removed or trimmed and added anew while stale workers hold it. */
@@ -648,6 +759,8 @@ interface SimWorker {
   lost: { nonce: string; count: number; freeSlots: number | undefined; tokens: Map<string, string> } | null;
   held: Claimed[];
   last: { kind: 'complete' | 'fail'; rows: Claimed[]; retryDelayMs: number; as: FailKind } | null;
+  /** Its last wait for a signal sent to Redis, for a re-send. */
+  lastWait: { claim: Claimed; name: string; n: number; timeoutMs: number } | null;
 }
 
 class Divergence extends Error {}
@@ -674,7 +787,14 @@ class Harness {
     lost: null,
     held: [],
     last: null,
+    lastWait: null,
   }));
+  /** Every claim a worker received in this run (stale ones too), for waits sent with an old token. */
+  private readonly claims: Claimed[] = [];
+  /** Numbers the numbered signal payloads, so a payload taken twice or swapped shows. */
+  private signals = 0;
+  /** The most signals a job keeps unconsumed (SIGNAL_CAP in random runs). */
+  signalCap = SIGNAL_CAP;
   /** Listens on every worker's handoff channel (so a handoff has a receiver) until the worker is `gone`. */
   private readonly subscriber = new Redis(fx.url);
   readonly trace: string[] = [];
@@ -972,7 +1092,9 @@ class Harness {
           };
           break; // the worker never learns of these jobs until its retry
         }
-        this.workers[op.w]!.held.push(...want.held.map((h, i) => ({ ...h, token: got[i]!.token })));
+        const fresh = want.held.map((h, i) => ({ ...h, token: got[i]!.token }));
+        this.workers[op.w]!.held.push(...fresh);
+        this.claims.push(...fresh);
         // Replayed handoffs: the worker keeps those whose message it did not take (the fetcher's dedupe).
         for (const [i, h] of want.replayed.entries()) {
           const token = replayedGot[i]!.token;
@@ -984,6 +1106,7 @@ class Harness {
           );
           this.tokens.add(token);
           sim.held.push({ ...h, token });
+          this.claims.push({ ...h, token });
         }
         break;
       }
@@ -1113,6 +1236,40 @@ class Harness {
         const want = this.model.cancel(id);
         this.log(`cancel(${id}) -> ${got}`);
         this.agree('cancel reply', got, want);
+        break;
+      }
+      case 'changeDelay': {
+        // The script is called directly, on the model's clock (queue.changeDelay uses Redis's).
+        const id = this.target(op.target);
+        const got = await this.run(scripts.changeDelay, { id, delayMs: op.delayMs });
+        const want = this.model.changeDelay(id, op.delayMs);
+        this.log(`changeDelay(${id}, ${op.delayMs}) -> ${got}`);
+        this.agree('changeDelay reply', got, want);
+        break;
+      }
+      case 'signal':
+        for (let i = 0; i < (op.count ?? 1); i++) await this.signal(op);
+        break;
+      case 'waitSignal': {
+        const wi = this.workerFor(op.w, (w) => op.old || w.held.length > 0);
+        if (wi === null || (op.old && this.claims.length === 0))
+          return this.log('waitSignal: no worker holds a job');
+        const w = this.workers[wi]!;
+        const claim = op.old ? this.claims[op.pick % this.claims.length]! : w.held[op.pick % w.held.length]!;
+        const name = SIGNAL_NAMES[op.name]!;
+        // The client replays a wait whose result is stored (src/worker/signal-wait.ts) and calls no script.
+        const steps = (await fx.redis.hget(this.keys.annex, `${claim.id}\x01s`)) ?? '';
+        if (`\n${steps}`.includes(`\n~signal:${op.n}\t`)) {
+          this.log(`w${wi}.waitSignal(${fmtHeld(claim)}, ${name}, n=${op.n}) -> replayed from its step`);
+          break;
+        }
+        await this.waitSignal(wi, { claim, name, n: op.n, timeoutMs: op.timeoutMs });
+        break;
+      }
+      case 'resendWait': {
+        const wi = this.workerFor(op.w, (w) => w.lastWait !== null);
+        if (wi === null) return this.log('resendWait: no worker waited yet');
+        await this.waitSignal(wi, this.workers[wi]!.lastWait!, true);
         break;
       }
       case 'import':
@@ -1497,6 +1654,94 @@ class Harness {
     );
   }
 
+  /** The pending signals of job `id` (annex `\x01g`), its steps (`\x01s`) and its record. */
+  private async signalState(
+    id: string,
+  ): Promise<{ pending: string[]; steps: string; record: string | null }> {
+    const [[pending, steps], record] = await Promise.all([
+      fx.redis.hmget(this.keys.annex, `${id}\x01g`, `${id}\x01s`),
+      fx.redis.hget(this.keys.jobs, id),
+    ]);
+    return { pending: pending == null ? [] : pending.split('\n'), steps: steps ?? '', record };
+  }
+
+  /**
+   * queue.signal (signal.lua, on the model's clock). Besides the model: a signal kept is appended to
+   * the job's pending signals and nothing else of them changes; one not kept leaves them as they were.
+   */
+  private async signal(op: Extract<Op, { op: 'signal' }>): Promise<void> {
+    const id = 'unknown' in op.target ? 'zz' : this.target(op.target);
+    const name = SIGNAL_NAMES[op.name]!;
+    const p = SIGNAL_PAYLOADS[op.payload];
+    const json = p === undefined ? '' : JSON.stringify(p === 'numbered' ? { s: ++this.signals } : p);
+    const before = await this.signalState(id);
+    const got = await this.run(scripts.signal, {
+      id,
+      name,
+      payload: json,
+      maxPending: this.signalCap,
+    });
+    const want = this.model.signal(id, name, json, this.signalCap);
+    if (this.signalCap === SIGNAL_CAP || want[0] !== 'kept')
+      this.log(`signal(${id}, ${name}, ${json || 'undefined'}) -> ${JSON.stringify(got)}`);
+    const after = await this.signalState(id);
+    const kept = (got as string[])[0] === 'kept' || (got as string[])[0] === 'woke';
+    this.check(
+      `signal ${name} to ${id}: the pending signals gain exactly it when kept, else nothing`,
+      after.pending,
+      kept ? [...before.pending, `${name}\t${json}`] : before.pending,
+    );
+    this.agree('signal reply', got, want);
+  }
+
+  /**
+   * job.waitForSignal's script (wait-signal.lua) for `call`. Besides the model: a signal taken is the
+   * oldest pending of its name and leaves the pending signals, and only it; nothing else takes one; a
+   * stale token changes nothing at all (record, steps, signals); a park re-sent changes nothing.
+   */
+  private async waitSignal(
+    wi: number,
+    call: NonNullable<SimWorker['lastWait']>,
+    again = false,
+  ): Promise<void> {
+    const w = this.workers[wi]!;
+    const { claim, name, n, timeoutMs } = call;
+    const before = await this.signalState(claim.id);
+    const got = (await this.run(scripts.waitSignal, {
+      id: claim.id,
+      token: claim.token,
+      name,
+      n,
+      timeoutMs,
+      maxBytes: 1_048_576,
+    })) as WaitSignalReply;
+    const want = this.model.waitSignal(claim, name, n, timeoutMs);
+    this.log(
+      `w${wi}.${again ? 'resend ' : ''}waitSignal(${fmtHeld(claim)}, ${name}, n=${n}, timeoutMs=${timeoutMs}) -> ${JSON.stringify(got)}`,
+    );
+    const after = await this.signalState(claim.id);
+    const first = before.pending.findIndex((l) => l.startsWith(`${name}\t`));
+    if (got[0] === 'taken') {
+      this.check(
+        `a wait for ${name} takes the oldest pending signal of that name, once`,
+        [got[1], after.pending],
+        [before.pending[first]?.slice(name.length + 1), before.pending.filter((_, i) => i !== first)],
+      );
+    } else {
+      this.check(
+        `a wait that took nothing leaves the pending signals of ${claim.id}`,
+        after.pending,
+        before.pending,
+      );
+    }
+    if (got[0] === 'stale' || (got[0] === 'parked' && before.record?.[0] !== 'a'))
+      this.check(`a ${got[0]} wait changes nothing of ${claim.id}`, after, before);
+    this.agree('waitSignal reply', got, want);
+    w.lastWait = call;
+    // A parked job leaves its worker (ParkedError); the others go on running.
+    if (got[0] === 'parked') w.held = w.held.filter((h) => h !== claim);
+  }
+
   /** The script arguments of an add on the model's clock (add-one.lua's; add.lua's row adds the rest). */
   private laterArgs(op: Later & AddOpts, dedupe?: string) {
     const id = op.id === null ? null : POOL[op.id]!;
@@ -1709,6 +1954,7 @@ class Harness {
     );
     this.tokens.add(token);
     w.held.push({ ...to.held, token });
+    this.claims.push({ ...to.held, token });
     if (w.registered && ++w.registered.received >= w.registered.units) w.registered = null;
     this.log(`  handed off to ${to.fetcher}: taken from the message`);
   }
@@ -1754,6 +2000,10 @@ class Harness {
       Promise.all(DEDUPE_KEYS.map((key) => fx.redis.get(dedupeNextKey(k, key)))),
       fx.redis.hgetall(k.imported),
     ]);
+    const signalFields =
+      ids.length === 0
+        ? []
+        : await fx.redis.hmget(k.annex, ...ids.flatMap((id) => [`${id}\x01g`, `${id}\x01s`]));
     // Only a job that never started expires (docs/job-control.md), whatever the model says. (A retry
     // clears the expiry, so a dead job whose last error is an expiry died of it.)
     for (const info of infos) {
@@ -1816,6 +2066,18 @@ class Harness {
         },
       );
       if (j.state === 'd') this.agree(`runAt of delayed job ${id}`, at(info?.runAt), at(j.dueAt));
+      this.agree(
+        `signals of job ${id}: pending (name, payload JSON), the waits' steps, the wait it is parked in`,
+        [signalFields[2 * i], signalFields[2 * i + 1], info?.waitingForSignal ?? null],
+        [
+          j.signals.length === 0 ? null : j.signals.map((g) => `${g.name}\t${g.json}`).join('\n'),
+          j.steps.length === 0 ? null : j.steps.map(([name, v]) => `${name}\t${v}`).join('\n'),
+          j.parked && {
+            name: j.parked.name,
+            ...(j.parked.deadline === null ? {} : { deadline: j.parked.deadline }),
+          },
+        ],
+      );
     });
     this.agree('counts', counts, m.counts());
     this.agree('paused', paused, m.paused);
@@ -1900,8 +2162,13 @@ function fmtOpts(o: AddOpts, id: string | null): string {
 }
 
 /** Runs one sequence on a fresh queue. */
-async function runSequence(setup: Setup, ops: readonly Op[]): Promise<Harness['lastReply']> {
+async function runSequence(
+  setup: Setup,
+  ops: readonly Op[],
+  signalCap = SIGNAL_CAP,
+): Promise<Harness['lastReply']> {
   const h = new Harness(setup);
+  h.signalCap = signalCap;
   try {
     await h.seed();
     for (const op of ops) await h.step(op);
@@ -1939,6 +2206,14 @@ describe('the scripts agree with the state-machine model', () => {
   it(
     'when an id is removed or trimmed and added again while stale workers still hold it',
     agreeOn(reuseOpArb, 10, Math.ceil(RUNS / 2)),
+    PROPERTY_TIMEOUT_MS,
+  );
+});
+
+describe('signals agree with the model', () => {
+  it(
+    'on random sequences of signals and waits (fresh and stale tokens, re-sent) among claims, outcomes, recoveries, ticks past deadlines and admin calls',
+    agreeOn(signalOpArb, 20, Math.ceil(RUNS / 4)),
     PROPERTY_TIMEOUT_MS,
   );
 });
@@ -2177,6 +2452,98 @@ describe('counterexamples found by the model', () => {
     ]);
     expect(reply?.slice(1)).toEqual([1, 'w']);
   });
+
+  // Signals (docs/workflows.md#signals): the rules of wait-signal.lua and signal.lua as fixed sequences.
+  const wait = (w: number, name: number, timeoutMs = 0, n = 0, old = false): Op => ({
+    op: 'waitSignal',
+    w,
+    pick: 0,
+    old,
+    name,
+    n,
+    timeoutMs,
+  });
+  const signal = (target: Target | { unknown: true }, name: number, payload = 3, count?: number): Op => ({
+    op: 'signal',
+    target,
+    name,
+    payload,
+    ...(count === undefined ? {} : { count }),
+  });
+  const GO = 0;
+  const STOP = 2;
+
+  it('a parked job wakes first in its line when its signal comes, and its re-run takes it; a re-sent park stands', () =>
+    runSequence(KEEP_ALL, [
+      job, // 1
+      job, // 2
+      claim(0), // 1
+      wait(0, GO), // parked without end (never due): budget given back, its start counted
+      { op: 'resendWait', w: 0 }, // the same park again: 'parked', nothing changes
+      signal({ known: 0 }, 1), // 'g' is not 'go': kept, still parked
+      signal({ known: 0 }, GO), // woke: waiting, before 2
+      { op: 'resendWait', w: 0 }, // no longer parked: stale
+      claim(1), // 1 again
+      wait(1, GO), // takes the 'go' (the 'g' stays)
+      wait(1, GO), // replayed from its step: no script call
+      { op: 'complete', w: 1, pick: 0 },
+      signal({ known: 0 }, GO), // ended: nothing kept
+      signal({ unknown: true }, GO), // missing
+    ]));
+
+  it('a wait past its deadline times out on the re-run; one signal taken even when late; a stale token takes none', () =>
+    runSequence(KEEP_ALL, [
+      job, // 1
+      claim(0),
+      wait(0, GO, 500), // parked until t+500
+      tick(500),
+      signal({ known: 0 }, STOP), // kept: parked for 'go', not 'stop'
+      claim(1), // promoted (due) and claimed
+      wait(0, GO, 0, 0, true), // w0's old token: stale, takes nothing
+      wait(1, GO, 1_500), // the deadline stays t+500: timeout
+      wait(1, STOP, 500, 1), // a second wait of the run takes 'stop' at once
+      tick(1_250),
+      recover, // the lease is lost
+      signal({ known: 0 }, GO), // kept
+      wait(1, GO, 0, 2), // stale: takes nothing
+      { op: 'complete', w: 1, pick: 0 }, // refused: stale
+      claim(2),
+      wait(2, GO, 500, 2), // the re-run replays waits 0 and 1; the third takes 'go'
+    ]));
+
+  // A parked job woken by promote kept the note of its wait (`\1w`); fail.lua's snooze or retry, or
+  // change-delay.lua, that delayed it until exactly the wait's deadline made signal.lua take it for
+  // parked and wake it (and getJob show it waiting for the signal). Both now drop the note.
+  it('a job delayed otherwise at its old wait deadline is not parked: a signal is only kept', () =>
+    runSequence(KEEP_ALL, [
+      job, // 1
+      job, // 2
+      claim(0, 2),
+      wait(0, GO, 1_500), // 1 parked until t+1500
+      { op: 'promote', target: { known: 0 } }, // woken otherwise: waiting
+      claim(1),
+      { op: 'fail', w: 1, pick: 0, retryDelayMs: 1_500, as: 'S' }, // snoozed until t+1500
+      signal({ known: 0 }, GO), // kept, not woken
+      { op: 'waitSignal', w: 0, pick: 0, old: false, name: STOP, n: 0, timeoutMs: 500 }, // 2 parked until t+500
+      { op: 'changeDelay', target: { known: 1 }, delayMs: 1_000 }, // parked no more
+      { op: 'changeDelay', target: { known: 1 }, delayMs: 500 }, // at the deadline again: still not parked
+      signal({ known: 1 }, STOP), // kept, not woken
+    ]));
+
+  it(`a job keeps at most ${MAX_PENDING_SIGNALS} signals unconsumed; a take makes room for one`, () =>
+    runSequence(
+      KEEP_ALL,
+      [
+        job, // 1
+        signal({ known: 0 }, GO, 3, MAX_PENDING_SIGNALS), // all kept
+        signal({ known: 0 }, STOP), // full: nothing kept
+        claim(0),
+        wait(0, GO), // takes the first
+        signal({ known: 0 }, STOP), // kept
+        signal({ known: 0 }, GO), // full
+      ],
+      MAX_PENDING_SIGNALS,
+    ));
 
   // Jobs brought in from BullMQ (import-bullmq.lua, and copy mode): the rules of write_imported.lua
   // and bullmq_take.lua as fixed sequences (the properties found no divergence to keep).
