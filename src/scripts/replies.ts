@@ -161,7 +161,7 @@ export function decodeCrossResolve(reply: unknown): CrossResolveAnswer {
 
 /** wait-signal.lua: the wait's outcome and its value (a payload's JSON, or the deadline when parked). */
 export interface WaitSignalAnswer {
-  outcome: 'taken' | 'timeout' | 'parked' | 'stale' | 'too_large';
+  outcome: 'taken' | 'timeout' | 'stored' | 'parked' | 'stale' | 'too_large';
   value: string;
 }
 

@@ -24,7 +24,8 @@
 -- ARGV[7] maxBytes        the most bytes the steps field of one job may hold
 -- ARGV[8] wakeChannel     shard channel for idle workers
 -- ARGV[9] eventsMaxLen    event stream cap (0 = no events)
--- Returns: { 'taken', payload json ('' = undefined) }, { 'timeout', '' }, { 'parked', deadline
+-- Returns: { 'taken', payload json ('' = undefined) }, { 'timeout', '' }, { 'stored', the wait's
+--   step json } (it ended already: the same wait sent again), { 'parked', deadline
 --   ('' = none) }, { 'stale', '' } (the caller no longer holds the job), or { 'too_large', '' } (the
 --   payload would take the steps past maxBytes: nothing taken)
 -- @include current_time
@@ -65,6 +66,11 @@ local function store_step(name, json)
   redis.call('HSET', annex, steps_field, steps)
   return true
 end
+
+-- What this wait ended with, if it did already (the same call sent again): that stands.
+local ended = nil
+for line in string.gmatch('\n' .. steps, '\n~signal:' .. arg_n .. '\t([^\n]*)') do ended = line end
+if ended then return { 'stored', ended } end
 
 -- The deadline: stored when the wait is first reached (a later line of the same step wins: the last).
 local wait_step = '~wait:' .. arg_n

@@ -73,6 +73,8 @@ export async function waitForSignal(
       return r.value === '' ? undefined : JSON.parse(r.value);
     case 'timeout':
       throw new SignalTimeoutError(job.id, signalName);
+    case 'stored':
+      return ended(job, signalName, JSON.parse(r.value) as WaitRecord);
     case 'too_large':
       throw new PayloadTooLargeError(
         `job ${job.id}: the payload of signal ${signalName} would take its steps past 1 MiB; not taken`,

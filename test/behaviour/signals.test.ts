@@ -156,6 +156,26 @@ describe('job.waitForSignal and queue.signal', () => {
     expect(await q.waitFor(id, { timeoutMs: 10_000 })).toBe('late but in time');
   });
 
+  it('a wait sent again after it ended answers what it ended with and takes no other signal', async () => {
+    const q = queue();
+    const sent: unknown[] = [];
+    worker(q, async (job) => {
+      const first = await job.waitForSignal('s');
+      // The same call again (as a re-sent script call would be): the stored result, not the next signal.
+      const { attemptOf } = await import('../../src/worker/job.js');
+      const again = await attemptOf(job as never).store!.waitSignal(job as never, 's', 0, 0);
+      sent.push(again);
+      return first;
+    });
+    const { id } = await q.add({}, { delayMs: 60_000 });
+    await q.signal(id, 's', 'one');
+    await q.signal(id, 's', 'two');
+    await q.promote(id);
+    expect(await q.waitFor(id, { timeoutMs: 10_000 })).toBe('one');
+    expect(sent).toEqual([{ outcome: 'stored', value: '{"payload":"one","u":false}' }]);
+    expect((await q.getJob(id))!.pendingSignals).toEqual([{ name: 's', payload: 'two' }]);
+  });
+
   it('answers delivered: false for a job that does not exist, and refuses bad names and payloads', async () => {
     const q = queue();
     expect(await q.signal('nope', 'x')).toEqual({

@@ -145,7 +145,7 @@ export type AdminReply = 'OK' | 'NOT_FOUND' | `INVALID_STATE:${Letter}`;
 export const NEVER = 8_640_000_000_000_000;
 
 /** wait-signal.lua's reply: [outcome, payload JSON | deadline | ''] */
-export type WaitSignalReply = ['taken' | 'timeout' | 'parked' | 'stale', string];
+export type WaitSignalReply = ['taken' | 'timeout' | 'stored' | 'parked' | 'stale', string];
 /** signal.lua's reply: [outcome, state letter | ''] */
 export type SignalReply = ['kept' | 'woke' | 'ended' | 'missing' | 'full', string];
 
@@ -1199,6 +1199,7 @@ export class QueueModel {
    * signal of the name is taken (recorded as step `~signal:<n>`), even past the deadline; else past it
    * the timeout is recorded; else the job parks: delayed until the deadline (or never due), its
    * budget given back (its start counted if not yet), no snooze counted, its lease and token kept.
+   * A wait that ended already answers 'stored' with what it ended with.
    */
   waitSignal(h: Held, name: string, n: number, timeoutMs: number): WaitSignalReply {
     const j = this.jobs.get(h.id);
@@ -1208,6 +1209,9 @@ export class QueueModel {
         return ['parked', j.parked.deadline === null ? '' : String(j.parked.deadline)];
       return ['stale', ''];
     }
+    // The same wait sent again after it ended: what it ended with stands (nothing is taken again).
+    const ended = j.steps.filter(([s]) => s === `~signal:${n}`).at(-1);
+    if (ended !== undefined) return ['stored', ended[1]];
     const waitStep = `~wait:${n}`;
     const stored = j.steps.filter(([s]) => s === waitStep).at(-1);
     let deadline = stored === undefined ? 0 : Number(stored[1]);
