@@ -221,6 +221,37 @@ describe('surety/testing', () => {
     expect(await b.counts()).toMatchObject({ waiting: 0, active: 0, completed: 1 });
   });
 
+  it('a signal wait times out on the virtual clock, and a parent parks until its children ran', async () => {
+    env = await createTestEnv();
+    const queue = env.queue<{ kind: string }>('flows');
+    const seen: string[] = [];
+    env.worker<{ kind: string }>('flows', async (job) => {
+      if (job.data.kind === 'child') return `child@${env!.now()}`;
+      if (job.data.kind === 'parent') {
+        await job.addChildren([{ data: { kind: 'child' }, opts: { delayMs: HOUR } }]);
+        return Object.values(await job.waitForChildren());
+      }
+      try {
+        return await job.waitForSignal('approved', { timeoutMs: HOUR });
+      } catch (err) {
+        if ((err as Error).name !== 'SignalTimeoutError') throw err; // ParkedError: let it propagate
+        seen.push(`${(err as Error).name}@${env!.now()}`);
+        return 'timed out';
+      }
+    });
+    const t0 = env.now();
+    const waiter = await queue.add({ kind: 'wait' });
+    const parent = await queue.add({ kind: 'parent' });
+    await env.drain(queue);
+    expect((await queue.getJob(waiter.id))?.waitingForSignal).toEqual({ name: 'approved', deadline: t0 + HOUR });
+    expect((await queue.getJob(parent.id))?.state).toBe('blocked');
+    await env.advance('1h');
+    await env.drain(queue);
+    expect(seen).toEqual([`SignalTimeoutError@${t0 + HOUR}`]);
+    expect((await queue.getJob(waiter.id))?.result).toBe('timed out');
+    expect((await queue.getJob(parent.id))?.result).toEqual([`child@${t0 + HOUR}`]);
+  });
+
   it("a job's timeout and job.sleep run on the virtual clock", async () => {
     env = await createTestEnv();
     const queue = env.queue<{ kind: string }>('timers');
