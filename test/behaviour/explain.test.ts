@@ -45,6 +45,27 @@ describe('queue.explain', () => {
     expect(codes((await q.explain(id)).reasons)[0]).toBe('QUEUED');
   });
 
+  it('a parent parked by waitForChildren names the children still open', async () => {
+    const q = queue(uniqueName());
+    const kids = queue(uniqueName());
+    const w = new Worker(
+      q.name,
+      async (job) => {
+        await job.addChildren([{ queue: kids.name, data: 1, opts: { id: 'kid-1' } }]);
+        return job.waitForChildren();
+      },
+      { connection: fx.url },
+    );
+    open.push(w);
+    const { id } = await q.add({});
+    await waitUntil(async () => (await q.getJob(id))?.state === 'blocked', 'the parent parks');
+    const [reason] = (await q.explain(id)).reasons;
+    expect(reason).toMatchObject({
+      code: 'WAITING_FOR_CHILDREN',
+      children: [{ queue: kids.name, id: 'kid-1' }],
+    });
+  });
+
   it('a delayed job is due at its runAt; a blocked one names the parents that have not completed', async () => {
     const q = queue(uniqueName());
     const d = await q.add({}, { delayMs: 60_000 });
