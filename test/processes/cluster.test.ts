@@ -201,6 +201,45 @@ describe('Redis Cluster', () => {
     expect((await children.getJob(cs[5]!.id))!.errors[0]).toMatchObject({ code: 'ERR_DEPENDENCY_FAILED' });
   });
 
+  it('children, their waits and signals work across slots and partitions', async () => {
+    const orders = new Queue(uniqueName('orders'), { connection: cluster.url, partitions: 3 });
+    const parts = new Queue(uniqueName('parts'), { connection: cluster.url, partitions: 2 });
+    const ow = new Worker(
+      orders.name,
+      async (job) => {
+        if (job.data === 'local') return 'leaf';
+        const kids = await job.addChildren<unknown>([
+          ...[1, 2, 3].map((n) => ({ queue: parts.name, data: n })),
+          { data: 'local' },
+        ]);
+        const results = await job.waitForChildren();
+        const approval = await job.waitForSignal('approved');
+        return {
+          approval,
+          results: kids.map((k) => results[k.queue === orders.name ? k.id : `${k.queue}:${k.id}`]),
+        };
+      },
+      { connection: cluster.url, partitions: 3, concurrency: 10 },
+    );
+    const pw = new Worker(parts.name, (job) => Number(job.data) * 2, {
+      connection: cluster.url,
+      partitions: 2,
+      concurrency: 10,
+    });
+    open.push(orders, parts, ow, pw);
+    const ids = (await orders.addBulk(Array.from({ length: 4 }, () => ({ data: 'root' })))).map((a) => a.id);
+    for (const id of ids) {
+      await waitUntil(async () => (await orders.getJob(id))?.waitingForSignal, `order ${id} waits`);
+      expect(await orders.signal(id, 'approved', id)).toMatchObject({ delivered: true, woke: true });
+    }
+    for (const id of ids) {
+      expect(await orders.waitFor(id, { timeoutMs: 15_000 })).toEqual({
+        approval: id,
+        results: [2, 4, 6, 'leaf'],
+      });
+    }
+  });
+
   it('accepts an ioredis Cluster client the caller owns, and leaves it open', async () => {
     const client = new Cluster(cluster.seeds, { shardedSubscribers: true });
     const name = uniqueName();
