@@ -46,6 +46,10 @@ describe('surety signal', () => {
     open.push(w);
     const { id } = await q.add({});
     await waitUntil(async () => (await q.getJob(id))?.waitingForSignal, 'the job parks');
+    await q.signal(id, 'other', 1);
+    const shown = await surety('job', q.name, id);
+    expect(shown.stdout).toMatch(/waits for\s+signal approved\n/);
+    expect(shown.stdout).toMatch(/signals not taken \(1\)\n {2}other: 1\n/);
     const ok = await surety('signal', q.name, id, 'approved', '{"by":"ana"}');
     expect(ok).toMatchObject({ code: 0, stdout: `${q.name}: job ${id} woke with signal approved\n` });
     expect(await q.waitFor(id, { timeoutMs: 10_000 })).toEqual({ by: 'ana' });

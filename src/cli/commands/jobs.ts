@@ -90,12 +90,30 @@ function showJob(queue: string, j: JobInfo): void {
     field('expires', `${formatTime(j.expireAt)} (${formatWhen(j.expireAt, now)})`);
   if (j.startedAt) field('started', `${formatTime(j.startedAt)} (${formatWhen(j.startedAt, now)})`);
   if (j.finishedAt) field('finished', `${formatTime(j.finishedAt)} (${formatWhen(j.finishedAt, now)})`);
+  if (j.parent !== undefined) field('parent', `${j.parent.queue} ${j.parent.id}`);
+  if (j.waitingForSignal !== undefined) {
+    const { name, deadline } = j.waitingForSignal;
+    field(
+      'waits for',
+      `signal ${name}${deadline === undefined ? '' : ` until ${formatTime(deadline)} (${formatWhen(deadline, now)})`}`,
+    );
+  }
   out.line(paint('dim', 'data'));
   out.line(indent(JSON.stringify(j.data, null, 2)));
   if (j.steps !== undefined) {
     out.line(paint('dim', `steps (${Object.keys(j.steps).length})`));
     for (const [name, value] of Object.entries(j.steps))
       out.line(`  ${name}: ${value === undefined ? 'undefined' : JSON.stringify(value)}`);
+  }
+  if (j.children !== undefined) {
+    const open = j.children.filter((c) => c.ended === undefined).length;
+    out.line(paint('dim', `children (${j.children.length}, ${open} open)`));
+    for (const c of j.children) out.line(`  ${c.queue} ${c.id}: ${c.ended ?? 'open'}`);
+  }
+  if (j.pendingSignals !== undefined) {
+    out.line(paint('dim', `signals not taken (${j.pendingSignals.length})`));
+    for (const sig of j.pendingSignals)
+      out.line(`  ${sig.name}: ${sig.payload === undefined ? 'undefined' : JSON.stringify(sig.payload)}`);
   }
   if (j.result !== undefined) {
     out.line(paint('dim', 'result'));
