@@ -177,7 +177,10 @@ async function nextBatch(client: RedisClient, k: QueueKeys): Promise<{ id: strin
 }
 
 /** A job as move-in.lua copies it: its record, its score in its set, and every annex part. */
-type MoveInRow = Record<'id' | 'record' | 'score' | Exclude<AnnexPart, 'errorLines'> | 'errors', string>;
+type MoveInRow = Record<
+  'id' | 'record' | 'score' | Exclude<AnnexPart, 'errorLines'> | 'errors' | 'waiter',
+  string
+>;
 
 async function moveJobs(
   client: RedisClient,
@@ -191,6 +194,7 @@ async function moveJobs(
     if (batch.length === 0) return moved;
     const records = await client.hmget(k.jobs, ...batch.map((b) => b.id));
     const annexes = await client.hmget(k.annex, ...batch.flatMap((b) => annexFields(b.id)));
+    const waiters = await client.hmget(k.waiters, ...batch.map((b) => b.id));
     const byPartition = new Map<number, MoveInRow[]>();
     batch.forEach((b, i) => {
       const record = records[i];
@@ -222,6 +226,7 @@ async function moveJobs(
         children: a.children ?? '',
         childEnds: a.childEnds ?? '',
         flowParent: a.flowParent ?? '',
+        waiter: waiters[i] ?? '',
       });
       byPartition.set(p, rows);
     });

@@ -12,21 +12,26 @@
 -- KEYS[7] completed     ZSET
 -- KEYS[8] dead          ZSET
 -- ARGV[1] wakeChannel   shard channel for idle workers
--- ARGV[2..] repeated: id, record, score, errors, progress, logs, parents, body, steps, crossParents, crossPending, signals, signalWait, children, childEnds, flowParent
+-- ARGV[2..] repeated: id, record, score, errors, progress, logs, parents, body, steps, crossParents, crossPending, signals, signalWait, children, childEnds, flowParent, waiter
 --   record (the job record as stored), score (due time for delayed, finish time for completed and
 --   dead, '' for waiting), then every annex field of the job in annex_fields order ('' = absent): a
---   sleeping job keeps its steps, a parked one its wait and its signals
+--   sleeping job keeps its steps, a parked one its wait and its signals; then its `waiters` line
+--   ('' = none): a child of job.addChildren that ended keeps its tombstone. A job of a workflow under
+--   way (a child not ended, or a parent with children not ended) is not moved: their links name
+--   the partition they are in
 -- Returns: the number of jobs written (skipped ones are not counted);
---   error `SURETY_NOT_MOVABLE <id> <state>` for an active or blocked job (nothing of that job is written)
+--   error `SURETY_NOT_MOVABLE <id> <state>` for an active or blocked job, `SURETY_NOT_MOVABLE <id> f` for
+--   a job of a workflow under way (nothing of that job is written)
 -- @include parse_record
 -- @include current_time
 -- @include enqueue
 -- @include record_group
 -- @include annex_fields
+-- @include tag_key
 -- @include announce_delayed
 
 local jobs, annex = jobs_key, annex_key
-local FIXED, R = 1, 16
+local FIXED, R = 1, 17
 local written, woken, min_due = 0, false, nil
 for i = 0, (#ARGV - FIXED) / R - 1 do
   local base = FIXED + 1 + i * R
@@ -36,6 +41,17 @@ for i = 0, (#ARGV - FIXED) / R - 1 do
     local state = f[F_STATE]
     if state == 'a' or state == 'b' then
       return redis.error_reply('SURETY_NOT_MOVABLE ' .. id .. ' ' .. state)
+    end
+    local waiter, children, ends = ARGV[base + 16], ARGV[base + 13], ARGV[base + 14]
+    local _, tabs = string.gsub(waiter, '\t', '')
+    local open_child = false
+    for ref in string.gmatch(children, '([^\t\n]*\t[^\t\n]*)\t[^\n]*') do
+      if not string.find('\n' .. ends, '\n' .. ref .. '\t', 1, true) then open_child = true end
+    end
+    if tabs == 4 or open_child then return redis.error_reply('SURETY_NOT_MOVABLE ' .. id .. ' f') end
+    if waiter ~= '' then
+      redis.call('HSET', tag_key(jobs, 'waiters'), id, waiter)
+      redis.call('ZADD', tag_key(jobs, 'wended'), current_time(''), id)
     end
     redis.call('HSET', jobs, id, rec)
     local fields = annex_fields({ id })

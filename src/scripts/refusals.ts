@@ -100,7 +100,9 @@ export function refusalError(r: Refusal, ctx: RefusalContext): SuretyError {
       );
     case 'NOT_MOVABLE':
       return new RepartitionError(
-        `job ${JSON.stringify(r.jobId)} is ${stateName(r.state) ?? r.state} and cannot be moved; wait until it finishes`,
+        r.state === 'f'
+          ? `job ${JSON.stringify(r.jobId)} is part of a workflow under way (job.addChildren: a child not ended, or a parent of one) and cannot be moved; wait until it ends`
+          : `job ${JSON.stringify(r.jobId)} is ${stateName(r.state) ?? r.state} and cannot be moved; wait until it finishes`,
       );
     default:
       return new SuretyError(

@@ -396,6 +396,7 @@ export const scripts = {
       'children',
       'childEnds',
       'flowParent',
+      'waiter',
     ],
     decodeNumber,
   ),

@@ -326,6 +326,30 @@ describe('repartition', () => {
     expect(charged).toBe(0);
   });
 
+  it('does not move a workflow under way: an open child of job.addChildren, or a parent of one', async () => {
+    const parents = uniqueName();
+    const kids = uniqueName();
+    const qp = queue(parents, 1);
+    const qk = queue(kids, 1);
+    const w = new Worker(
+      parents,
+      async (job) => {
+        await job.addChildren([{ queue: kids, data: 1, opts: { id: 'kid' } }]);
+        if (job.attempt === 1) throw new Error('retried later, with its child open');
+        return job.waitForChildren();
+      },
+      { connection: fx.url, backoffStrategies: {} },
+    );
+    open.push(w);
+    const { id } = await qp.add({}, { backoff: { type: 'fixed', delayMs: 60_000 } });
+    await waitUntil(async () => (await qp.getJob(id))?.state === 'delayed', 'the parent waits for its retry');
+    await w.close();
+    expect((await qk.getJob('kid'))!.parent).toEqual({ queue: parents, id });
+    // Refused at that job, as for an active one: the operator runs it again once the workflow ended.
+    await expect(repartition(fx.redis, kids, { to: 2 })).rejects.toThrow(/part of a workflow under way/);
+    await expect(repartition(fx.redis, parents, { to: 2 })).rejects.toThrow(/part of a workflow under way/);
+  });
+
   it('refuses to go from N to M directly, and waits for active jobs', async () => {
     const name = uniqueName();
     await queue(name, 2).add('x');

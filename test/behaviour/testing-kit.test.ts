@@ -243,7 +243,10 @@ describe('surety/testing', () => {
     const waiter = await queue.add({ kind: 'wait' });
     const parent = await queue.add({ kind: 'parent' });
     await env.drain(queue);
-    expect((await queue.getJob(waiter.id))?.waitingForSignal).toEqual({ name: 'approved', deadline: t0 + HOUR });
+    expect((await queue.getJob(waiter.id))?.waitingForSignal).toEqual({
+      name: 'approved',
+      deadline: t0 + HOUR,
+    });
     expect((await queue.getJob(parent.id))?.state).toBe('blocked');
     await env.advance('1h');
     await env.drain(queue);
