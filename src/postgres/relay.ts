@@ -21,7 +21,7 @@ import { type Connection, closeConnection, connect } from '../redis/connection.j
 import { reconnectDelayMs, safeTimeout } from '../timers.js';
 import { checkCallOptions, checkInt, checkTimerMs } from '../validate.js';
 import { drop, Listener } from './listener.js';
-import { lockRows, moveRows, settleRows } from './relay-batch.js';
+import { BEGIN_BATCH, lockRows, moveRows, settleRows } from './relay-batch.js';
 import { missingTable, type OutboxNames } from './schema.js';
 
 export interface RelayOptions {
@@ -214,7 +214,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     this.held = client;
     client.on('error', ignore); // a lost connection is reported by the query it fails
     try {
-      await client.query('BEGIN');
+      await client.query(BEGIN_BATCH);
       const rows = await lockRows(client, this.names, this.opts.batch);
       this.totals.polls++;
       if (rows.length === 0) {
