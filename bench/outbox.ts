@@ -378,7 +378,8 @@ export async function runOutboxBench(
     await app.query(
       'CREATE TABLE bench_orders (id bigserial PRIMARY KEY, n int NOT NULL, note text NOT NULL)',
     );
-    const postgres = (await app.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
+    const postgres = (await app.query<{ v: string }>("SELECT current_setting('server_version') AS v"))
+      .rows[0]!.v;
     log(
       `  PostgreSQL ${postgres}, private instance (fsync off, as the test helper starts it), on ${server.url}`,
     );

@@ -3,8 +3,10 @@
  *
  *   1. lock   the oldest pending rows (`ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED`: rows another relay
  *             holds are skipped, so relays never move the same row at once)
- *   2. move   them into Redis with Queue.addBulk, their ids fixed (a repeat is a no-op), per queue in
- *             row order; a row with a parent in another queue waits for every row before it
+ *   2. move   them into Redis with queue.addBulk's add path (StoredJobAdder: the data goes as the JSON
+ *             text outbox.add stored, not parsed and serialised again), their ids fixed (a repeat is
+ *             a no-op), per queue in row order; a row with a parent in another queue waits for
+ *             every row before it
  *   3. settle delete what Redis took, mark failed what it refused for good, and record the error
  *             on what stays pending; then the relay commits
  *
@@ -20,18 +22,16 @@ import {
   SuretyError,
   ValidationError,
 } from '../errors.js';
-import type { Queue } from '../queue/queue.js';
+import type { StoredJob } from '../queue/enqueue.js';
+import type { StoredJobAdder } from '../queue/stored-adder.js';
 import type { CrossQueueParent, JobOptions } from '../types.js';
 import type { OutboxNames } from './schema.js';
 
-/** A locked row, parsed. */
-export interface LockedRow {
+/** A locked row: the job as outbox.add stored it (its data as that JSON text), and the row's facts. */
+export interface LockedRow extends StoredJob {
   /** The row's id (bigint, as text). */
   row: string;
   queue: string;
-  id: string;
-  data: unknown;
-  opts: JobOptions;
   attempts: number;
 }
 
@@ -68,8 +68,10 @@ export async function lockRows(client: ClientBase, n: OutboxNames, limit: number
     row: r.row,
     queue: r.queue,
     id: r.job_id,
-    data: JSON.parse(r.data) as unknown,
-    opts: JSON.parse(r.opts) as JobOptions,
+    data: r.data,
+    // outbox.add stores a job added without options as `{"id":...}` (outbox-job.ts): no parse, and
+    // the queue's defaults as for an add without options. A row written by hand may hold any JSON.
+    opts: r.opts === `{"id":${JSON.stringify(r.job_id)}}` ? undefined : (JSON.parse(r.opts) as JobOptions),
     attempts: r.attempts,
   }));
 }
@@ -89,8 +91,8 @@ export interface Moves {
   stoppedBy?: SuretyError;
 }
 
-/** The relay's Queue of a name; throws (a ValidationError for a name Redis cannot hold) when it cannot. */
-export type QueueFor = (name: string) => Queue;
+/** The relay's queue of a name; throws (a ValidationError for a name Redis cannot hold) when it cannot. */
+export type QueueFor = (name: string) => StoredJobAdder;
 
 /**
  * Moves the rows into Redis (step 2 above). Never throws: each row gets its Move. `autoPartitions`:
@@ -108,7 +110,7 @@ export async function moveRows(
   let stoppedBy: SuretyError | undefined;
   stages: for (const stage of stagesOf(rows)) {
     for (const [name, indexes] of stage) {
-      let queue: Queue;
+      let queue: StoredJobAdder;
       try {
         queue = queueFor(name);
       } catch (err) {
@@ -146,12 +148,12 @@ export async function moveRows(
  * must stop the batch (Redis unreachable or full, a queue-wide refusal), or undefined.
  */
 async function moveGroup(
-  queue: Queue,
+  queue: StoredJobAdder,
   group: readonly LockedRow[],
   set: (j: number, move: Move) => void,
 ): Promise<SuretyError | undefined> {
   try {
-    const added = await queue.addBulk(group.map((r) => ({ data: r.data, opts: r.opts })));
+    const added = await queue.add(group);
     for (const [j, a] of added.entries()) set(j, { kind: 'added', isNew: a.isNew });
     return undefined;
   } catch (err) {
@@ -160,7 +162,7 @@ async function moveGroup(
   }
   for (const [j, r] of group.entries()) {
     try {
-      const [a] = await queue.addBulk([{ data: r.data, opts: r.opts }]);
+      const [a] = await queue.add([r]);
       set(j, { kind: 'added', isNew: a!.isNew });
     } catch (err) {
       const error = asSuretyError(err);
@@ -208,7 +210,7 @@ function stagesOf(rows: readonly LockedRow[]): Map<string, number[]>[] {
   return stages;
 }
 
-function hasParentElsewhere(opts: JobOptions): boolean {
+function hasParentElsewhere(opts: JobOptions | undefined): boolean {
   // A row written by hand may hold any JSON as its options (the add refuses it then).
   const parents: unknown = (opts as { dependsOn?: unknown } | null)?.dependsOn;
   return Array.isArray(parents) && parents.some((p: string | CrossQueueParent) => typeof p === 'object');

@@ -7,7 +7,7 @@
  *
  * Shutdown order (close): stop the poll and the listener, let the batch in progress finish (up to
  * `closeTimeoutMs`, then abandon it: its Postgres connection is closed, so its transaction rolls back
- * and its rows stay pending for the next relay), close the Queues and the Redis connection.
+ * and its rows stay pending for the next relay), close the Redis connection.
  */
 import { EventEmitter } from 'node:events';
 import type { Pool, PoolClient } from 'pg';
@@ -15,7 +15,7 @@ import { MAX_BULK } from '../defaults.js';
 import { ClosedError, ConnectionError, ListenerError, PostgresError, SuretyError } from '../errors.js';
 import type { QueueOptions } from '../options/queue.js';
 import { resolveQueueOptions } from '../options/queue.js';
-import { Queue } from '../queue/queue.js';
+import { StoredJobAdder } from '../queue/stored-adder.js';
 import type { ConnectionOption, Logger } from '../redis/client.js';
 import { type Connection, closeConnection, connect } from '../redis/connection.js';
 import { reconnectDelayMs, safeTimeout } from '../timers.js';
@@ -132,7 +132,7 @@ function resolveRelay(opts: RelayOptions, maxPayloadBytes: number): ResolvedRela
 export class Relay extends EventEmitter<RelayEvents> {
   private readonly opts: ResolvedRelay;
   private readonly conn: Connection;
-  private readonly queues = new Map<string, Queue>();
+  private readonly queues = new Map<string, StoredJobAdder>();
   private readonly listener: Listener;
   private readonly wake = new Wake();
   private readonly loop: Promise<void>;
@@ -290,21 +290,19 @@ export class Relay extends EventEmitter<RelayEvents> {
     client.release();
   }
 
-  private queue(name: string): Queue {
+  private queue(name: string): StoredJobAdder {
     if (this.closing) throw new ClosedError('the relay');
     let q = this.queues.get(name);
     if (!q) {
-      q = new Queue(name, { ...this.opts.queue, connection: this.conn.client });
+      q = new StoredJobAdder(name, this.opts.queue, this.conn);
       this.queues.set(name, q);
     }
     return q;
   }
 
-  /** Drops a Queue whose partition count went stale; the next batch opens it afresh. */
+  /** Drops a queue whose partition count went stale; the next batch opens it afresh. */
   private forget(name: string): void {
-    const q = this.queues.get(name);
     this.queues.delete(name);
-    void q?.close();
   }
 
   private count(p: RelayProgress): void {
@@ -369,7 +367,6 @@ export class Relay extends EventEmitter<RelayEvents> {
       this.held = undefined;
       drop(abandoned, new ClosedError('the relay'));
     }
-    await Promise.all([...this.queues.values()].map((q) => q.close()));
     this.queues.clear();
     await closeConnection(this.conn);
     // An abandoned batch ends now (its calls fail); a loop still waiting for a pool connection starts

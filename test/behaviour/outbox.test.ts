@@ -420,6 +420,40 @@ describe('outbox relays', () => {
     expect(await outbox.counts()).toEqual({ pending: 0, failed: 0 });
   });
 
+  it('rows written by hand are checked as queue.add checks them, though the relay takes stored JSON as it is', async () => {
+    const outbox = await newOutbox({ maxPayloadBytes: 200 });
+    const name = uniqueName('by-hand');
+    const q = queue(name);
+    const rows: [string, string, string][] = [
+      ['spaced', '{ "a" : [1, 2.50, "x"] }', '{"id":"spaced"}'],
+      ['minus-zero', '{"z": -0.0}', '{"id":"minus-zero"}'],
+      ['huge', '{"n": 1e999}', '{"id":"huge"}'],
+      ['deep', `${'['.repeat(102)}1${']'.repeat(102)}`, '{"id":"deep"}'],
+      ['big', JSON.stringify('x'.repeat(300)), '{"id":"big"}'],
+      ['schedule:x', '{}', '{"id":"schedule:x"}'],
+    ];
+    for (const [id, data, opts] of rows) {
+      await db.pool.query(
+        `INSERT INTO "${outbox.table}" (queue, job_id, data, opts) VALUES ($1, $2, $3, $4)`,
+        [name, id, data, opts],
+      );
+    }
+    const relay = startRelay(outbox);
+
+    await waitUntil(() => relay.stats().relayed + relay.stats().failed === rows.length, 'every row handled');
+    expect(await q.getJob('spaced')).toMatchObject({ data: { a: [1, 2.5, 'x'] } });
+    const zero = (await q.getJob('minus-zero'))?.data as { z: number };
+    expect(Object.is(zero.z, 0)).toBe(true);
+    const failed = await outbox.failed();
+    expect(failed.map((f) => [f.id, f.error?.code])).toEqual([
+      ['huge', 'ERR_NOT_SERIALIZABLE'],
+      ['deep', 'ERR_NOT_SERIALIZABLE'],
+      ['big', 'ERR_PAYLOAD_TOO_LARGE'],
+      ['schedule:x', 'ERR_INVALID_JOB_ID'],
+    ]);
+    expect(failed[0]!.error!.message).toBe('item 0 data.n is Infinity, which JSON cannot hold');
+  });
+
   it('while Redis is full the rows stay pending with the error, and move once it has memory', async () => {
     const outbox = await newOutbox();
     const name = uniqueName('full');
