@@ -13,8 +13,14 @@ import {
   Queue,
   ValidationError,
 } from '../../src/index.js';
-import { createOutbox, type Outbox, type Relay, type RelayOptions } from '../../src/postgres/index.js';
-import { committed, rolledBack, uniqueTable, usePostgres } from '../helpers/outbox.js';
+import {
+  createOutbox,
+  type Outbox,
+  type Relay,
+  type RelayOptions,
+  type RelayProgress,
+} from '../../src/postgres/index.js';
+import { committed, newPool, rolledBack, uniqueTable, usePostgres } from '../helpers/outbox.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from '../helpers/setup.js';
 
 const fx = useRedis();
@@ -420,6 +426,36 @@ describe('outbox relays', () => {
     expect(await outbox.counts()).toEqual({ pending: 0, failed: 0 });
   });
 
+  it('a row left pending ends the run: the batch locked after it is rolled back, its rows not moved first', async () => {
+    const outbox = await newOutbox();
+    const name = uniqueName('stop');
+    const q = queue(name);
+    await committed(db.pool, async (client) => {
+      await outbox.add(client, name, { n: 1 }, { id: 'a' });
+      // Its parent is nowhere (yet): Redis refuses it, and the row stays pending for another try.
+      await outbox.add(client, name, { n: 2 }, { id: 'b', dependsOn: ['ghost'] });
+      await outbox.add(client, name, { n: 3 }, { id: 'c' });
+      await outbox.add(client, name, { n: 4 }, { id: 'd' });
+    });
+    // Batches of 2: [a, b] moves while [c, d] is locked ahead of it.
+    const relay = startRelay(outbox, { batch: 2 });
+    relay.on('error', () => {});
+    const first = await new Promise<RelayProgress>((resolve) => relay.once('progress', resolve));
+    await relay.close();
+
+    expect(first).toMatchObject({ relayed: 1, deferred: 1 });
+    expect(await q.getJob('a')).toMatchObject({ state: 'waiting' });
+    expect(await q.getJob('c')).toBeNull();
+    expect(await q.getJob('d')).toBeNull();
+    const pending = await outbox.pending();
+    expect(pending.map((p) => [p.id, p.attempts])).toEqual([
+      ['b', 1],
+      ['c', 0],
+      ['d', 0],
+    ]);
+    expect(relay.stats()).toMatchObject({ batches: 1, relayed: 1, deferred: 1 });
+  });
+
   it('rows written by hand are checked as queue.add checks them, though the relay takes stored JSON as it is', async () => {
     const outbox = await newOutbox({ maxPayloadBytes: 200 });
     const name = uniqueName('by-hand');
@@ -539,6 +575,34 @@ describe('outbox relays', () => {
       expect((await q.getJobs('waiting', { limit: 100 })).map((j) => j.id)).toEqual(ids.map((r) => r.id));
     } finally {
       await proxy.close();
+    }
+  });
+
+  it('a relay whose pool has two connections (LISTEN and one more) still drains full batches, in order', async () => {
+    const pool = newPool(db.server.url, 2);
+    try {
+      const outbox = createOutbox({ pool, table: uniqueTable() });
+      await outbox.migrate();
+      const name = uniqueName('small-pool');
+      const ids = await committed(pool, async (client) =>
+        (
+          await outbox.addBulk(
+            client,
+            name,
+            Array.from({ length: 23 }, (_, i) => ({ data: { i } })),
+          )
+        ).map((j) => j.id),
+      );
+      // Each full batch locks the next one ahead: with no third connection, that waits for the
+      // batch before it to commit and give its connection back.
+      const relay = startRelay(outbox, { batch: 5 });
+      await waitUntil(() => relay.stats().relayed === 23, 'every job relayed');
+      const waiting = await queue(name).getJobs('waiting', { limit: 100 });
+      expect(waiting.map((j) => j.id)).toEqual(ids);
+      expect(relay.stats()).toMatchObject({ batches: 5, errors: 0 });
+      await relay.close();
+    } finally {
+      await pool.end();
     }
   });
 
