@@ -1,19 +1,20 @@
 /**
- * One relay batch, inside one Postgres transaction that the relay opened:
+ * One relay batch, one Postgres transaction on a connection the relay took for it:
  *
- *   1. lock   the oldest pending rows (`ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED`: rows another relay
- *             holds are skipped, so relays never move the same row at once)
+ *   1. lock   open the transaction and lock the oldest pending rows (`ORDER BY id LIMIT n FOR UPDATE
+ *             SKIP LOCKED`: rows another relay holds are skipped, so relays never move the same row
+ *             at once)
  *   2. move   them into Redis with queue.addBulk's add path (StoredJobAdder: the data goes as the JSON
  *             text outbox.add stored, not parsed and serialised again), their ids fixed (a repeat is
  *             a no-op), per queue in row order; a row with a parent in another queue waits for
  *             every row before it
- *   3. settle delete what Redis took, mark failed what it refused for good, and record the error
- *             on what stays pending; then the relay commits
+ *   3. settle delete what Redis took, mark failed what it refused for good, record the error on
+ *             what stays pending, and commit
  *
  * A crash anywhere before the commit leaves every row pending (Postgres rolls back and unlocks); the
  * next batch adds them again, and Redis answers `isNew: false` for those it had.
  */
-import type { ClientBase } from 'pg';
+import type { ClientBase, QueryResult } from 'pg';
 import { MAX_MESSAGE_CHARS } from '../defaults.js';
 import {
   ConnectionError,
@@ -41,29 +42,33 @@ export interface LockedRow extends StoredJob {
  */
 export const PARENT_TRIES = 10;
 
-/**
- * Opens a batch's transaction, in one round trip. `enable_sort = off` (for this transaction only) keeps
- * the lock query on the pending index, in id order, stopping after `limit` rows: left to its
- * statistics, which swing with the table between empty and a burst, the planner reads every pending
- * row (a bitmap scan) and sorts them for each batch, 20 ms a batch with 20 000 rows pending instead of
- * 1.3 ms, and a bitmap scan revisits every dead row of a burst until VACUUM, where an index scan marks
- * them dead in the index on its first pass (measured: docs/postgres.md#performance).
- */
-export const BEGIN_BATCH = 'BEGIN; SET LOCAL enable_sort = off';
+/** A locked row as Postgres returns it. */
+interface RowRead {
+  row: string;
+  queue: string;
+  job_id: string;
+  data: string;
+  opts: string;
+  attempts: number;
+}
 
+/**
+ * Step 1: opens the batch's transaction and locks up to `limit` pending rows, in one round trip (a
+ * multi-statement query, so `limit` is written into it: an integer the relay's options checked).
+ * `enable_sort = off`, for this transaction only, keeps the lock query on the pending index, in id
+ * order, stopping after `limit` rows: left to its statistics, which swing with the table between empty
+ * and a burst, the planner reads every pending row (a bitmap scan) and sorts them for each batch, 20 ms
+ * a batch with 20 000 rows pending instead of 1.3 ms, and a bitmap scan revisits every dead row of a
+ * burst until VACUUM, where an index scan marks them dead in the index on its first pass.
+ */
 export async function lockRows(client: ClientBase, n: OutboxNames, limit: number): Promise<LockedRow[]> {
-  const { rows } = await client.query<{
-    row: string;
-    queue: string;
-    job_id: string;
-    data: string;
-    opts: string;
-    attempts: number;
-  }>(
-    `SELECT id::text AS row, queue, job_id, data::text AS data, opts::text AS opts, attempts
-     FROM ${n.rows} WHERE state = 'pending' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
-    [limit],
-  );
+  if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`lockRows: limit ${limit}`);
+  const replies = (await client.query(
+    `BEGIN; SET LOCAL enable_sort = off;
+     SELECT id::text AS row, queue, job_id, data::text AS data, opts::text AS opts, attempts
+     FROM ${n.rows} WHERE state = 'pending' ORDER BY id LIMIT ${limit} FOR UPDATE SKIP LOCKED`,
+  )) as unknown as QueryResult<RowRead>[];
+  const rows = replies[2]!.rows;
   return rows.map((r) => ({
     row: r.row,
     queue: r.queue,
@@ -216,7 +221,11 @@ function hasParentElsewhere(opts: JobOptions | undefined): boolean {
   return Array.isArray(parents) && parents.some((p: string | CrossQueueParent) => typeof p === 'object');
 }
 
-/** Step 3: delete what Redis took, record the errors of the rest (in the relay's open transaction). */
+/**
+ * Step 3: deletes what Redis took, records the errors of the rest, and commits (in the batch's
+ * transaction). When Redis took every row, the delete and the commit go in one round trip, the ids
+ * written into the statement (`id::text` of the lock query: digits only).
+ */
 export async function settleRows(
   client: ClientBase,
   n: OutboxNames,
@@ -224,16 +233,20 @@ export async function settleRows(
   moves: readonly Move[],
 ): Promise<void> {
   const done = rows.filter((_, i) => moves[i]!.kind === 'added').map((r) => r.row);
-  if (done.length > 0) {
-    await client.query(`DELETE FROM ${n.rows} WHERE id = ANY($1::bigint[])`, [done]);
-  }
   const kept = rows.flatMap((r, i) => {
     const m = moves[i]!;
     return m.kind === 'added'
       ? []
       : [{ row: r.row, state: m.kind === 'failed' ? 'failed' : 'pending', error: m.error }];
   });
-  if (kept.length === 0) return;
+  if (kept.length === 0) {
+    if (!done.every((id) => DIGITS.test(id))) throw new RangeError('settleRows: a row id that is not digits');
+    await client.query(`DELETE FROM ${n.rows} WHERE id = ANY('{${done.join(',')}}'::bigint[]); COMMIT`);
+    return;
+  }
+  if (done.length > 0) {
+    await client.query(`DELETE FROM ${n.rows} WHERE id = ANY($1::bigint[])`, [done]);
+  }
   await client.query(
     `UPDATE ${n.rows} AS t
      SET state = x.state, attempts = t.attempts + 1, last_error = x.message, error_code = x.code, error_at = now()
@@ -246,4 +259,7 @@ export async function settleRows(
       kept.map((k) => k.error.code),
     ],
   );
+  await client.query('COMMIT');
 }
+
+const DIGITS = /^\d+$/;

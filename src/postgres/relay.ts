@@ -22,7 +22,7 @@ import { type Connection, closeConnection, connect } from '../redis/connection.j
 import { reconnectDelayMs, safeTimeout } from '../timers.js';
 import { checkCallOptions, checkInt, checkTimerMs } from '../validate.js';
 import { drop, Listener } from './listener.js';
-import { BEGIN_BATCH, type LockedRow, lockRows, type Moves, moveRows, settleRows } from './relay-batch.js';
+import { type LockedRow, lockRows, type Moves, moveRows, settleRows } from './relay-batch.js';
 import { missingTable, type OutboxNames } from './schema.js';
 
 export interface RelayOptions {
@@ -282,7 +282,6 @@ export class Relay extends EventEmitter<RelayEvents> {
     this.held.add(client);
     client.on('error', ignore); // a lost connection is reported by the query it fails
     try {
-      await client.query(BEGIN_BATCH);
       const rows = await lockRows(client, this.names, this.opts.batch);
       this.totals.polls++;
       if (rows.length > 0) return { client, rows, started };
@@ -304,7 +303,6 @@ export class Relay extends EventEmitter<RelayEvents> {
     try {
       if (!this.held.has(client)) throw new ClosedError('the relay (its batch was abandoned)');
       await settleRows(client, this.names, rows, moved.moves);
-      await client.query('COMMIT');
     } catch (err) {
       this.dropBatch(client, err);
       this.report(err instanceof SuretyError ? err : this.postgresError(err, 'a batch'));
