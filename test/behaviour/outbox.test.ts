@@ -426,6 +426,29 @@ describe('outbox relays', () => {
     expect(await outbox.counts()).toEqual({ pending: 0, failed: 0 });
   });
 
+  it("a job stored without options gets the relay's defaults, as queue.add with only an id gives them", async () => {
+    const outbox = await newOutbox();
+    const name = uniqueName('defaults');
+    const defaults = {
+      priority: 3,
+      maxAttempts: 4,
+      leaseMs: 7_000,
+      backoff: { type: 'fixed' as const, delayMs: 90 },
+    };
+    const { id } = await committed(db.pool, (client) => outbox.add(client, name, { n: 1 }));
+    const relay = startRelay(outbox, { defaults });
+    await waitUntil(() => relay.stats().relayed === 1, 'the job relayed');
+    const direct = new Queue(name, { connection: fx.url, defaults });
+    open.push(direct);
+    await direct.add({ n: 1 }, { id: 'direct' });
+
+    const [relayed, added] = [await direct.getJob(id), await direct.getJob('direct')];
+    expect(relayed).toMatchObject({ priority: 3, maxAttempts: 4, leaseMs: 7_000 });
+    const { id: _a, createdAt: _b, runAt: _c, ...fromRelay } = relayed!;
+    const { id: _d, createdAt: _e, runAt: _f, ...fromAdd } = added!;
+    expect(fromRelay).toEqual(fromAdd); // all but the id and the times
+  });
+
   it('a row left pending ends the run: the batch locked after it is rolled back, its rows not moved first', async () => {
     const outbox = await newOutbox();
     const name = uniqueName('stop');
