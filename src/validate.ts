@@ -231,6 +231,32 @@ export function toJson(what: string, value: unknown, maxBytes: number): string {
   return json;
 }
 
+/**
+ * `text`, JSON that toJson made once and that was stored (the Postgres outbox's rows: a `json` column
+ * holds valid JSON text, as given), checked as toJson(JSON.parse(text)) checks it, without the parse
+ * and the serialisation when the text provably passes: then the text itself, else what that returns
+ * or throws. Parsed JSON holds only plain values, so toJson can refuse it only for its size, a number
+ * that parses to Infinity (it has an exponent, or over 308 digits) or nesting deeper than 100 levels
+ * (it takes more than 101 brackets); and a reader's JSON.parse gets from the text the value it would
+ * get from toJson's, but for a -0 (which JSON.stringify writes as 0). Text with none of those signs
+ * (inside strings too, where they only cost the long way) is returned as it is.
+ */
+export function storedJson(what: string, text: string, maxBytes: number): string {
+  const fits = !(text.length * 3 > maxBytes && Buffer.byteLength(text) > maxBytes);
+  if (fits && !NOT_AS_IS.test(text) && bracketsAtMost(text, 101)) return text;
+  return toJson(what, JSON.parse(text) as unknown, maxBytes);
+}
+
+/** A digit before an exponent, 309 digits in a row, or a negative zero (-0, -0.0...). */
+const NOT_AS_IS = /\d[eE]|\d{309}|-0(?:\.0+)?(?![\d.])/;
+
+function bracketsAtMost(text: string, max: number): boolean {
+  let n = 0;
+  for (let i = text.indexOf('{'); i >= 0; i = text.indexOf('{', i + 1)) if (++n > max) return false;
+  for (let i = text.indexOf('['); i >= 0; i = text.indexOf('[', i + 1)) if (++n > max) return false;
+  return true;
+}
+
 /** Whether assertPlainJson would pass `value`, without naming what fails. */
 function isPlainJson(value: unknown, depth: number): boolean {
   switch (typeof value) {

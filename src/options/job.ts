@@ -242,7 +242,8 @@ export function resolveAddOptions(opts: JobOptions | undefined, defaults: Resolv
 }
 
 /** Ids starting with `schedule:` belong to schedule occurrences (see schedules.ts). */
-function checkOwnJobId(value: unknown): string {
+/** A job id a caller may give (`opts.id`): checkJobId, and not one of a schedule's occurrences. */
+export function checkOwnJobId(value: unknown): string {
   const id = checkJobId(value);
   if (id.startsWith('schedule:')) {
     throw new ValidationError(

@@ -1,17 +1,20 @@
 /**
- * One relay batch, inside one Postgres transaction that the relay opened:
+ * One relay batch, one Postgres transaction on a connection the relay took for it:
  *
- *   1. lock   the oldest pending rows (`ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED`: rows another relay
- *             holds are skipped, so relays never move the same row at once)
- *   2. move   them into Redis with Queue.addBulk, their ids fixed (a repeat is a no-op), per queue in
- *             row order; a row with a parent in another queue waits for every row before it
- *   3. settle delete what Redis took, mark failed what it refused for good, and record the error
- *             on what stays pending; then the relay commits
+ *   1. lock   open the transaction and lock the oldest pending rows (`ORDER BY id LIMIT n FOR UPDATE
+ *             SKIP LOCKED`: rows another relay holds are skipped, so relays never move the same row
+ *             at once)
+ *   2. move   them into Redis with queue.addBulk's add path (StoredJobAdder: the data goes as the JSON
+ *             text outbox.add stored, not parsed and serialised again), their ids fixed (a repeat is
+ *             a no-op), per queue in row order; a row with a parent in another queue waits for
+ *             every row before it
+ *   3. settle delete what Redis took, mark failed what it refused for good, record the error on
+ *             what stays pending, and commit
  *
  * A crash anywhere before the commit leaves every row pending (Postgres rolls back and unlocks); the
  * next batch adds them again, and Redis answers `isNew: false` for those it had.
  */
-import type { ClientBase } from 'pg';
+import type { ClientBase, QueryResult } from 'pg';
 import { MAX_MESSAGE_CHARS } from '../defaults.js';
 import {
   ConnectionError,
@@ -20,18 +23,16 @@ import {
   SuretyError,
   ValidationError,
 } from '../errors.js';
-import type { Queue } from '../queue/queue.js';
+import type { StoredJob } from '../queue/enqueue.js';
+import type { StoredJobAdder } from '../queue/stored-adder.js';
 import type { CrossQueueParent, JobOptions } from '../types.js';
 import type { OutboxNames } from './schema.js';
 
-/** A locked row, parsed. */
-export interface LockedRow {
+/** A locked row: the job as outbox.add stored it (its data as that JSON text), and the row's facts. */
+export interface LockedRow extends StoredJob {
   /** The row's id (bigint, as text). */
   row: string;
   queue: string;
-  id: string;
-  data: unknown;
-  opts: JobOptions;
   attempts: number;
 }
 
@@ -41,25 +42,41 @@ export interface LockedRow {
  */
 export const PARENT_TRIES = 10;
 
+/** A locked row as Postgres returns it. */
+interface RowRead {
+  row: string;
+  queue: string;
+  job_id: string;
+  data: string;
+  opts: string;
+  attempts: number;
+}
+
+/**
+ * Step 1: opens the batch's transaction and locks up to `limit` pending rows, in one round trip (a
+ * multi-statement query, so `limit` is written into it: an integer the relay's options checked).
+ * `enable_sort = off`, for this transaction only, keeps the lock query on the pending index, in id
+ * order, stopping after `limit` rows: left to its statistics, which swing with the table between empty
+ * and a burst, the planner reads every pending row (a bitmap scan) and sorts them for each batch, 20 ms
+ * a batch with 20 000 rows pending instead of 1.3 ms, and a bitmap scan revisits every dead row of a
+ * burst until VACUUM, where an index scan marks them dead in the index on its first pass.
+ */
 export async function lockRows(client: ClientBase, n: OutboxNames, limit: number): Promise<LockedRow[]> {
-  const { rows } = await client.query<{
-    row: string;
-    queue: string;
-    job_id: string;
-    data: string;
-    opts: string;
-    attempts: number;
-  }>(
-    `SELECT id::text AS row, queue, job_id, data::text AS data, opts::text AS opts, attempts
-     FROM ${n.rows} WHERE state = 'pending' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
-    [limit],
-  );
+  if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`lockRows: limit ${limit}`);
+  const replies = (await client.query(
+    `BEGIN; SET LOCAL enable_sort = off;
+     SELECT id::text AS row, queue, job_id, data::text AS data, opts::text AS opts, attempts
+     FROM ${n.rows} WHERE state = 'pending' ORDER BY id LIMIT ${limit} FOR UPDATE SKIP LOCKED`,
+  )) as unknown as QueryResult<RowRead>[];
+  const rows = replies[2]!.rows;
   return rows.map((r) => ({
     row: r.row,
     queue: r.queue,
     id: r.job_id,
-    data: JSON.parse(r.data) as unknown,
-    opts: JSON.parse(r.opts) as JobOptions,
+    data: r.data,
+    // outbox.add stores a job added without options as `{"id":...}` (outbox-job.ts): no parse, and
+    // the queue's defaults as for an add without options. A row written by hand may hold any JSON.
+    opts: r.opts === `{"id":${JSON.stringify(r.job_id)}}` ? undefined : (JSON.parse(r.opts) as JobOptions),
     attempts: r.attempts,
   }));
 }
@@ -79,8 +96,8 @@ export interface Moves {
   stoppedBy?: SuretyError;
 }
 
-/** The relay's Queue of a name; throws (a ValidationError for a name Redis cannot hold) when it cannot. */
-export type QueueFor = (name: string) => Queue;
+/** The relay's queue of a name; throws (a ValidationError for a name Redis cannot hold) when it cannot. */
+export type QueueFor = (name: string) => StoredJobAdder;
 
 /**
  * Moves the rows into Redis (step 2 above). Never throws: each row gets its Move. `autoPartitions`:
@@ -98,7 +115,7 @@ export async function moveRows(
   let stoppedBy: SuretyError | undefined;
   stages: for (const stage of stagesOf(rows)) {
     for (const [name, indexes] of stage) {
-      let queue: Queue;
+      let queue: StoredJobAdder;
       try {
         queue = queueFor(name);
       } catch (err) {
@@ -136,12 +153,12 @@ export async function moveRows(
  * must stop the batch (Redis unreachable or full, a queue-wide refusal), or undefined.
  */
 async function moveGroup(
-  queue: Queue,
+  queue: StoredJobAdder,
   group: readonly LockedRow[],
   set: (j: number, move: Move) => void,
 ): Promise<SuretyError | undefined> {
   try {
-    const added = await queue.addBulk(group.map((r) => ({ data: r.data, opts: r.opts })));
+    const added = await queue.add(group);
     for (const [j, a] of added.entries()) set(j, { kind: 'added', isNew: a.isNew });
     return undefined;
   } catch (err) {
@@ -150,7 +167,7 @@ async function moveGroup(
   }
   for (const [j, r] of group.entries()) {
     try {
-      const [a] = await queue.addBulk([{ data: r.data, opts: r.opts }]);
+      const [a] = await queue.add([r]);
       set(j, { kind: 'added', isNew: a!.isNew });
     } catch (err) {
       const error = asSuretyError(err);
@@ -198,13 +215,17 @@ function stagesOf(rows: readonly LockedRow[]): Map<string, number[]>[] {
   return stages;
 }
 
-function hasParentElsewhere(opts: JobOptions): boolean {
+function hasParentElsewhere(opts: JobOptions | undefined): boolean {
   // A row written by hand may hold any JSON as its options (the add refuses it then).
   const parents: unknown = (opts as { dependsOn?: unknown } | null)?.dependsOn;
   return Array.isArray(parents) && parents.some((p: string | CrossQueueParent) => typeof p === 'object');
 }
 
-/** Step 3: delete what Redis took, record the errors of the rest (in the relay's open transaction). */
+/**
+ * Step 3: deletes what Redis took, records the errors of the rest, and commits (in the batch's
+ * transaction). When Redis took every row, the delete and the commit go in one round trip, the ids
+ * written into the statement (`id::text` of the lock query: digits only).
+ */
 export async function settleRows(
   client: ClientBase,
   n: OutboxNames,
@@ -212,16 +233,20 @@ export async function settleRows(
   moves: readonly Move[],
 ): Promise<void> {
   const done = rows.filter((_, i) => moves[i]!.kind === 'added').map((r) => r.row);
-  if (done.length > 0) {
-    await client.query(`DELETE FROM ${n.rows} WHERE id = ANY($1::bigint[])`, [done]);
-  }
   const kept = rows.flatMap((r, i) => {
     const m = moves[i]!;
     return m.kind === 'added'
       ? []
       : [{ row: r.row, state: m.kind === 'failed' ? 'failed' : 'pending', error: m.error }];
   });
-  if (kept.length === 0) return;
+  if (kept.length === 0) {
+    if (!done.every((id) => DIGITS.test(id))) throw new RangeError('settleRows: a row id that is not digits');
+    await client.query(`DELETE FROM ${n.rows} WHERE id = ANY('{${done.join(',')}}'::bigint[]); COMMIT`);
+    return;
+  }
+  if (done.length > 0) {
+    await client.query(`DELETE FROM ${n.rows} WHERE id = ANY($1::bigint[])`, [done]);
+  }
   await client.query(
     `UPDATE ${n.rows} AS t
      SET state = x.state, attempts = t.attempts + 1, last_error = x.message, error_code = x.code, error_at = now()
@@ -234,4 +259,7 @@ export async function settleRows(
       kept.map((k) => k.error.code),
     ],
   );
+  await client.query('COMMIT');
 }
+
+const DIGITS = /^\d+$/;

@@ -1,13 +1,14 @@
 /**
- * Relay: moves committed outbox rows into Redis until close(). One loop, one batch at a time
- * (relay-batch.ts: lock, move, settle, commit), woken by the Listener's notifications and by a poll
- * every `pollMs`; after a failure (Redis or Postgres unreachable, Redis full) it backs off with the one
- * reconnect backoff. Several relays may run at once, on one or many machines: rows are locked with
- * SKIP LOCKED, so each batch is one relay's.
+ * Relay: moves committed outbox rows into Redis until close(). One loop of batches (relay-batch.ts:
+ * lock, move, settle, commit), each its own transaction; while they come full, the next batch is
+ * locked and the previous one committed while a batch's rows go to Redis (drain, below). It is woken by
+ * the Listener's notifications and by a poll every `pollMs`; after a failure (Redis or Postgres
+ * unreachable, Redis full) it backs off with the one reconnect backoff. Several relays may run at once,
+ * on one or many machines: rows are locked with SKIP LOCKED, so each batch is one relay's.
  *
- * Shutdown order (close): stop the poll and the listener, let the batch in progress finish (up to
- * `closeTimeoutMs`, then abandon it: its Postgres connection is closed, so its transaction rolls back
- * and its rows stay pending for the next relay), close the Queues and the Redis connection.
+ * Shutdown order (close): stop the poll and the listener, let the batches in progress finish (up to
+ * `closeTimeoutMs`, then abandon them: their Postgres connections are closed, so their transactions
+ * roll back and their rows stay pending for the next relay), close the Redis connection.
  */
 import { EventEmitter } from 'node:events';
 import type { Pool, PoolClient } from 'pg';
@@ -15,13 +16,13 @@ import { MAX_BULK } from '../defaults.js';
 import { ClosedError, ConnectionError, ListenerError, PostgresError, SuretyError } from '../errors.js';
 import type { QueueOptions } from '../options/queue.js';
 import { resolveQueueOptions } from '../options/queue.js';
-import { Queue } from '../queue/queue.js';
+import { StoredJobAdder } from '../queue/stored-adder.js';
 import type { ConnectionOption, Logger } from '../redis/client.js';
 import { type Connection, closeConnection, connect } from '../redis/connection.js';
 import { reconnectDelayMs, safeTimeout } from '../timers.js';
 import { checkCallOptions, checkInt, checkTimerMs } from '../validate.js';
 import { drop, Listener } from './listener.js';
-import { lockRows, moveRows, settleRows } from './relay-batch.js';
+import { type LockedRow, lockRows, type Moves, moveRows, settleRows } from './relay-batch.js';
 import { missingTable, type OutboxNames } from './schema.js';
 
 export interface RelayOptions {
@@ -132,7 +133,7 @@ function resolveRelay(opts: RelayOptions, maxPayloadBytes: number): ResolvedRela
 export class Relay extends EventEmitter<RelayEvents> {
   private readonly opts: ResolvedRelay;
   private readonly conn: Connection;
-  private readonly queues = new Map<string, Queue>();
+  private readonly queues = new Map<string, StoredJobAdder>();
   private readonly listener: Listener;
   private readonly wake = new Wake();
   private readonly loop: Promise<void>;
@@ -146,8 +147,10 @@ export class Relay extends EventEmitter<RelayEvents> {
     listening: false,
     errors: 0,
   };
-  /** The Postgres connection of the batch in progress, if any (close() may have to drop it). */
-  private held: PoolClient | undefined;
+  /** The Postgres connections of the batches in progress (close() may have to drop them). */
+  private readonly held = new Set<PoolClient>();
+  /** Ends the waits of unlessGivenUp (close() calls them when it abandons the batches in progress). */
+  private readonly givingUp = new Set<() => void>();
   private closing = false;
   private closed: Promise<void> | undefined;
   private failures = 0;
@@ -185,9 +188,9 @@ export class Relay extends EventEmitter<RelayEvents> {
 
   private async run(): Promise<void> {
     while (!this.closing) {
-      let next: 'now' | 'poll' | 'backoff';
+      let next: 'poll' | 'backoff';
       try {
-        next = await this.batch();
+        next = await this.drain();
       } catch (err) {
         if (this.closing) break;
         this.report(err instanceof SuretyError ? err : this.postgresError(err, 'a batch'));
@@ -196,69 +199,152 @@ export class Relay extends EventEmitter<RelayEvents> {
       if (this.closing) break;
       if (next === 'backoff') this.failures++;
       else this.failures = 0;
-      if (next === 'now') continue;
       if (next === 'backoff') await this.wake.sleep(reconnectDelayMs(this.failures));
       else await this.wake.wait(this.opts.pollMs);
     }
   }
 
-  /** One batch; says when to run the next one. */
-  private async batch(): Promise<'now' | 'poll' | 'backoff'> {
+  /**
+   * Batches back to back while they come full, overlapped: the next batch is locked while this one's
+   * rows go to Redis, and this one is settled and committed while the next one's go, so a relay's
+   * Redis adds wait for Postgres only when a batch is not full. The Redis adds stay one batch at a
+   * time, in lock order; a batch that left a row pending (Redis down, a parent missing) ends the run
+   * and the batch locked after it is rolled back untouched, so the next run starts again from the
+   * oldest pending row, as without the overlap. Each batch is its own transaction: a crash at any
+   * point leaves the rows of every uncommitted one pending (their adds, repeated, are no-ops).
+   * Says when to look again.
+   */
+  private async drain(): Promise<'poll' | 'backoff'> {
+    let current = await this.open();
+    let settled: Promise<boolean> = Promise.resolve(true);
+    let ahead: Promise<OpenBatch | undefined> | undefined;
+    try {
+      while (current) {
+        const full = current.rows.length === this.opts.batch;
+        ahead = full && !this.closing ? quiet(this.open()) : undefined;
+        const moved = await this.withinBatchTimeout(
+          moveRows(
+            current.rows,
+            (name) => this.queue(name),
+            (name) => this.forget(name),
+            this.opts.autoPartitions,
+          ),
+        );
+        // The previous batch committed while these rows moved. If it failed instead, this one is
+        // rolled back (below) and its rows, in Redis already, are added again by a later batch (no-ops).
+        if (!(await settled)) return 'backoff';
+        settled = this.settle(current, moved);
+        current = undefined;
+        if (moved.stoppedBy || moved.moves.some((m) => m.kind === 'deferred')) {
+          await settled;
+          return 'backoff';
+        }
+        // (`ahead` stays set until the next is locked: if close() gives up meanwhile, the finally
+        // below rolls back whatever it locked.)
+        current = ahead ? await this.unlessGivenUp(ahead) : undefined;
+      }
+      return (await settled) ? 'poll' : 'backoff';
+    } finally {
+      if (current) this.dropBatch(current.client, new ClosedError('the relay (the batch failed)'));
+      // A batch locked ahead of one that failed or stopped is rolled back, its rows untouched, before
+      // the next run locks again (which would skip them, and move younger rows first).
+      const rolledBack = ahead?.then((b) => this.abandon(b)).catch(() => {});
+      if (rolledBack && !this.closing) await this.unlessGivenUp(rolledBack);
+      await settled;
+    }
+  }
+
+  /**
+   * `p`, or undefined once close() gives up on the batches in progress: a connection the pool may
+   * never give (Postgres unreachable) must not hold close() beyond closeTimeoutMs.
+   */
+  private unlessGivenUp<T>(p: Promise<T>): Promise<T | undefined> {
+    return new Promise<T | undefined>((resolve, reject) => {
+      const stop = () => resolve(undefined);
+      this.givingUp.add(stop);
+      p.then(resolve, reject).finally(() => this.givingUp.delete(stop));
+    });
+  }
+
+  /**
+   * Takes a connection, opens a batch's transaction and locks up to `batch` pending rows (step 1);
+   * undefined, with the transaction committed and the connection given back, when there were none
+   * or the relay is closing.
+   */
+  private async open(): Promise<OpenBatch | undefined> {
     const started = performance.now();
     const client = await this.pool.connect();
     if (this.closing) {
       // Closed while waiting for a connection (a pool at its max): start nothing.
       client.release();
-      return 'poll';
+      return undefined;
     }
-    this.held = client;
+    this.held.add(client);
     client.on('error', ignore); // a lost connection is reported by the query it fails
     try {
-      await client.query('BEGIN');
       const rows = await lockRows(client, this.names, this.opts.batch);
       this.totals.polls++;
-      if (rows.length === 0) {
-        await client.query('COMMIT');
-        this.giveBack(client);
-        return 'poll';
-      }
-      const { moves, stoppedBy } = await this.withinBatchTimeout(
-        moveRows(
-          rows,
-          (name) => this.queue(name),
-          (name) => this.forget(name),
-          this.opts.autoPartitions,
-        ),
-      );
-      if (this.held !== client) throw new ClosedError('the relay (its batch was abandoned)');
-      await settleRows(client, this.names, rows, moves);
+      if (rows.length > 0) return { client, rows, started };
       await client.query('COMMIT');
       this.giveBack(client);
-      const progress: RelayProgress = { relayed: 0, existing: 0, failed: [], deferred: 0, ms: 0 };
-      let deferredBy: SuretyError | undefined;
-      moves.forEach((m, i) => {
-        if (m.kind === 'added') {
-          progress.relayed++;
-          if (!m.isNew) progress.existing++;
-        } else if (m.kind === 'failed') {
-          const r = rows[i]!;
-          progress.failed.push({ id: r.id, queue: r.queue, code: m.error.code, message: m.error.message });
-        } else {
-          progress.deferred++;
-          deferredBy ??= m.error;
-        }
-      });
-      progress.ms = Math.round(performance.now() - started);
-      this.count(progress);
-      if (stoppedBy ?? deferredBy) this.report((stoppedBy ?? deferredBy)!);
-      if (progress.deferred > 0) return 'backoff';
-      return rows.length === this.opts.batch ? 'now' : 'poll';
+      return undefined;
     } catch (err) {
-      if (this.held === client) drop(client, err);
-      throw err instanceof SuretyError ? err : this.postgresError(err, 'a batch');
-    } finally {
-      if (this.held === client) this.held = undefined;
+      this.dropBatch(client, err);
+      throw this.postgresError(err, 'a batch');
     }
+  }
+
+  /**
+   * Step 3 and the commit, then the `progress` event (and the error that stopped the batch, if any).
+   * Resolves with whether it committed; a failure is reported here (and the rows stay pending).
+   */
+  private async settle(batch: OpenBatch, moved: Moves): Promise<boolean> {
+    const { client, rows } = batch;
+    try {
+      if (!this.held.has(client)) throw new ClosedError('the relay (its batch was abandoned)');
+      await settleRows(client, this.names, rows, moved.moves);
+    } catch (err) {
+      this.dropBatch(client, err);
+      this.report(err instanceof SuretyError ? err : this.postgresError(err, 'a batch'));
+      return false;
+    }
+    this.giveBack(client);
+    const progress: RelayProgress = { relayed: 0, existing: 0, failed: [], deferred: 0, ms: 0 };
+    let deferredBy: SuretyError | undefined;
+    moved.moves.forEach((m, i) => {
+      if (m.kind === 'added') {
+        progress.relayed++;
+        if (!m.isNew) progress.existing++;
+      } else if (m.kind === 'failed') {
+        const r = rows[i]!;
+        progress.failed.push({ id: r.id, queue: r.queue, code: m.error.code, message: m.error.message });
+      } else {
+        progress.deferred++;
+        deferredBy ??= m.error;
+      }
+    });
+    progress.ms = Math.round(performance.now() - batch.started);
+    this.count(progress);
+    const stoppedBy = moved.stoppedBy ?? deferredBy;
+    if (stoppedBy) this.report(stoppedBy);
+    return true;
+  }
+
+  /** A batch locked ahead whose turn did not come: rolled back, its rows pending as they were. */
+  private async abandon(batch: OpenBatch | undefined): Promise<void> {
+    if (!batch || !this.held.has(batch.client)) return;
+    try {
+      await batch.client.query('ROLLBACK');
+      this.giveBack(batch.client);
+    } catch (err) {
+      this.dropBatch(batch.client, err);
+    }
+  }
+
+  /** Closes a batch's connection, which rolls its transaction back: its rows stay pending. */
+  private dropBatch(client: PoolClient, err: unknown): void {
+    if (!this.held.delete(client)) return;
+    drop(client, err);
   }
 
   /**
@@ -285,26 +371,24 @@ export class Relay extends EventEmitter<RelayEvents> {
   }
 
   private giveBack(client: PoolClient): void {
-    this.held = undefined;
+    this.held.delete(client);
     client.off('error', ignore);
     client.release();
   }
 
-  private queue(name: string): Queue {
+  private queue(name: string): StoredJobAdder {
     if (this.closing) throw new ClosedError('the relay');
     let q = this.queues.get(name);
     if (!q) {
-      q = new Queue(name, { ...this.opts.queue, connection: this.conn.client });
+      q = new StoredJobAdder(name, this.opts.queue, this.conn);
       this.queues.set(name, q);
     }
     return q;
   }
 
-  /** Drops a Queue whose partition count went stale; the next batch opens it afresh. */
+  /** Drops a queue whose partition count went stale; the next batch opens it afresh. */
   private forget(name: string): void {
-    const q = this.queues.get(name);
     this.queues.delete(name);
-    void q?.close();
   }
 
   private count(p: RelayProgress): void {
@@ -363,20 +447,33 @@ export class Relay extends EventEmitter<RelayEvents> {
       }),
     ]);
     clearTimeout(timer);
-    const abandoned = this.held;
-    if (!finished && abandoned) {
-      // Abandoned: closing its connection rolls its transaction back; its rows stay pending.
-      this.held = undefined;
-      drop(abandoned, new ClosedError('the relay'));
+    const abandoned = [...this.held];
+    if (!finished) {
+      // Abandoned: closing their connections rolls their transactions back; their rows stay pending.
+      for (const client of abandoned) this.dropBatch(client, new ClosedError('the relay'));
+      for (const stop of this.givingUp) stop();
     }
-    await Promise.all([...this.queues.values()].map((q) => q.close()));
     this.queues.clear();
     await closeConnection(this.conn);
     // An abandoned batch ends now (its calls fail); a loop still waiting for a pool connection starts
     // nothing once it gets one, and is not waited for.
-    if (finished || abandoned) await this.loop;
+    if (finished || abandoned.length > 0) await this.loop;
     this.pool.off('error', ignore);
   }
+}
+
+/** A batch's open transaction and the rows it locked. */
+interface OpenBatch {
+  client: PoolClient;
+  rows: LockedRow[];
+  /** When its lock began (performance.now()): its progress `ms` runs from there to its commit. */
+  started: number;
+}
+
+/** `p`, with its rejection marked as handled: it is awaited (and its error seen) later, or not at all. */
+function quiet<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => {});
+  return p;
 }
 
 /**

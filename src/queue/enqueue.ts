@@ -5,14 +5,14 @@
  */
 import { DEFAULT_LEASE_MS, MAX_BULK } from '../defaults.js';
 import { CrossPartitionError, DurabilityError, ValidationError } from '../errors.js';
-import { type ResolvedAdd, resolveAddOptions } from '../options/job.js';
+import { checkOwnJobId, type ResolvedAdd, resolveAddOptions } from '../options/job.js';
 import { asConnectionError, untilClosed } from '../redis/in-flight.js';
 import type { AddedRow } from '../scripts/replies.js';
 import { callScript, scripts } from '../scripts/specs.js';
 import { encodeOptionTail, type ResolvedJobOptions } from '../store/job-record.js';
 import type { QueueKeys } from '../store/keys.js';
 import type { AddedJob, JobOptions } from '../types.js';
-import { checkKnownKeys, checkObject, toJson } from '../validate.js';
+import { checkKnownKeys, checkObject, storedJson, toJson } from '../validate.js';
 import type { QueueContext } from './context.js';
 import { linkCrossParents, readCrossParents } from './cross-queue.js';
 import type { Layout } from './partitions.js';
@@ -145,6 +145,60 @@ export async function addChildRows(
   return runAdd(ctx, layout, rows, parts);
 }
 
+/**
+ * A job stored checked and serialised (by the Postgres outbox's add, src/postgres/outbox-job.ts), as
+ * its relay reads it back: the id, the data as that JSON text, the options as stored (undefined when
+ * they held nothing but the id).
+ */
+export interface StoredJob {
+  id: string;
+  data: string;
+  opts: JobOptions | undefined;
+}
+
+/**
+ * addJobs for stored jobs: the same checks with the same errors (item i's options, then its data),
+ * the same routing and script calls, but the data is taken as the JSON text it was stored as
+ * (storedJson: checked again without a parse and a serialisation when it provably passes), and a job
+ * whose options are only its id takes the queue's resolved defaults as an add without options does.
+ */
+export async function addStoredJobs(ctx: QueueContext, items: readonly StoredJob[]): Promise<AddedJob[]> {
+  if (items.length > MAX_BULK) {
+    throw new ValidationError(`addBulk takes at most ${MAX_BULK} jobs per call, got ${items.length}`);
+  }
+  const count = { 'messaging.batch.message_count': items.length };
+  return ctx.options.tracing.produce(ctx.name, 'add', count, async (trace) => {
+    const rows = items.map((item, i) => storedRow(ctx, item, `item ${i} data`, trace));
+    const layout = await ctx.open();
+    await readCrossParents(ctx, rows);
+    const parts = rows.map((row) => route(layout, row));
+    return runAdd(ctx, layout, rows, parts);
+  });
+}
+
+function storedRow(ctx: QueueContext, item: StoredJob, what: string, trace: string): RoutedRow {
+  const max = ctx.options.maxPayloadBytes;
+  if (item.opts === undefined && trace === '') {
+    const row = Object.assign({}, plainRow(ctx));
+    row.id = checkOwnJobId(item.id);
+    row.data = storedJson(what, item.data, max);
+    return row;
+  }
+  // Not `??`: stored options may be JSON null (a row written by hand), refused as add refuses it.
+  const o = resolveAddOptions(item.opts === undefined ? { id: item.id } : item.opts, ctx.options.defaults);
+  return rowOf(o, '', trace, storedJson(what, item.data, max));
+}
+
+/** The row of an add without options (its data and id left empty), made once per queue defaults. */
+function plainRow(ctx: QueueContext): RoutedRow {
+  let plain = plainRows.get(ctx.options.defaults);
+  if (plain === undefined) {
+    plain = Object.freeze(rowOf(resolveAddOptions(undefined, ctx.options.defaults), '', '', ''));
+    plainRows.set(ctx.options.defaults, plain);
+  }
+  return plain;
+}
+
 export function toRow(
   ctx: QueueContext,
   data: unknown,
@@ -157,12 +211,7 @@ export function toRow(
   if (opts === undefined && batch === '' && trace === '') {
     // An add without options: the same row each time but for its data (the interactive path's usual
     // call, where resolving and encoding the defaults again showed in profiles).
-    let plain = plainRows.get(ctx.options.defaults);
-    if (plain === undefined) {
-      plain = Object.freeze(rowOf(resolveAddOptions(undefined, ctx.options.defaults), '', '', ''));
-      plainRows.set(ctx.options.defaults, plain);
-    }
-    const row = Object.assign({}, plain);
+    const row = Object.assign({}, plainRow(ctx));
     row.data = toJson(what, data, ctx.options.maxPayloadBytes);
     return row;
   }

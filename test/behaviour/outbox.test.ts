@@ -13,8 +13,14 @@ import {
   Queue,
   ValidationError,
 } from '../../src/index.js';
-import { createOutbox, type Outbox, type Relay, type RelayOptions } from '../../src/postgres/index.js';
-import { committed, rolledBack, uniqueTable, usePostgres } from '../helpers/outbox.js';
+import {
+  createOutbox,
+  type Outbox,
+  type Relay,
+  type RelayOptions,
+  type RelayProgress,
+} from '../../src/postgres/index.js';
+import { committed, newPool, rolledBack, uniqueTable, usePostgres } from '../helpers/outbox.js';
 import { closeAfterEach, uniqueName, useRedis, waitUntil } from '../helpers/setup.js';
 
 const fx = useRedis();
@@ -420,6 +426,93 @@ describe('outbox relays', () => {
     expect(await outbox.counts()).toEqual({ pending: 0, failed: 0 });
   });
 
+  it("a job stored without options gets the relay's defaults, as queue.add with only an id gives them", async () => {
+    const outbox = await newOutbox();
+    const name = uniqueName('defaults');
+    const defaults = {
+      priority: 3,
+      maxAttempts: 4,
+      leaseMs: 7_000,
+      backoff: { type: 'fixed' as const, delayMs: 90 },
+    };
+    const { id } = await committed(db.pool, (client) => outbox.add(client, name, { n: 1 }));
+    const relay = startRelay(outbox, { defaults });
+    await waitUntil(() => relay.stats().relayed === 1, 'the job relayed');
+    const direct = new Queue(name, { connection: fx.url, defaults });
+    open.push(direct);
+    await direct.add({ n: 1 }, { id: 'direct' });
+
+    const [relayed, added] = [await direct.getJob(id), await direct.getJob('direct')];
+    expect(relayed).toMatchObject({ priority: 3, maxAttempts: 4, leaseMs: 7_000 });
+    const { id: _a, createdAt: _b, runAt: _c, ...fromRelay } = relayed!;
+    const { id: _d, createdAt: _e, runAt: _f, ...fromAdd } = added!;
+    expect(fromRelay).toEqual(fromAdd); // all but the id and the times
+  });
+
+  it('a row left pending ends the run: the batch locked after it is rolled back, its rows not moved first', async () => {
+    const outbox = await newOutbox();
+    const name = uniqueName('stop');
+    const q = queue(name);
+    await committed(db.pool, async (client) => {
+      await outbox.add(client, name, { n: 1 }, { id: 'a' });
+      // Its parent is nowhere (yet): Redis refuses it, and the row stays pending for another try.
+      await outbox.add(client, name, { n: 2 }, { id: 'b', dependsOn: ['ghost'] });
+      await outbox.add(client, name, { n: 3 }, { id: 'c' });
+      await outbox.add(client, name, { n: 4 }, { id: 'd' });
+    });
+    // Batches of 2: [a, b] moves while [c, d] is locked ahead of it.
+    const relay = startRelay(outbox, { batch: 2 });
+    relay.on('error', () => {});
+    const first = await new Promise<RelayProgress>((resolve) => relay.once('progress', resolve));
+    await relay.close();
+
+    expect(first).toMatchObject({ relayed: 1, deferred: 1 });
+    expect(await q.getJob('a')).toMatchObject({ state: 'waiting' });
+    expect(await q.getJob('c')).toBeNull();
+    expect(await q.getJob('d')).toBeNull();
+    const pending = await outbox.pending();
+    expect(pending.map((p) => [p.id, p.attempts])).toEqual([
+      ['b', 1],
+      ['c', 0],
+      ['d', 0],
+    ]);
+    expect(relay.stats()).toMatchObject({ batches: 1, relayed: 1, deferred: 1 });
+  });
+
+  it('rows written by hand are checked as queue.add checks them, though the relay takes stored JSON as it is', async () => {
+    const outbox = await newOutbox({ maxPayloadBytes: 200 });
+    const name = uniqueName('by-hand');
+    const q = queue(name);
+    const rows: [string, string, string][] = [
+      ['spaced', '{ "a" : [1, 2.50, "x"] }', '{"id":"spaced"}'],
+      ['minus-zero', '{"z": -0.0}', '{"id":"minus-zero"}'],
+      ['huge', '{"n": 1e999}', '{"id":"huge"}'],
+      ['deep', `${'['.repeat(102)}1${']'.repeat(102)}`, '{"id":"deep"}'],
+      ['big', JSON.stringify('x'.repeat(300)), '{"id":"big"}'],
+      ['schedule:x', '{}', '{"id":"schedule:x"}'],
+    ];
+    for (const [id, data, opts] of rows) {
+      await db.pool.query(
+        `INSERT INTO "${outbox.table}" (queue, job_id, data, opts) VALUES ($1, $2, $3, $4)`,
+        [name, id, data, opts],
+      );
+    }
+    const relay = startRelay(outbox);
+
+    await waitUntil(() => relay.stats().relayed + relay.stats().failed === rows.length, 'every row handled');
+    expect(await q.getJob('spaced')).toMatchObject({ data: { a: [1, 2.5, 'x'] } });
+    const zero = (await q.getJob('minus-zero'))?.data as { z: number };
+    expect(Object.is(zero.z, 0)).toBe(true);
+    const failed = await outbox.failed();
+    expect(failed.map((f) => [f.id, f.error?.code])).toEqual([
+      ['huge', 'ERR_NOT_SERIALIZABLE'],
+      ['deep', 'ERR_NOT_SERIALIZABLE'],
+      ['big', 'ERR_PAYLOAD_TOO_LARGE'],
+      ['schedule:x', 'ERR_INVALID_JOB_ID'],
+    ]);
+    expect(failed[0]!.error!.message).toBe('item 0 data.n is Infinity, which JSON cannot hold');
+  });
+
   it('while Redis is full the rows stay pending with the error, and move once it has memory', async () => {
     const outbox = await newOutbox();
     const name = uniqueName('full');
@@ -505,6 +598,34 @@ describe('outbox relays', () => {
       expect((await q.getJobs('waiting', { limit: 100 })).map((j) => j.id)).toEqual(ids.map((r) => r.id));
     } finally {
       await proxy.close();
+    }
+  });
+
+  it('a relay whose pool has two connections (LISTEN and one more) still drains full batches, in order', async () => {
+    const pool = newPool(db.server.url, 2);
+    try {
+      const outbox = createOutbox({ pool, table: uniqueTable() });
+      await outbox.migrate();
+      const name = uniqueName('small-pool');
+      const ids = await committed(pool, async (client) =>
+        (
+          await outbox.addBulk(
+            client,
+            name,
+            Array.from({ length: 23 }, (_, i) => ({ data: { i } })),
+          )
+        ).map((j) => j.id),
+      );
+      // Each full batch locks the next one ahead: with no third connection, that waits for the
+      // batch before it to commit and give its connection back.
+      const relay = startRelay(outbox, { batch: 5 });
+      await waitUntil(() => relay.stats().relayed === 23, 'every job relayed');
+      const waiting = await queue(name).getJobs('waiting', { limit: 100 });
+      expect(waiting.map((j) => j.id)).toEqual(ids);
+      expect(relay.stats()).toMatchObject({ batches: 5, errors: 0 });
+      await relay.close();
+    } finally {
+      await pool.end();
     }
   });
 

@@ -84,17 +84,19 @@ describe('outbox across crashes', () => {
     const messages: { progress?: object; error?: string }[] = [];
     child.on('message', (m: (typeof messages)[number]) => messages.push(m));
     await waitUntil(() => messages.some((m) => m.progress), 'the child relay at work', 20_000);
-    // Freeze the relay until it is caught inside a batch, between its Redis add and its commit: its
-    // transaction's last statement is the lock (so no COMMIT can be on its way) and Redis holds jobs
+    // Freeze the relay until it is caught inside a batch, between its Redis add and its commit: each
+    // of its transactions has the lock as its last statement and none has a statement running (so no
+    // COMMIT can be on its way; it overlaps full batches, so two may be open), and Redis holds jobs
     // whose rows are still in the outbox (the outbox counts them until that transaction commits).
-    const inRedisPhase = async () =>
-      (
-        await db.pool.query(
-          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1
-           AND state = 'idle in transaction' AND query LIKE '%FOR UPDATE SKIP LOCKED%'`,
-          [CHILD_NAME],
-        )
-      ).rows[0].n === 1;
+    const inRedisPhase = async () => {
+      const { rows } = await db.pool.query(
+        `SELECT count(*) FILTER (WHERE locked)::int AS locked, count(*) FILTER (WHERE NOT locked)::int AS busy
+         FROM (SELECT state = 'idle in transaction' AND query LIKE '%FOR UPDATE SKIP LOCKED%' AS locked
+               FROM pg_stat_activity WHERE application_name = $1 AND state <> 'idle') AS a`,
+        [CHILD_NAME],
+      );
+      return rows[0].locked >= 1 && rows[0].busy === 0;
+    };
     let caught = false;
     const deadline = Date.now() + 20_000;
     while (!caught) {
