@@ -377,8 +377,12 @@ export async function runWorkflowsBench(
 }
 
 const fixed = (v: number, digits: number) => (Number.isFinite(v) ? v.toFixed(digits) : '–');
-const times = (v: number, base: number) =>
-  Number.isFinite(v) && base > 0 ? ` (${(v / base).toFixed(2)}x)` : '';
+/** A ratio to the plain job: two decimals, or two significant digits below 0.1x (0.0042x, not 0.00x). */
+const times = (v: number, base: number) => {
+  if (!Number.isFinite(v) || !(base > 0)) return '';
+  const r = v / base;
+  return ` (${r < 0.1 ? r.toPrecision(2) : r.toFixed(2)}x)`;
+};
 
 /**
  * The table: each figure per root, with its ratio to a plain job; "extra" is what a root costs over
