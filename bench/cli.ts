@@ -29,7 +29,7 @@ export interface ScaleOptions {
 }
 
 /** Stages run after the scenarios, each with a table of its own (see run.ts). */
-const STAGES = ['cluster', 'groups', 'sandbox', 'telemetry', 'outbox', 'scale'] as const;
+const STAGES = ['cluster', 'groups', 'sandbox', 'telemetry', 'workflows', 'outbox', 'scale'] as const;
 /** Stages a plain `npm run bench` leaves out (they take minutes): run them with --only. */
 const OPT_IN_STAGES: readonly string[] = ['scale'];
 
@@ -44,6 +44,8 @@ export const USAGE = `Usage: npm run bench -- [options]
                         groups: Surety against GroupMQ, 1, 100 and 10 000/100 000 groups;
                         sandbox: function vs thread vs process processors, Surety and BullMQ;
                         telemetry: Surety alone, OpenTelemetry off / API without SDK / SDK;
+                        workflows: Surety alone, a signal park/resume and a parent with 1 / 10
+                        children (same queue, other queue) beside a plain job: cost and latency;
                         outbox: Surety alone, the Postgres outbox on a private PostgreSQL: relay
                         against addBulk, commit -> Redis latency, outbox.add's cost in a transaction;
                         scale: enqueue, drain, Redis CPU and memory per job at growing backlogs,

@@ -30,6 +30,7 @@ import { SCENARIOS } from './scenarios/index.js';
 import { renderSvg } from './svg.js';
 import { renderTelemetryTable, runTelemetryBench } from './telemetry.js';
 import { WorkerProcess } from './worker-process.js';
+import { renderWorkflowsTable, runWorkflowsBench } from './workflows.js';
 
 /** Safety net over every scenario run (each wait inside has its own, shorter deadline). */
 const SCENARIO_TIMEOUT_MS = 10 * 60_000;
@@ -191,6 +192,27 @@ async function main(opts: BenchOptions): Promise<void> {
     writeFileSync(
       `${RESULTS_DIR}${started.toISOString().slice(0, 10)}-telemetry${opts.quick ? '-quick' : ''}.json`,
       `${JSON.stringify({ startedAt: started.toISOString(), n: opts.sizes.n, runs: opts.runs, rows }, null, 2)}\n`,
+    );
+  }
+  if (opts.only.includes('workflows') && opts.libs.includes('surety')) {
+    const latencyFlows = opts.sizes.latencyJobs;
+    log(
+      `\nworkflows: plain job vs signal park/resume vs parent with 1 / 10 children, about N=${opts.sizes.n} jobs per shape, latency over ${latencyFlows} flows one at a time`,
+    );
+    const rows = await runWorkflowsBench(
+      redis.url,
+      admin,
+      { n: opts.sizes.n, latencyFlows, runs: opts.runs },
+      log,
+    );
+    table = `${table}\n\nWorkflows (bench/workflows.ts), about N=${opts.sizes.n} jobs per shape, worker concurrency 50, medians of ${opts.runs} run(s); (x) = versus a plain job, extra = over its jobs run plain; latency: plain add -> start, signal sent / last child completed -> running again, ${latencyFlows} flows one at a time per run:\n${renderWorkflowsTable(rows)}`;
+    if (opts.json)
+      for (const row of rows)
+        process.stdout.write(`${JSON.stringify({ stage: 'workflows', lib: 'surety', ...row })}\n`);
+    mkdirSync(RESULTS_DIR, { recursive: true });
+    writeFileSync(
+      `${RESULTS_DIR}${started.toISOString().slice(0, 10)}-workflows${opts.quick ? '-quick' : ''}.json`,
+      `${JSON.stringify({ startedAt: started.toISOString(), commit: gitDescribe(), n: opts.sizes.n, latencyFlows, runs: opts.runs, loadavgStart: loadStart.map((l) => l.toFixed(2)).join(' '), rows }, null, 2)}\n`,
     );
   }
   const noPostgres = opts.only.includes('outbox') ? outboxUnavailable() : undefined;
