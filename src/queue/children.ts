@@ -19,36 +19,60 @@ import { type QueueKeys, tagKeys } from '../store/keys.js';
  */
 export const TOMBSTONE_MS = 3_600_000;
 
+/**
+ * Outbox entries this process is delivering now, per client: every ack batch that ended a child
+ * forwards, and without this the forwards of batches acked together delivered the same ends again
+ * (harmless, child-ended.lua counts once, but each a script call). Another process may still deliver
+ * one twice.
+ */
+const delivering = new WeakMap<RedisClient, Set<string>>();
+
 /** Delivers up to `limit` ends at a time from the `wnotify` outbox of `keys`; returns how many. */
 export async function forwardChildEnds(
   client: RedisClient,
   keys: QueueKeys,
   limit = SCRIPT_BATCH_LIMIT,
 ): Promise<number> {
+  let busy = delivering.get(client);
+  if (!busy) {
+    busy = new Set();
+    delivering.set(client, busy);
+  }
   let total = 0;
   for (;;) {
-    const members = await untilClosed(client, client.zrange(keys.wnotify, 0, limit - 1));
+    const listed = await untilClosed(client, client.zrange(keys.wnotify, 0, limit - 1));
+    const members = listed.filter((m) => !busy.has(m));
+    // What is left is being delivered by another call of this process.
     if (members.length === 0) return total;
-    await Promise.all(
-      members.map((m) => {
-        // `parent tag \t parent id \t child queue \t child id \t outcome \t result` (ids hold no tab).
-        const [tag, parent, childQueue, child, outcome, ...result] = m.split('\t') as string[];
-        const k = tagKeys(tag!);
-        return callScript(client, scripts.childEnded, k, {
-          now: '',
-          wakeChannel: k.wakeChannel,
-          parent: parent!,
-          childQueue: childQueue!,
-          child: child!,
-          outcome: outcome!,
-          result: result.join('\t'),
-        });
-      }),
-    );
-    await untilClosed(client, client.zrem(keys.wnotify, ...members));
+    for (const m of members) busy.add(m);
+    try {
+      await deliver(client, members);
+      await untilClosed(client, client.zrem(keys.wnotify, ...members));
+    } finally {
+      for (const m of members) busy.delete(m);
+    }
     total += members.length;
-    if (members.length < limit) return total;
+    if (listed.length < limit) return total;
   }
+}
+
+async function deliver(client: RedisClient, members: string[]): Promise<void> {
+  await Promise.all(
+    members.map((m) => {
+      // `parent tag \t parent id \t child queue \t child id \t outcome \t result` (ids hold no tab).
+      const [tag, parent, childQueue, child, outcome, ...result] = m.split('\t') as string[];
+      const k = tagKeys(tag!);
+      return callScript(client, scripts.childEnded, k, {
+        now: '',
+        wakeChannel: k.wakeChannel,
+        parent: parent!,
+        childQueue: childQueue!,
+        child: child!,
+        outcome: outcome!,
+        result: result.join('\t'),
+      });
+    }),
+  );
 }
 
 /** Deletes the tombstones of children that ended more than TOMBSTONE_MS ago (part of the recovery pass). */

@@ -28,8 +28,12 @@ import { checkCallOptions, checkJobId, checkObject, checkQueueName, show } from 
 
 /** Step names of the n-th addChildren call of a run. */
 export const CHILDREN_STEP = '~children:';
-/** The most children one job may have, over all its addChildren calls. */
-export const MAX_CHILDREN = 10_000;
+/**
+ * The most children one job may have, over all its addChildren calls. Their refs and their ends are
+ * kept in one annex string each (rewritten and searched as each child ends), so the work of a
+ * parent's children grows with the square of their number: bounded here.
+ */
+export const MAX_CHILDREN = 1_000;
 
 /** The Queues a worker adds children through, one per queue, on the worker's own connection. */
 export class ChildQueues {

@@ -305,7 +305,7 @@ export class Job<Data = unknown> {
    * `{ queue, id }`. Idempotent across runs: the n-th call of a run adds the children the n-th call of
    * the first run planned (same ids), once; keep the calls the same from run to run. A child's end
    * reaches this job (job.waitForChildren), whatever the queue or server slot. Fenced: a run that lost
-   * its lease adds nothing (LeaseExpiredError). At most 10 000 children per job.
+   * its lease adds nothing (LeaseExpiredError). At most 1 000 children per job.
    */
   addChildren<D = unknown>(children: ChildJob<D>[]): Promise<ChildRef[]> {
     return addChildren(this.childrenParent(), this.childCalls++, children);

@@ -278,6 +278,29 @@ describe('job.addChildren and job.waitForChildren', () => {
     expect(String(errors[0])).toMatch(/is a child of another job already/);
   });
 
+  it('takes 1 000 children, the most a job may have, and refuses one more', async () => {
+    const q = queue();
+    const errors: unknown[] = [];
+    worker(
+      q.name,
+      async (job) => {
+        if (job.data !== 'root') return job.data;
+        await job.addChildren(Array.from({ length: 999 }, (_, i) => ({ data: i })));
+        await job.addChildren([{ data: 999 }]);
+        await job.addChildren([{ data: 1_000 }]).catch((e) => errors.push(e));
+        const results = await job.waitForChildren<number>();
+        return Object.values(results).reduce((a, b) => a + b, 0);
+      },
+      { concurrency: 50 },
+    );
+    const { id } = await q.add('root');
+    expect(await q.waitFor(id, { timeoutMs: 60_000 })).toBe((999 * 1_000) / 2);
+    // Refused in each of its two runs (the one that parks, the one that resumes): nothing planned.
+    expect(errors).toHaveLength(2);
+    for (const e of errors) expect(String(e)).toMatch(/at most 1000 children per job/);
+    expect((await q.getJob(id))!.children).toHaveLength(1_000);
+  }, 60_000);
+
   it('refuses bad children before anything is planned', async () => {
     const q = queue();
     const errors: unknown[] = [];
