@@ -12,6 +12,7 @@
  */
 import type { SignalResult } from '../src/index.js';
 import type { SignalWait, WaitOutcome } from './behaviour.js';
+import type { LogLine } from './exec-log.js';
 
 /** A kind a job as Redis left it (absent when retention deleted it). */
 export interface SignalJobView {
@@ -37,20 +38,7 @@ export interface SignalAddView {
 }
 
 /** A 'k' line: wait `n` of a run ended (exec-log.ts). */
-export interface WaitLine {
-  id: string;
-  s: number;
-  a: number;
-  z: number;
-  pid: number;
-  n: number;
-  name: string;
-  from: number;
-  at: number;
-  o: 'taken' | 'timeout' | 'parked' | 'fail';
-  sid?: number;
-  code?: string;
-}
+export type WaitLine = Omit<Extract<LogLine, { t: 'k' }>, 't'>;
 
 /** A send as the verdicts read it (signaller.ts SendRecord). */
 export interface SendView {
