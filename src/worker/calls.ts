@@ -261,6 +261,11 @@ export class WorkerCalls {
     });
   }
 
+  /** job.addChildren's replay: the children's ends the job recorded (a read, not fenced). */
+  async childEnds(job: Job<unknown>): Promise<string> {
+    return (await this.client.hget(this.keys.annex, annexField(job.id, 'childEnds'))) ?? '';
+  }
+
   /** job.waitForSignal: takes a pending signal, times the wait out, or parks the job (fenced). */
   waitSignal(job: Job<unknown>, name: string, n: number, timeoutMs: number): Promise<WaitSignalAnswer> {
     return callScript(this.client, scripts.waitSignal, this.keys, {

@@ -67,6 +67,8 @@ export interface ChildrenStore {
   /** add-children.lua: 1 stored, 0 lease lost, -1 steps over their bound, -2 too many children. */
   plan(step: string, valueJson: string, children: string): Promise<number>;
   wait(): Promise<WaitChildrenAnswer>;
+  /** The children's ends the job has recorded (annex `\x01k`, '' when none). */
+  ends(): Promise<string>;
 }
 
 /** What the two calls need of the parent job. */
@@ -102,6 +104,21 @@ function checkChildren(items: unknown): ChildJob[] {
   });
 }
 
+/**
+ * The children whose end a parent has recorded (its `\x01k` lines, `queue \t id \t outcome \t
+ * result`), as `queue \t id` refs: a replayed call does not add them again. Their tombstones in
+ * `waiters` would stop add.lua from creating them again, but only for an hour (purge-waiters.lua),
+ * and retention may have deleted the children: past that, an add would create a child that ran.
+ */
+export function endedRefs(ends: string): Set<string> {
+  const refs = new Set<string>();
+  for (const line of ends.split('\n')) {
+    const [queue, id] = line.split('\t');
+    if (line !== '' && id !== undefined) refs.add(`${queue}\t${id}`);
+  }
+  return refs;
+}
+
 export async function addChildren(p: ChildrenParent, n: number, items: unknown): Promise<ChildRef[]> {
   const list = checkChildren(items);
   const store = p.children;
@@ -115,6 +132,8 @@ export async function addChildren(p: ChildrenParent, n: number, items: unknown):
   const step = `${CHILDREN_STEP}${n}`;
   const found = await p.readStep(step);
   let refs: ChildRef[];
+  // A replay leaves out the children whose end the job recorded (endedRefs).
+  let ended = new Set<string>();
   if (found.found) {
     const planned = found.value as Planned;
     if (planned.added) return planned.refs;
@@ -123,6 +142,7 @@ export async function addChildren(p: ChildrenParent, n: number, items: unknown):
         `job ${p.id}: addChildren call ${n} names ${list.length} children, but an earlier run of it planned ${planned.refs.length}; keep the calls the same from run to run`,
       );
     refs = planned.refs;
+    ended = endedRefs(await store.ends());
   } else {
     refs = list.map((c) => ({ queue: queueOf(c), id: c.opts?.id ?? randomUUID() }));
     const seen = new Set<string>();
@@ -145,6 +165,7 @@ export async function addChildren(p: ChildrenParent, n: number, items: unknown):
   }
   const byQueue = new Map<string, number[]>();
   refs.forEach((r, i) => {
+    if (ended.has(`${r.queue}\t${r.id}`)) return;
     byQueue.set(r.queue, [...(byQueue.get(r.queue) ?? []), i]);
   });
   for (const [queue, indexes] of byQueue) {

@@ -25,6 +25,8 @@ export interface JobStore {
   planChildren(job: Job<unknown>, step: string, valueJson: string, children: string): Promise<number>;
   /** Answers the children's ends, or parks the job until they come (wait-children.lua). */
   waitChildren(job: Job<unknown>): Promise<WaitChildrenAnswer>;
+  /** The children's ends the job recorded (annex `\x01k`, '' when none), for a replayed addChildren. */
+  childEnds(job: Job<unknown>): Promise<string>;
 }
 
 /**
@@ -340,6 +342,7 @@ export class Job<Data = unknown> {
               queues: childQueues,
               plan: (step, value, lines) => store.planChildren(job, step, value, lines),
               wait: () => store.waitChildren(job),
+              ends: () => store.childEnds(job),
             }
           : undefined,
       parked: (err) => attempt.onParked?.(err),
