@@ -59,13 +59,15 @@ export async function forwardChildEnds(
 async function deliver(client: RedisClient, members: string[]): Promise<void> {
   await Promise.all(
     members.map((m) => {
-      // `parent tag \t parent id \t child queue \t child id \t outcome \t result` (ids hold no tab).
-      const [tag, parent, childQueue, child, outcome, ...result] = m.split('\t') as string[];
+      // `parent tag \t parent id \t parent createdAt \t child queue \t child id \t outcome \t result`
+      // (ids hold no tab).
+      const [tag, parent, created, childQueue, child, outcome, ...result] = m.split('\t') as string[];
       const k = tagKeys(tag!);
       return callScript(client, scripts.childEnded, k, {
         now: '',
         wakeChannel: k.wakeChannel,
         parent: parent!,
+        parentCreated: created!,
         childQueue: childQueue!,
         child: child!,
         outcome: outcome!,

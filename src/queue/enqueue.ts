@@ -129,6 +129,22 @@ export function childRows(
 }
 
 /**
+ * Runs add.lua's checks for children's rows (ids set) without writing: a child of another parent
+ * (SURETY_CHILD_TAKEN), an unknown parent, a stale layout are refused before the parent plans them.
+ */
+export async function checkChildRows(ctx: QueueContext, rows: RoutedRow[], waiter: string): Promise<void> {
+  const layout = await ctx.open();
+  const checked = rows.map((row) => ({ ...row, data: '', waiter }));
+  await readCrossParents(ctx, checked);
+  const groups = new Map<number, AddRow[]>();
+  for (const row of checked) {
+    const p = route(layout, row);
+    groups.set(p, [...(groups.get(p) ?? []), row]);
+  }
+  await Promise.all([...groups].map(([p, group]) => addScript(ctx, layout, p, group, true)));
+}
+
+/**
  * Adds children's rows (childRows, ids set) on addBulk's path, each carrying its parent (`waiter`:
  * `parent tag \t parent id \t parent queue \t parent createdAt \t this queue`), which add.lua keeps with the job so its end reaches
  * the parent.

@@ -12,12 +12,13 @@
 -- ARGV[1] now             epoch ms, '' = Redis TIME
 -- ARGV[2] wakeChannel     shard channel for idle workers
 -- ARGV[3] parent          the parent's id
--- ARGV[4] childQueue      the child's queue
--- ARGV[5] child           the child's id
--- ARGV[6] outcome         'c' completed, 'x' dead (or removed)
--- ARGV[7] result          the child's result (JSON, '' = undefined or none)
+-- ARGV[4] parentCreated   the parent's creation time as the child knew it (another job of that id takes nothing)
+-- ARGV[5] childQueue      the child's queue
+-- ARGV[6] child           the child's id
+-- ARGV[7] outcome         'c' completed, 'x' dead (or removed)
+-- ARGV[8] result          the child's result (JSON, '' = undefined or none)
 -- Returns: 'released' (the parent waits to run again), 'counted', or 'none'
 -- @include current_time
 -- @include child_ended
 
-return child_ended(queue_keys, arg_parent, arg_child_queue, arg_child, arg_outcome, arg_result, current_time(arg_now))
+return child_ended(queue_keys, arg_parent, arg_parent_created, arg_child_queue, arg_child, arg_outcome, arg_result, current_time(arg_now))

@@ -305,7 +305,7 @@ export const scripts = {
   childEnded: define(
     'child-ended',
     ['jobs', 'annex', 'waiting', 'prio', 'seq', 'delayed', 'deps'],
-    ['now', 'wakeChannel', 'parent', 'childQueue', 'child', 'outcome', 'result'],
+    ['now', 'wakeChannel', 'parent', 'parentCreated', 'childQueue', 'child', 'outcome', 'result'],
     [],
     String,
   ),

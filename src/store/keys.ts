@@ -156,7 +156,7 @@ export interface QueueKeys {
   readonly wended: string;
   /**
    * ZSET, the outbox of children's ends for parents in other hash tags: member `parent tag \t parent
-   * id \t child queue \t child id \t outcome \t result json`, score = when the child ended. Delivered by
+   * id \t parent createdAt \t child queue \t child id \t outcome \t result json`, score = when the child ended. Delivered by
    * src/queue/children.ts (child-ended.lua in the parent's queue), then removed.
    */
   readonly wnotify: string;

@@ -19,7 +19,7 @@ import {
   ValidationError,
 } from '../errors.js';
 import { forwardChildEnds } from '../queue/children.js';
-import { addChildRows, childRows } from '../queue/enqueue.js';
+import { addChildRows, checkChildRows, childRows } from '../queue/enqueue.js';
 import { contextOf, Queue } from '../queue/queue.js';
 import type { WaitChildrenAnswer } from '../scripts/replies.js';
 import type { RedisClient } from '../scripts/specs.js';
@@ -152,6 +152,13 @@ export async function addChildren(p: ChildrenParent, n: number, items: unknown):
         throw new ValidationError(`job ${p.id}: addChildren names child ${r.queue}/${r.id} twice`);
       seen.add(key);
     }
+    // add.lua's checks first (a child of another parent is refused): nothing is planned that cannot
+    // be added.
+    for (const [queue, indexes] of groupByQueue(refs, ended)) {
+      const ctx = contextOf(store.queues.of(queue) as Queue<unknown, unknown>);
+      const queueRows = indexes.map((i) => Object.assign(rows[i]!, { id: refs[i]!.id }));
+      await checkChildRows(ctx, queueRows, waiterOf(store, p, queue));
+    }
     const lines = refs.map(
       (r, i) => `${r.queue}\t${r.id}\t${list[i]!.opts?.ignoreDependencyFailure ? 'i' : 's'}`,
     );
@@ -163,16 +170,10 @@ export async function addChildren(p: ChildrenParent, n: number, items: unknown):
         `job ${p.id}: at most ${MAX_CHILDREN} children per job; these were not added`,
       );
   }
-  const byQueue = new Map<string, number[]>();
-  refs.forEach((r, i) => {
-    if (ended.has(`${r.queue}\t${r.id}`)) return;
-    byQueue.set(r.queue, [...(byQueue.get(r.queue) ?? []), i]);
-  });
-  for (const [queue, indexes] of byQueue) {
-    const q = store.queues.of(queue);
-    const ctx = contextOf(q as Queue<unknown, unknown>);
+  for (const [queue, indexes] of groupByQueue(refs, ended)) {
+    const ctx = contextOf(store.queues.of(queue) as Queue<unknown, unknown>);
     const queueRows = indexes.map((i) => Object.assign(rows[i]!, { id: refs[i]!.id }));
-    await addChildRows(ctx, queueRows, `${store.tag}\t${p.id}\t${p.queueName}\t${p.createdAt}\t${queue}`);
+    await addChildRows(ctx, queueRows, waiterOf(store, p, queue));
     // A child added dead at once (a dead parent of its own) or one that had ended already: its end
     // went to the outbox; deliver it now rather than at the next recovery pass.
     const layout = await ctx.open();
@@ -180,6 +181,21 @@ export async function addChildren(p: ChildrenParent, n: number, items: unknown):
   }
   await p.writeStep(step, { refs, added: true } satisfies Planned);
   return refs;
+}
+
+/** The indexes of `refs` per child queue, leaving out those in `ended`. */
+function groupByQueue(refs: readonly ChildRef[], ended: ReadonlySet<string>): Map<string, number[]> {
+  const byQueue = new Map<string, number[]>();
+  refs.forEach((r, i) => {
+    if (ended.has(`${r.queue}\t${r.id}`)) return;
+    byQueue.set(r.queue, [...(byQueue.get(r.queue) ?? []), i]);
+  });
+  return byQueue;
+}
+
+/** What a child of `p` in `queue` carries: `parent tag \t parent id \t parent queue \t createdAt \t queue`. */
+function waiterOf(store: ChildrenStore, p: ChildrenParent, queue: string): string {
+  return `${store.tag}\t${p.id}\t${p.queueName}\t${p.createdAt}\t${queue}`;
 }
 
 /** The children's results by id (`queue:id` for a child of another queue), or why the wait cannot end. */

@@ -86,11 +86,13 @@ describe('job.addChildren and job.waitForChildren', () => {
     const kids = queue();
     worker(kids.name, (job) => ({ got: job.data }), { retention: { completed: { maxCount: 0 } } });
     worker(q.name, async (job) => {
-      await job.addChildren([
+      const kids2 = await job.addChildren([
         { queue: kids.name, data: 1 },
         { queue: kids.name, data: 2 },
       ]);
-      return Object.values(await job.waitForChildren());
+      const results = await job.waitForChildren();
+      // In the order added (the results object is in the order the ends arrived).
+      return kids2.map((k) => results[`${kids.name}:${k.id}`]);
     });
     const { id } = await q.add({});
     expect(await q.waitFor(id, { timeoutMs: 10_000 })).toEqual([{ got: 1 }, { got: 2 }]);
@@ -105,7 +107,7 @@ describe('job.addChildren and job.waitForChildren', () => {
       return 'ok';
     });
     worker(q.name, async (job) => {
-      await job.addChildren([
+      const added = await job.addChildren([
         {
           queue: kids.name,
           data: 'bad',
@@ -113,7 +115,8 @@ describe('job.addChildren and job.waitForChildren', () => {
         },
         { queue: kids.name, data: 'good' },
       ]);
-      return Object.values(await job.waitForChildren()).map((r) => r ?? null);
+      const results = await job.waitForChildren();
+      return added.map((k) => results[`${kids.name}:${k.id}`] ?? null);
     });
     const strict = await q.add('strict', { maxAttempts: 5 });
     const lenient = await q.add('lenient');

@@ -63,18 +63,18 @@ local function notify_waiters(k, now, ids, outcome, results)
   for from = 1, #ids, 1000 do
     local lines = redis.call('HMGET', waiters, unpack(ids, from, math.min(from + 999, #ids)))
     for i = 1, #lines do
-      local ptag, pid, cqueue, done =
-        string.match(lines[i] or '', '^([^\t]*)\t([^\t]*)\t[^\t]*\t[^\t]*\t([^\t]*)(.*)$')
+      local ptag, pid, created, cqueue, done =
+        string.match(lines[i] or '', '^([^\t]*)\t([^\t]*)\t[^\t]*\t([^\t]*)\t([^\t]*)(.*)$')
       if ptag and done == '' then
         local cid = ids[from + i - 1]
         local result = results and results[from + i - 1] or ''
         redis.call('HSET', waiters, cid, lines[i] .. '\t' .. outcome)
         redis.call('ZADD', base .. 'wended', now, cid)
         if ptag == tag then
-          child_ended(k, pid, cqueue, cid, outcome, result, now)
+          child_ended(k, pid, created, cqueue, cid, outcome, result, now)
         else
-          redis.call('ZADD', base .. 'wnotify', now,
-            ptag .. '\t' .. pid .. '\t' .. cqueue .. '\t' .. cid .. '\t' .. outcome .. '\t' .. result)
+          redis.call('ZADD', base .. 'wnotify', now, ptag .. '\t' .. pid .. '\t' .. created .. '\t' .. cqueue
+            .. '\t' .. cid .. '\t' .. outcome .. '\t' .. result)
           queued = queued + 1
         end
       end

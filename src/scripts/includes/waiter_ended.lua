@@ -7,7 +7,7 @@
 local function waiter_ended(waiters_key, cid, line, outcome, result, now)
   redis.call('HSET', waiters_key, cid, line .. '\t' .. outcome)
   redis.call('ZADD', tag_key(waiters_key, 'wended'), now, cid)
-  local ptag, pid, cqueue = string.match(line, '^([^\t]*)\t([^\t]*)\t[^\t]*\t[^\t]*\t(.*)$')
-  redis.call('ZADD', tag_key(waiters_key, 'wnotify'), now,
-    ptag .. '\t' .. pid .. '\t' .. cqueue .. '\t' .. cid .. '\t' .. outcome .. '\t' .. result)
+  local ptag, pid, created, cqueue = string.match(line, '^([^\t]*)\t([^\t]*)\t[^\t]*\t([^\t]*)\t(.*)$')
+  redis.call('ZADD', tag_key(waiters_key, 'wnotify'), now, ptag .. '\t' .. pid .. '\t' .. created .. '\t' .. cqueue
+    .. '\t' .. cid .. '\t' .. outcome .. '\t' .. result)
 end
