@@ -2,10 +2,12 @@
  * What one attempt of a chaos job does, shared by the function processor of chaos/worker-child.ts and
  * the sandboxed module chaos/sandbox-processor.ts, so both act out the same plan (behaviour.ts) and log
  * the same lines: a 'b' line first thing, a 'p' line when a durable step's body runs and a 'q' line
- * when job.step returns after running it, a 'k' line when a job.waitForSignal ends (kind a), and an 'x'
- * line with the outcome before returning or throwing.
+ * when job.step returns after running it, a 'k' line when a job.waitForSignal ends (kind a), a 'y'
+ * line when a job.addChildren or job.waitForChildren ends (kind p), and an 'x' line with the outcome
+ * before returning or throwing.
  */
 import { SnoozeError, UnrecoverableError } from '../src/index.js';
+import type { ChildJob } from '../src/types.js';
 import {
   type ChaosResult,
   type ExecutionOutcome,
@@ -21,6 +23,8 @@ import {
   type WaitOutcome,
 } from './behaviour.js';
 import type { ExecLogWriter } from './exec-log.js';
+import { childJobs } from './flow-plan.js';
+import { deadChildNamed } from './flows-verdict.js';
 
 /** The part of a Job (or of a sandbox's job object) an attempt uses. */
 export interface ChaosJob {
@@ -37,6 +41,8 @@ export interface ChaosJob {
   updateData(data: JobData): Promise<void>;
   log(line: string): Promise<unknown>;
   waitForSignal<T = unknown>(name: string, opts?: { timeoutMs?: number }): Promise<T>;
+  addChildren(children: ChildJob[]): Promise<{ queue: string; id: string }[]>;
+  waitForChildren(): Promise<Record<string, unknown>>;
 }
 
 export interface ActEnv {
@@ -121,6 +127,20 @@ export async function actOut(job: ChaosJob, env: ActEnv): Promise<ChaosResult> {
       throw err;
     }
   }
+  let fr: Record<string, unknown> | undefined;
+  if (data.k === 'p') {
+    // A durable step, then the children (added once across runs), then the wait for them: it resolves
+    // with their results, parks the job (ParkedError: it runs from the top when the last one ends) or
+    // throws DependencyFailedError (a dead child it does not ignore: the job ends dead).
+    try {
+      stepValue = await step('before', () => ({ a, p: env.pid }));
+      fr = await fanOut(job, env);
+    } catch (err) {
+      const code = codeOf(err);
+      executed(code === 'ERR_PARKED' ? 'park' : code === 'ERR_DEPENDENCY_FAILED' ? 'depfail' : 'stepfail');
+      throw err;
+    }
+  }
   if (data.k === 'e' && z === 0 && expiringSnoozes(env.seed, data.s)) {
     executed('snooze');
     throw new SnoozeError(data.zs ?? 100);
@@ -137,6 +157,7 @@ export async function actOut(job: ChaosJob, env: ActEnv): Promise<ChaosResult> {
   // A hang's late return is ignored by the worker (the attempt already failed with TimeoutError).
   if (plan.variant > 0) return { a, p, z, pad: 'x'.repeat(plan.variant) };
   if (sig) return { a, p, z, step: stepValue!, sig };
+  if (fr) return { a, p, z, step: stepValue!, fr };
   return stepValue ? { a, p, z, step: stepValue } : { a, p, z };
 }
 
@@ -169,6 +190,51 @@ async function waitSignals(job: ChaosJob, env: ActEnv): Promise<WaitOutcome[]> {
     }
   }
   return out;
+}
+
+/**
+ * Kind p's calls, each logged with a 'y' line: job.addChildren (the children of data.fl), then
+ * job.waitForChildren; the results by key, undefined (a dead child it ignores) as null.
+ */
+async function fanOut(job: ChaosJob, env: ActEnv): Promise<Record<string, unknown>> {
+  const { id, data, attempt: a, snoozes: z } = job;
+  const line = { t: 'y' as const, id, s: data.s, a, z, pid: env.pid };
+  let from = Date.now();
+  try {
+    const refs = await job.addChildren(childJobs(id, data.s, data.fl!));
+    env.log.write({
+      ...line,
+      call: 'add',
+      from,
+      at: Date.now(),
+      o: 'added',
+      refs: refs.map((r) => `${r.queue}:${r.id}`),
+    });
+  } catch (err) {
+    env.log.write({ ...line, call: 'add', from, at: Date.now(), o: 'fail', code: codeOf(err) ?? 'none' });
+    throw err;
+  }
+  from = Date.now();
+  try {
+    const got = await job.waitForChildren();
+    const res = Object.fromEntries(Object.entries(got).map(([k, v]) => [k, v === undefined ? null : v]));
+    env.log.write({ ...line, call: 'wait', from, at: Date.now(), o: 'resolved', res });
+    return res;
+  } catch (err) {
+    const code = codeOf(err);
+    const o = code === 'ERR_PARKED' ? 'parked' : code === 'ERR_DEPENDENCY_FAILED' ? 'depfail' : 'fail';
+    const child = deadChildNamed(String((err as Error)?.message));
+    env.log.write({
+      ...line,
+      call: 'wait',
+      from,
+      at: Date.now(),
+      o,
+      ...(o === 'depfail' && child !== undefined ? { child } : {}),
+      ...(o === 'fail' ? { code: code ?? 'none' } : {}),
+    });
+    throw err;
+  }
 }
 
 function codeOf(err: unknown): string | undefined {

@@ -34,6 +34,13 @@ import { hash01 } from './rng.js';
  *   (data.sw: names 'go' or 'ok', some with a timeoutMs) with job.waitForSignal, parking in between,
  *   then behaves like n; its result carries the step and what each wait ended with
  *   (chaos/signaller.ts sends the signals, chaos/signals-verdict.ts judges them).
+ * p flow parent: added with an explicit id (`flow-<seq>`); stores a durable step ('before'), adds 2-4
+ *   children with job.addChildren (data.fl, chaos/flow-plan.ts: ids `<parent>-c<i>`, in this queue and
+ *   the second one; some end dead, some wait for signals, some added with ignoreDependencyFailure),
+ *   then job.waitForChildren (parking until they have all ended), then behaves like n; its result
+ *   carries the step and the children's results as the wait gave them. A dead child it does not ignore
+ *   ends it dead (DependencyFailedError). Children of its queue are jobs of kinds n, u and a with
+ *   data.fp naming their parent (chaos/flows-verdict.ts judges the flows).
  * Every kind but f and u succeeds on its last attempt (e may also end dead by expiry, unrun).
  *
  * Why slow jobs, when the workload is 0-50 ms jobs: an attempt shorter than its lease never needs a
@@ -59,7 +66,8 @@ export type Kind =
   | 'w'
   | 'g'
   | 'l'
-  | 'a';
+  | 'a'
+  | 'p';
 
 export const KIND_NAMES: Record<Kind, string> = {
   n: 'normal',
@@ -80,11 +88,12 @@ export const KIND_NAMES: Record<Kind, string> = {
   g: 'custom backoff giving up',
   l: 'dedupe keep last',
   a: 'awaits signals',
+  p: 'flow parent',
 };
 
 /** Share of each kind among the adds (percent). */
 export const KIND_WEIGHTS: Record<Kind, number> = {
-  n: 36.3,
+  n: 33.8,
   f: 4,
   u: 2,
   d: 8,
@@ -102,6 +111,7 @@ export const KIND_WEIGHTS: Record<Kind, number> = {
   g: 1.5,
   l: 3,
   a: 3,
+  p: 1,
 };
 
 /** The kinds a processor misbehaves in (left out by `--workload plain`). */
@@ -129,12 +139,36 @@ export interface JobData {
   late?: string;
   /** Kind a: its waits, in order: the signal's name and the wait's timeoutMs (none: waits without end). */
   sw?: SignalWait[];
+  /** Kind p: the children it adds (chaos/flow-plan.ts). */
+  fl?: FlowData;
+  /** A flow child (of the parent's queue): its parent's id and its index among the parent's children. */
+  fp?: string;
+  ci?: number;
 }
 
 /** One job.waitForSignal of a kind a job: `n` the name, `t` its timeoutMs (absent: no timeout). */
 export interface SignalWait {
   n: string;
   t?: number;
+}
+
+/** What a flow child does (chaos/flow-plan.ts): completes, ends dead, or waits for signals first. */
+export type ChildMode = 'ok' | 'dead' | 'sig';
+
+/** One planned child of a flow parent: its queue (absent: the parent's), its mode, whether its death is ignored. */
+export interface FlowChild {
+  q?: string;
+  m: ChildMode;
+  ig?: 1;
+  /** A sig child's waits (its data.sw). */
+  sw?: SignalWait[];
+}
+
+/** A flow parent's data.fl: its children, and the lease and fixed backoff they are added with. */
+export interface FlowData {
+  children: FlowChild[];
+  lease: number;
+  backoff: number;
 }
 
 /** The payload of every chaos signal: the send's number (chaos/signaller.ts SendRecord.sid). */
@@ -159,6 +193,8 @@ export interface ChaosResult {
   step?: { a: number; p: number };
   /** Kind a: what each of its waits gave, in order. */
   sig?: WaitOutcome[];
+  /** Kind p: the children's results, as job.waitForChildren gave them (by id, `queue:id` for another queue's). */
+  fr?: Record<string, unknown>;
 }
 
 export const RANDOM_FAILURE_RATE = 0.1;
@@ -194,12 +230,14 @@ export type PlannedOutcome = 'ok' | 'fail' | 'unrec' | 'odd' | 'hang' | 'big';
 /**
  * What an execution did: its planned outcome, or (kind z) `snooze` (threw SnoozeError; not a failure)
  * or `stepfail` (job.step or job.waitForSignal threw, e.g. the connection dropped: the attempt fails
- * with that error), or (kind a) `park` (job.waitForSignal parked the job: no outcome, no attempt spent).
+ * with that error), or (kinds a and p) `park` (job.waitForSignal or job.waitForChildren parked the job:
+ * no outcome, no attempt spent), or (kind p) `depfail` (job.waitForChildren threw DependencyFailedError:
+ * the job ends dead at once).
  */
-export type ExecutionOutcome = PlannedOutcome | 'snooze' | 'stepfail' | 'park';
+export type ExecutionOutcome = PlannedOutcome | 'snooze' | 'stepfail' | 'park' | 'depfail';
 
 /** The kinds that store durable steps (their step runs are logged and judged: chaos/features-verdict.ts). */
-export const STEP_KINDS: readonly Kind[] = ['z', 'w', 'a'];
+export const STEP_KINDS: readonly Kind[] = ['z', 'w', 'a', 'p'];
 /** Kinds that snooze or sleep for long (their group would be held that long): kept out of groups. */
 export const UNGROUPED_KINDS: readonly Kind[] = ['e', 'w', 't', 'l'];
 
@@ -236,6 +274,7 @@ export function expectedErrorName(outcome: ExecutionOutcome): string | null | un
   if (outcome === 'unrec') return 'UnrecoverableError';
   if (outcome === 'hang') return 'TimeoutError';
   if (outcome === 'big') return 'PayloadTooLargeError';
+  if (outcome === 'depfail') return 'DependencyFailedError';
   if (outcome === 'odd' || outcome === 'stepfail' || outcome === 'snooze' || outcome === 'park') return null;
   return undefined; // ok: no error may be recorded
 }
@@ -254,8 +293,10 @@ export interface AttemptPlan {
  * history).
  */
 export function planAttempt(seed: number, data: JobData, attempt: number, maxAttempts: number): AttemptPlan {
-  const r = hash01(seed, data.s, attempt, 1);
-  const r2 = hash01(seed, data.s, attempt, 2);
+  // A flow child shares its parent's s: its draws are its own.
+  const s = data.ci === undefined ? data.s : data.s + 1_000_000 * (data.ci + 1);
+  const r = hash01(seed, s, attempt, 1);
+  const r2 = hash01(seed, s, attempt, 2);
   const last = attempt >= maxAttempts;
   const [slowMin, slowMax] = SLOW_JOB_MS;
   const [keepMin, keepMax] = KEEP_LAST_JOB_MS;

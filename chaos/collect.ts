@@ -6,6 +6,7 @@ import type { JobInfo, JobState, Queue } from '../src/index.js';
 import type { ChaosResult, JobData } from './behaviour.js';
 import { type Execution, type LogLine, readExecLog } from './exec-log.js';
 import type { Begin, StepLine } from './features-verdict.js';
+import type { FlowLine } from './flows-verdict.js';
 import type { WaitLine } from './signals-verdict.js';
 
 export type Info = JobInfo<JobData, ChaosResult>;
@@ -98,6 +99,10 @@ export interface LogEvidence {
   stepStores: StepLine[];
   /** Kind a's job.waitForSignal calls that ended ('k'). */
   signalWaits: WaitLine[];
+  /** Kind p's job.addChildren and job.waitForChildren calls that ended ('y'). */
+  flowCalls: FlowLine[];
+  /** Outcomes Redis acknowledged to a worker ('c' completed, 'd' dead), with when they arrived. */
+  acks: { id: string; a: number; at: number; o: 'c' | 'd' }[];
   /** `${id}#${seq}` of jobs with an attempt begun on a processor ('b' lines), `${id}#${seq}#${attempt}` begun. */
   begunJobs: Set<string>;
   begunAttempts: Set<string>;
@@ -131,6 +136,8 @@ export function readLogs(paths: readonly string[]): LogEvidence {
     stepRuns: [],
     stepStores: [],
     signalWaits: [],
+    flowCalls: [],
+    acks: [],
     begunJobs: new Set(),
     begunAttempts: new Set(),
     ackedComplete: new Map(),
@@ -186,16 +193,21 @@ function absorb(ev: LogEvidence, line: LogLine): void {
     case 'k':
       ev.signalWaits.push(line);
       break;
+    case 'y':
+      ev.flowCalls.push(line);
+      break;
     case 'x':
       ev.executions.push(line);
       break;
     case 'c':
       ev.ackedComplete.set(line.id, Math.max(line.a, ev.ackedComplete.get(line.id) ?? 0));
       ev.ackTimes.push(line.at);
+      ev.acks.push({ id: line.id, a: line.a, at: line.at, o: 'c' });
       break;
     case 'd':
       ev.ackedDead.set(line.id, Math.max(line.a, ev.ackedDead.get(line.id) ?? 0));
       ev.ackTimes.push(line.at);
+      ev.acks.push({ id: line.id, a: line.a, at: line.at, o: 'd' });
       break;
     case 's':
       ev.staleRefusals++;

@@ -70,6 +70,28 @@ export type LogLine =
       sid?: number;
       code?: string;
     }
+  /**
+   * A flow parent's call ended (kind p, behaviour.ts), called at `from`: job.addChildren answered
+   * (`added`, its refs as `queue:id`) or threw; job.waitForChildren resolved (`res`: the results by
+   * key, null for undefined), parked the job, threw DependencyFailedError (`child`: the key it names)
+   * or failed with `code`.
+   */
+  | {
+      t: 'y';
+      id: string;
+      s: number;
+      a: number;
+      z: number;
+      pid: number;
+      call: 'add' | 'wait';
+      from: number;
+      at: number;
+      o: 'added' | 'resolved' | 'parked' | 'depfail' | 'fail';
+      refs?: string[];
+      res?: Record<string, unknown>;
+      child?: string;
+      code?: string;
+    }
   /** The worker's `active` event: the processor of attempt `a` of job `id` started in this process. */
   | { t: 'v'; id: string; a: number; at: number }
   /** Redis accepted this completion (the worker's `completed` event), at `at`. */

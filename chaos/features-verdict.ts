@@ -78,6 +78,8 @@ export interface AddView {
 const LEASE_EXPIRED = 'LeaseExpiredError';
 const EXPIRED = 'ExpiredError';
 const DEPENDENCY_FAILED = 'DependencyFailedError';
+/** The message of the DependencyFailedError job.waitForChildren throws (src/errors.ts). */
+const CHILD_DEAD = /: child job ".*" is dead$/;
 const t = (ms: number, t0: number) => `+${((ms - t0) / 1_000).toFixed(3)}s`;
 const jobKey = (id: string, s: number) => `${id}#${s}`;
 
@@ -99,7 +101,9 @@ function firstBegins(begins: readonly Begin[]): Map<string, number> {
  * outcome being recorded and the job's next begin.
  *
  * `snoozes`: when each recorded snooze of a job ended its run (the 'x' line of an execution whose
- * snooze Redis counted).
+ * snooze Redis counted). `parks`: when a run parked its job (job.waitForSignal, job.waitForChildren):
+ * a later run of that job is a resume, which does not keep the group's place and goes first in its
+ * group when woken (docs/workflows.md), so it is no cut in front of a retry.
  */
 export function fifoViolations(
   group: string,
@@ -108,8 +112,13 @@ export function fifoViolations(
   begins: readonly Begin[],
   snoozes: readonly { id: string; s: number; at: number }[],
   t0: number,
+  parks: readonly { id: string; s: number; at: number }[] = [],
 ): string[] {
   const out: string[] = [];
+  const firstPark = new Map<string, number>();
+  for (const p of parks)
+    firstPark.set(jobKey(p.id, p.s), Math.min(firstPark.get(jobKey(p.id, p.s)) ?? p.at, p.at));
+  const resumes = (b: Begin) => b.at > (firstPark.get(jobKey(b.id, b.s)) ?? Number.POSITIVE_INFINITY);
   const members = jobs.filter((j) => j.group === group);
   const inGroup = new Set(members.map((j) => jobKey(j.id, j.data.s)));
   const first = firstBegins(begins.filter((b) => inGroup.has(jobKey(b.id, b.s))));
@@ -148,7 +157,7 @@ export function fifoViolations(
       const next = own.find((b) => b.at > h.at);
       if (!next) continue;
       const cut = groupBegins.find(
-        (b) => (b.id !== j.id || b.s !== j.data.s) && b.at > h.at && b.at < next.at,
+        (b) => (b.id !== j.id || b.s !== j.data.s) && b.at > h.at && b.at < next.at && !resumes(b),
       );
       if (cut)
         out.push(
@@ -497,7 +506,7 @@ export interface AccountView {
  *   within them): attemptsLeft = max(0, maxAttempts - (attempts - snoozes - parks));
  * - a finished job has one error line per charged attempt that did not complete (an ExpiredError,
  *   for a job that never started, and a DependencyFailedError, for a child a dead parent failed, are
- *   errors of no attempt).
+ *   errors of no attempt; one job.waitForChildren threw, naming a dead child, is its attempt's).
  */
 export function accountingViolations(
   jobs: readonly AccountView[],
@@ -513,7 +522,10 @@ export function accountingViolations(
     begun.set(k, set);
   }
   for (const j of jobs) {
-    const lines = j.errors.filter((e) => e.name !== EXPIRED && e.name !== DEPENDENCY_FAILED).length;
+    // A DependencyFailedError a run threw (job.waitForChildren met a dead child) is its attempt's.
+    const lines = j.errors.filter(
+      (e) => e.name !== EXPIRED && (e.name !== DEPENDENCY_FAILED || CHILD_DEAD.test(e.message)),
+    ).length;
     const finished = j.state === 'completed' || j.state === 'dead';
     const bounds = parks.get(jobKey(j.id, j.data.s));
     let parked = 0;

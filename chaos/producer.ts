@@ -4,7 +4,15 @@
  * that rejected, or had not settled when production ended, is "unknown" (it may or may not exist).
  */
 import type { AddedJob, JobOptions, Queue } from '../src/index.js';
-import { type JobData, type Kind, maxAttemptsOf, type SignalWait, UNGROUPED_KINDS } from './behaviour.js';
+import {
+  type FlowChild,
+  type JobData,
+  type Kind,
+  maxAttemptsOf,
+  type SignalWait,
+  UNGROUPED_KINDS,
+} from './behaviour.js';
+import { type FlowDefaults, planFlow } from './flow-plan.js';
 import type { Rng } from './rng.js';
 import { type PlannedSend, planSignals } from './signal-plan.js';
 
@@ -48,6 +56,9 @@ export interface AddRecord {
   /** Kind a: its waits (data.sw) and the signals planned for it (chaos/signaller.ts). */
   waits?: SignalWait[];
   sends?: PlannedSend[];
+  /** Kind p: its children (as in data.fl) and the signals planned for each sig child, by index. */
+  flow?: FlowChild[];
+  flowSends?: (PlannedSend[] | undefined)[];
 }
 
 /**
@@ -56,10 +67,15 @@ export interface AddRecord {
  */
 export const MAYBE_APPLIED_CODES: readonly string[] = ['ERR_CONNECTION', 'ERR_DURABILITY', 'ERR_CLOSED'];
 
-/** A job of the parents queue: `p` its number; `f` set for one whose every attempt throws. */
+/**
+ * A job of the parents queue: `p` its number; `f` set for one whose every attempt throws. A flow
+ * child of that queue (chaos/flow-plan.ts) has p 0 and names its parent (`fp`) and its index (`ci`).
+ */
 export interface ParentData {
   p: number;
   f?: 1;
+  fp?: string;
+  ci?: number;
 }
 
 /** An accepted add to the parents queue. */
@@ -116,6 +132,8 @@ export class Producer {
   private readonly xrng: Rng;
   /** Draws of kind a's waits and signals, apart likewise. */
   private readonly srng: Rng;
+  /** Draws of kind p's children, apart likewise. */
+  private readonly frng: Rng;
   /** Set when production ends: adds settling later are ignored (already counted as unknown). */
   private closed = false;
 
@@ -130,9 +148,12 @@ export class Producer {
     private readonly traced: Queue<JobData> | null = null,
     /** The parents queue (another queue of the same prefix): a share of the adds depend on its jobs. */
     private readonly parentsQueue: Queue<ParentData> | null = null,
+    /** The lease and backoff of the queue's defaults, which kind p's children are added with. */
+    private readonly flowDefaults: FlowDefaults = { leaseMs, backoffMs: 50 },
   ) {
     this.xrng = rng.fork(35);
     this.srng = rng.fork(36);
+    this.frng = rng.fork(37);
   }
 
   /**
@@ -293,6 +314,18 @@ export class Producer {
       data.sw = plan.waits;
       rec.waits = plan.waits;
       rec.sends = plan.sends;
+    } else if (kind === 'p') {
+      // An explicit id, so its children's ids (`<id>-c<i>`) are known before it runs.
+      const plan = planFlow(this.frng, horizon, this.parentsQueue?.name ?? null);
+      opts.id = `flow-${data.s}`;
+      rec.id = opts.id;
+      data.fl = {
+        children: plan.children,
+        lease: this.flowDefaults.leaseMs,
+        backoff: this.flowDefaults.backoffMs,
+      };
+      rec.flow = plan.children;
+      rec.flowSends = plan.sends;
     }
     if (kind === 'd') rec.delayMs = opts.delayMs as number;
     if (kind === 'r') rec.runAt = opts.runAt as number;

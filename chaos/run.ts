@@ -31,6 +31,7 @@ import { analyseDuplicates } from './duplicates.js';
 import { readExecLog } from './exec-log.js';
 import { type FaultRecord, planFaults } from './fault-plan.js';
 import { FaultRunner } from './faults.js';
+import type { FlowLine } from './flows-verdict.js';
 import { GroupWatch } from './group-watch.js';
 import { Network } from './network.js';
 import { WorkerPool } from './pool.js';
@@ -183,6 +184,38 @@ function signalSummary(
   );
 }
 
+/** One line on the flow share of the workload (kind p), for the log. */
+function flowSummary(
+  producer: Producer,
+  calls: readonly FlowLine[],
+  jobs: ReadonlyMap<string, Info>,
+  second: ReadonlyMap<string, Info>,
+): string {
+  const flows = producer.accepted.filter((a) => a.kind === 'p' && a.flow);
+  const parents = [...jobs.values()].filter((j) => j.data.k === 'p');
+  const kids = [...jobs.values(), ...second.values()].filter((j) => j.data.fp !== undefined);
+  const planned = flows.reduce((n, a) => n + a.flow!.length, 0);
+  const waits = calls.filter((l) => l.call === 'wait');
+  const parked = new Set(waits.filter((l) => l.o === 'parked').map((l) => `${l.id}#${l.s}`));
+  const resumed = new Set(
+    waits
+      .filter((l) => l.o !== 'parked' && l.o !== 'fail' && parked.has(`${l.id}#${l.s}`))
+      .map((l) => `${l.id}#${l.s}`),
+  );
+  const depDead = parents.filter(
+    (j) => j.state === 'dead' && j.errors.at(-1)?.name === 'DependencyFailedError',
+  );
+  return (
+    `flows: ${flows.length} parents accepted (${parents.filter((j) => j.state === 'completed').length} completed, ` +
+    `${depDead.length} dead by DependencyFailedError, ${parents.filter((j) => j.state === 'dead').length - depDead.length} dead otherwise); ` +
+    `${planned} children planned, ${kids.length} listed (${kids.filter((j) => second.has(j.id)).length} in the second queue; ` +
+    `${kids.filter((j) => j.state === 'completed').length} completed, ${kids.filter((j) => j.state === 'dead').length} dead); ` +
+    `addChildren answered ${calls.filter((l) => l.call === 'add' && l.o === 'added').length}, failed ${calls.filter((l) => l.call === 'add' && l.o === 'fail').length}; ` +
+    `waits: ${waits.filter((l) => l.o === 'resolved').length} resolved, ${parked.size} parents parked, ${resumed.size} resumed after a park, ` +
+    `${waits.filter((l) => l.o === 'depfail').length} DependencyFailedError, ${waits.filter((l) => l.o === 'fail').length} failed`
+  );
+}
+
 /**
  * The drawn options must be valid by the library's own bounds: the maximum concurrency the harness
  * draws is accepted, one more is refused (else the exported MAX_CONCURRENCY is not the bound the
@@ -267,6 +300,7 @@ async function main(c: ChaosConfig): Promise<number> {
     workloadWeights(c.workload),
     traced,
     parentsQueue,
+    { leaseMs: c.leaseMs, backoffMs: c.backoffMs },
   );
   // The signals kind a jobs wait for, sent as planned at their adds (signaller.ts).
   const signaller = new Signaller(queue, producer);
@@ -423,15 +457,19 @@ async function main(c: ChaosConfig): Promise<number> {
     backoffMs: c.backoffMs,
     pollIntervalMs: c.pollIntervalMs,
     sends: signaller.sends,
+    queueName,
     cross: {
       parents: producer.parents,
       parentsSnapshot: parentsSnapshot.jobs,
       parentsIntegrity: parentsSnapshot.integrity,
+      parentsQueue: parentsQueue.name,
+      parentsJobs: parentsSnapshot.jobs,
       left: xLeft,
     },
   });
   say(crossSummary(producer, parentsSnapshot.jobs, snapshot.jobs, completedDeleted, xLeft));
   say(signalSummary(signaller, logs.signalWaits, snapshot.jobs));
+  say(flowSummary(producer, logs.flowCalls, snapshot.jobs, parentsSnapshot.jobs));
   const report = buildReport({
     c,
     command: `npm run chaos -- ${process.argv.slice(2).join(' ')}`.trim(),

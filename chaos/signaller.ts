@@ -12,9 +12,33 @@
  */
 import type { Queue, SignalResult } from '../src/index.js';
 import type { JobData, SignalPayload } from './behaviour.js';
+import { childId } from './flow-plan.js';
 import { type AddRecord, MAYBE_APPLIED_CODES, type Producer } from './producer.js';
 import { endlessNames, type PlannedSend, type SendWhy } from './signal-plan.js';
 import { within } from './time.js';
+
+/**
+ * The sig children of a flow parent's add (kind p, chaos/flow-plan.ts), each as the add record of a
+ * kind a job: its id, its waits and its planned sends (timed from the parent's add); `seq` is the
+ * parent's (a child's data.s).
+ */
+export function flowTargets(rec: AddRecord): AddRecord[] {
+  if (rec.kind !== 'p' || rec.id === undefined || !rec.flow) return [];
+  return rec.flow.flatMap((c, i) =>
+    c.m === 'sig' && c.sw && rec.flowSends?.[i]
+      ? [
+          {
+            seq: rec.seq,
+            kind: 'a' as const,
+            id: childId(rec.id!, i),
+            notBefore: 0,
+            waits: c.sw,
+            sends: rec.flowSends[i],
+          },
+        ]
+      : [],
+  );
+}
 
 /** One queue.signal call and what it answered. */
 export interface SendRecord {
@@ -59,6 +83,7 @@ export class Signaller {
       for (; this.seen < this.producer.accepted.length; this.seen++) {
         const rec = this.producer.accepted[this.seen]!;
         if (rec.kind === 'a') this.follow(rec, rec.repliedAt ?? Date.now(), false);
+        for (const child of flowTargets(rec)) this.follow(child, rec.repliedAt ?? Date.now(), true);
       }
       await this.sleep(POLL_MS);
     }
@@ -71,8 +96,10 @@ export class Signaller {
   followUnknown(): void {
     const now = Date.now();
     for (const rec of this.producer.unknown)
-      if (rec.kind === 'a' && (rec.code === undefined || MAYBE_APPLIED_CODES.includes(rec.code)))
-        this.follow(rec, now, true);
+      if (rec.code === undefined || MAYBE_APPLIED_CODES.includes(rec.code)) {
+        if (rec.kind === 'a') this.follow(rec, now, true);
+        for (const child of flowTargets(rec)) this.follow(child, now, true);
+      }
   }
 
   /** Stops sending; waits up to `settleMs` for the calls in flight (those left count as unknown). */
@@ -84,7 +111,8 @@ export class Signaller {
 
   /** After the drain: one send to every signal job (each has ended: it must answer delivered: false). */
   async sendToEnded(): Promise<void> {
-    const recs = [...this.producer.accepted, ...this.producer.unknown].filter((r) => r.kind === 'a');
+    const all = [...this.producer.accepted, ...this.producer.unknown];
+    const recs = [...all.filter((r) => r.kind === 'a'), ...all.flatMap(flowTargets)];
     const ids = new Map(recs.map((r) => [r.id!, r]));
     const list = [...ids.values()];
     for (let i = 0; i < list.length; i += 50)
@@ -96,14 +124,19 @@ export class Signaller {
     return this.chains.size === 0;
   }
 
-  private follow(rec: AddRecord, from: number, unknown: boolean): void {
+  /**
+   * `retryMissing`: a needed send (of a name some wait without timeout waits for) answered `missing`
+   * is sent again until the job exists: an add whose answer was lost may still land, and a flow child
+   * exists only once its parent ran.
+   */
+  private follow(rec: AddRecord, from: number, retryMissing: boolean): void {
     if (rec.id === undefined || !rec.sends || this.followed.has(rec.id)) return;
     this.followed.add(rec.id);
     const endless = endlessNames(rec.waits ?? []);
     const chain = (async () => {
       for (const p of rec.sends!) {
         await this.sleep(from + p.afterMs - Date.now());
-        await this.deliver(rec, p, unknown && endless.has(p.name));
+        await this.deliver(rec, p, retryMissing && endless.has(p.name));
       }
     })();
     this.chains.add(chain);

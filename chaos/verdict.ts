@@ -5,6 +5,7 @@
  */
 import type { JobAttemptError } from '../src/index.js';
 import {
+  type ChaosResult,
   expectedErrorName,
   GIVE_UP_AT,
   KIND_NAMES,
@@ -34,8 +35,19 @@ import {
   parkedViolations,
   stepViolations,
 } from './features-verdict.js';
+import {
+  type DeletedChild,
+  type FlowAddView,
+  type FlowJobView,
+  flowChildOnceViolations,
+  flowEndViolations,
+  flowParkBounds,
+  flowResultViolations,
+  flowResumeViolations,
+  plannedChildren,
+} from './flows-verdict.js';
 import { type AddRecord, MAYBE_APPLIED_CODES, type ParentRecord } from './producer.js';
-import type { SendRecord } from './signaller.js';
+import { flowTargets, type SendRecord } from './signaller.js';
 import {
   parkBounds,
   type SignalAddView,
@@ -96,11 +108,16 @@ export interface VerdictInput {
     parents: readonly ParentRecord[];
     parentsSnapshot: ReadonlyMap<string, ParentView>;
     parentsIntegrity: readonly string[];
+    /** The parents queue's name and its jobs as read (kind p's children in it: chaos/flow-plan.ts). */
+    parentsQueue?: string;
+    parentsJobs?: ReadonlyMap<string, Info>;
     /** Outbox and link keys still non-empty after the drain (collect.ts CrossLeft). */
     left: readonly { key: string; count: number; members: readonly string[] }[];
   };
   /** Every queue.signal call the signaller made (kind a), with its answer. */
   sends: readonly SendRecord[];
+  /** The main queue's name (kind p's children of it name it; the others live in the parents queue). */
+  queueName?: string;
 }
 
 /** Redis's TIME and Date.now() read the same clock, each floored to the ms. */
@@ -278,6 +295,23 @@ export function judge(v: VerdictInput): Judgement {
     'no outbox (xnotify) or link (xlinks) entry left in either queue after the drain: 0',
   );
 
+  const flowEnds = new Tally(
+    'flow ends',
+    "every flow parent completes, or ends dead by a DependencyFailedError naming a child it does not ignore that ended dead (or by its kind's rules); every child ends: 0",
+  );
+  const flowOnce = new Tally(
+    'flow children once',
+    'each planned child is created once, with its parent; no job names a parent that did not plan it; every record and answer lists the planned children: 0',
+  );
+  const flowResume = new Tally(
+    'flow resume',
+    `no parent run gets past waitForChildren before every child ended, nor begins after its park before then (tolerance ${EARLY_TOLERANCE_MS} ms): 0`,
+  );
+  const flowResults = new Tally(
+    'flow results',
+    "the results a parent gets are what its children's completed runs returned (null or absent for a dead child it ignores): 0",
+  );
+
   const { jobs } = v.snapshot;
   const bySeq = new Map<number, AddRecord>();
   for (const a of [...v.accepted, ...v.unknown]) bySeq.set(a.seq, a);
@@ -324,6 +358,7 @@ export function judge(v: VerdictInput): Judgement {
   // identity: which add wrote each job, and duplicate-id semantics.
   let fromUnknownAdds = 0;
   for (const job of jobs.values()) {
+    if (job.data.fp !== undefined) continue; // a flow child (kind p's): judged by 'flow children once'
     const origin = bySeq.get(job.data.s);
     if (!origin) idents.add(`${job.id}: data seq ${job.data.s} matches no add`);
     else if (origin.isNew === undefined) {
@@ -353,15 +388,19 @@ export function judge(v: VerdictInput): Judgement {
   // Attempts run in a batch: a sibling that hangs may time them out (their timeout covers the batch).
   const batchRuns = new Set(v.logs.executions.filter((e) => e.bt).map((e) => `${e.id}#${e.s}#${e.a}`));
   // Cross-queue children a dead parent failed never ran: the cross-queue outcome check judges them.
+  // An add whose answer was lost may have written its child too (its id is then unknown: its seq names it).
   const crossChildren = new Set(v.accepted.filter((a) => a.xdeps).map((a) => `${a.id}#${a.seq}`));
+  const crossSeqs = new Set(v.unknown.filter((a) => a.xdeps).map((a) => a.seq));
   for (const job of jobs.values()) {
     if (job.state !== 'completed' && job.state !== 'dead') continue;
     if (
       job.state === 'dead' &&
       job.errors.at(-1)?.name === DEPENDENCY_FAILED &&
-      crossChildren.has(`${job.id}#${job.data.s}`)
+      (crossChildren.has(`${job.id}#${job.data.s}`) || crossSeqs.has(job.data.s))
     )
       continue;
+    // A flow parent a dead child failed: judged by 'flow ends' (the child it names must be dead).
+    if (job.state === 'dead' && job.data.k === 'p' && job.errors.at(-1)?.name === DEPENDENCY_FAILED) continue;
     const problem = outcomeProblem(v.seed, job, selfExits, batchRuns);
     if (job.state === 'dead' && job.errors[job.errors.length - 1]?.name === EXPIRED) {
       if (job.data.k !== 'e') wrong.add(`${job.id} (${KIND_NAMES[job.data.k]}): expired, but had no expiry`);
@@ -460,8 +499,11 @@ export function judge(v: VerdictInput): Judgement {
   const snoozeEnds = v.logs.executions
     .filter((e) => e.o === 'snooze' && (jobs.get(e.id)?.snoozes ?? 0) > (e.z ?? 0))
     .map((e) => ({ id: e.id, s: e.s, at: e.end }));
+  const parkEnds = v.logs.executions
+    .filter((e) => e.o === 'park')
+    .map((e) => ({ id: e.id, s: e.s, at: e.end }));
   for (const g of v.fifoGroups)
-    for (const x of fifoViolations(g, jobList, bySeq, v.logs.begins, snoozeEnds, v.t0)) fifo.add(x);
+    for (const x of fifoViolations(g, jobList, bySeq, v.logs.begins, snoozeEnds, v.t0, parkEnds)) fifo.add(x);
   const pastDueMs = v.pollIntervalMs + 2_000;
   for (const x of parkedViolations(v.groupSamples, Math.max(v.backoffMs, 20), pastDueMs, cutOff, v.t0))
     parked.add(x);
@@ -481,7 +523,11 @@ export function judge(v: VerdictInput): Judgement {
   for (const x of v.logs.outcomesWithoutActive)
     activeEvents.add(`${x}: reported with no active event before it`);
   // Signals (signals-verdict.ts): kind a's adds, accepted or not (each has its own explicit id).
-  const sigAdds: SignalAddView[] = [...v.accepted, ...v.unknown]
+  const sigAdds: SignalAddView[] = [
+    ...v.accepted,
+    ...v.unknown,
+    ...[...v.accepted, ...v.unknown].flatMap(flowTargets),
+  ]
     .filter((a) => a.kind === 'a' && a.id !== undefined && a.waits)
     .map((a) => ({
       seq: a.seq,
@@ -490,7 +536,15 @@ export function judge(v: VerdictInput): Judgement {
       accepted: a.isNew !== undefined,
       ...(a.repliedAt === undefined ? {} : { repliedAt: a.repliedAt }),
     }));
-  const parks = parkBounds(sigAdds, v.logs.signalWaits);
+  // Flows (flows-verdict.ts): kind p's adds, each with the children it plans.
+  const mainName = v.queueName ?? '';
+  const flowAdds: FlowAddView[] = [...v.accepted, ...v.unknown]
+    .filter((a) => a.kind === 'p' && a.id !== undefined && a.flow)
+    .map((a) => ({ seq: a.seq, id: a.id!, queue: mainName, children: a.flow! }));
+  const parks = new Map([
+    ...parkBounds(sigAdds, v.logs.signalWaits),
+    ...flowParkBounds(flowAdds, v.logs.flowCalls),
+  ]);
   for (const x of accountingViolations(jobList, v.logs.begins, parks)) accounting.add(x);
   const sigJobs = new Map<string, SignalJobView & { createdAt: number }>();
   for (const j of jobList)
@@ -554,6 +608,62 @@ export function judge(v: VerdictInput): Judgement {
   for (const x of crossOutcomeViolations(children, parents, jobs, v.completedDeleted)) xOutcome.add(x);
   for (const x of crossLeftoverViolations(v.cross.left)) xLeft.add(x);
 
+  // Flows (flows-verdict.ts): the jobs of both queues, and the completed children retention deleted.
+  const flowJobs = new Map<string, FlowJobView>();
+  const view = (queue: string, j: Info): FlowJobView => ({
+    id: j.id,
+    queue,
+    state: j.state,
+    createdAt: j.createdAt,
+    ...(j.finishedAt === undefined ? {} : { finishedAt: j.finishedAt }),
+    result: j.result,
+    errors: j.errors,
+    data: j.data as FlowJobView['data'],
+    ...(j.children ? { children: j.children } : {}),
+    ...(j.parent ? { parent: j.parent } : {}),
+  });
+  for (const j of jobs.values()) flowJobs.set(`${mainName}\t${j.id}`, view(mainName, j));
+  const secondName = v.cross.parentsQueue ?? '';
+  for (const j of (v.cross.parentsJobs ?? new Map<string, Info>()).values())
+    flowJobs.set(`${secondName}\t${j.id}`, view(secondName, j));
+  const deletedChildren = new Map<string, DeletedChild>();
+  for (const add of flowAdds)
+    for (const c of plannedChildren(add)) {
+      if (c.queue !== mainName || jobs.has(c.id) || !v.completedDeleted?.has(c.id)) continue;
+      const results = v.completedEventResults?.get(c.id) ?? [];
+      // The run whose result was recorded returned before the completion: a lower bound of its end.
+      const run = v.logs.executions.find(
+        (e) =>
+          e.id === c.id &&
+          e.o === 'ok' &&
+          results.some((r) => (r as ChaosResult | undefined)?.a === e.a && (r as ChaosResult).p === e.pid),
+      );
+      deletedChildren.set(`${c.queue}\t${c.id}`, { results, ...(run ? { endedAfter: run.end } : {}) });
+    }
+  for (const x of flowEndViolations(flowAdds, flowJobs, deletedChildren)) flowEnds.add(x);
+  for (const x of flowChildOnceViolations(
+    flowAdds,
+    flowJobs,
+    v.logs.flowCalls,
+    v.logs.begins,
+    v.logs.acks,
+    EARLY_TOLERANCE_MS,
+    v.t0,
+  ))
+    flowOnce.add(x);
+  for (const x of flowResumeViolations(
+    flowAdds,
+    flowJobs,
+    deletedChildren,
+    v.logs.flowCalls,
+    v.logs.begins,
+    EARLY_TOLERANCE_MS,
+    v.t0,
+  ))
+    flowResume.add(x);
+  for (const x of flowResultViolations(flowAdds, flowJobs, deletedChildren, v.logs.flowCalls))
+    flowResults.add(x);
+
   const all = [
     lost,
     stuck,
@@ -592,6 +702,10 @@ export function judge(v: VerdictInput): Judgement {
     xOrder,
     xOutcome,
     xLeft,
+    flowEnds,
+    flowOnce,
+    flowResume,
+    flowResults,
   ];
   const checks = all.map((t) => t.check());
   return { checks, deadByLeaseLoss, deadByLeaseLossExamples, fromUnknownAdds };
@@ -654,7 +768,7 @@ function outcomeProblem(
     if (!job.result || job.result.a !== attempts)
       return `stale: completed at attempt ${attempts} with the result of attempt ${job.result?.a}`;
     if (kind === 'z' || kind === 'w') return stepProblem(job, kind === 'z' ? 'first' : 'charge');
-    if (kind === 'a') return stepProblem(job, 'before');
+    if (kind === 'a' || kind === 'p') return stepProblem(job, 'before');
     return '';
   }
   // attemptsLeft, not attempts: early lease losses are refunded (recover.lua), so a job may start more
@@ -673,6 +787,10 @@ function outcomeProblem(
     return `custom backoff: dead at attempt ${attempts}/${maxAttempts} with failures at [${gaveUp.map((e) => e.attempt).join(',')}] from attempt ${GIVE_UP_AT} on; the strategy gives up at the first`;
   }
   if (last?.name === LEASE_EXPIRED && job.attemptsLeft === 0) return 'dead-by-lease-loss';
+  // A flow parent whose job.addChildren met a fault on its every attempt: its children's adds are
+  // refused at maxmemory like any add (RedisFullError), or cut by a lost connection; each error was
+  // accepted above as a fault's.
+  if (kind === 'p' && job.attemptsLeft === 0 && STEP_FAULT_CODES.includes(last?.code)) return '';
   // Its last attempt ran in a batch that a hanging sibling held past that attempt's timeout.
   if (
     last?.name === 'TimeoutError' &&
@@ -684,11 +802,12 @@ function outcomeProblem(
 }
 
 /**
- * Kind a: the starts its parks gave back (job.waitForSignal), read back from its budget while some is
+ * Kinds a and p: the starts its parks gave back (job.waitForSignal, job.waitForChildren), read back from its budget while some is
  * left, else from its error lines (0 for other kinds).
  */
 function parksOf(job: Info): number {
-  if (job.data.k !== 'a') return 0;
+  // A flow parent's DependencyFailedError is its attempt's error (it threw it), charged like any.
+  if (job.data.k !== 'a' && job.data.k !== 'p') return 0;
   if (job.attemptsLeft > 0) return job.attempts - job.snoozes - (job.maxAttempts - job.attemptsLeft);
   return Math.max(0, job.attempts - job.snoozes - job.errors.length - (job.state === 'completed' ? 1 : 0));
 }

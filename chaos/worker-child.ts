@@ -137,7 +137,8 @@ const worker = new Worker<JobData, ChaosResult>(
 );
 
 /**
- * The parents queue's Worker: a short run, and the failing kind throws. Same connection settings and
+ * The parents queue's Worker: a short run, and the failing kind throws. It also runs the flow children
+ * of that queue (producer.ts ParentData with `fp`). Same connection settings and
  * name, through the same proxy, so every fault hits it too (clientKillOne finds its connections by
  * name); its errors are logged like the main Worker's.
  */
@@ -150,6 +151,8 @@ const parentsWorker =
         async (job) => {
           await new Promise((r) => setTimeout(r, 2 + (job.data.p % 20)));
           if (job.data.f) throw new Error(PARENT_FAILURE);
+          // A flow child (chaos/flow-plan.ts): its result names it and its attempt, for its parent to get.
+          if (job.data.fp !== undefined) return { c: job.id, a: job.attempt };
           return { p: job.data.p };
         },
         {
@@ -160,6 +163,9 @@ const parentsWorker =
           pollIntervalMs: cfg.pollIntervalMs,
           closeTimeoutMs: 2_000,
           retention: { completed: KEEP_ALL, dead: KEEP_ALL },
+          // It writes to the main queue's stream too (a flow child's end releasing its parent there,
+          // a parent's end settling its dependents): with retention 0, every writer keeps all of it.
+          ...(cfg.keepCompleted === 0 ? { events: EVENTS_KEEP_ALL } : {}),
         },
       );
 parentsWorker?.on('error', (err) => {

@@ -35,19 +35,29 @@ export const CHILDREN_STEP = '~children:';
  */
 export const MAX_CHILDREN = 1_000;
 
-/** The Queues a worker adds children through, one per queue, on the worker's own connection. */
+/**
+ * The Queues a worker adds children through, one per queue, on the worker's own connection, with the
+ * worker's `events` option (its cap, or off): a child's add writes the events the worker would.
+ */
 export class ChildQueues {
   private readonly queues = new Map<string, Queue>();
 
   constructor(
     private readonly client: RedisClient,
     private readonly prefix: string,
+    /** The worker's events.maxLen; 0: events off. */
+    private readonly eventsMaxLen: number,
   ) {}
 
   of(name: string): Queue {
     let q = this.queues.get(name);
     if (!q) {
-      q = new Queue(name, { connection: this.client, prefix: this.prefix, partitions: 'auto' });
+      q = new Queue(name, {
+        connection: this.client,
+        prefix: this.prefix,
+        partitions: 'auto',
+        events: this.eventsMaxLen === 0 ? false : { maxLen: this.eventsMaxLen },
+      });
       this.queues.set(name, q);
     }
     return q;

@@ -199,7 +199,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     checkQueueAddress(this.options.prefix, name);
     this.id = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.conn = connect(opts.connection, 'worker', this.options.clock, this);
-    this.childQueues = new ChildQueues(this.conn.client, this.options.prefix);
+    this.childQueues = new ChildQueues(this.conn.client, this.options.prefix, this.options.eventsMaxLen);
     this.subscriber = duplicate(this.conn.client);
     const onError = (err: unknown) => this.reportError(err);
     const traceOf = (job: Job<Data>) => attemptOf(job as Job<unknown>).trace;

@@ -81,6 +81,28 @@ describe('job.addChildren and job.waitForChildren', () => {
     ]);
   });
 
+  it("adds children under the worker's events option: with events off, no child writes any", async () => {
+    const name = uniqueName();
+    const q = new Queue<string>(name, { connection: fx.url, events: false });
+    const other = new Queue<string>(uniqueName(), { connection: fx.url, events: false });
+    open.push(q, other);
+    worker<string>(other.name, (job) => job.data, { events: false });
+    worker<string>(
+      name,
+      async (job) => {
+        if (job.data === 'kid') return 'own';
+        await job.addChildren([{ data: 'kid' }, { queue: other.name, data: 'x' }]);
+        return Object.values(await job.waitForChildren()).sort();
+      },
+      { events: false },
+    );
+    const { id } = await q.add('root');
+    await waitUntil(async () => (await q.getJob(id))?.state === 'completed', 'the parent completes');
+    expect((await q.getJob(id))!.result).toEqual(['own', 'x']);
+    expect(await q.client.xlen(q.keys.events)).toBe(0);
+    expect(await q.client.xlen(other.keys.events)).toBe(0);
+  });
+
   it('keeps the results of children deleted at completion (retention 0)', async () => {
     const q = queue();
     const kids = queue();

@@ -114,6 +114,19 @@ describe('chaos verdict: per-group FIFO at concurrency 1', () => {
     });
     expect(fifoViolations('g1', [lost, b], none, cut, [], T0)).toEqual([]);
   });
+
+  it('lets a job resumed after its park (woken first in its group) start between a retry and its job', () => {
+    const failed = job({ id: 'j1', group: 'g1', errors: [{ attempt: 1, name: 'Error', at: T0 + 25 }] });
+    const resumed = [
+      begin('j1', 1, 1, T0 + 20),
+      begin('j2', 2, 1, T0 + 21),
+      begin('j2', 2, 2, T0 + 40),
+      begin('j1', 1, 2, T0 + 80),
+    ];
+    expect(fifoViolations('g1', [failed, b], none, resumed, [], T0)).toHaveLength(1);
+    const parks = [{ id: 'j2', s: 2, at: T0 + 23 }];
+    expect(fifoViolations('g1', [failed, b], none, resumed, [], T0, parks)).toEqual([]);
+  });
 });
 
 describe('chaos verdict: parked groups', () => {
