@@ -36,8 +36,10 @@ describe('job.waitForSignal and queue.signal', () => {
     });
     w.on('parked', (job) => parked.push(job.id));
     const { id } = await q.add({}, { maxAttempts: 1 });
-    await waitUntil(async () => (await q.getJob(id))?.state === 'delayed', 'the job parks');
+    // The worker's `parked` event follows the script's reply, which may come after Redis shows it.
+    await waitUntil(() => parked.length > 0, 'the worker says the job parked');
     expect(parked).toEqual([id]);
+    expect((await q.getJob(id))?.state).toBe('delayed');
     const waiting = (await q.getJob(id))!;
     expect(waiting.attempts).toBe(1);
     expect(waiting.waitingForSignal).toEqual({ name: 'approved' });
