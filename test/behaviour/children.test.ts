@@ -99,8 +99,8 @@ describe('job.addChildren and job.waitForChildren', () => {
     const { id } = await q.add('root');
     await waitUntil(async () => (await q.getJob(id))?.state === 'completed', 'the parent completes');
     expect((await q.getJob(id))!.result).toEqual(['own', 'x']);
-    expect(await q.client.xlen(q.keys.events)).toBe(0);
-    expect(await q.client.xlen(other.keys.events)).toBe(0);
+    expect(await fx.redis.xlen(q.keys.events)).toBe(0);
+    expect(await fx.redis.xlen(other.keys.events)).toBe(0);
   });
 
   it('keeps the results of children deleted at completion (retention 0)', async () => {
