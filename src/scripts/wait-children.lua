@@ -19,12 +19,7 @@
 --   { 'parked', open count }, or { 'stale' } (the caller no longer holds the job)
 -- @include current_time
 -- @include parse_record
--- @include with_header
--- @include int_text
--- @include record_group
--- @include group_leave
--- @include wake_starved
--- @include emit_event
+-- @include park_attempt
 
 local jobs, annex, id = jobs_key, annex_key, arg_id
 local rec = redis.call('HGET', jobs, id)
@@ -45,20 +40,8 @@ for ref in string.gmatch(children, '([^\t\n]*\t[^\t\n]*)\t[^\n]*') do
 end
 if open == 0 then return { 'ready', children, ends } end
 
+-- Park: blocked until its last child ends, due now then (released to waiting, not delayed).
 local now = current_time(arg_now)
-if f[F_STARTED] == '' then
-  f[F_ATTEMPTS] = (tonumber(f[F_ATTEMPTS]) or 0) + 1
-  f[F_STARTED] = int_text(now)
-end
-f[F_BASE] = (tonumber(f[F_BASE]) or 0) + 1
-f[F_STATE] = 'b'
--- Released to waiting (not delayed) when its last child ends.
-f[F_RUN_AT] = now
-redis.call('HSET', jobs, id, with_header(f, rec, nl))
-redis.call('ZREM', active_key, id)
+park_attempt(queue_keys, id, f, rec, nl, 'b', now, now, arg_events_max_len)
 redis.call('HSET', deps_key, id, open .. '|w')
-local group = record_group(rec)
-if group then group_leave(group_keys(jobs), group, 1, now) end
-wake_starved(meta_key, arg_wake_channel)
-emit_event(events_key, arg_events_max_len, 'parked', { id })
 return { 'parked', open }

@@ -30,13 +30,9 @@
 --   payload would take the steps past maxBytes: nothing taken)
 -- @include current_time
 -- @include parse_record
--- @include with_header
 -- @include int_text
--- @include record_group
--- @include group_leave
--- @include wake_starved
+-- @include park_attempt
 -- @include announce_delayed
--- @include emit_event
 
 -- A parked job waiting without a deadline sits in `delayed` at this score: never due (Date's maximum).
 local NEVER = 8640000000000000
@@ -112,23 +108,11 @@ if deadline > 0 and now >= deadline then
   return { 'timeout', '' }
 end
 
--- Park: the attempt started (counted here if its start mark has not arrived) and gives its budget back.
-if f[F_STARTED] == '' then
-  f[F_ATTEMPTS] = (tonumber(f[F_ATTEMPTS]) or 0) + 1
-  f[F_STARTED] = int_text(now)
-end
-f[F_BASE] = (tonumber(f[F_BASE]) or 0) + 1
-f[F_STATE] = 'd'
+-- Park: delayed until the deadline (or never due), the wait noted.
 local due = deadline > 0 and deadline or NEVER
-f[F_RUN_AT] = due
-redis.call('HSET', jobs, id, with_header(f, rec, nl))
-redis.call('ZREM', active_key, id)
+park_attempt(queue_keys, id, f, rec, nl, 'd', due, now, arg_events_max_len)
 redis.call('ZADD', delayed_key, due, id)
 local shown = deadline > 0 and int_text(deadline) or ''
 redis.call('HSET', annex, wait_field, arg_name .. '\t' .. shown)
-local group = record_group(rec)
-if group then group_leave(group_keys(jobs), group, 1, now) end
-wake_starved(meta_key, arg_wake_channel)
 announce_delayed(delayed_key, arg_wake_channel, due)
-emit_event(events_key, arg_events_max_len, 'parked', { id })
 return { 'parked', shown }
