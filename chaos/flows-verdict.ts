@@ -10,6 +10,7 @@
  * run on one machine and read the same clock (`toleranceMs`: each is floored to the ms).
  */
 import type { FlowChild } from './behaviour.js';
+import type { LogLine } from './exec-log.js';
 import { childId, childKey } from './flow-plan.js';
 
 /** A kind p add: the parent's id and queue, and the children it plans (every add, accepted or not). */
@@ -44,21 +45,7 @@ export interface DeletedChild {
 }
 
 /** A 'y' line: a flow parent's job.addChildren or job.waitForChildren call ended (exec-log.ts). */
-export interface FlowLine {
-  id: string;
-  s: number;
-  a: number;
-  z: number;
-  pid: number;
-  call: 'add' | 'wait';
-  from: number;
-  at: number;
-  o: 'added' | 'resolved' | 'parked' | 'depfail' | 'fail';
-  refs?: string[];
-  res?: Record<string, unknown>;
-  child?: string;
-  code?: string;
-}
+export type FlowLine = Omit<Extract<LogLine, { t: 'y' }>, 't'>;
 
 /** A begun attempt ('b' line). */
 export interface FlowBegin {
