@@ -60,13 +60,24 @@ interface RowRead {
  * and a burst, the planner reads every pending row (a bitmap scan) and sorts them for each batch, 20 ms
  * a batch with 20 000 rows pending instead of 1.3 ms, and a bitmap scan revisits every dead row of a
  * burst until VACUUM, where an index scan marks them dead in the index on its first pass.
+ *
+ * `after` (a row id): only rows after it. A batch locked ahead starts after the batch before it, whose
+ * rows this relay holds: from the oldest row, SKIP LOCKED would try and skip each of them, which
+ * tripled the relay's Postgres CPU (5 ms a batch of 500 instead of 1.6).
  */
-export async function lockRows(client: ClientBase, n: OutboxNames, limit: number): Promise<LockedRow[]> {
+export async function lockRows(
+  client: ClientBase,
+  n: OutboxNames,
+  limit: number,
+  after?: string,
+): Promise<LockedRow[]> {
   if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`lockRows: limit ${limit}`);
+  if (after !== undefined && !DIGITS.test(after)) throw new RangeError(`lockRows: after ${after}`);
   const replies = (await client.query(
     `BEGIN; SET LOCAL enable_sort = off;
      SELECT id::text AS row, queue, job_id, data::text AS data, opts::text AS opts, attempts
-     FROM ${n.rows} WHERE state = 'pending' ORDER BY id LIMIT ${limit} FOR UPDATE SKIP LOCKED`,
+     FROM ${n.rows} WHERE state = 'pending'${after === undefined ? '' : ` AND id > ${after}`}
+     ORDER BY id LIMIT ${limit} FOR UPDATE SKIP LOCKED`,
   )) as unknown as QueryResult<RowRead>[];
   const rows = replies[2]!.rows;
   return rows.map((r) => ({

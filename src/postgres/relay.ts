@@ -188,7 +188,7 @@ export class Relay extends EventEmitter<RelayEvents> {
 
   private async run(): Promise<void> {
     while (!this.closing) {
-      let next: 'poll' | 'backoff';
+      let next: 'poll' | 'backoff' | 'again';
       try {
         next = await this.drain();
       } catch (err) {
@@ -200,7 +200,7 @@ export class Relay extends EventEmitter<RelayEvents> {
       if (next === 'backoff') this.failures++;
       else this.failures = 0;
       if (next === 'backoff') await this.wake.sleep(reconnectDelayMs(this.failures));
-      else await this.wake.wait(this.opts.pollMs);
+      else if (next === 'poll') await this.wake.wait(this.opts.pollMs);
     }
   }
 
@@ -212,16 +212,25 @@ export class Relay extends EventEmitter<RelayEvents> {
    * and the batch locked after it is rolled back untouched, so the next run starts again from the
    * oldest pending row, as without the overlap. Each batch is its own transaction: a crash at any
    * point leaves the rows of every uncommitted one pending (their adds, repeated, are no-ops).
+   *
+   * A batch locked ahead takes the rows after the batch before it (see lockRows), so a transaction
+   * that commits late with older rows is skipped by it: every RESCAN_EVERY-th batch starts from the
+   * oldest row again, and a run that skipped is followed at once by another ('again'), which does.
    * Says when to look again.
    */
-  private async drain(): Promise<'poll' | 'backoff'> {
+  private async drain(): Promise<'poll' | 'backoff' | 'again'> {
     let current = await this.open();
     let settled: Promise<boolean> = Promise.resolve(true);
     let ahead: Promise<OpenBatch | undefined> | undefined;
+    let skipped = false;
     try {
-      while (current) {
+      for (let n = 1; current; n++) {
         const full = current.rows.length === this.opts.batch;
-        ahead = full && !this.closing ? quiet(this.open()) : undefined;
+        const after = n % RESCAN_EVERY === 0 ? undefined : current.rows.at(-1)!.row;
+        if (full && !this.closing) {
+          ahead = quiet(this.open(after));
+          skipped ||= after !== undefined;
+        } else ahead = undefined;
         const moved = await this.withinBatchTimeout(
           moveRows(
             current.rows,
@@ -243,7 +252,8 @@ export class Relay extends EventEmitter<RelayEvents> {
         // below rolls back whatever it locked.)
         current = ahead ? await this.unlessGivenUp(ahead) : undefined;
       }
-      return (await settled) ? 'poll' : 'backoff';
+      if (!(await settled)) return 'backoff';
+      return skipped ? 'again' : 'poll';
     } finally {
       if (current) this.dropBatch(current.client, new ClosedError('the relay (the batch failed)'));
       // A batch locked ahead of one that failed or stopped is rolled back, its rows untouched, before
@@ -271,7 +281,7 @@ export class Relay extends EventEmitter<RelayEvents> {
    * undefined, with the transaction committed and the connection given back, when there were none
    * or the relay is closing.
    */
-  private async open(): Promise<OpenBatch | undefined> {
+  private async open(after?: string): Promise<OpenBatch | undefined> {
     const started = performance.now();
     const client = await this.pool.connect();
     if (this.closing) {
@@ -282,7 +292,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     this.held.add(client);
     client.on('error', ignore); // a lost connection is reported by the query it fails
     try {
-      const rows = await lockRows(client, this.names, this.opts.batch);
+      const rows = await lockRows(client, this.names, this.opts.batch, after);
       this.totals.polls++;
       if (rows.length > 0) return { client, rows, started };
       await client.query('COMMIT');
@@ -463,6 +473,9 @@ export class Relay extends EventEmitter<RelayEvents> {
 }
 
 /** A batch's open transaction and the rows it locked. */
+/** Every this many batches of a run, the one locked ahead starts from the oldest pending row (drain). */
+const RESCAN_EVERY = 16;
+
 interface OpenBatch {
   client: PoolClient;
   rows: LockedRow[];

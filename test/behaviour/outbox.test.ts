@@ -601,6 +601,45 @@ describe('outbox relays', () => {
     }
   });
 
+  it('a transaction that commits late, with an older row, is not left behind by batches locked ahead', async () => {
+    const outbox = await newOutbox();
+    const name = uniqueName('late');
+    const q = queue(name);
+    // Rows written by hand send no notification: only the relay's own rescans can find the late row
+    // (its poll is an hour away).
+    const insert = (client: { query: typeof db.pool.query }, from: number, to: number) =>
+      client.query(
+        `INSERT INTO "${outbox.table}" (queue, job_id, data, opts)
+         SELECT $1, 'j' || n, json_build_object('n', n), json_build_object('id', 'j' || n)
+         FROM generate_series($2::int, $3::int) AS n`,
+        [name, from, to],
+      );
+    const TOTAL = 2_000;
+    const BATCH = 5;
+    await insert(db.pool, 1, 100);
+    const late = await db.pool.connect();
+    try {
+      await late.query('BEGIN');
+      await insert(late, 0, 0); // the late row: its id is older than every row after the first 100
+      await insert(db.pool, 101, TOTAL);
+      const relay = startRelay(outbox, { batch: BATCH, pollMs: 3_600_000 });
+      await waitUntil(() => relay.stats().relayed >= 200, 'the relay past the late row');
+      await late.query('COMMIT');
+      const relayedAtCommit = relay.stats().relayed;
+      // The test means something only if the run had far to go when the late row committed.
+      expect(relayedAtCommit).toBeLessThan(TOTAL - 500);
+      await waitUntil(() => relay.stats().relayed === TOTAL + 1, 'every row relayed');
+      const order = (await q.getJobs('waiting', { limit: TOTAL + 1 })).map((j) => j.id);
+      expect(order).toHaveLength(TOTAL + 1);
+      // Every 16th batch of a run locks from the oldest pending row again; the two batches locked
+      // when the late row committed go first.
+      expect(order.indexOf('j0')).toBeLessThanOrEqual(relayedAtCommit + (16 + 2) * BATCH);
+      expect(order.filter((id) => id !== 'j0')).toEqual(Array.from({ length: TOTAL }, (_, i) => `j${i + 1}`));
+    } finally {
+      late.release();
+    }
+  });
+
   it('a relay whose pool has two connections (LISTEN and one more) still drains full batches, in order', async () => {
     const pool = newPool(db.server.url, 2);
     try {

@@ -1,8 +1,10 @@
 /**
  * The Postgres promises under random faults, with real processes (docs/postgres.md, Evidence):
  *
- * 1. The outbox: a producer runs random transactions (an `orders` row and 1-3 jobs through outbox.add
- *    or addBulk, some with explicit ids; ~30 % rolled back) while relay processes are killed (kill -9)
+ * 1. The outbox: three producers run random transactions side by side (an `orders` row and 1-3 jobs
+ *    through outbox.add or addBulk, some with explicit ids; ~30 % rolled back; ~15 % held open a while
+ *    before their end, so they commit late with older rows than younger transactions', behind the
+ *    relays' batches locked ahead) while relay processes are killed (kill -9)
  *    and restarted, and redis-server (AOF always) and PostgreSQL are each killed and restarted. A
  *    transaction whose COMMIT failed has an unknown outcome: its `orders` row says what happened. Then
  *    one relay drains the outbox. Verdict: the jobs of every committed transaction are in Redis, once
@@ -109,7 +111,6 @@ interface Tx {
 describe('Postgres promises under random faults', () => {
   it('outbox: relays, redis-server and PostgreSQL killed and restarted; committed jobs reach Redis exactly once', async () => {
     const started = Date.now();
-    const rng = new Rng(SEED);
     const planRng = new Rng(SEED ^ 0x5bd1e995);
     const pgServer: PostgresServer = await startPostgres();
     servers.push(pgServer);
@@ -136,7 +137,8 @@ describe('Postgres promises under random faults', () => {
         pgServer.url,
         proxy.url,
         table,
-        String(planRng.int(20, 200)),
+        // Small batches too: full batches lock the next ones ahead, past the rows of open transactions.
+        String(planRng.int(5, 200)),
         String(BATCH_TIMEOUT_MS),
       ]);
       child.on('message', (m: { progress?: { relayed: number; existing: number }; message?: string }) => {
@@ -149,21 +151,24 @@ describe('Postgres promises under random faults', () => {
     startRelay(0);
     startRelay(1);
 
-    // The producer.
+    // The producers.
     const CHAOS_MS = 20_000;
+    const PRODUCERS = 3;
     let producing = true;
     const txs: Tx[] = [];
     /** UUID job ids of tries that failed before COMMIT: never committed, never to be in Redis. */
     const ghosts: string[] = [];
-    const producer = async () => {
+    const producer = async (p: number) => {
+      const rng = new Rng(SEED + p);
       const pool = newPool(pgServer.url, 4);
       for (let n = 0; producing; n++) {
-        const order = `o${n}`;
+        const order = `o${p}-${n}`;
         const plan = {
           jobs: rng.int(1, 3),
           bulk: rng.chance(0.5),
           explicit: Array.from({ length: 3 }, () => rng.chance(0.4)),
           rollback: rng.chance(0.3),
+          holdMs: rng.chance(0.15) ? rng.int(1, 400) : 0,
         };
         let failedTries = 0;
         for (;;) {
@@ -186,6 +191,7 @@ describe('Postgres promises under random faults', () => {
             } else {
               for (const item of items) ids.push((await outbox.add(client, queue, item.data, item.opts)).id);
             }
+            if (plan.holdMs > 0) await sleep(plan.holdMs);
             if (plan.rollback) {
               await client.query('ROLLBACK');
               client.off('error', ignore);
@@ -220,7 +226,7 @@ describe('Postgres promises under random faults', () => {
       }
       await pool.end();
     };
-    const producerDone = producer();
+    const producerDone = Promise.all(Array.from({ length: PRODUCERS }, (_, p) => producer(p)));
 
     // Faults: relay kills all along; one or two kills of each server, one at a time.
     const relayFaults = (async () => {
