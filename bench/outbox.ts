@@ -4,11 +4,14 @@
  * initdb in a temp dir, a free loopback port, fsync off) next to the harness's private redis-server.
  * Three measurements, in this process:
  *
- * - throughput (after a warm-up round of 2 000 jobs each way, not counted): N jobs committed to the outbox (outbox.addBulk, transactions of 100), then one relay
- *   (batch 500, the default) started on the full outbox and timed from its start to the progress event
- *   that reaches N (the last batch deleted from the outbox and committed); the same with two relays at
- *   once; against queue.addBulk of the same N jobs in awaited chunks of 500 (the relay's batch). The
- *   three are interleaved, the starting one rotating each run; Redis is flushed before each.
+ * - throughput (after a warm-up round of 2 000 jobs each way, not counted): N jobs committed to the
+ *   outbox (outbox.addBulk, transactions of 100), then one relay (batch 500, the default) started on
+ *   the full outbox and timed from its start to the progress event that reaches N (the last batch
+ *   deleted from the outbox and committed); the same with two relays at once; against queue.addBulk
+ *   of the same N jobs in awaited chunks of 500 (the relay's batch), once without ids (Redis makes
+ *   them) and once with the ids the relay's jobs carry (a UUID each, as outbox.add gives: the same
+ *   jobs, like for like). The four are interleaved, the starting one rotating each run; Redis is
+ *   flushed before each.
  * - latency: one relay idle (LISTEN up), then single-job transactions committed one at a time (the
  *   next one 5 ms after the previous job was seen): from COMMIT's return to the job's `added` event read
  *   from the queue's event stream (queue.events(): a blocking XREAD on its own connection, so the event
@@ -21,6 +24,7 @@
  *   running (the rows accumulate: the add's own cost) and once with a relay running and relaying each
  *   job as it commits (production, the relay's work on the same 2 cores included).
  */
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { Queue } from '../src/index.js';
@@ -37,8 +41,8 @@ const RELAY_BATCH = 500;
 const FILL_TX = 100;
 const WAIT_MS = 180_000;
 
-type Mode = 'addBulk' | 'relay x1' | 'relay x2';
-const MODES: Mode[] = ['addBulk', 'relay x1', 'relay x2'];
+type Mode = 'addBulk' | 'addBulk + ids' | 'relay x1' | 'relay x2';
+const MODES: Mode[] = ['addBulk', 'addBulk + ids', 'relay x1', 'relay x2'];
 
 export interface OutboxThroughputRow {
   mode: Mode;
@@ -76,6 +80,8 @@ export interface OutboxResults {
   throughput: OutboxThroughputRow[];
   /** relay x1 / addBulk, medians. */
   ratio: number;
+  /** relay x1 / addBulk + ids (the same jobs with the ids the outbox gives them), medians. */
+  ratioIds: number;
   ratio2: number;
   latency: OutboxLatency[];
   txCost: OutboxTxCost[];
@@ -86,12 +92,17 @@ const job = (i: number) => ({ data: { i, s: 'x'.repeat(100) } });
 let seq = 0;
 const queueName = (tag: string) => `bench-outbox-${tag}-${++seq}`;
 
-async function plainAddBulk(url: string, n: number): Promise<number> {
+/**
+ * queue.addBulk of the N jobs in chunks of RELAY_BATCH; `ids`: each with an id as outbox.add gives
+ * one (a UUID, made before the clock starts), the same jobs as the relay moves.
+ */
+async function plainAddBulk(url: string, n: number, ids: boolean): Promise<number> {
   const q = new Queue(queueName('plain'), { connection: url });
+  const jobs = Array.from({ length: n }, (_, i) =>
+    ids ? { ...job(i), opts: { id: randomUUID() } } : job(i),
+  );
   const t0 = monoMs();
-  for (let i = 0; i < n; i += RELAY_BATCH) {
-    await q.addBulk(Array.from({ length: Math.min(RELAY_BATCH, n - i) }, (_, j) => job(i + j)));
-  }
+  for (let i = 0; i < n; i += RELAY_BATCH) await q.addBulk(jobs.slice(i, i + RELAY_BATCH));
   const ms = monoMs() - t0;
   const waiting = (await q.counts()).waiting;
   await q.close();
@@ -166,7 +177,8 @@ async function throughput(
   // A warm-up round first (not counted): the first relay started would otherwise pay for the JIT.
   const warm = Math.min(n, 2_000);
   await flushAll(h.admin);
-  await plainAddBulk(h.url, warm);
+  await plainAddBulk(h.url, warm, false);
+  await plainAddBulk(h.url, warm, true);
   const warmQueue = queueName('warm-up');
   await fill(h.outbox, h.app, warmQueue, warm);
   await drain(h.outbox, h.url, warmQueue, warm, 1);
@@ -175,8 +187,8 @@ async function throughput(
       const mode = MODES[(run + k) % MODES.length]!;
       await flushAll(h.admin);
       let line: string;
-      if (mode === 'addBulk') {
-        const t = await plainAddBulk(h.url, n);
+      if (mode === 'addBulk' || mode === 'addBulk + ids') {
+        const t = await plainAddBulk(h.url, n, mode === 'addBulk + ids');
         ms.get(mode)!.push(t);
         line = `${n} jobs in ${t.toFixed(0)} ms`;
       } else {
@@ -199,7 +211,7 @@ async function throughput(
       n,
       jobsPerSec: (n / median(list)) * 1000,
       runs: list.map((t) => Math.round((n / t) * 1000)),
-      ...(mode === 'addBulk' ? {} : { fillJobsPerSec: (n / median(fills)) * 1000 }),
+      ...(mode.startsWith('relay') ? { fillJobsPerSec: (n / median(fills)) * 1000 } : {}),
     };
   });
 }
@@ -410,6 +422,7 @@ export async function runOutboxBench(
       postgres,
       throughput: rows,
       ratio: jps('relay x1') / jps('addBulk'),
+      ratioIds: jps('relay x1') / jps('addBulk + ids'),
       ratio2: jps('relay x2') / jps('addBulk'),
       latency: lats,
       txCost: costs,
@@ -424,13 +437,19 @@ export async function runOutboxBench(
 
 export function renderOutboxTable(r: OutboxResults): string {
   const f = (v: number, d = 2) => v.toFixed(d);
-  const base = r.throughput.find((x) => x.mode === 'addBulk')!.jobsPerSec;
+  const jps = (m: Mode) => r.throughput.find((x) => x.mode === m)!.jobsPerSec;
+  const label = (m: Mode) =>
+    m === 'addBulk'
+      ? `queue.addBulk, chunks of ${RELAY_BATCH}`
+      : m === 'addBulk + ids'
+        ? `queue.addBulk, chunks of ${RELAY_BATCH}, each job with its id (a UUID, as outbox.add gives)`
+        : `${m.replace('relay x', '')} relay(s), batch ${RELAY_BATCH}`;
   const lines = [
-    '| into Redis | jobs/s (median) | runs, jobs/s | ratio to addBulk | outbox fill (tx of 100), jobs/s |',
-    '|---|---:|---|---:|---:|',
+    '| into Redis | jobs/s (median) | runs, jobs/s | ratio to addBulk | ratio to addBulk + ids | outbox fill (tx of 100), jobs/s |',
+    '|---|---:|---|---:|---:|---:|',
     ...r.throughput.map(
       (x) =>
-        `| ${x.mode === 'addBulk' ? `queue.addBulk, chunks of ${RELAY_BATCH}` : `${x.mode.replace('relay x', '')} relay(s), batch ${RELAY_BATCH}`} | ${Math.round(x.jobsPerSec)} | ${x.runs.join(', ')} | ${f(x.jobsPerSec / base)}x | ${x.fillJobsPerSec ? Math.round(x.fillJobsPerSec) : ''} |`,
+        `| ${label(x.mode)} | ${Math.round(x.jobsPerSec)} | ${x.runs.join(', ')} | ${f(x.jobsPerSec / jps('addBulk'))}x | ${f(x.jobsPerSec / jps('addBulk + ids'))}x | ${x.fillJobsPerSec ? Math.round(x.fillJobsPerSec) : ''} |`,
     ),
     '',
     `Commit -> visible in Redis (idle relay, LISTEN/NOTIFY; ${r.latency[0]?.jobs ?? 0} single-job transactions one at a time; end: the job's \`added\` event read by a blocking XREAD on the queue's event stream):`,

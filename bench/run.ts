@@ -224,7 +224,7 @@ async function main(opts: BenchOptions): Promise<void> {
     );
     await flushAll(admin);
     const r = await runOutboxBench(redis.url, admin, { n: opts.sizes.n, runs: opts.runs, ...sizes }, log);
-    table = `${table}\n\nPostgres outbox (bench/outbox.ts), N=${opts.sizes.n}, ${opts.runs} run(s); relay x1 / addBulk = ${r.ratio.toFixed(2)}x, relay x2 / addBulk = ${r.ratio2.toFixed(2)}x:\n${renderOutboxTable(r)}`;
+    table = `${table}\n\nPostgres outbox (bench/outbox.ts), N=${opts.sizes.n}, ${opts.runs} run(s); relay x1 / addBulk = ${r.ratio.toFixed(2)}x, relay x1 / addBulk + ids = ${r.ratioIds.toFixed(2)}x, relay x2 / addBulk = ${r.ratio2.toFixed(2)}x:\n${renderOutboxTable(r)}`;
     mkdirSync(RESULTS_DIR, { recursive: true });
     writeFileSync(
       `${RESULTS_DIR}${started.toISOString().slice(0, 10)}-outbox${opts.quick ? '-quick' : ''}.json`,
