@@ -7,6 +7,7 @@
  */
 import type { Notification, Pool, PoolClient } from 'pg';
 import { reconnectDelayMs, safeTimeout } from '../timers.js';
+import { checkout, drop } from './checkout.js';
 import type { OutboxNames } from './schema.js';
 
 export class Listener {
@@ -34,9 +35,11 @@ export class Listener {
   private async connect(): Promise<void> {
     let client: PoolClient | undefined;
     try {
-      client = await this.pool.connect();
-      const c = client;
-      c.on('error', (err) => this.lost(c, err));
+      let c: PoolClient | undefined;
+      client = await checkout(this.pool, (err) => {
+        if (c) this.lost(c, err);
+      });
+      c = client;
       c.on('end', () => this.lost(c, new Error('the LISTEN connection ended')));
       c.on('notification', (m: Notification) => {
         if (m.channel === this.names.channel) this.onWake();
@@ -78,13 +81,4 @@ export class Listener {
     this.client = undefined;
     if (c) drop(c);
   }
-}
-
-const dropped = new WeakSet<PoolClient>();
-
-/** Closes a pool client's connection (release with an error destroys it), at most once. */
-export function drop(client: PoolClient, err?: unknown): void {
-  if (dropped.has(client)) return;
-  dropped.add(client);
-  client.release(err instanceof Error ? err : true);
 }

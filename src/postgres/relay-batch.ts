@@ -23,15 +23,12 @@ import {
   SuretyError,
   ValidationError,
 } from '../errors.js';
-import type { StoredJob } from '../queue/enqueue.js';
-import type { StoredJobAdder } from '../queue/stored-adder.js';
+import type { StoredJob, StoredJobAdder } from '../queue/stored-adder.js';
 import type { CrossQueueParent, JobOptions } from '../types.js';
 import type { OutboxNames } from './schema.js';
 
-/** A locked row: the job as outbox.add stored it (its data as that JSON text), and the row's facts. */
+/** A locked row: the job as outbox.add stored it (its data as that JSON text, `row` its id), and the row's facts. */
 export interface LockedRow extends StoredJob {
-  /** The row's id (bigint, as text). */
-  row: string;
   queue: string;
   attempts: number;
 }
@@ -94,7 +91,8 @@ export async function lockRows(
 
 /** What became of one row in Redis. */
 export type Move =
-  | { kind: 'added'; isNew: boolean }
+  /** In Redis (added, or there already): `partition` is where its mark is (StoredJobAdder.forget). */
+  | { kind: 'added'; isNew: boolean; partition: number }
   /** Refused for good: marked failed in the outbox. */
   | { kind: 'failed'; error: SuretyError }
   /** Not added (Redis down or full, a parent not there yet): stays pending with the error recorded. */
@@ -170,7 +168,7 @@ async function moveGroup(
 ): Promise<SuretyError | undefined> {
   try {
     const added = await queue.add(group);
-    for (const [j, a] of added.entries()) set(j, { kind: 'added', isNew: a.isNew });
+    for (const [j, a] of added.entries()) set(j, { kind: 'added', isNew: a.isNew, partition: a.partition });
     return undefined;
   } catch (err) {
     const error = asSuretyError(err);
@@ -179,7 +177,7 @@ async function moveGroup(
   for (const [j, r] of group.entries()) {
     try {
       const [a] = await queue.add([r]);
-      set(j, { kind: 'added', isNew: a!.isNew });
+      set(j, { kind: 'added', isNew: a!.isNew, partition: a!.partition });
     } catch (err) {
       const error = asSuretyError(err);
       if (!isRowRefusal(error)) return error;

@@ -16,12 +16,13 @@ import { MAX_BULK } from '../defaults.js';
 import { ClosedError, ConnectionError, ListenerError, PostgresError, SuretyError } from '../errors.js';
 import type { QueueOptions } from '../options/queue.js';
 import { resolveQueueOptions } from '../options/queue.js';
-import { StoredJobAdder } from '../queue/stored-adder.js';
+import { type Forget, StoredJobAdder } from '../queue/stored-adder.js';
 import type { ConnectionOption, Logger } from '../redis/client.js';
 import { type Connection, closeConnection, connect } from '../redis/connection.js';
 import { reconnectDelayMs, safeTimeout } from '../timers.js';
 import { checkCallOptions, checkInt, checkTimerMs } from '../validate.js';
-import { drop, Listener } from './listener.js';
+import { checkout, drop, giveBack } from './checkout.js';
+import { Listener } from './listener.js';
 import { type LockedRow, lockRows, type Moves, moveRows, settleRows } from './relay-batch.js';
 import { missingTable, type OutboxNames } from './schema.js';
 
@@ -283,14 +284,13 @@ export class Relay extends EventEmitter<RelayEvents> {
    */
   private async open(after?: string): Promise<OpenBatch | undefined> {
     const started = performance.now();
-    const client = await this.pool.connect();
+    const client = await checkout(this.pool);
     if (this.closing) {
       // Closed while waiting for a connection (a pool at its max): start nothing.
       client.release();
       return undefined;
     }
     this.held.add(client);
-    client.on('error', ignore); // a lost connection is reported by the query it fails
     try {
       const rows = await lockRows(client, this.names, this.opts.batch, after);
       this.totals.polls++;
@@ -319,6 +319,7 @@ export class Relay extends EventEmitter<RelayEvents> {
       return false;
     }
     this.giveBack(client);
+    this.forgetMarks(rows, moved);
     const progress: RelayProgress = { relayed: 0, existing: 0, failed: [], deferred: 0, ms: 0 };
     let deferredBy: SuretyError | undefined;
     moved.moves.forEach((m, i) => {
@@ -338,6 +339,22 @@ export class Relay extends EventEmitter<RelayEvents> {
     const stoppedBy = moved.stoppedBy ?? deferredBy;
     if (stoppedBy) this.report(stoppedBy);
     return true;
+  }
+
+  /**
+   * The rows whose delete just committed: their outbox marks can go from Redis (with the next add to
+   * their partition, or at close). A queue dropped meanwhile (forget) keeps them until they expire.
+   */
+  private forgetMarks(rows: readonly LockedRow[], moved: Moves): void {
+    const byQueue = new Map<string, Forget[]>();
+    moved.moves.forEach((m, i) => {
+      if (m.kind !== 'added') return;
+      const job = rows[i]!;
+      const list = byQueue.get(job.queue);
+      if (list) list.push({ job, partition: m.partition });
+      else byQueue.set(job.queue, [{ job, partition: m.partition }]);
+    });
+    for (const [name, list] of byQueue) this.queues.get(name)?.forget(list);
   }
 
   /** A batch locked ahead whose turn did not come: rolled back, its rows pending as they were. */
@@ -382,8 +399,7 @@ export class Relay extends EventEmitter<RelayEvents> {
 
   private giveBack(client: PoolClient): void {
     this.held.delete(client);
-    client.off('error', ignore);
-    client.release();
+    giveBack(client);
   }
 
   private queue(name: string): StoredJobAdder {
@@ -439,6 +455,18 @@ export class Relay extends EventEmitter<RelayEvents> {
     }
   }
 
+  private async flushMarks(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const flushed = Promise.all([...this.queues.values()].map((q) => q.flush())).catch(() => {});
+    await Promise.race([
+      flushed,
+      new Promise<void>((resolve) => {
+        timer = safeTimeout(resolve, this.opts.closeTimeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+
   /** Stops the relay (see the file comment for the order); idempotent. */
   close(): Promise<void> {
     this.closed ??= this.shutdown();
@@ -463,6 +491,9 @@ export class Relay extends EventEmitter<RelayEvents> {
       for (const client of abandoned) this.dropBatch(client, new ClosedError('the relay'));
       for (const stop of this.givingUp) stop();
     }
+    // The marks of the last committed batches, in one call per queue and partition: a Redis that
+    // does not answer leaves them (they expire), and holds close() no longer than closeTimeoutMs.
+    if (finished) await this.flushMarks();
     this.queues.clear();
     await closeConnection(this.conn);
     // An abandoned batch ends now (its calls fail); a loop still waiting for a pool connection starts

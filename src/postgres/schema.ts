@@ -5,6 +5,7 @@
  */
 import type { Pool } from 'pg';
 import { PostgresSchemaError } from '../errors.js';
+import { withPoolClient } from './checkout.js';
 import { isMissingTable, migrateComponent, quote, type TableRef, tableRef } from './tables.js';
 
 export const DEFAULT_TABLE = 'surety_outbox';
@@ -75,21 +76,24 @@ export interface MigrateResult {
 
 /** Applies the migrations the table has not had, in one transaction (see migrateComponent). Idempotent. */
 export async function migrate(pool: Pool, n: OutboxNames): Promise<MigrateResult> {
-  const client = await pool.connect();
   let broken: Error | undefined;
-  try {
-    await client.query('BEGIN');
-    const applied = await migrateComponent(client, n, migrations(n));
-    await client.query('COMMIT');
-    return { version: OUTBOX_SCHEMA_VERSION, applied };
-  } catch (err) {
-    await client.query('ROLLBACK').catch((e: Error) => {
-      broken = e;
-    });
-    throw err;
-  } finally {
-    client.release(broken);
-  }
+  return withPoolClient(
+    pool,
+    async (client) => {
+      try {
+        await client.query('BEGIN');
+        const applied = await migrateComponent(client, n, migrations(n));
+        await client.query('COMMIT');
+        return { version: OUTBOX_SCHEMA_VERSION, applied };
+      } catch (err) {
+        await client.query('ROLLBACK').catch((e: Error) => {
+          broken = e;
+        });
+        throw err;
+      }
+    },
+    () => broken,
+  );
 }
 
 /** The PostgresSchemaError for a statement that failed because the table is missing, else `err` itself. */

@@ -3,9 +3,11 @@
  * its retention. One row per step an attempt committed, keyed by the job (queue, id, creation time)
  * and the step's name. Only types come from `pg`: the caller's Pool or PoolClient does the talking.
  */
+
 import type { Pool, PoolClient } from 'pg';
 import { PostgresSchemaError, ValidationError } from '../errors.js';
 import { checkCallOptions, checkInt } from '../validate.js';
+import { withPoolClient } from './checkout.js';
 import { isMissingTable, migrateComponent, quote, type TableRef, tableRef } from './tables.js';
 
 /** The table pgStep, migrateSteps and pruneSteps use unless given `table`. */
@@ -42,12 +44,7 @@ const broken = new WeakSet<PoolClient>();
  */
 export async function withClient<R>(db: Db, use: (client: PoolClient) => Promise<R>): Promise<R> {
   if (isPoolClient(db)) return use(db);
-  const client = await db.connect();
-  try {
-    return await use(client);
-  } finally {
-    client.release(broken.has(client));
-  }
+  return withPoolClient(db, use, (client) => broken.has(client));
 }
 
 /**

@@ -5,14 +5,14 @@
  */
 import { DEFAULT_LEASE_MS, MAX_BULK } from '../defaults.js';
 import { CrossPartitionError, DurabilityError, ValidationError } from '../errors.js';
-import { checkOwnJobId, type ResolvedAdd, resolveAddOptions } from '../options/job.js';
+import { type ResolvedAdd, resolveAddOptions } from '../options/job.js';
 import { asConnectionError, untilClosed } from '../redis/in-flight.js';
 import type { AddedRow } from '../scripts/replies.js';
 import { callScript, scripts } from '../scripts/specs.js';
 import { encodeOptionTail, type ResolvedJobOptions } from '../store/job-record.js';
 import type { QueueKeys } from '../store/keys.js';
 import type { AddedJob, JobOptions } from '../types.js';
-import { checkKnownKeys, checkObject, storedJson, toJson } from '../validate.js';
+import { checkKnownKeys, checkObject, toJson } from '../validate.js';
 import type { QueueContext } from './context.js';
 import { linkCrossParents, readCrossParents } from './cross-queue.js';
 import type { Layout } from './partitions.js';
@@ -161,52 +161,8 @@ export async function addChildRows(
   return runAdd(ctx, layout, rows, parts);
 }
 
-/**
- * A job stored checked and serialised (by the Postgres outbox's add, src/postgres/outbox-job.ts), as
- * its relay reads it back: the id, the data as that JSON text, the options as stored (undefined when
- * they held nothing but the id).
- */
-export interface StoredJob {
-  id: string;
-  data: string;
-  opts: JobOptions | undefined;
-}
-
-/**
- * addJobs for stored jobs: the same checks with the same errors (item i's options, then its data),
- * the same routing and script calls, but the data is taken as the JSON text it was stored as
- * (storedJson: checked again without a parse and a serialisation when it provably passes), and a job
- * whose options are only its id takes the queue's resolved defaults as an add without options does.
- */
-export async function addStoredJobs(ctx: QueueContext, items: readonly StoredJob[]): Promise<AddedJob[]> {
-  if (items.length > MAX_BULK) {
-    throw new ValidationError(`addBulk takes at most ${MAX_BULK} jobs per call, got ${items.length}`);
-  }
-  const count = { 'messaging.batch.message_count': items.length };
-  return ctx.options.tracing.produce(ctx.name, 'add', count, async (trace) => {
-    const rows = items.map((item, i) => storedRow(ctx, item, `item ${i} data`, trace));
-    const layout = await ctx.open();
-    await readCrossParents(ctx, rows);
-    const parts = rows.map((row) => route(layout, row));
-    return runAdd(ctx, layout, rows, parts);
-  });
-}
-
-function storedRow(ctx: QueueContext, item: StoredJob, what: string, trace: string): RoutedRow {
-  const max = ctx.options.maxPayloadBytes;
-  if (item.opts === undefined && trace === '') {
-    const row = Object.assign({}, plainRow(ctx));
-    row.id = checkOwnJobId(item.id);
-    row.data = storedJson(what, item.data, max);
-    return row;
-  }
-  // Not `??`: stored options may be JSON null (a row written by hand), refused as add refuses it.
-  const o = resolveAddOptions(item.opts === undefined ? { id: item.id } : item.opts, ctx.options.defaults);
-  return rowOf(o, '', trace, storedJson(what, item.data, max));
-}
-
 /** The row of an add without options (its data and id left empty), made once per queue defaults. */
-function plainRow(ctx: QueueContext): RoutedRow {
+export function plainRow(ctx: QueueContext): RoutedRow {
   let plain = plainRows.get(ctx.options.defaults);
   if (plain === undefined) {
     plain = Object.freeze(rowOf(resolveAddOptions(undefined, ctx.options.defaults), '', '', ''));
@@ -239,7 +195,7 @@ export function toRow(
 /** The row of an add without options, per queue defaults (resolved options are frozen). */
 const plainRows = new WeakMap<ResolvedJobOptions, RoutedRow>();
 
-function rowOf(o: ResolvedAdd, batch: string, trace: string, data: string): RoutedRow {
+export function rowOf(o: ResolvedAdd, batch: string, trace: string, data: string): RoutedRow {
   return {
     id: o.id,
     priority: o.priority,
@@ -273,7 +229,7 @@ function rowOf(o: ResolvedAdd, batch: string, trace: string, data: string): Rout
 }
 
 /** The partition a new job goes to; a job's parents must share one partition. */
-function route(layout: Layout, row: RoutedRow): number {
+export function route(layout: Layout, row: RoutedRow): number {
   const parents = row.dependsOn === '' ? [] : String(row.dependsOn).split('\n');
   // A group lives in one partition (its limits and rotation are per partition), and so does a dedupe
   // key (its check is atomic only there).
@@ -289,12 +245,23 @@ function route(layout: Layout, row: RoutedRow): number {
   return p;
 }
 
+/**
+ * add.lua's outbox arguments of the call on partition p, whose rows are `indexes` of the caller's
+ * (the relay's marks, src/queue/stored-adder.ts); NO_OUTBOX for every other add.
+ */
+export type OutboxArgs = (
+  p: number,
+  indexes: readonly number[],
+) => Record<'outboxMarks' | 'outboxForget', string>;
+const NO_OUTBOX: OutboxArgs = () => ({ outboxMarks: '', outboxForget: '' });
+
 /** Sends routed rows (`parts[i]` is row i's partition): one atomic script call per partition. */
-async function runAdd(
+export async function runAdd(
   ctx: QueueContext,
   layout: Layout,
   rows: AddRow[],
   parts: number[],
+  outbox: OutboxArgs = NO_OUTBOX,
 ): Promise<AddedJob[]> {
   // Group by partition (one atomic call per partition), keeping each job's place in the answer.
   const groups = new Map<number, number[]>();
@@ -324,6 +291,9 @@ async function runAdd(
         layout,
         p,
         indexes.map((i) => rows[i]!),
+        false,
+        NO_BATCH,
+        outbox(p, indexes),
       );
       indexes.forEach((rowIndex, j) => {
         out[rowIndex] = added[j]!;
@@ -338,6 +308,16 @@ async function runAdd(
     }),
   );
   return out;
+}
+
+/** An add.lua call of no job that deletes outbox marks on partition p (src/queue/stored-adder.ts). */
+export async function forgetMarks(
+  ctx: QueueContext,
+  layout: Layout,
+  p: number,
+  marks: string,
+): Promise<void> {
+  await addScript(ctx, layout, p, [], false, NO_BATCH, { outboxMarks: '', outboxForget: marks });
 }
 
 /** A batch's rows and its record, in one add.lua call on partition p (queue.addBatch). */
@@ -408,8 +388,9 @@ function addScript(
   rows: AddRow[],
   checkOnly = false,
   batch: BatchArgs = NO_BATCH,
+  outbox = NO_OUTBOX(p, []),
 ): Promise<AddedRow[]> {
-  const args = { ...partitionArgs(ctx, layout, p), checkOnly: checkOnly ? '1' : '', ...batch };
+  const args = { ...partitionArgs(ctx, layout, p), checkOnly: checkOnly ? '1' : '', ...batch, ...outbox };
   return callScript(ctx.client, scripts.add, layout.parts[p]!, args, rows, addContext(ctx, layout));
 }
 

@@ -44,10 +44,10 @@ const WORKER_COMMANDS = {
   zcard: 'counts; scripts (retention, enqueue)',
   zcount:
     "getJobs('waiting') (how many prioritised jobs come before the list), explain, getCountsPerPriority; scripts: retention",
-  zscore: "explain (a waiting job's place, a running job's lease)",
+  zscore: "explain (a waiting job's place, a running job's lease); scripts: add (the outbox relay's marks)",
   lpos: "explain (a waiting job's place in the list)",
   zrangebyscore:
-    'getJobs, workers, getCountsPerPriority (groups); scripts (claim, recover, clean, heartbeats)',
+    'getJobs, workers, getCountsPerPriority (groups); scripts (claim, recover, clean, heartbeats, outbox marks)',
   zrange:
     'scripts: claim by priority, delayed wake-ups, the group rotation, retention (the oldest finished jobs)',
   zrevrange: 'groups() (groups by backlog), stats()',
@@ -110,7 +110,7 @@ const MONITOR_COMMANDS = {
   zcard: 'counts',
   zcount:
     "getJobs('waiting') (how many prioritised jobs come before the list), explain, getCountsPerPriority",
-  zscore: "explain (a waiting job's place, a running job's lease)",
+  zscore: "explain (a waiting job's place, a running job's lease); scripts: add (the outbox relay's marks)",
   lpos: "explain (a waiting job's place in the list)",
   zrangebyscore: 'getJobs, workers, getCountsPerPriority (groups)',
   xread: 'queue.events(), QueueEvents',

@@ -33,7 +33,11 @@
 -- ARGV[11] cbRunAt      the callback's due time (epoch ms, '' = none)
 -- ARGV[12] cbTail       the callback's option tail ('' = no callback)
 -- ARGV[13] cbData       the callback's user data (JSON, '' = undefined)
--- ARGV[14..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode, group, dedupeKey, dedupeMode, dedupeTtlMs, ttlMs, xDependsOn, waiter
+-- ARGV[14] outboxMarks  '' or one line per job of the call (the outbox relay, src/postgres/): its mark,
+--                       `<outbox row id>:<job id>`, kept in `outboxed` (below)
+-- ARGV[15] outboxForget marks to delete from `outboxed`, newline-separated (rows whose delete the relay
+--                       has committed since its last call to this tag), '' = none
+-- ARGV[16..] repeated: id, priority, delayMs, runAt, optionTail, data, dependsOn, depMode, group, dedupeKey, dedupeMode, dedupeTtlMs, ttlMs, xDependsOn, waiter
 --   id ('' = generate), priority (integer), delayMs ('' = none), runAt (epoch ms, '' = none),
 --   optionTail (header fields 9.. in Lua numbering, see job-record.ts), data (JSON),
 --   dependsOn (parent ids, newline-separated, '' = none), depMode ('i' = run even if a parent dies, else 's'),
@@ -74,6 +78,12 @@
 --   job's end, named by `{tag}:dn:<key>` (includes/dedupe_successor.lua); the key stays with the
 --   running job, and passes to the successor when that job ends (release_dedupe).
 --   Jobs with a dedupe key are written at once (not batched), so later items of the call see them.
+-- Outbox marks: `outboxed` (ZSET mark -> when written, named from the hash tag) holds the mark of each
+--   job a relay added or found, until the relay's commit deletes its outbox row (then the relay's next
+--   call forgets it). A job whose mark is there but whose id is gone (it ran and was deleted, or was
+--   removed, while that relay died before its commit) answers as existing, state letter `g`, and is
+--   not created again: the retried row is a repeat of an add that happened. Marks a relay never
+--   forgot (it died after its commit) go after 7 days.
 -- Events: `added` (the jobs created), `duplicated` (items whose id existed, or came earlier in the
 --   call), `deduplicated` (items a dedupe key took: throttled, or debounced into the pending job;
 --   with `keys`, one dedupe key per id).
@@ -106,7 +116,8 @@
 local jobs, waiting, prio, seq, delayed, ids_key = jobs_key, waiting_key, prio_key, seq_key, delayed_key, ids_key
 local annex, dead, deps, dependents = annex_key, dead_key, deps_key, dependents_key
 local now = current_time(arg_now)
-local FIXED, R, CHUNK = 13, 15, 1000
+local FIXED, R, CHUNK = 15, 15, 1000
+local MARK_KEEP_MS = 7 * 24 * 3600 * 1000
 local suffix = arg_id_suffix
 
 -- Runs `cmd key values...` in chunks of at most CHUNK values (`step` keeps pairs together); returns
@@ -185,6 +196,16 @@ local existing = {}
 for from = 1, n, CHUNK do
   local part = redis.call('HMGET', jobs, unpack(ids, from, math.min(from + CHUNK - 1, n)))
   for j = 1, #part do existing[from + j - 1] = part[j] end
+end
+-- Outbox rows: a mark without its job is a job a relay added before (see the header).
+local marks = {}
+local outboxed = tag_key(jobs, 'outboxed')
+if arg_outbox_marks ~= '' then
+  for mark in string.gmatch(arg_outbox_marks, '[^\n]+') do marks[#marks + 1] = mark end
+  if #marks ~= n then return redis.error_reply('SURETY_BAD_ARGS outboxMarks: ' .. #marks .. ' marks for ' .. n .. ' jobs') end
+  for i = 1, n do
+    if not existing[i] and redis.call('ZSCORE', outboxed, marks[i]) then existing[i] = 'g' end
+  end
 end
 local out, records, to_list, delayed_args = {}, {}, {}, {}
 local seen, woken, min_due, added = {}, false, nil, {}
@@ -417,6 +438,24 @@ if #delayed_args > 0 then
   announce_delayed(delayed, arg_wake_channel, min_due)
 end
 if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end
+if #marks > 0 then
+  local scored = {}
+  for i = 1, n do
+    scored[#scored + 1] = now
+    scored[#scored + 1] = marks[i]
+  end
+  chunked('ZADD', outboxed, scored, 2)
+end
+if arg_outbox_forget ~= '' then
+  local forget = {}
+  for mark in string.gmatch(arg_outbox_forget, '[^\n]+') do forget[#forget + 1] = mark end
+  chunked('ZREM', outboxed, forget)
+end
+if #marks > 0 or arg_outbox_forget ~= '' then
+  -- Marks no relay forgot: a few at a time, so no call pays for many.
+  local stale = redis.call('ZRANGEBYSCORE', outboxed, '-inf', now - MARK_KEEP_MS, 'LIMIT', 0, 100)
+  if #stale > 0 then redis.call('ZREM', outboxed, unpack(stale)) end
+end
 emit_event(events_key, arg_events_max_len, 'added', added)
 emit_event(events_key, arg_events_max_len, 'duplicated', duplicated)
 if #deduped_ids > 0 then

@@ -19,6 +19,10 @@ function flat(reply: unknown): Flat {
 export interface AddedRow {
   id: string;
   isNew: boolean;
+  /**
+   * The job's state; for an outbox row an earlier relay added, whose job has since gone (state letter
+   * `g`: ended and deleted, or removed; only the relay sends marks), 'completed'.
+   */
   state: JobStateName;
 }
 
@@ -26,7 +30,9 @@ export function decodeAdd(reply: unknown): AddedRow[] {
   const r = flat(reply);
   const out: AddedRow[] = [];
   for (let i = 0; i + 2 < r.length; i += 3) {
-    out.push({ id: String(r[i]), isNew: r[i + 1] === 1, state: stateName(String(r[i + 2])) ?? 'waiting' });
+    const letter = String(r[i + 2]);
+    const state = letter === 'g' ? 'completed' : (stateName(letter) ?? 'waiting');
+    out.push({ id: String(r[i]), isNew: r[i + 1] === 1, state });
   }
   return out;
 }

@@ -79,6 +79,8 @@ export const scripts = {
       'cbRunAt',
       'cbTail',
       'cbData',
+      'outboxMarks',
+      'outboxForget',
     ],
     [
       'id',

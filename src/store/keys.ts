@@ -160,6 +160,13 @@ export interface QueueKeys {
    * src/queue/children.ts (child-ended.lua in the parent's queue), then removed.
    */
   readonly wnotify: string;
+  /**
+   * ZSET outbox mark `<outbox row id>:<job id>` -> when written: the jobs a Postgres outbox relay
+   * added (or found), until its commit deleted their rows (add.lua writes and forgets them): a row
+   * added again after its relay died before committing is not created again, even if its job has run
+   * and been deleted meanwhile. Marks no relay forgot go after 7 days.
+   */
+  readonly outboxed: string;
 }
 
 /**
@@ -272,6 +279,7 @@ export function tagKeys(tag: string): QueueKeys {
     waiters: `${tag}:waiters`,
     wended: `${tag}:wended`,
     wnotify: `${tag}:wnotify`,
+    outboxed: `${tag}:outboxed`,
   });
 }
 

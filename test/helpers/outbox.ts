@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
+import { checkout, giveBack } from '../../src/postgres/checkout.js';
 import { type PostgresServer, startPostgres } from './postgres-server.js';
 
 export interface PostgresFixture {
@@ -39,7 +40,7 @@ export function uniqueTable(): string {
 
 /** Runs `fn` in a transaction: committed when it resolves, rolled back when it throws (then rethrown). */
 export async function committed<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
+  const client = await checkout(pool);
   try {
     await client.query('BEGIN');
     const value = await fn(client);
@@ -49,18 +50,18 @@ export async function committed<T>(pool: pg.Pool, fn: (client: pg.PoolClient) =>
     await client.query('ROLLBACK').catch(() => {});
     throw err;
   } finally {
-    client.release();
+    giveBack(client);
   }
 }
 
 /** Runs `fn` in a transaction that is then rolled back; resolves with what `fn` returned. */
 export async function rolledBack<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
+  const client = await checkout(pool);
   try {
     await client.query('BEGIN');
     return await fn(client);
   } finally {
     await client.query('ROLLBACK').catch(() => {});
-    client.release();
+    giveBack(client);
   }
 }

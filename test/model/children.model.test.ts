@@ -261,6 +261,8 @@ class Harness {
       cbRunAt: '',
       cbTail: '',
       cbData: '',
+      outboxMarks: '',
+      outboxForget: '',
       claimer: '',
       nonce: '',
       count: 100,

@@ -906,6 +906,8 @@ class Harness {
       cbRunAt: '',
       cbTail: '',
       cbData: '',
+      outboxMarks: '', // the outbox relay's marks: test/behaviour/outbox.test.ts
+      outboxForget: '',
       claimer: '', // claims keep no record here (test/processes/network-blip.test.ts covers claim retries)
       nonce: '',
       freeSlots: '',

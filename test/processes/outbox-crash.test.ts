@@ -6,7 +6,7 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Queue } from '../../src/index.js';
+import { Queue, Worker } from '../../src/index.js';
 import { createOutbox, type Outbox, type Relay } from '../../src/postgres/index.js';
 import { committed, newPool, uniqueTable, usePostgres } from '../helpers/outbox.js';
 import { RedisServer } from '../helpers/redis-server.js';
@@ -65,6 +65,75 @@ async function expectExactlyOnce(q: Queue, ids: string[]): Promise<void> {
   });
 }
 
+/** A relay process of its own (test/fixtures/outbox-relay-child.ts), its Postgres connections named. */
+function startChildRelay(outbox: Outbox, batch: number): ChildProcess {
+  const child = fork(
+    CHILD,
+    [`${db.server.url}?application_name=${CHILD_NAME}`, fx.server.url, outbox.table, String(batch)],
+    { execArgv: ['--import', 'tsx'], stdio: 'pipe' },
+  );
+  children.push(child);
+  return child;
+}
+
+/**
+ * Freezes the child relay (SIGSTOP) once it is caught inside a batch, between its Redis add and its
+ * commit: each of its transactions has the lock as its last statement and none has a statement running
+ * (so no COMMIT can be on its way; it overlaps full batches, so two may be open), and Redis holds jobs
+ * whose rows are still in the outbox (the outbox counts them until that transaction commits).
+ */
+async function freezeBetweenAddAndCommit(
+  child: ChildProcess,
+  q: Queue,
+  outbox: Outbox,
+  committedJobs: number,
+) {
+  let progressed = false;
+  child.on('message', (m: { progress?: object }) => {
+    if (m.progress) progressed = true;
+  });
+  await waitUntil(() => progressed, 'the child relay at work', 20_000);
+  const inRedisPhase = async () => {
+    const { rows } = await db.pool.query(
+      `SELECT count(*) FILTER (WHERE locked)::int AS locked, count(*) FILTER (WHERE NOT locked)::int AS busy
+       FROM (SELECT state = 'idle in transaction' AND query LIKE '%FOR UPDATE SKIP LOCKED%' AS locked
+             FROM pg_stat_activity WHERE application_name = $1 AND state <> 'idle') AS a`,
+      [CHILD_NAME],
+    );
+    return rows[0].locked >= 1 && rows[0].busy === 0;
+  };
+  const inRedis = async () => {
+    const c = await q.counts();
+    return c.waiting + c.active + c.completed + c.dead;
+  };
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    if (Date.now() > deadline) throw new Error('the relay was never caught between its add and its commit');
+    child.kill('SIGSTOP');
+    const [there, inOutbox, locked] = await Promise.all([inRedis(), outbox.counts(), inRedisPhase()]);
+    if (locked && there + inOutbox.pending > committedJobs) return;
+    expect(inOutbox.pending).toBeGreaterThan(0); // still work left to catch it in
+    child.kill('SIGCONT');
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+/** kill -9, then until Postgres has seen the connections close (and rolled their transactions back). */
+async function killChildRelay(child: ChildProcess): Promise<void> {
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGKILL');
+  await exited;
+  await waitUntil(
+    async () =>
+      (
+        await db.pool.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [
+          CHILD_NAME,
+        ])
+      ).rows[0].n === 0,
+    "the dead relay's connections gone",
+  );
+}
+
 describe('outbox across crashes', () => {
   it('a relay killed with kill -9 between its Redis add and its commit: a new relay moves every job, each once', async () => {
     const outbox = await newOutbox();
@@ -72,57 +141,9 @@ describe('outbox across crashes', () => {
     const q = new Queue(name, { connection: fx.url });
     open.push(q);
     const ids = await commitJobs(outbox, name, 4_000, 1_000);
-    const child = fork(
-      CHILD,
-      [`${db.server.url}?application_name=${CHILD_NAME}`, fx.server.url, outbox.table, '100'],
-      {
-        execArgv: ['--import', 'tsx'],
-        stdio: 'pipe',
-      },
-    );
-    children.push(child);
-    const messages: { progress?: object; error?: string }[] = [];
-    child.on('message', (m: (typeof messages)[number]) => messages.push(m));
-    await waitUntil(() => messages.some((m) => m.progress), 'the child relay at work', 20_000);
-    // Freeze the relay until it is caught inside a batch, between its Redis add and its commit: each
-    // of its transactions has the lock as its last statement and none has a statement running (so no
-    // COMMIT can be on its way; it overlaps full batches, so two may be open), and Redis holds jobs
-    // whose rows are still in the outbox (the outbox counts them until that transaction commits).
-    const inRedisPhase = async () => {
-      const { rows } = await db.pool.query(
-        `SELECT count(*) FILTER (WHERE locked)::int AS locked, count(*) FILTER (WHERE NOT locked)::int AS busy
-         FROM (SELECT state = 'idle in transaction' AND query LIKE '%FOR UPDATE SKIP LOCKED%' AS locked
-               FROM pg_stat_activity WHERE application_name = $1 AND state <> 'idle') AS a`,
-        [CHILD_NAME],
-      );
-      return rows[0].locked >= 1 && rows[0].busy === 0;
-    };
-    let caught = false;
-    const deadline = Date.now() + 20_000;
-    while (!caught) {
-      if (Date.now() > deadline) throw new Error('the relay was never caught between its add and its commit');
-      child.kill('SIGSTOP');
-      const [inRedis, inOutbox, locked] = await Promise.all([q.counts(), outbox.counts(), inRedisPhase()]);
-      caught = locked && inRedis.waiting + inOutbox.pending > ids.length;
-      if (!caught) {
-        expect(inOutbox.pending).toBeGreaterThan(0); // still work left to catch it in
-        child.kill('SIGCONT');
-        await new Promise((r) => setImmediate(r));
-      }
-    }
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGKILL');
-    await exited;
-    // Postgres rolls the dead relay's transaction back once it sees the connection closed.
-    await waitUntil(
-      async () =>
-        (
-          await db.pool.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [
-            CHILD_NAME,
-          ])
-        ).rows[0].n === 0,
-      "the dead relay's connections gone",
-    );
+    const child = startChildRelay(outbox, 100);
+    await freezeBetweenAddAndCommit(child, q, outbox, ids.length);
+    await killChildRelay(child);
     const left = (await outbox.counts()).pending;
     const repeated = (await q.counts()).waiting + left - ids.length;
     expect(repeated).toBeGreaterThan(0);
@@ -134,6 +155,60 @@ describe('outbox across crashes', () => {
     await expectExactlyOnce(q, ids);
     // The rows the dead relay had added were added again: Redis said they existed.
     expect(relay.stats().existing).toBe(repeated);
+  });
+
+  it('a relay killed between its add and its commit, its jobs run and deleted meanwhile: none runs twice', async () => {
+    const outbox = await newOutbox();
+    const name = uniqueName('gone');
+    const q = new Queue(name, { connection: fx.url });
+    open.push(q);
+    // Deleted as they complete: when the next relay adds them again, Redis has no job of their id.
+    const ids: string[] = [];
+    for (let t = 0; t < 4; t++) {
+      const added = await committed(db.pool, (client) =>
+        outbox.addBulk(
+          client,
+          name,
+          Array.from({ length: 500 }, (_, i) => ({
+            data: { n: t * 500 + i },
+            opts: { keep: { completed: false } },
+          })),
+        ),
+      );
+      ids.push(...added.map((a) => a.id));
+    }
+    const child = startChildRelay(outbox, 100);
+    await freezeBetweenAddAndCommit(child, q, outbox, ids.length);
+    const runs = new Map<string, number>();
+    const worker = new Worker(
+      name,
+      async (job) => {
+        runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
+      },
+      { connection: fx.url, concurrency: 20 },
+    );
+    open.push(worker);
+    const idle = async () => {
+      const c = await q.counts();
+      return c.waiting + c.active + c.delayed === 0;
+    };
+    await waitUntil(idle, "the frozen relay's jobs run and deleted", 20_000);
+    const ranBefore = runs.size;
+    expect(ranBefore).toBeGreaterThan(0);
+    await killChildRelay(child);
+    const left = (await outbox.counts()).pending;
+    // Rows whose jobs ran already are pending again: the dead relay never committed their delete.
+    expect(ranBefore + left).toBeGreaterThan(ids.length);
+
+    const relay = outbox.relay({ connection: fx.url, batch: 500 });
+    open.push(relay);
+    await waitUntil(() => relay.stats().relayed === left, 'the new relay to move what was left', 20_000);
+    await waitUntil(async () => (await idle()) && runs.size === ids.length, 'every job run', 20_000);
+    expect(await outbox.counts()).toEqual({ pending: 0, failed: 0 });
+    const twice = [...runs].filter(([, n]) => n > 1).map(([id]) => id);
+    expect(twice).toEqual([]);
+    expect(new Set(runs.keys())).toEqual(new Set(ids));
+    expect(relay.stats().existing).toBe(ranBefore + left - ids.length);
   });
 
   it('redis-server killed with kill -9 and restarted (AOF) while a relay works: nothing is lost', async () => {

@@ -4,12 +4,14 @@
  * 1. The outbox: three producers run random transactions side by side (an `orders` row and 1-3 jobs
  *    through outbox.add or addBulk, some with explicit ids; ~30 % rolled back; ~15 % held open a while
  *    before their end, so they commit late with older rows than younger transactions', behind the
- *    relays' batches locked ahead) while relay processes are killed (kill -9)
- *    and restarted, and redis-server (AOF always) and PostgreSQL are each killed and restarted. A
+ *    relays' batches locked ahead; half add a receipt, a job of another queue deleted as it
+ *    completes, which a worker runs all along) while relay processes are killed (kill -9) and
+ *    restarted, and redis-server (AOF always) and PostgreSQL are each killed and restarted. A
  *    transaction whose COMMIT failed has an unknown outcome: its `orders` row says what happened. Then
  *    one relay drains the outbox. Verdict: the jobs of every committed transaction are in Redis, once
- *    each, and a worker completes each once; no job of any other transaction is there; the outbox is
- *    empty.
+ *    each, and a worker completes each once; every committed receipt ran, each created once (a relay
+ *    killed between its add and its commit must not create again a job that ran and was deleted);
+ *    no job of any other transaction is there or ran; the outbox is empty.
  * 2. pgStep: worker processes whose jobs write one `effects` row in a pgStep are killed (kill -9) at
  *    random moments and restarted. Verdict: every job completes, with exactly one `effects` row, and
  *    its result is that row's (the step's stored result).
@@ -22,6 +24,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Rng } from '../../chaos/rng.js';
 import { TcpProxy } from '../../chaos/tcp-proxy.js';
 import { Queue, Worker } from '../../src/index.js';
+import { checkout } from '../../src/postgres/checkout.js';
 import { createOutbox, migrateSteps } from '../../src/postgres/index.js';
 import { type PostgresServer, startPostgres } from '../helpers/postgres-server.js';
 import { RedisServer } from '../helpers/redis-server.js';
@@ -32,6 +35,8 @@ console.log(`postgres-chaos seed ${SEED} (replay: SURETY_PG_CHAOS_SEED=${SEED})`
 
 /** The relays' batchTimeoutMs: short, so a black hole of the network outlasts it. */
 const BATCH_TIMEOUT_MS = 500;
+/** The queue of the receipts: jobs a worker runs during the faults, deleted as they complete. */
+const RECEIPTS = 'receipts';
 const RELAY_CHILD = new URL('../fixtures/outbox-relay-child.ts', import.meta.url).pathname;
 const WORKER_CHILD = new URL('../fixtures/pg-chaos-worker.ts', import.meta.url).pathname;
 
@@ -106,6 +111,8 @@ interface Tx {
   outcome: 'committed' | 'rolledback' | 'unknown';
   /** Tries that failed before COMMIT (connection lost): certainly not committed. */
   failedTries: number;
+  /** Its job in the receipts queue (id `r-<order>`), if it added one. */
+  receipt: boolean;
 }
 
 describe('Postgres promises under random faults', () => {
@@ -151,6 +158,21 @@ describe('Postgres promises under random faults', () => {
     startRelay(0);
     startRelay(1);
 
+    // Receipts: jobs deleted as they complete, run by a worker all along. A relay killed between its
+    // add and its commit leaves rows whose jobs may have run and gone when the next relay adds them
+    // again: each must be created once (one createdAt per id), never again.
+    const receiptRuns = new Map<string, Set<number>>();
+    const receiptWorker = new Worker(
+      RECEIPTS,
+      (job) => {
+        const seen = receiptRuns.get(job.id) ?? new Set<number>();
+        seen.add(job.createdAt);
+        receiptRuns.set(job.id, seen);
+      },
+      { connection: redis.url, concurrency: 20 },
+    );
+    receiptWorker.on('error', ignore);
+
     // The producers.
     const CHAOS_MS = 20_000;
     const PRODUCERS = 3;
@@ -169,6 +191,7 @@ describe('Postgres promises under random faults', () => {
           explicit: Array.from({ length: 3 }, () => rng.chance(0.4)),
           rollback: rng.chance(0.3),
           holdMs: rng.chance(0.15) ? rng.int(1, 400) : 0,
+          receipt: rng.chance(0.5),
         };
         let failedTries = 0;
         for (;;) {
@@ -176,9 +199,9 @@ describe('Postgres promises under random faults', () => {
           let phase: 'body' | 'commit' = 'body';
           let client: pg.PoolClient | undefined;
           try {
-            client = await pool.connect();
-            // A connection lost while checked out: the query in flight fails, the event is not a crash.
-            client.on('error', ignore);
+            // A connection lost while checked out: the query in flight fails, the event is not a crash
+            // (checkout listens from the moment the connection is ready, before connect() resolves).
+            client = await checkout(pool, ignore);
             await client.query('BEGIN');
             await client.query('INSERT INTO orders (id) VALUES ($1)', [order]);
             const outbox = createOutbox({ pool, table });
@@ -191,32 +214,34 @@ describe('Postgres promises under random faults', () => {
             } else {
               for (const item of items) ids.push((await outbox.add(client, queue, item.data, item.opts)).id);
             }
+            if (plan.receipt)
+              await outbox.add(client, RECEIPTS, { order }, { id: `r-${order}`, keep: { completed: false } });
             if (plan.holdMs > 0) await sleep(plan.holdMs);
             if (plan.rollback) {
               await client.query('ROLLBACK');
               client.off('error', ignore);
               client.release();
-              txs.push({ order, ids, outcome: 'rolledback', failedTries });
+              txs.push({ order, ids, outcome: 'rolledback', failedTries, receipt: plan.receipt });
             } else {
               phase = 'commit';
               await client.query('COMMIT');
               client.off('error', ignore);
               client.release();
-              txs.push({ order, ids, outcome: 'committed', failedTries });
+              txs.push({ order, ids, outcome: 'committed', failedTries, receipt: plan.receipt });
             }
             break;
           } catch (err) {
             client?.off('error', ignore);
             client?.release(err instanceof Error ? err : true);
             if (phase === 'commit') {
-              txs.push({ order, ids, outcome: 'unknown', failedTries });
+              txs.push({ order, ids, outcome: 'unknown', failedTries, receipt: plan.receipt });
               break;
             }
             // Failed before COMMIT (or its ROLLBACK failed): nothing committed; try it again.
             failedTries++;
             ghosts.push(...ids.filter((id) => !id.startsWith(`${order}-`)));
             if (!producing) {
-              txs.push({ order, ids: [], outcome: 'rolledback', failedTries });
+              txs.push({ order, ids: [], outcome: 'rolledback', failedTries, receipt: false });
               break;
             }
             await sleep(50);
@@ -327,6 +352,26 @@ describe('Postgres promises under random faults', () => {
     // The black hole was exercised: a relay abandoned a batch Redis did not answer (and lost nothing).
     expect(batchTimeouts).toBeGreaterThan(0);
 
+    // Receipts: every committed one ran, each created once; none of another transaction ran.
+    const receiptQueue = new Queue(RECEIPTS, { connection: redis.url });
+    await waitUntil(
+      async () => {
+        const c = await receiptQueue.counts();
+        return c.waiting + c.delayed + c.active === 0;
+      },
+      'the receipts worker to run every receipt',
+      30_000,
+    );
+    await receiptWorker.close();
+    await receiptQueue.close();
+    const receipts = new Set(txs.filter((t) => t.receipt && rows.has(t.order)).map((t) => `r-${t.order}`));
+    const receiptVerdict = {
+      notRun: [...receipts].filter((id) => !receiptRuns.has(id)),
+      createdTwice: [...receiptRuns].filter(([, created]) => created.size > 1).map(([id]) => id),
+      ranUncommitted: [...receiptRuns.keys()].filter((id) => !receipts.has(id)),
+    };
+    expect(receiptVerdict).toEqual({ notRun: [], createdTwice: [], ranUncommitted: [] });
+
     // A worker runs them: each completes, once.
     const runs = new Map<string, number>();
     const worker = new Worker(
@@ -354,7 +399,8 @@ describe('Postgres promises under random faults', () => {
       `postgres-chaos outbox seed=${SEED}: ${txs.length} transactions (${outcomes.committed} committed, ` +
         `${outcomes.rolledback} rolled back, ${outcomes.unknown} unknown of which ${outcomes.unknownCommitted} ` +
         `committed; ${outcomes.failedTries} tries failed before COMMIT and were retried), ` +
-        `${expected.size} jobs in Redis once each, ${absent.size} absent as they should be; ` +
+        `${expected.size} jobs in Redis once each, ${absent.size} absent as they should be, ` +
+        `${receipts.size} receipts run and deleted, each created once; ` +
         `${relayKills} relay kills, ${restarts.redis} redis-server and ${restarts.postgres} PostgreSQL ` +
         `kill+restarts, ${restarts.blackhole} black hole(s) of the relays' network (${batchTimeouts} batch(es) abandoned); the relay processes moved ${moved.relayed} (${moved.existing} already in Redis), ` +
         `the drain relay ${stats.relayed} (${stats.existing} already in Redis); ` +
