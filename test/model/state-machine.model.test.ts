@@ -129,6 +129,13 @@ type Op =
   | ({ op: 'add'; id: number | null } & AddOpts)
   | { op: 'bulk'; items: { id: number | null; priority: number; lifo?: boolean | undefined }[] }
   | ({ op: 'addLater' } & Later & AddOpts)
+  /**
+   * An outbox relay's add (add.lua with its mark `<row>:<id>`): a job whose mark is there but which is
+   * gone (run and deleted, removed) answers as existing, letter `g`, and is not created again.
+   */
+  | ({ op: 'outbox'; row: number } & Later & AddOpts)
+  /** The relay forgetting a mark once its row's delete committed (add.lua with no job). */
+  | { op: 'forget'; row: number; id: number }
   | ({
       op: 'dedupe';
       /** Index into DEDUPE_KEYS. */
@@ -596,6 +603,26 @@ const reuseOpArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.constant({ op: 'recover' as const }) },
   { weight: 2, arbitrary: fc.constant({ op: 'remove' as const, target: { pool: 0 } }) },
   { weight: 1, arbitrary: fc.constant({ op: 'cancel' as const, target: { pool: 0 } }) },
+  // The outbox relay: its adds (ids fixed, two rows that may carry the same id) and its forgets.
+  {
+    weight: 2,
+    arbitrary: fc
+      .record({
+        op: fc.constant('outbox' as const),
+        id: fc.nat({ max: POOL.length - 1 }),
+        row: fc.nat({ max: 1 }),
+        runAtIn: fc.constant(0),
+      })
+      .chain(withOpts),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant('forget' as const),
+      id: fc.nat({ max: POOL.length - 1 }),
+      row: fc.nat({ max: 1 }),
+    }),
+  },
   // The id brought in from BullMQ (waiting, delayed or dead, attempts charged) while stale workers hold it.
   {
     weight: 1,
@@ -983,6 +1010,16 @@ class Harness {
       case 'addLater':
         await this.addLater(op);
         break;
+      case 'outbox':
+        await this.addFromOutbox(op);
+        break;
+      case 'forget': {
+        const mark = `${op.row}:${POOL[op.id]}`;
+        await this.run(scripts.add, { outboxForget: mark });
+        this.outboxMarks.delete(mark);
+        this.log(`forget outbox mark ${mark}`);
+        break;
+      }
       case 'dedupe':
         await this.addDeduped(op);
         break;
@@ -1823,6 +1860,31 @@ class Harness {
     if (handedTo) await this.handedOff(handedTo, a.data.n);
   }
 
+  /** The relay's marks the model expects in `outboxed` (none expires within a run: 7 days). */
+  private readonly outboxMarks = new Set<string>();
+
+  /** An outbox relay's add: add.lua with the job's mark, on the model's clock. */
+  private async addFromOutbox(op: Extract<Op, { op: 'outbox' }>): Promise<void> {
+    const a = this.laterArgs(op);
+    const id = a.id!;
+    const mark = `${op.row}:${id}`;
+    const reply = (await this.run(scripts.add, { outboxMarks: mark }, [this.addRow(a)])) as [
+      string,
+      number,
+      string,
+    ];
+    let want: [string, number, string];
+    if (!this.model.jobs.has(id) && this.outboxMarks.has(mark)) {
+      want = [id, 0, 'g'];
+    } else {
+      const w = this.model.add(a.id, a.modelOpts, a.due, a.data);
+      want = [w.id, w.isNew ? 1 : 0, w.state];
+    }
+    this.outboxMarks.add(mark);
+    this.log(`outbox add(${a.fmt}, mark ${mark}) -> ${reply.join(' ')}`);
+    this.agree('outbox add reply', reply, want);
+  }
+
   /**
    * An add with a dedupe key (add.lua, on the model's clock). Besides the model's prediction, what
    * Redis held before the add is checked against the reply: the key names the job the add answered;
@@ -2300,6 +2362,19 @@ describe('counterexamples found by the model', () => {
       claim(1), // w1 leases 1 in the same millisecond
       { op: 'addLater', id: null, runAtIn: 0, priority: 0 },
       claim(0), // withdraws: a comes back, 1 (now w1's) must not
+    ]));
+
+  it('an outbox row added again after its job was removed is not created again; another row or a forgotten mark is', () =>
+    runSequence(KEEP_ALL, [
+      { op: 'outbox', id: 0, row: 0, runAtIn: 0, priority: 0 }, // a, new
+      { op: 'outbox', id: 0, row: 0, runAtIn: 0, priority: 0 }, // a exists
+      { op: 'remove', target: { pool: 0 } },
+      { op: 'outbox', id: 0, row: 0, runAtIn: 0, priority: 0 }, // gone: g, nothing created
+      { op: 'outbox', id: 0, row: 1, runAtIn: 0, priority: 0 }, // another row of id a: a new job
+      { op: 'remove', target: { pool: 0 } },
+      { op: 'forget', id: 0, row: 0 },
+      { op: 'outbox', id: 0, row: 1, runAtIn: 0, priority: 0 }, // row 1's mark still there: g
+      { op: 'outbox', id: 0, row: 0, runAtIn: 0, priority: 0 }, // forgotten: a new job
     ]));
 
   it('a retried claim returns its own leases only, not a later lease of the same job in the same ms', () =>
