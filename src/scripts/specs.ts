@@ -245,7 +245,6 @@ export const scripts = {
       'wakeChannel',
       'doneChannel',
       'eventsMaxLen',
-      'freeReturns',
     ],
     [],
     decodeRecover,
