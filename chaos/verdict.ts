@@ -189,8 +189,9 @@ export function judge(v: VerdictInput): Judgement {
     'duplicates',
     'every wasted execution explained by a fault, within its bound: 0 unexplained',
   );
-  // Also a kill -9 between a claim and its processor's start, or a claim reply lost to the network for
-  // longer than the lease: recovery refunds a lease lost before its first renewal (recover.lua).
+  // Also a kill -9 between a claim and its processor's start, a claim reply lost to the network for
+  // longer than the lease, or one read too late by a loaded worker, however many times: recovery returns
+  // every lease lost unmarked free (recover.lua).
   const unrun = new Tally(
     'killed unrun',
     'no job ends dead without a processor ever having begun one of its attempts: 0',

@@ -46,6 +46,8 @@ export interface WorkerDiag {
   running: number;
   /** Jobs claimed and not started (Worker.diagnostics). */
   buffered: number;
+  /** Jobs whose start is being confirmed before their processor runs (Worker.diagnostics). */
+  confirming: number;
   batchesRunning: number;
   /** A batch worker's batch option. */
   batch?: { size: number; minSize: number; waitMs: number };
@@ -229,6 +231,7 @@ function diagnose(): WorkerDiag {
     pid: process.pid,
     running: d.running,
     buffered: d.buffered,
+    confirming: d.confirming,
     batchesRunning: d.batchesRunning,
     ...(cfg.batch ? { batch: cfg.batch } : {}),
     lanes: d.lanes,

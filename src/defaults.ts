@@ -9,10 +9,11 @@ export const DEFAULT_PREFIX = 'surety';
 export const DEFAULT_MAX_ATTEMPTS = 3;
 export const DEFAULT_LEASE_MS = 30_000;
 /**
- * Lost leases without a start mark (prefetched and never run, a claim reply lost, or a worker killed
- * within a round trip of starting the processor) that recovery returns free per job before it charges
- * the next one as an attempt: a job that never ran must not die of its worker's faults, and a processor
- * that kills its worker at once must still run out of attempts. See recover.lua.
+ * Lost leases without a start mark (prefetched and never run, a claim reply lost or read too late, or a
+ * worker killed within a round trip of starting the processor) that a job may have before its worker
+ * confirms its start with Redis before calling the processor. Recovery returns every unmarked loss free
+ * (a job that never ran must not die of its worker's faults); the confirmed start is what still charges
+ * a processor that kills its worker at once. See recover.lua and src/worker/runner.ts.
  */
 export const FREE_RETURNS = 3;
 export const DEFAULT_BACKOFF: Readonly<BackoffOptions> = Object.freeze({

@@ -159,7 +159,7 @@ export interface JobInfo<Data = unknown, Result = unknown> {
   /**
    * Attempts the job may still start before it ends dead: maxAttempts minus the attempts charged since
    * the last manual retry. Snoozes, sleeps and rate limits give their budget back; a lease lost before
-   * the start was recorded is not charged (at most FREE_RETURNS times per job): see docs/guarantees.md.
+   * the start was recorded is never charged: see docs/guarantees.md.
    * On a finished job (completed, dead) it is the budget it ended with, which nothing will use unless
    * the job is retried by hand (queue.retry gives it a fresh maxAttempts).
    */

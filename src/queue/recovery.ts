@@ -9,7 +9,6 @@ import {
   DEFAULT_EVENTS_MAX_LEN,
   DEFAULT_MAX_ATTEMPTS,
   DEFAULT_RETENTION,
-  FREE_RETURNS,
   SCRIPT_BATCH_LIMIT,
 } from '../defaults.js';
 import { callScript, type RedisClient, scripts } from '../scripts/specs.js';
@@ -51,7 +50,6 @@ export async function recoverExpired(
     wakeChannel: keys.wakeChannel,
     doneChannel: keys.doneChannel,
     eventsMaxLen,
-    freeReturns: FREE_RETURNS,
   });
   const expired = await callScript(client, scripts.expire, keys, {
     now: '',

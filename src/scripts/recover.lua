@@ -2,14 +2,17 @@
 -- recover.lua: the nanny. Jobs whose lease deadline has passed (their worker crashed, stalled or lost its
 -- connection) go back to the front of waiting, or to dead when their attempts are spent. Any worker
 -- may run this; no PID bookkeeping is needed. It is the one place that decides whether a lost lease
--- costs an attempt:
+-- costs an attempt, and it decides by the start mark alone:
 -- - STARTED (the worker's start mark arrived: startedAt set): the attempt is charged (it was counted by
 --   the mark) and recorded as a LeaseExpiredError; dead when the budget is spent.
--- - NOT STARTED (no start mark: prefetched and never run, or a claim reply lost): back free, with no
---   error (a `released` event, like release.lua), counted in F_REFUNDS. A worker that dies within about
---   one round trip of starting a processor leaves no mark either, so a poison job that kills its process
---   at once could come back free for ever: after `freeReturns` free returns in a job's life, the next
---   unmarked loss is charged as a started attempt (attempts + 1, LeaseExpiredError), dead when spent.
+-- - NOT STARTED (no start mark: prefetched and never run, a claim reply lost or read too late, a worker
+--   killed within about one round trip of starting a processor): back free, with no error (a
+--   `released` event, like release.lua), counted in F_REFUNDS, however many times. A processor that
+--   kills its worker at once (before its mark leaves) is bounded by the worker instead: a job with
+--   FREE_RETURNS (src/defaults.ts) refunds or more starts only once its mark is confirmed (the worker
+--   waits for start.lua before calling the processor), so its next loss is a marked one. (Charging the
+--   next unmarked loss instead spent the one attempt of jobs that never reached a processor: chaos
+--   seed 4 under load.)
 -- KEYS[1] jobs            HASH id -> record
 -- KEYS[2] annex           HASH annex: error lines, progress, logs
 -- KEYS[3] active          ZSET
@@ -31,7 +34,6 @@
 -- ARGV[6] wakeChannel     shard channel for idle workers
 -- ARGV[7] doneChannel     shard channel for waitFor
 -- ARGV[8] eventsMaxLen    event stream cap (0 = no events)
--- ARGV[9] freeReturns     unmarked losses returned free per job at most (see above)
 -- Returns: { requeued ids (table, free returns included), dead ids (table) }
 -- @include current_time
 -- @include chunked_call
@@ -61,7 +63,6 @@ if #scored == 0 then return { {}, {} } end
 local expired = {}
 for i = 1, #scored, 2 do expired[#expired + 1] = scored[i] end
 chunked_call('ZREM', active, expired)
-local free_returns = tonumber(arg_free_returns)
 
 local recs = chunked_hmget(jobs, expired)
 local requeued, dead_ids, dead_scores, updated, err_ids, lines = {}, {}, {}, {}, {}, {}
@@ -76,21 +77,11 @@ for i = #expired, 1, -1 do
     local free = f[F_STARTED] == ''
     local group = record_group(rec)
     if group then group_leave(group_keys(jobs), group, 1, now) end
-    local why = ' stopped renewing it (crashed, stalled or disconnected)'
     if free then
-      local refunds = tonumber(f[F_REFUNDS]) or 0
-      if refunds < free_returns then
-        set_field(f, F_REFUNDS, refunds + 1)
-      else
-        -- Unmarked again and again: charged as a start (a processor that kills its worker at once).
-        free = false
-        f[F_ATTEMPTS] = (tonumber(f[F_ATTEMPTS]) or 0) + 1
-        why = ' never marked its start, after ' .. free_returns .. ' free returns; counted as an attempt'
-      end
-    end
-    if not free then
+      set_field(f, F_REFUNDS, (tonumber(f[F_REFUNDS]) or 0) + 1)
+    else
       err_ids[#err_ids + 1] = id
-      lines[#lines + 1] = now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"LeaseExpiredError","code":"ERR_LEASE_EXPIRED","message":"lease expired: the worker running attempt ' .. f[F_ATTEMPTS] .. why .. '"}'
+      lines[#lines + 1] = now .. '|' .. f[F_ATTEMPTS] .. '|{"name":"LeaseExpiredError","code":"ERR_LEASE_EXPIRED","message":"lease expired: the worker running attempt ' .. f[F_ATTEMPTS] .. ' stopped renewing it (crashed, stalled or disconnected)"}'
     end
     -- Revoke the lease: the old holder's token must never match again.
     f[F_TOKEN] = ''

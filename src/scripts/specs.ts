@@ -247,7 +247,6 @@ export const scripts = {
       'wakeChannel',
       'doneChannel',
       'eventsMaxLen',
-      'freeReturns',
     ],
     [],
     decodeRecover,

@@ -19,7 +19,8 @@
  * start of the current lease ('' until its mark). `base` counts the starts not charged to the budget of
  * maxAttempts: those before the last manual retry (so a retried job gets a fresh budget), plus the
  * snoozes, sleeps and rate limits (fail.lua gives their budget back); `refunds` (written only by
- * recover.lua) counts the leases lost unmarked that it returned free, which are bounded.
+ * recover.lua) counts the leases lost unmarked that it returned free (from FREE_RETURNS on, the worker
+ * confirms the job's start before running it).
  * `name` is the job's name ('' = none); `expireAt` the epoch ms after which it must not start ('' = never);
  * `snoozes` how many times a processor snoozed it (written by scripts only); `batch` its batch id
  * ('' = none); `keep` its own retention: 'c' delete when completed, 'x' delete when dead, 'cx' both;

@@ -1,4 +1,5 @@
 /** The job as a processor sees it. */
+import { FREE_RETURNS } from '../defaults.js';
 import { LeaseExpiredError, PayloadTooLargeError, ValidationError } from '../errors.js';
 import type { WaitChildrenAnswer, WaitSignalAnswer } from '../scripts/replies.js';
 import { type ClaimedRecord, decodeSteps } from '../store/job-record.js';
@@ -61,6 +62,14 @@ export interface Attempt {
    * first did not start).
    */
   onStart: (() => void) | undefined;
+  /**
+   * The job came back unmarked FREE_RETURNS times or more (recover.lua): its start is marked, and
+   * Redis's answer awaited, before its processor is called (Runner), so a processor that kills its
+   * worker at once is charged for it, and recovery never has to charge a start it did not see.
+   */
+  readonly confirmStart: boolean;
+  /** That start mark was answered: the attempt is counted, so no other mark is sent for it. */
+  startMarked: boolean;
   /** The job was parked (job.waitForSignal): it no longer runs here; `err` is what the wait throws. */
   onParked: ((err: Error) => void) | undefined;
   /** The worker's Queues for job.addChildren. */
@@ -152,6 +161,8 @@ export class Job<Data = unknown> {
       parentReader: undefined,
       clockNow: undefined,
       onStart: undefined,
+      confirmStart: record.refunds >= FREE_RETURNS,
+      startMarked: false,
       onParked: undefined,
       childQueues: undefined,
       controller: undefined,

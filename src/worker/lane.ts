@@ -225,7 +225,19 @@ export class Lane {
 
   /** The attempt's processor started: its start is marked with the lane's next call (starter.ts), never awaited. */
   markStart(job: Job<unknown>): void {
-    if (!attemptOf(job).decided && this.holds(job)) this.starter.push(job);
+    const attempt = attemptOf(job);
+    if (!attempt.decided && !attempt.startMarked && this.holds(job)) this.starter.push(job);
+  }
+
+  /**
+   * Marks the start of a job whose processor may run only once Redis counted it (Runner.confirm), with
+   * the other such marks of this turn in one start.lua call, and resolves with the answer: true when
+   * the start is counted under its lease, false when the lease is gone (forgotten here, as for a
+   * refused mark) or the lane stopped (closing). A call that fails is sent again (start.lua is
+   * idempotent) while this lane holds the lease and the attempt is undecided.
+   */
+  confirmStart(job: Job<unknown>): Promise<boolean> {
+    return this.starter.confirm(job);
   }
 
   /** Sends the start marks no completion took this turn (one start.lua call). */

@@ -10,7 +10,9 @@
  * It knows no lane: jobs come in (accept), and what it decides goes out as values through its deps, which
  * the worker routes to the job's lane: a start to mark, an outcome row to write, jobs to hand back, a
  * freed slot. It reads one thing of the lanes, how long a job's lease surely stands. A job's processor
- * runs as soon as it has a slot: its start is marked with the lane's next call (starter.ts), never awaited.
+ * runs as soon as it has a slot: its start is marked with the lane's next call (starter.ts), never awaited,
+ * except for a job that came back unmarked FREE_RETURNS times (attempt.confirmStart): its mark is sent
+ * alone and answered before its processor is called (confirm below).
  */
 
 import { type Clock, REAL_TIMERS } from '../clock.js';
@@ -27,6 +29,12 @@ import { expiredUnstarted, isUnstarted } from './unstarted.js';
 
 /** See WorkerOptions.prefetch: a prefetched job waits locally for about this long at most. */
 const PREFETCH_HORIZON_MS = 20;
+
+/** The job's start must be marked, and answered, before its processor runs (Runner.confirm). */
+function mustConfirm(job: Job<unknown>): boolean {
+  const a = attemptOf(job);
+  return a.confirmStart && !a.startMarked;
+}
 
 /** The most jobs `prefetch: 'auto'` claims beyond the free slots (very short jobs reach it). */
 export function autoPrefetchCap(concurrency: number): number {
@@ -71,6 +79,8 @@ export interface RunnerDeps<Data, Result> {
   onStart(job: Job<Data>): void;
   /** The attempt's processor started: its lane marks the start with its next call. */
   started(job: Job<unknown>): void;
+  /** Marks a start before its processor runs (confirm): true once counted, false if the lease is gone. */
+  confirmStart(job: Job<unknown>): Promise<boolean>;
   /** An attempt settled: its lane writes this completion (and holds the lease until it is written). */
   completed(row: CompleteRow): void;
   /** An attempt settled: its lane writes this failure, snooze or rate limit (as `completed`). */
@@ -101,6 +111,8 @@ export class Runner<Data, Result> implements SlotCounters {
   private idleWaiters: (() => void)[] = [];
   /** Release calls in flight: jobs claimed but never started, handed back by a closing worker. */
   private readonly handingBack = new Set<Promise<void>>();
+  /** Jobs whose start mark is out, awaited before their processor runs (confirm): each holds a slot. */
+  private readonly confirming = new Set<Job<Data>>();
 
   /** Slots: the concurrency option, changed at run time by worker.concurrency = n. */
   private concurrencyNow: number;
@@ -162,6 +174,11 @@ export class Runner<Data, Result> implements SlotCounters {
     return this.runningCount;
   }
 
+  /** Jobs whose start is being confirmed: they run once Redis answers (close waits for them too). */
+  get confirmingCount(): number {
+    return this.confirming.size;
+  }
+
   // ---- slots (read by the lanes' sharing: slot-share.ts) ---------------------------------
 
   /** Jobs run at once: concurrency, or with the `batch` option concurrency x batch.size. */
@@ -182,7 +199,7 @@ export class Runner<Data, Result> implements SlotCounters {
   get held(): number {
     const batch = this.deps.options.batch;
     const running = batch ? this.batchesRunning * batch.size : this.runningCount;
-    return running + this.buffer.length;
+    return running + this.confirming.size + this.buffer.length;
   }
 
   /** Job slots neither running nor holding a buffered job. */
@@ -244,11 +261,14 @@ export class Runner<Data, Result> implements SlotCounters {
       return;
     }
     // A closing worker starts nothing: close() hands its buffered jobs back instead.
-    while (this.mayStart() && this.runningCount < this.concurrencyNow) {
+    while (this.mayStart() && this.runningCount + this.confirming.size < this.concurrencyNow) {
       const job = this.takeStartable();
       if (job === undefined) return;
-      this.runningCount++;
-      this.run(job);
+      if (mustConfirm(job)) this.confirm(job);
+      else {
+        this.runningCount++;
+        this.run(job);
+      }
     }
   }
 
@@ -289,7 +309,8 @@ export class Runner<Data, Result> implements SlotCounters {
       while (jobs.length < batch.size) {
         const job = this.takeStartable();
         if (job === undefined) break;
-        jobs.push(job);
+        if (mustConfirm(job)) this.confirm(job);
+        else jobs.push(job);
       }
       if (jobs.length === 0) return;
       if (jobs.length < batch.minSize && !this.batchWaitOver && batch.waitMs > 0) {
@@ -310,6 +331,33 @@ export class Runner<Data, Result> implements SlotCounters {
     if (this.batchWait !== undefined) this.timers.clearTimeout(this.batchWait);
     this.batchWait = undefined;
     this.batchWaitOver = false;
+  }
+
+  /**
+   * A job that came back unmarked FREE_RETURNS times (recovery returns every unmarked loss free) may be
+   * a processor that kills its worker before its mark leaves: its start is marked first, and its
+   * processor called in the turn Redis's answer arrives, so such a death is charged. Its slot stays
+   * taken meanwhile. Confirmed, it runs at once, even if the worker began pausing or closing (its
+   * attempt is counted: it must not go back unrun), alone in batch mode; lost, it is dropped.
+   */
+  private confirm(job: Job<Data>): void {
+    this.confirming.add(job);
+    const attempt = attemptOf(job as Job<unknown>);
+    const answered = (held: boolean) => {
+      if (!this.confirming.delete(job)) return; // given up at close (failStillRunning)
+      if (held && !attempt.decided) {
+        attempt.startMarked = true;
+        if (this.deps.options.batch) this.runBatch([job]);
+        else {
+          this.runningCount++;
+          this.run(job);
+        }
+      } else this.afterSlotFreed();
+    };
+    this.deps.confirmStart(job as Job<unknown>).then(answered, (err: unknown) => {
+      this.deps.onError(err);
+      answered(false);
+    });
   }
 
   // ---- running -------------------------------------------------------------------------------
@@ -445,7 +493,12 @@ export class Runner<Data, Result> implements SlotCounters {
   private afterSlotFreed(): void {
     this.runBuffered();
     this.deps.slotFreed();
-    if (this.runningCount === 0 && this.buffer.length === 0) for (const w of this.idleWaiters.splice(0)) w();
+    if (this.idle) for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  /** Nothing runs, nothing is buffered, no start is being confirmed. */
+  private get idle(): boolean {
+    return this.runningCount === 0 && this.confirming.size === 0 && this.buffer.length === 0;
   }
 
   private runsOf(partition: number): RunningJobs {
@@ -509,9 +562,9 @@ export class Runner<Data, Result> implements SlotCounters {
 
   // ---- close ---------------------------------------------------------------------------------
 
-  /** Resolves when nothing runs and nothing is buffered, or after `timeoutMs`. */
+  /** Resolves when nothing runs, nothing is buffered and no start is being confirmed, or after `timeoutMs`. */
   whenIdle(timeoutMs: number): Promise<void> {
-    if (this.runningCount === 0 && this.buffer.length === 0) return Promise.resolve();
+    if (this.idle) return Promise.resolve();
     return new Promise<void>((resolve) => {
       const timer = safeTimeout(resolve, timeoutMs);
       this.idleWaiters.push(() => {
@@ -527,6 +580,11 @@ export class Runner<Data, Result> implements SlotCounters {
    * whatever the processor does later is ignored, like a late result after a timeout.
    */
   failStillRunning(): void {
+    // Not started yet: handed back (release.lua takes them back free if their mark never landed).
+    const unconfirmed = [...this.confirming];
+    this.confirming.clear();
+    for (const job of unconfirmed) attemptOf(job as Job<unknown>).decided = true;
+    this.handBack(unconfirmed);
     for (const runs of this.running.values()) {
       for (const job of runs.jobs()) {
         const err = new ClosedError(`Worker ${this.deps.name} (close timeout)`);

@@ -9,8 +9,12 @@
  * returns an unmarked one free): an outcome implies its start (complete.lua and fail.lua count it if
  * the mark has not arrived), so a mark whose job has already settled is dropped. A mark refused because
  * the lease is gone stops the attempt. Marks are idempotent, so a call that failed is sent again.
+ *
+ * One kind of job is marked before its processor runs instead (confirm): one that came back unmarked
+ * FREE_RETURNS times, whose processor the runner calls only once Redis answered. Those marks go in one
+ * start.lua call per turn of the event loop too, and are sent again until answered while wanted.
  */
-import { reconnectDelayMs, safeTimeout } from '../timers.js';
+import { delay, reconnectDelayMs, safeTimeout } from '../timers.js';
 import type { Job } from './job.js';
 
 export interface StarterDeps {
@@ -35,6 +39,9 @@ export class Starter {
   private readonly inFlight = new Set<Promise<void>>();
   private failures = 0;
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Marks to confirm (confirm), sent together at the end of this turn. */
+  private confirms: { job: Job<unknown>; answer: (held: boolean) => void }[] = [];
+  private stopped = false;
 
   constructor(private readonly deps: StarterDeps) {}
 
@@ -91,12 +98,51 @@ export class Starter {
     void call.then(() => this.inFlight.delete(call));
   }
 
+  /**
+   * Marks the start of `job` before its processor runs, and resolves once Redis answered: true when the
+   * start is counted under its lease (already marked under it: true too), false when the lease is gone
+   * (then onLost, as for a refused mark) or the mark is no longer wanted, or this starter stopped.
+   */
+  confirm(job: Job<unknown>): Promise<boolean> {
+    return new Promise((answer) => {
+      this.confirms.push({ job, answer });
+      if (this.confirms.length === 1) queueMicrotask(() => void this.sendConfirms());
+    });
+  }
+
+  private async sendConfirms(): Promise<void> {
+    let waiting = this.confirms;
+    this.confirms = [];
+    for (let failures = 0; ; ) {
+      waiting = waiting.filter((c) => {
+        const wanted = !this.stopped && this.deps.wanted(c.job);
+        if (!wanted) c.answer(false);
+        return wanted;
+      });
+      if (waiting.length === 0) return;
+      try {
+        const lost = await this.deps.start(waiting.map((c) => ({ id: c.job.id, token: c.job.token })));
+        this.refused(
+          waiting.map((c) => c.job),
+          lost,
+        );
+        const gone = new Set(lost);
+        for (const c of waiting) c.answer(!gone.has(c.job.id));
+        return;
+      } catch (err) {
+        this.deps.onError(err);
+        await delay(reconnectDelayMs(++failures));
+      }
+    }
+  }
+
   /** Resolves once every start call sent so far has been answered (or failed). */
   async settled(): Promise<void> {
     while (this.inFlight.size > 0) await Promise.all(this.inFlight);
   }
 
   stop(): void {
+    this.stopped = true;
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
   }

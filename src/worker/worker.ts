@@ -225,6 +225,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
         this.turns.scheduleStarts();
         this.notify('active', job as Job<Data>);
       },
+      confirmStart: (job) => this.laneOf(job).confirmStart(job),
       completed: (row) => this.laneOf(row.job).completed(row),
       failed: (row) => this.laneOf(row.job).failed(row),
       parked: (job) => {
@@ -366,6 +367,8 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     running: number;
     /** Jobs claimed and not started yet (waiting for a slot, or for a batch to fill). */
     buffered: number;
+    /** Jobs whose start is being confirmed before their processor runs (they came back unmarked 3 times). */
+    confirming: number;
     /** Batches whose processor runs (the `batch` option; 0 otherwise). */
     batchesRunning: number;
     lanes: LaneDiagnostics[];
@@ -375,6 +378,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     return {
       running: this.activeCount,
       buffered: this.runner.bufferedCount,
+      confirming: this.runner.confirmingCount,
       batchesRunning: this.runner.batchCount,
       lanes: this.lanes.map((l) => {
         const running = this.runner.runningIn(l.partition);
@@ -523,7 +527,7 @@ export class Worker<Data = unknown, Result = unknown> extends EventEmitter<Worke
     for (const lane of this.lanes) await lane.stopFetching();
     // Replies of claims still in flight hand their jobs back as they arrive (Runner.accept).
     this.runner.handBackBuffered();
-    if (this.runner.activeCount > 0) {
+    if (this.runner.activeCount + this.runner.confirmingCount > 0) {
       await this.runner.whenIdle(deadline - Date.now());
       this.runner.failStillRunning();
     }

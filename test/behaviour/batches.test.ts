@@ -213,15 +213,18 @@ describe('batches', () => {
   });
 
   it('counts a member whose lease expires with no attempt left as dead (recover.lua)', async () => {
-    // Script level, on an injected clock: the lease expires exactly, with no early-loss refund.
+    // Script level, on an injected clock: the lease expires exactly.
     const { name, q } = setup();
     const keys = queueKeys('surety', name);
     const T = Date.now() - 3_600_000;
     const b = await q.addBatch([{ data: { n: 0 }, opts: { maxAttempts: 1, leaseMs: 1_000 } }], {
       onComplete: { data: { note: 'lease' } },
     });
-    const claimed = (await runScript(fx.redis, scripts.claim, keys, claimArgs({ now: T }))) as unknown[];
+    const claimed = (await runScript(fx.redis, scripts.claim, keys, claimArgs({ now: T }))) as string[];
     expect(claimed).toContain(b.jobs[0]!.id);
+    // Its start marked (start.lua): only a started attempt is charged when its lease is lost.
+    const token = claimed[claimed.indexOf(b.jobs[0]!.id) + 1]!.split('|')[1]!;
+    await runScript(fx.redis, scripts.start, keys, { now: T }, [{ id: b.jobs[0]!.id, token }]);
     const recover = () =>
       runScript(fx.redis, scripts.recover, keys, {
         now: T + 1_001,
@@ -232,7 +235,6 @@ describe('batches', () => {
         wakeChannel: keys.wakeChannel,
         doneChannel: keys.doneChannel,
         eventsMaxLen: 0,
-        freeReturns: 0,
       });
     expect(await recover()).toEqual([[], [b.jobs[0]!.id]]);
     expect(await recover()).toEqual([[], []]);

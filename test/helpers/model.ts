@@ -26,8 +26,6 @@ export interface ModelConfig {
   defaultLeaseMs: number;
   /** `defaultMaxAttempts` argument of fail/recover. */
   defaultMaxAttempts: number;
-  /** `freeReturns` argument of recover: unmarked lease losses returned free per job at most. */
-  freeReturns: number;
   /** Retention of completed and dead jobs (the same rule for both). */
   keepCount: number;
   keepAgeMs: number;
@@ -966,8 +964,8 @@ export class QueueModel {
 
   /**
    * recover: leases that ended before now. A marked start is charged (LeaseExpiredError), dead with no
-   * attempts left; an unmarked one goes back free (no error), at most freeReturns times in a job's
-   * life, after which the next is charged as a start.
+   * attempts left; an unmarked one goes back free (no error), however many times (the worker bounds a
+   * processor that kills it: src/worker/runner.ts confirms such a job's start before running it).
    */
   recover(): { requeued: string[]; dead: string[] } {
     const expired = this.scored('a')
@@ -976,12 +974,8 @@ export class QueueModel {
     const requeued: ModelJob[] = [];
     const dead: ModelJob[] = [];
     for (const j of expired) {
-      let free = j.startedAt === undefined;
-      if (free && j.refunds < this.cfg.freeReturns) j.refunds += 1;
-      else if (free) {
-        free = false;
-        j.attempts += 1;
-      }
+      const free = j.startedAt === undefined;
+      if (free) j.refunds += 1;
       if (!free) j.errors.push({ at: this.now, attempt: j.attempts, code: LEASE_EXPIRED });
       j.tokenOf = null;
       if (free || this.attemptsLeft(j)) requeued.push(j);

@@ -5,7 +5,6 @@
  * 30 s lease, 3 attempts, a 1 000-job batch and generous retention. `extra` overrides any of them.
  */
 import type { Redis } from 'ioredis';
-import { FREE_RETURNS } from '../../src/defaults.js';
 import { type ArgValue, runScript, type ScriptSpec } from '../../src/scripts/specs.js';
 import type { QueueKeys } from '../../src/store/keys.js';
 import { claimArgs } from './claim-args.js';
@@ -21,7 +20,6 @@ export function runScriptAt<A extends string, R extends string, T>(
   const values: Record<string, ArgValue> = {
     // claim.lua's settings (no rate limit, events, ticket or handoff) serve every script's same-named ones.
     ...claimArgs({ now, defaultLeaseMs: 30_000, limit: 1000 }),
-    freeReturns: FREE_RETURNS,
     starts: '',
     defaultMaxAttempts: 3,
     keepCount: 1000,

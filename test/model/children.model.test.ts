@@ -29,7 +29,6 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { FREE_RETURNS } from '../../src/defaults.js';
 import { LIBRARY_JOB_DEFAULTS, resolveAddOptions } from '../../src/options/job.js';
 import { TOMBSTONE_MS } from '../../src/queue/children.js';
 import { type ArgValue, callScript, runScript, type ScriptSpec, scripts } from '../../src/scripts/specs.js';
@@ -268,7 +267,6 @@ class Harness {
       count: 100,
       freeSlots: '',
       starts: '',
-      freeReturns: FREE_RETURNS,
       maxChildren: 10_000,
       maxBytes: 1 << 20,
       ...NO_HANDOFF,
@@ -640,12 +638,8 @@ class Harness {
           await this.call(scripts.recover, q, { defaultMaxAttempts: 1 });
           for (const [k, j] of [...this.jobs.entries()].sort(([a], [b]) => (a < b ? -1 : 1))) {
             if (!k.startsWith(`${q}/`) || j.state !== 'a') continue;
-            let free = !j.started;
-            if (free && j.refunds < FREE_RETURNS) j.refunds += 1;
-            else if (free) {
-              free = false;
-              j.attempts += 1;
-            }
+            const free = !j.started;
+            if (free) j.refunds += 1;
             j.token = '';
             if (free || j.attempts - j.base < j.max) j.state = 'w';
             else this.finish(q, k.slice(2), j, 'x', '');

@@ -5,7 +5,6 @@
  * 4 000 jobs used to lose them all, and an extend of 4 000 leases renewed none).
  */
 import { describe, expect, it } from 'vitest';
-import { FREE_RETURNS } from '../../src/defaults.js';
 import { Queue, Worker } from '../../src/index.js';
 import { type ArgValue, runScript, scripts } from '../../src/scripts/specs.js';
 import { type QueueKeys, queueKeys } from '../../src/store/keys.js';
@@ -225,7 +224,6 @@ describe('every batch script at the largest batch a worker sends', () => {
       keepCount: n,
       keepAgeMs: 86_400_000,
       ...channels,
-      freeReturns: FREE_RETURNS,
     })) as [string[], string[]];
     expect([requeued.length, dead.length]).toEqual([stalled.length, 0]);
     const [cleaned] = (await call(

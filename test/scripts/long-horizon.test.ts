@@ -6,7 +6,7 @@
  * generated-id counter (`ids`) likewise. Order, fencing and ids must hold at every one of them.
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_MAX_ATTEMPTS, FREE_RETURNS } from '../../src/defaults.js';
+import { DEFAULT_MAX_ATTEMPTS } from '../../src/defaults.js';
 import { Queue, Worker } from '../../src/index.js';
 import { type ArgValue, runScript, scripts } from '../../src/scripts/specs.js';
 import { type QueueKeys, queueKeys } from '../../src/store/keys.js';
@@ -81,7 +81,6 @@ function recover(keys: QueueKeys, now: number) {
     wakeChannel: keys.wakeChannel,
     doneChannel: keys.doneChannel,
     eventsMaxLen: 0,
-    freeReturns: FREE_RETURNS,
   });
 }
 function complete(keys: QueueKeys, now: number, id: string, token: string) {

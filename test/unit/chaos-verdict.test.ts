@@ -441,15 +441,28 @@ describe('chaos verdict: attempt accounting', () => {
     expect(accountingViolations([{ ...failed, attempts: 1, attemptsLeft: 1 }], [b(1)])).toHaveLength(1);
   });
 
-  it("lets a poison job's charged unmarked loss stand without a begin", () => {
-    const poison = acct({
+  it('fails a lease loss charged with no begin, on a job with attempts left too', () => {
+    // Recovery charges only marked starts: a charge no processor began is a job bounced unrun (chaos
+    // seed 4 under load charged 90 such jobs, of which only the single-attempt one ended dead).
+    const bounced = acct({
+      state: 'waiting',
       attempts: 1,
-      maxAttempts: 1,
-      errors: [
-        { attempt: 1, name: 'LeaseExpiredError', message: 'never marked its start, after 3 free returns' },
-      ],
+      maxAttempts: 3,
+      attemptsLeft: 2,
+      errors: [{ attempt: 1, name: 'LeaseExpiredError', message: 'lease expired' }],
     });
-    expect(accountingViolations([poison], [])).toEqual([]);
+    expect(accountingViolations([bounced], [])).toEqual([
+      'j1: attempt(s) 1 counted as started, but no processor began them (waiting, 0 snoozes, errors: 1 LeaseExpiredError)',
+    ]);
+  });
+
+  it("lets an active job's current start stand without a begin (confirmed, its processor not yet called)", () => {
+    const confirming = acct({ state: 'active', attempts: 2, maxAttempts: 3, attemptsLeft: 1, errors: [] });
+    expect(accountingViolations([confirming], [b(1)])).toEqual([]);
+    // An earlier start of it with no begin still fails.
+    expect(accountingViolations([confirming], [])).toEqual([
+      'j1: attempt(s) 1 counted as started, but no processor began them (active, 0 snoozes, errors: none)',
+    ]);
   });
 });
 

@@ -174,7 +174,9 @@ export class Sandbox {
     if (this.dead) throw new NotStartedError(this.dead.message);
     // Its expiry came while it waited for this sandbox, or its attempt was stopped (its lease lost, the
     // job cancelled) before a sandbox could take it: it must not start (the runner hands it back).
-    if (expiredUnstarted(job)) throw new UnstartedError(`job ${job.id} expired before a sandbox took it`);
+    // (A job whose start Redis already counted (Runner.confirm) has started there: it runs.)
+    if (!attemptOf(job).startMarked && expiredUnstarted(job))
+      throw new UnstartedError(`job ${job.id} expired before a sandbox took it`);
     if (job.signal.aborted) throw new UnstartedError(`job ${job.id} was stopped before a sandbox took it`);
     const fields: Record<string, unknown> = {};
     for (const f of JOB_FIELDS) fields[f] = (job as unknown as Record<string, unknown>)[f];
