@@ -30,7 +30,7 @@ const WORKER_COMMANDS = {
   hexists: 'isPaused; scripts (add: dependencies, batch callbacks; schedules: pending entries; addJobLog)',
   hset: 'scripts (job records, meta: pause, global concurrency; heartbeats, metrics)',
   hdel: 'scripts (removal, retention, heartbeats, meta); setMetricsRetention (counters past the retention)',
-  hscan: 'setMetricsRetention (finds the counters past the new retention, in pages)',
+  hscan: "setMetricsRetention (finds the counters past the new retention, in pages); scripts: add (the outbox relay's marks past their 7 days)",
   hsetnx: 'scripts: add (a job record is created once)',
   hrandfield: "scripts: claim (a few random fields of `claims`, to prune stopped workers' records)",
   hincrby: 'scripts: per-minute metrics counters, batch counts',
@@ -44,10 +44,10 @@ const WORKER_COMMANDS = {
   zcard: 'counts; scripts (retention, enqueue)',
   zcount:
     "getJobs('waiting') (how many prioritised jobs come before the list), explain, getCountsPerPriority; scripts: retention",
-  zscore: "explain (a waiting job's place, a running job's lease); scripts: add (the outbox relay's marks)",
+  zscore: "explain (a waiting job's place, a running job's lease)",
   lpos: "explain (a waiting job's place in the list)",
   zrangebyscore:
-    'getJobs, workers, getCountsPerPriority (groups); scripts (claim, recover, clean, heartbeats, outbox marks)',
+    'getJobs, workers, getCountsPerPriority (groups); scripts (claim, recover, clean, heartbeats)',
   zrange:
     'scripts: claim by priority, delayed wake-ups, the group rotation, retention (the oldest finished jobs)',
   zrevrange: 'groups() (groups by backlog), stats()',
@@ -110,7 +110,7 @@ const MONITOR_COMMANDS = {
   zcard: 'counts',
   zcount:
     "getJobs('waiting') (how many prioritised jobs come before the list), explain, getCountsPerPriority",
-  zscore: "explain (a waiting job's place, a running job's lease); scripts: add (the outbox relay's marks)",
+  zscore: "explain (a waiting job's place, a running job's lease)",
   lpos: "explain (a waiting job's place in the list)",
   zrangebyscore: 'getJobs, workers, getCountsPerPriority (groups)',
   xread: 'queue.events(), QueueEvents',

@@ -78,12 +78,13 @@
 --   job's end, named by `{tag}:dn:<key>` (includes/dedupe_successor.lua); the key stays with the
 --   running job, and passes to the successor when that job ends (release_dedupe).
 --   Jobs with a dedupe key are written at once (not batched), so later items of the call see them.
--- Outbox marks: `outboxed` (ZSET mark -> when written, named from the hash tag) holds the mark of each
+-- Outbox marks: `outboxed` (HASH mark -> when written, named from the hash tag) holds the mark of each
 --   job a relay added or found, until the relay's commit deletes its outbox row (then the relay's next
 --   call forgets it). A job whose mark is there but whose id is gone (it ran and was deleted, or was
 --   removed, while that relay died before its commit) answers as existing, state letter `g`, and is
 --   not created again: the retried row is a repeat of an add that happened. Marks a relay never
---   forgot (it died after its commit) go after 7 days.
+--   forgot (it died after its commit) go after 7 days: each call with marks looks at about 100 fields
+--   (HSCAN, its cursor in the field `~`, which no mark is).
 -- Events: `added` (the jobs created), `duplicated` (items whose id existed, or came earlier in the
 --   call), `deduplicated` (items a dedupe key took: throttled, or debounced into the pending job;
 --   with `keys`, one dedupe key per id).
@@ -203,8 +204,12 @@ local outboxed = tag_key(jobs, 'outboxed')
 if arg_outbox_marks ~= '' then
   for mark in string.gmatch(arg_outbox_marks, '[^\n]+') do marks[#marks + 1] = mark end
   if #marks ~= n then return redis.error_reply('SURETY_BAD_ARGS outboxMarks: ' .. #marks .. ' marks for ' .. n .. ' jobs') end
-  for i = 1, n do
-    if not existing[i] and redis.call('ZSCORE', outboxed, marks[i]) then existing[i] = 'g' end
+  for from = 1, n, CHUNK do
+    local got = redis.call('HMGET', outboxed, unpack(marks, from, math.min(from + CHUNK - 1, n)))
+    for j = 1, #got do
+      local i = from + j - 1
+      if got[j] and not existing[i] then existing[i] = 'g' end
+    end
   end
 end
 local out, records, to_list, delayed_args = {}, {}, {}, {}
@@ -439,22 +444,28 @@ if #delayed_args > 0 then
 end
 if woken then redis.call('SPUBLISH', arg_wake_channel, 'w') end
 if #marks > 0 then
-  local scored = {}
+  local written = {}
   for i = 1, n do
-    scored[#scored + 1] = now
-    scored[#scored + 1] = marks[i]
+    written[#written + 1] = marks[i]
+    written[#written + 1] = now
   end
-  chunked('ZADD', outboxed, scored, 2)
+  chunked('HSET', outboxed, written, 2)
 end
 if arg_outbox_forget ~= '' then
   local forget = {}
   for mark in string.gmatch(arg_outbox_forget, '[^\n]+') do forget[#forget + 1] = mark end
-  chunked('ZREM', outboxed, forget)
+  chunked('HDEL', outboxed, forget)
 end
-if #marks > 0 or arg_outbox_forget ~= '' then
-  -- Marks no relay forgot: a few at a time, so no call pays for many.
-  local stale = redis.call('ZRANGEBYSCORE', outboxed, '-inf', now - MARK_KEEP_MS, 'LIMIT', 0, 100)
-  if #stale > 0 then redis.call('ZREM', outboxed, unpack(stale)) end
+if #marks > 0 then
+  -- Marks no relay forgot: one step of a scan that goes round the hash, so no call pays for many.
+  local step = redis.call('HSCAN', outboxed, redis.call('HGET', outboxed, '~') or '0', 'COUNT', 100)
+  local stale = {}
+  for j = 1, #step[2], 2 do
+    local field, at = step[2][j], tonumber(step[2][j + 1])
+    if field ~= '~' and at and at < now - MARK_KEEP_MS then stale[#stale + 1] = field end
+  end
+  if #stale > 0 then redis.call('HDEL', outboxed, unpack(stale)) end
+  redis.call('HSET', outboxed, '~', step[1])
 end
 emit_event(events_key, arg_events_max_len, 'added', added)
 emit_event(events_key, arg_events_max_len, 'duplicated', duplicated)

@@ -161,7 +161,7 @@ export interface QueueKeys {
    */
   readonly wnotify: string;
   /**
-   * ZSET outbox mark `<outbox row id>:<job id>` -> when written: the jobs a Postgres outbox relay
+   * HASH outbox mark `<outbox row id>:<job id>` -> when written: the jobs a Postgres outbox relay
    * added (or found), until its commit deleted their rows (add.lua writes and forgets them): a row
    * added again after its relay died before committing is not created again, even if its job has run
    * and been deleted meanwhile. Marks no relay forgot go after 7 days.
