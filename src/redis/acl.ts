@@ -30,7 +30,8 @@ const WORKER_COMMANDS = {
   hexists: 'isPaused; scripts (add: dependencies, batch callbacks; schedules: pending entries; addJobLog)',
   hset: 'scripts (job records, meta: pause, global concurrency; heartbeats, metrics)',
   hdel: 'scripts (removal, retention, heartbeats, meta); setMetricsRetention (counters past the retention)',
-  hscan: "setMetricsRetention (finds the counters past the new retention, in pages); scripts: add (the outbox relay's marks past their 7 days)",
+  hscan:
+    "setMetricsRetention (finds the counters past the new retention, in pages); scripts: add (the outbox relay's marks past their 7 days)",
   hsetnx: 'scripts: add (a job record is created once)',
   hrandfield: "scripts: claim (a few random fields of `claims`, to prune stopped workers' records)",
   hincrby: 'scripts: per-minute metrics counters, batch counts',
