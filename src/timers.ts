@@ -24,6 +24,25 @@ export function delay(ms: number): Promise<void> {
   return new Promise((resolve) => safeTimeout(resolve, ms));
 }
 
+/** What `withinMs` answers when the time ran out first. */
+export const TIMED_OUT: unique symbol = Symbol('timed out');
+
+/**
+ * `p`'s value (or its rejection), or TIMED_OUT when `ms` passed first; the timer is cleared either way
+ * and `p` goes on (the caller decides what becomes of it).
+ */
+export async function withinMs<T>(p: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
+  let timer: NodeJS.Timeout | undefined;
+  const ran = new Promise<typeof TIMED_OUT>((resolve) => {
+    timer = safeTimeout(() => resolve(TIMED_OUT), ms);
+  });
+  try {
+    return await Promise.race([p, ran]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * How long to wait before calling Redis again after `failures` calls in a row failed (connection lost,
  * server restarting): 100 ms doubling to at most 2 s, so a worker neither hammers a dead server nor

@@ -19,7 +19,7 @@ import { resolveQueueOptions } from '../options/queue.js';
 import { type Forget, StoredJobAdder } from '../queue/stored-adder.js';
 import type { ConnectionOption, Logger } from '../redis/client.js';
 import { type Connection, closeConnection, connect } from '../redis/connection.js';
-import { reconnectDelayMs, safeTimeout } from '../timers.js';
+import { reconnectDelayMs, safeTimeout, TIMED_OUT, withinMs } from '../timers.js';
 import { checkCallOptions, checkInt, checkTimerMs } from '../validate.js';
 import { checkout, drop, giveBack } from './checkout.js';
 import { Listener } from './listener.js';
@@ -379,16 +379,8 @@ export class Relay extends EventEmitter<RelayEvents> {
    * is then closed and opened again, which rejects the calls it holds (a reply that may never come).
    */
   private async withinBatchTimeout<T>(moving: Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<'timeout'>((resolve) => {
-      timer = safeTimeout(() => resolve('timeout'), this.opts.batchTimeoutMs);
-    });
-    try {
-      const outcome = await Promise.race([moving, timedOut]);
-      if (outcome !== 'timeout') return outcome;
-    } finally {
-      clearTimeout(timer);
-    }
+    const outcome = await withinMs(moving, this.opts.batchTimeoutMs);
+    if (outcome !== TIMED_OUT) return outcome;
     moving.catch(() => {}); // it rejects once the connection closes; this batch is abandoned already
     this.conn.client.disconnect(true);
     throw new ConnectionError(
@@ -456,15 +448,8 @@ export class Relay extends EventEmitter<RelayEvents> {
   }
 
   private async flushMarks(): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
     const flushed = Promise.all([...this.queues.values()].map((q) => q.flush())).catch(() => {});
-    await Promise.race([
-      flushed,
-      new Promise<void>((resolve) => {
-        timer = safeTimeout(resolve, this.opts.closeTimeoutMs);
-      }),
-    ]);
-    clearTimeout(timer);
+    await withinMs(flushed, this.opts.closeTimeoutMs);
   }
 
   /** Stops the relay (see the file comment for the order); idempotent. */
@@ -477,14 +462,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     this.closing = true;
     this.wake.stop();
     this.listener.stop();
-    let timer: NodeJS.Timeout | undefined;
-    const finished = await Promise.race([
-      this.loop.then(() => true),
-      new Promise<false>((resolve) => {
-        timer = safeTimeout(() => resolve(false), this.opts.closeTimeoutMs);
-      }),
-    ]);
-    clearTimeout(timer);
+    const finished = (await withinMs(this.loop, this.opts.closeTimeoutMs)) !== TIMED_OUT;
     const abandoned = [...this.held];
     if (!finished) {
       // Abandoned: closing their connections rolls their transactions back; their rows stay pending.
