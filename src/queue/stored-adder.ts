@@ -68,7 +68,7 @@ export class StoredJobAdder {
    * and errors (item i's options, then its data); a job whose options are only its id takes the
    * queue's resolved defaults as an add without options does.
    */
-  add(items: readonly StoredJob[]): Promise<StoredAdd[]> {
+  async add(items: readonly StoredJob[]): Promise<StoredAdd[]> {
     const ctx = this.ctx;
     if (items.length > MAX_BULK) {
       throw new ValidationError(`addBulk takes at most ${MAX_BULK} jobs per call, got ${items.length}`);
