@@ -90,6 +90,25 @@ export async function lookupUnlisted(
   return out;
 }
 
+/** Why a few unfinished jobs are where they are (queue.explain), for a run that did not drain. */
+export async function explainStuck(
+  queue: Queue<JobData, ChaosResult>,
+  snapshot: RedisSnapshot,
+  max = 6,
+): Promise<string[]> {
+  // Active ones first: a job held active is what most often holds the others back (a group slot).
+  const stuck = [...snapshot.jobs.values()]
+    .filter((j) => !FINISHED.includes(j.state))
+    .sort((a, b) => Number(b.state === 'active') - Number(a.state === 'active'))
+    .slice(0, max);
+  const out: string[] = [];
+  for (const job of stuck) {
+    const why = await queue.explain(job.id).catch((err: Error) => ({ error: err.message }));
+    out.push(`${job.id} (data ${JSON.stringify(job.data)}): ${JSON.stringify(why)}`);
+  }
+  return out;
+}
+
 export interface LogEvidence {
   executions: Execution[];
   /** Every begun attempt ('b' lines). */

@@ -55,8 +55,12 @@ export interface ChaosConfig extends RunOptions {
   redisKills: number;
   /** Mean time between faults, ms. */
   meanFaultGapMs: number;
-  /** How long to wait for the queue to drain after the phase, ms. */
+  /** How long to wait at least for the queue to drain after the phase, ms. */
   drainMs: number;
+  /** Past drainMs the drain goes on while jobs still end: up to this, ms (run.ts waitDrained). */
+  drainCapMs: number;
+  /** ... and fails once no job has ended for this long, ms. */
+  drainStallMs: number;
   /** The whole run, startup to verdict, must end within this; otherwise it fails. */
   deadlineMs: number;
   keepLogs: boolean;
@@ -64,7 +68,7 @@ export interface ChaosConfig extends RunOptions {
 
 const USAGE = `usage: npm run chaos -- [--ci] [--jobs N] [--workers N] [--concurrency N] [--duration SECONDS]
                         [--seed N] [--redis-kills N] [--faults KIND,...|none] [--workload all|plain]
-                        [--fixed-options] [--keep-logs]
+                        [--fixed-options] [--keep-logs] [--drain SECONDS]
 fault kinds: ${FAULT_KINDS.join(', ')}`;
 
 /**
@@ -134,6 +138,7 @@ export function parseConfig(argv: readonly string[]): ChaosConfig {
       workload: { type: 'string' },
       'fixed-options': { type: 'boolean', default: false },
       'keep-logs': { type: 'boolean', default: false },
+      drain: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -167,8 +172,10 @@ export function parseConfig(argv: readonly string[]): ChaosConfig {
       : jobs;
   // A job run in a batch holds its group's slot until its batch returns (its slowest sibling): with
   // the batch worker taking g1 jobs, g1's line drains several times slower (seed 22: 16.9 s against
-  // 6.0 s without the batch worker). Stuck jobs are still reported, only after 30 s.
-  const drainMs = 30_000;
+  // 6.0 s without the batch worker). Past 30 s the drain goes on while jobs still end (a hang's three
+  // attempts and their backoff take under 15 s), up to 90 s.
+  const drainMs = int('drain', values.drain, 30, 5, 3_600) * 1_000;
+  const drainCapMs = Math.max(drainMs, 90_000);
   return {
     ...drawn,
     concurrency,
@@ -186,8 +193,10 @@ export function parseConfig(argv: readonly string[]): ChaosConfig {
     redisKills: faultKinds.includes('redisKill') ? int('redis-kills', values['redis-kills'], 2, 0, 100) : 0,
     meanFaultGapMs: ci ? 2_200 : 2_500,
     drainMs,
+    drainCapMs,
+    drainStallMs: 15_000,
     // startup (workers compile through tsx) + phase + drain + verdict, with room to spare.
-    deadlineMs: 45_000 + durationMs + drainMs + Math.ceil(jobs / 1_000) * 1_000,
+    deadlineMs: 45_000 + durationMs + drainCapMs + Math.ceil(jobs / 1_000) * 1_000,
     keepLogs: values['keep-logs'] === true,
   };
 }

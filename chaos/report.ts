@@ -95,6 +95,8 @@ export interface ChaosReport {
   workers: { spawned: number; crashed: number };
   checks: Check[];
   diagnosis?: WorkerDiag[];
+  /** queue.explain of a few unfinished jobs, when the run did not drain. */
+  stuckExplained?: string[];
 }
 
 export interface ReportInput {
@@ -117,6 +119,7 @@ export interface ReportInput {
   workersSpawned: number;
   crashes: readonly string[];
   diagnosis: WorkerDiag[] | undefined;
+  stuckExplained: string[] | undefined;
   /** srcFingerprint() when the run started. */
   srcAtStart: string;
 }
@@ -206,6 +209,7 @@ export function buildReport(i: ReportInput): ChaosReport {
     workers: { spawned: i.workersSpawned, crashed: i.crashes.length },
     checks: verdict.checks,
     ...(i.diagnosis ? { diagnosis: i.diagnosis } : {}),
+    ...(i.stuckExplained ? { stuckExplained: i.stuckExplained } : {}),
   };
 }
 
@@ -355,6 +359,10 @@ export function printReport(r: ChaosReport): void {
   if (r.diagnosis?.length) {
     out.push('', 'worker state at the drain deadline (internal, for diagnosis):');
     for (const d of r.diagnosis) out.push(`  ${JSON.stringify(d)}`);
+  }
+  if (r.stuckExplained?.length) {
+    out.push('', 'why some unfinished jobs are where they are (queue.explain):');
+    for (const line of r.stuckExplained) out.push(`  ${line}`);
   }
   if (r.tree.changedDuringRun)
     out.push(
