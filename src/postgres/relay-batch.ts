@@ -149,9 +149,15 @@ export async function moveRows(
       }
     }
   }
-  const deferred = stoppedBy ?? new ConnectionError('relay: the batch stopped early', null);
+  // Made only when a row was left: an error captures a stack, and most batches leave none.
+  let deferred: SuretyError | undefined;
   return {
-    moves: rows.map((_, i) => moves[i] ?? { kind: 'deferred', error: deferred }),
+    moves: rows.map((_, i) => {
+      const move = moves[i];
+      if (move) return move;
+      deferred ??= stoppedBy ?? new ConnectionError('relay: the batch stopped early', null);
+      return { kind: 'deferred', error: deferred };
+    }),
     ...(stoppedBy ? { stoppedBy } : {}),
   };
 }
