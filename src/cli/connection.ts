@@ -9,6 +9,7 @@ import type { QueueOptions } from '../options/queue.js';
 import { Queue } from '../queue/queue.js';
 import { closeConnection, connect } from '../redis/connection.js';
 import type { RedisClient } from '../scripts/specs.js';
+import { TIMED_OUT, withinMs } from '../timers.js';
 import { checkQueueName } from '../validate.js';
 import { hasEmbeddedData, startEmbedded } from './embedded.js';
 import { CliError, UsageError } from './errors.js';
@@ -94,10 +95,7 @@ async function tryCluster(url: string): Promise<{ client: RedisClient } | { reas
     lastError = err.message;
   });
   try {
-    await Promise.race([
-      client.ping(),
-      new Promise((_, reject) => setTimeout(() => reject(new Error('no answer within 5 s')), 5_000).unref()),
-    ]);
+    if ((await withinMs(client.ping(), 5_000)) === TIMED_OUT) throw new Error('no answer within 5 s');
     return { client };
   } catch (err) {
     client.disconnect();

@@ -11,6 +11,7 @@
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import { bindClock, type Clock } from '../clock.js';
 import { RedisConfigError, ValidationError } from '../errors.js';
+import { TIMED_OUT, withinMs } from '../timers.js';
 import { show } from '../validate.js';
 import type { ClusterSeed, ConnectionOption, Logger, RedisClient } from './client.js';
 import { untilClosed } from './in-flight.js';
@@ -225,15 +226,9 @@ export async function closeConnection(c: Connection): Promise<void> {
   }
   // A connection that looks up but moves no byte (a black-holed network) never answers QUIT: give it
   // QUIT_WAIT_MS, then drop the socket.
-  let timer: NodeJS.Timeout | undefined;
-  const quiet = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(() => resolve('timeout'), QUIT_WAIT_MS);
-  });
   try {
-    if ((await Promise.race([c.client.quit(), quiet])) === 'timeout') c.client.disconnect();
+    if ((await withinMs(c.client.quit(), QUIT_WAIT_MS)) === TIMED_OUT) c.client.disconnect();
   } catch {
     c.client.disconnect();
-  } finally {
-    clearTimeout(timer);
   }
 }
