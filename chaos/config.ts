@@ -57,7 +57,7 @@ export interface ChaosConfig extends RunOptions {
   meanFaultGapMs: number;
   /** How long to wait at least for the queue to drain after the phase, ms. */
   drainMs: number;
-  /** Past drainMs the drain goes on while jobs still end: up to this, ms (run.ts waitDrained). */
+  /** Past drainMs the drain goes on while jobs still end: up to this, ms (drain.ts). */
   drainCapMs: number;
   /** ... and fails once no job has ended for this long, ms. */
   drainStallMs: number;

@@ -28,6 +28,7 @@ import {
   unfinished,
 } from './collect.js';
 import { type ChaosConfig, MAX_CONCURRENCY, parseConfig, roleOf } from './config.js';
+import { DrainDeadline, type DrainLimits } from './drain.js';
 import { analyseDuplicates } from './duplicates.js';
 import { readExecLog } from './exec-log.js';
 import { type FaultRecord, planFaults } from './fault-plan.js';
@@ -95,25 +96,15 @@ const deadline = setTimeout(
   cfg.deadlineMs,
 );
 
-/**
- * Polls counts() of every queue until nothing is unfinished three times in a row. Waits at least
- * `minMs` and, while the unfinished total still falls, on past it: a stretch of `stallMs` without a
- * job ending is a stall, and `capMs` the limit in any case. A strict FIFO group at concurrency 1 (g1)
- * drains one attempt at a time, slow jobs and hangs included, so a seed that gave g1 a long line can
- * need more than `minMs` without anything being stuck (seed 685064: 42.5 s, all checks passed). A
- * job that stopped moving still fails the run, `stallMs` after the last one ended.
- */
+/** Polls counts() of every queue until nothing is unfinished three times in a row, up to `limits` (drain.ts). */
 async function waitDrained(
   queues: readonly Queue<JobData, ChaosResult>[],
-  ms: { minMs: number; capMs: number; stallMs: number },
+  limits: DrainLimits,
 ): Promise<{ drained: boolean; last: (object | null)[]; extendedMs: number }> {
-  const start = Date.now();
+  const deadline = new DrainDeadline(Date.now(), limits);
   let quiet = 0;
   const last: (object | null)[] = queues.map(() => null);
-  let lowest = Number.POSITIVE_INFINITY;
-  let movedAt = start;
-  const deadline = () => Math.min(start + ms.capMs, Math.max(start + ms.minMs, movedAt + ms.stallMs));
-  while (Date.now() < deadline()) {
+  while (Date.now() < deadline.until) {
     const counts = await Promise.all(
       queues.map((q) => within(q.counts(), 5_000, 'counts()').catch(() => null)),
     );
@@ -121,15 +112,12 @@ async function waitDrained(
       if (c) last[i] = c;
     });
     const left = counts.every((c) => c !== null) ? counts.reduce((n, c) => n + unfinished(c!), 0) : null;
-    if (left !== null && left < lowest) {
-      lowest = left;
-      movedAt = Date.now();
-    }
+    deadline.seen(left, Date.now());
     quiet = left === 0 ? quiet + 1 : 0;
-    if (quiet >= 3) return { drained: true, last, extendedMs: Math.max(0, Date.now() - start - ms.minMs) };
+    if (quiet >= 3) return { drained: true, last, extendedMs: deadline.extendedMs(Date.now()) };
     await new Promise((r) => setTimeout(r, 200));
   }
-  return { drained: false, last, extendedMs: Math.max(0, Date.now() - start - ms.minMs) };
+  return { drained: false, last, extendedMs: deadline.extendedMs(Date.now()) };
 }
 
 /** About one parent job per this many ms through the chaos phase (producer.ts runParents). */
