@@ -79,10 +79,19 @@ export class StoredJobAdder {
       const layout = await ctx.open();
       await readCrossParents(ctx, rows);
       const parts = rows.map((row) => route(layout, row));
-      const added = await runAdd(ctx, layout, rows, parts, (p, indexes) => ({
-        outboxMarks: indexes.map((i) => mark(items[i]!)).join('\n'),
-        outboxForget: this.take(p),
-      }));
+      const taken = new Map<number, string[]>();
+      let added: AddedJob[];
+      try {
+        added = await runAdd(ctx, layout, rows, parts, (p, indexes) => ({
+          outboxMarks: indexes.map((i) => mark(items[i]!)).join('\n'),
+          outboxForget: this.take(p, taken),
+        }));
+      } catch (err) {
+        // The call may not have run: its marks to forget go with the next one (forgetting twice is
+        // harmless), not left to expire.
+        for (const [p, list] of taken) this.keep(p, list);
+        throw err;
+      }
       return added.map((a, i) => ({ ...a, partition: parts[i]! }));
     });
   }
@@ -100,13 +109,25 @@ export class StoredJobAdder {
   async flush(): Promise<void> {
     if (this.forgetting.size === 0) return;
     const layout = await this.ctx.open();
-    await Promise.all([...this.forgetting.keys()].map((p) => forgetMarks(this.ctx, layout, p, this.take(p))));
+    // The relay is closing: marks a failed call leaves are left to expire.
+    const taken = new Map<number, string[]>();
+    await Promise.all(
+      [...this.forgetting.keys()].map((p) => forgetMarks(this.ctx, layout, p, this.take(p, taken))),
+    );
   }
 
-  private take(p: number): string {
+  /** Marks taken for a call that failed: they go with the next call to partition p. */
+  private keep(p: number, marks: readonly string[]): void {
+    const list = this.forgetting.get(p);
+    this.forgetting.set(p, list ? list.concat(marks) : [...marks]);
+  }
+
+  /** Partition p's marks to forget, as one argument; `taken` records them, to keep them if the call fails. */
+  private take(p: number, taken: Map<number, string[]>): string {
     const list = this.forgetting.get(p);
     if (!list) return '';
     this.forgetting.delete(p);
+    taken.set(p, list);
     return list.join('\n');
   }
 }

@@ -540,6 +540,29 @@ describe('outbox relays', () => {
     expect(await outbox.counts()).toEqual({ pending: 0, failed: 0 });
   });
 
+  it('the outbox marks a refused call carried to forget go with the next call: none is left after close', async () => {
+    const outbox = await newOutbox();
+    const name = uniqueName('marks');
+    const q = queue(name);
+    await q.add({ warm: true });
+    const relay = startRelay(outbox);
+    await committed(db.pool, (client) => outbox.add(client, name, { n: 1 }));
+    // Committed and deleted: its mark is to be forgotten with the relay's next call to the queue.
+    await waitUntil(() => relay.stats().relayed === 1, 'the first row relayed');
+    await fx.redis.config('SET', 'maxmemory', '1');
+    try {
+      await committed(db.pool, (client) => outbox.add(client, name, { n: 2 }));
+      await waitUntil(async () => (await outbox.pending())[0]?.error, 'the next call refused (Redis full)');
+    } finally {
+      await fx.redis.config('SET', 'maxmemory', '0');
+    }
+    await waitUntil(() => relay.stats().relayed === 2, 'the second row relayed once Redis has memory');
+    await relay.close();
+    // Only the expiry scan's cursor field is left: the first row's mark went with the retried call,
+    // the second's at close.
+    expect(await fx.redis.hkeys(q.keys.outboxed)).toEqual(['~']);
+  });
+
   it('close() abandons a batch stuck on Redis after closeTimeoutMs; its rows stay for the next relay', async () => {
     const outbox = await newOutbox();
     const name = uniqueName('stuck');
