@@ -287,7 +287,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     const client = await checkout(this.pool);
     if (this.closing) {
       // Closed while waiting for a connection (a pool at its max): start nothing.
-      client.release();
+      giveBack(client);
       return undefined;
     }
     this.held.add(client);

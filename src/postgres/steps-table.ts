@@ -3,7 +3,6 @@
  * its retention. One row per step an attempt committed, keyed by the job (queue, id, creation time)
  * and the step's name. Only types come from `pg`: the caller's Pool or PoolClient does the talking.
  */
-
 import type { Pool, PoolClient } from 'pg';
 import { PostgresSchemaError, ValidationError } from '../errors.js';
 import { checkCallOptions, checkInt } from '../validate.js';
